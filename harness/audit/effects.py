@@ -1,0 +1,51 @@
+"""Effect sources: where the auditor finds the side effects of each intent, by marker."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+from harness.errors import AuditError
+from harness.scenario import Effects
+
+
+def resolve_url(url: str, run_dir: Path) -> str:
+    return url.format(data_dir=run_dir / "data", run_dir=run_dir, scenario_dir="{scenario_dir}")
+
+
+def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
+    """Effects per marker, as counted by the scenario's effect source."""
+    return _sql_effects(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+
+
+def _sql_effects(url: str, query: str) -> Counter[str]:
+    path = Path(url.removeprefix("sqlite:///"))
+    if not path.is_file():
+        raise AuditError(
+            f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
+        )
+    try:
+        db = sqlite3.connect(path)
+    except sqlite3.Error as exc:
+        raise AuditError(f"cannot open effects store {path}: {exc}") from None
+    try:
+        cur = db.execute(query)
+        columns = [d[0].lower() for d in cur.description or ()]
+        if "marker" not in columns:
+            raise AuditError(
+                f"audit query must return a 'marker' column (and optionally 'effects'); it returned {columns}"
+            )
+        mi = columns.index("marker")
+        ei = columns.index("effects") if "effects" in columns else None
+        counts: Counter[str] = Counter()
+        for row in cur:
+            marker = row[mi]
+            if marker is None:
+                continue
+            counts[str(marker)] += 1 if ei is None else int(row[ei])
+        return counts
+    except sqlite3.Error as exc:
+        raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
+    finally:
+        db.close()

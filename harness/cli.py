@@ -1,0 +1,180 @@
+"""The ``mcp-chaos`` command line: parses arguments and calls the library, nothing more.
+
+Exit codes: 0 run (and gate) fine; 1 the scenario's gate failed; 2 bad usage or
+scenario; 3 the target could not be run; 4 a history or its effects could not
+be audited; 130 interrupted (the partial run is kept and can be audited).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness import __version__
+from harness.audit.auditor import AuditResult, audit_run
+from harness.errors import HarnessError, UsageError
+from harness.faults.schedule import build_schedule
+from harness.report.files import write_audit
+from harness.report.summary import render_text
+from harness.reproduce import render, reproduce
+from harness.runner import execute, prepare_run_dir
+from harness.scenario import Scenario, load_scenario
+
+EXIT_GATE_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+class _Interrupted(Exception):
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    sets = list(args.set or [])
+    if getattr(args, "seed", None) is not None:
+        sets.append(f"seed={args.seed}")
+    return sets
+
+
+def _run_and_audit(scenario: Scenario, results: Path, run_id: str | None, quiet: bool) -> AuditResult:
+    run_dir = prepare_run_dir(results, scenario, run_id)
+    out = sys.stderr
+    out.write(
+        f"run {run_dir.name}: {scenario.workload.intents} intents, "
+        f"concurrency {scenario.workload.concurrency}"
+    )
+    kill = scenario.faults.kill
+    out.write(f", {len(build_schedule(scenario))} kills planned\n" if kill else ", no faults\n")
+    out.flush()
+    try:
+        asyncio.run(execute(scenario, run_dir, out=out, progress_interval_s=1.0 if not quiet else 3600))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise _Interrupted(run_dir) from None
+    audit = audit_run(run_dir)
+    write_audit(audit)
+    return audit
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario, _overrides(args))
+    audit = _run_and_audit(scenario, Path(args.results), args.run_id, args.quiet)
+    print(render_text(audit.summary))
+    print(f"\nreport: {audit.run_dir / 'report.md'}")
+    return 0 if audit.gate_passed else EXIT_GATE_FAILED
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "history.jsonl").is_file() or not (run_dir / "scenario.yaml").is_file():
+        raise UsageError(f"{run_dir} is not a run directory (it needs history.jsonl and scenario.yaml)")
+    audit = audit_run(run_dir)
+    write_audit(audit)
+    print(render_text(audit.summary))
+    print(f"\nreport: {run_dir / 'report.md'}")
+    return 0 if audit.gate_passed else EXIT_GATE_FAILED
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario, _overrides(args))
+    schedule = build_schedule(scenario)
+    print(f"{args.scenario}: valid scenario {scenario.name!r}, seed {scenario.seed}")
+    print(
+        f"  {scenario.workload.intents} intents of {scenario.workload.tool}, "
+        f"concurrency {scenario.workload.concurrency}"
+    )
+    print(f"  {len(schedule)} faults: " + ", ".join(f"{f.kind} {f.describe()}" for f in schedule[:10]))
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    results_dir = Path(args.results)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = sorted(set(modes) - {"naive", "keyed", "atomic"})
+    if unknown:
+        raise UsageError(f"unknown mode {unknown[0]!r} in --modes; use naive, keyed, atomic")
+    started = time.monotonic()
+    variants = reproduce(
+        Path(args.scenario),
+        lambda s: _run_and_audit(s, results_dir, None, args.quiet),
+        modes=modes,
+        runs=args.runs,
+        overrides=_overrides(args),
+    )
+    table = render(variants)
+    elapsed = time.monotonic() - started
+    text = (
+        "# Reproduction of the article's pod-kill experiment\n\n"
+        f"{table}\n\nRuns: " + ", ".join(a.run_dir.name for v in variants for a in v.audits) + "\n"
+        f"Wall time: {elapsed:.0f}s\n"
+    )
+    out = results_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.md"
+    out.write_text(text, encoding="utf-8")
+    print(table)
+    print(f"\nwall time {elapsed:.0f}s; table saved to {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-chaos", description="Retry-safety chaos harness for MCP servers (protocol 2026-07-28)."
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-chaos {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def scenario_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a scenario field")
+        p.add_argument("--seed", type=int, help="override the scenario's seed")
+
+    run = sub.add_parser("run", help="run a scenario, audit it and print the duplicate-rate table")
+    run.add_argument("scenario", help="scenario YAML file")
+    scenario_options(run)
+    run.add_argument("--results", default="results", help="directory for run directories (default: results)")
+    run.add_argument("--run-id", help="name of the run directory (default: time-scenario-random)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(func=cmd_run)
+
+    audit = sub.add_parser("audit", help="(re-)audit a run directory, complete or partial")
+    audit.add_argument("run_dir")
+    audit.set_defaults(func=cmd_audit)
+
+    validate = sub.add_parser("validate", help="check a scenario file and print its fault schedule")
+    validate.add_argument("scenario")
+    scenario_options(validate)
+    validate.set_defaults(func=cmd_validate)
+
+    rep = sub.add_parser("reproduce", help="the article's experiment: naive, keyed and atomic side by side")
+    rep.add_argument("--scenario", default="scenarios/pod-kill.yaml")
+    rep.add_argument("--runs", type=int, default=1, help="runs per variant, pooled (consecutive seeds)")
+    rep.add_argument("--modes", default="naive,keyed,atomic")
+    rep.add_argument("--results", default="results")
+    rep.add_argument("--quiet", action="store_true")
+    scenario_options(rep)
+    rep.set_defaults(func=cmd_reproduce)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except _Interrupted as exc:
+        print(
+            f"\nmcp-chaos: interrupted; the partial run is in {exc.run_dir} "
+            f"(audit it with: mcp-chaos audit {exc.run_dir})",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    except HarnessError as exc:
+        print(f"mcp-chaos: error: {exc.message}", file=sys.stderr)
+        if exc.details:
+            print("\n".join("  | " + line for line in exc.details.splitlines()), file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

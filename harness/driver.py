@@ -1,0 +1,187 @@
+"""The driver: replays intents against the target with bounded concurrency and a retry policy.
+
+Each worker takes the next intent and makes attempts until one succeeds, the
+server rejects the intent for good, or the policy gives up. Every attempt is a
+new JSON-RPC request with a **new id**, as 2026-07-28 requires after a broken
+stream; every attempt of an intent carries the intent's idempotency key
+(unless the policy under test is a buggy ``fresh``-key client). Every step is
+written to the history the moment it happens.
+
+Retried: transport errors and timeouts (the outcome is unknown: the request
+may or may not have taken effect), and tool errors whose contract says
+``retryable: true``. Not retried: other tool errors and protocol errors (the
+server answered; asking again will not change its mind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from harness.client import CallResult, McpHttpClient, Outcome
+from harness.history import ATTEMPT_ENDED, ATTEMPT_STARTED, INTENT_ENDED, INTENT_STARTED, HistoryWriter
+from harness.scenario import Backoff, ClientPolicy
+from harness.workload import Intent, Workload
+
+OK = "ok"
+GAVE_UP = "gave_up"
+REJECTED = "rejected"
+
+
+def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+    base = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (attempt - 1))
+    if backoff.jitter == "full":
+        return rng.uniform(0, base)
+    if backoff.jitter == "equal":
+        return base / 2 + rng.uniform(0, base / 2)
+    return base
+
+
+def result_digest(result: dict[str, object]) -> str:
+    """A short, order-independent fingerprint of a result, to compare a replay with its original."""
+    return hashlib.sha256(orjson.dumps(result, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+@dataclass
+class DriverStats:
+    """Live counters, read by the progress display."""
+
+    planned: int
+    dispatched: int = 0
+    finished: int = 0
+    attempts: int = 0
+    in_flight: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class Driver:
+    def __init__(
+        self,
+        workload: Workload,
+        client: McpHttpClient,
+        history: HistoryWriter,
+        policy: ClientPolicy,
+        *,
+        concurrency: int,
+        seed: int,
+        progress: bool = False,
+        deadline_s: float | None = None,
+        on_dispatch: Callable[[int], None] | None = None,
+    ) -> None:
+        self.workload = workload
+        self.client = client
+        self.history = history
+        self.policy = policy
+        self.concurrency = concurrency
+        self.progress = progress
+        self.deadline_s = deadline_s
+        self.on_dispatch = on_dispatch
+        self.stats = DriverStats(planned=len(workload))
+        self.deadline_hit = False
+        self._rng = random.Random(f"{seed}:driver")
+        self._ids = itertools.count(1)
+        self._intents: Iterator[Intent] = iter(workload)
+
+    def _past_deadline(self) -> bool:
+        if self.deadline_s is not None and self.history.now() >= self.deadline_s:
+            self.deadline_hit = True
+        return self.deadline_hit
+
+    async def run(self) -> DriverStats:
+        workers = [
+            asyncio.create_task(self._worker()) for _ in range(min(self.concurrency, len(self.workload)))
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        return self.stats
+
+    async def _worker(self) -> None:
+        for intent in self._intents:
+            if self._past_deadline():
+                return
+            self.stats.dispatched += 1
+            if self.on_dispatch is not None:
+                self.on_dispatch(self.stats.dispatched)
+            await self._perform(intent)
+
+    async def _perform(self, intent: Intent) -> None:
+        history, policy, stats = self.history, self.policy, self.stats
+        history.emit(INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
+        status = GAVE_UP
+        attempt = 0
+        while attempt < policy.max_attempts:
+            attempt += 1
+            key = intent.key if policy.key_reuse == "same" or attempt == 1 else f"{intent.key}-r{attempt}"
+            arguments = self.workload.arguments(intent, key)
+            request_id = next(self._ids)
+            history.emit(ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key)
+            stats.attempts += 1
+            stats.in_flight += 1
+            try:
+                res = await self.client.call_tool(
+                    self.workload.tool,
+                    arguments,
+                    request_id=request_id,
+                    timeout=policy.attempt_timeout_s,
+                    progress=self.progress,
+                )
+            finally:
+                stats.in_flight -= 1
+            self._record(intent, attempt, request_id, res)
+            if res.outcome is Outcome.OK:
+                status = OK
+                break
+            retry_after = self._retry_after(res)
+            if retry_after is None:
+                status = REJECTED
+                break
+            if attempt >= policy.max_attempts or self._past_deadline():
+                break
+            await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, attempt, self._rng)))
+        stats.finished += 1
+        stats.statuses[status] += 1
+        history.emit(INTENT_ENDED, intent=intent.index, status=status, attempts=attempt)
+
+    def _retry_after(self, res: CallResult) -> float | None:
+        """Seconds the server asked us to wait before retrying, 0 for 'retry normally', None for 'do not'."""
+        if res.outcome in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT):
+            return 0.0
+        if (
+            res.outcome is Outcome.TOOL_ERROR
+            and self.policy.retry_tool_errors == "retryable"
+            and res.retryable
+        ):
+            return (res.retry_after_ms or 0) / 1000.0
+        return None
+
+    def _record(self, intent: Intent, attempt: int, request_id: int, res: CallResult) -> None:
+        self.stats.outcomes[res.outcome] += 1
+        fields: dict[str, object] = {"outcome": res.outcome.value}
+        if res.detail:
+            fields["detail"] = res.detail
+        if res.status is not None:
+            fields["status"] = res.status
+        if res.form is not None:
+            fields["form"] = res.form
+        if res.result is not None:
+            fields["result"] = result_digest(res.result)
+        if res.error_code is not None:
+            fields["code"] = res.error_code
+        if res.retryable is not None:
+            fields["retryable"] = res.retryable
+        if res.notifications:
+            fields["notifications"] = res.notifications
+        self.history.emit(ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields)

@@ -1,0 +1,71 @@
+"""Every exception the harness raises on purpose, in one tree.
+
+Exceptions are for things that stop a run from being what the user asked for:
+a bad scenario, a target that never came up, a run directory that cannot be
+audited. What the harness *finds* (a duplicate invoice, a lost effect) is data
+in the history and the audit, never an exception: a run full of duplicates is a
+successful run.
+
+    HarnessError                  base; ``exit_code`` tells the CLI what to return
+    ├── UsageError                a command line that cannot be acted on        (2)
+    ├── ScenarioError             a scenario file missing, unparsable, invalid  (2)
+    ├── TargetError               the system under test could not be run        (3)
+    │   ├── TargetStartError      the pod's command could not be started
+    │   └── TargetNotReady        the pod never answered ``server/discover``
+    ├── HistoryError              a history file that is not a valid history   (4)
+    └── AuditError                effects could not be read for a run          (4)
+
+Every message is one line that says what is wrong and, where it can, how to
+fix it; multi-line context (a log tail) lives in ``details``.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base class; carries the process exit code the CLI should use."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, details: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class UsageError(HarnessError):
+    """The command line names something that does not exist or cannot be combined."""
+
+    exit_code = 2
+
+
+class ScenarioError(HarnessError):
+    """The scenario file is missing, is not YAML, or fails validation."""
+
+    exit_code = 2
+
+
+class TargetError(HarnessError):
+    """The target (system under test) could not be started or reached."""
+
+    exit_code = 3
+
+
+class TargetStartError(TargetError):
+    """The pod's process or container could not be created at all."""
+
+
+class TargetNotReady(TargetError):
+    """The pod started but never answered a readiness probe in time."""
+
+
+class HistoryError(HarnessError):
+    """A history file is malformed: bad JSON, or a completion without its start."""
+
+    exit_code = 4
+
+
+class AuditError(HarnessError):
+    """The effects of a run could not be read (missing store, failing query)."""
+
+    exit_code = 4

@@ -1,0 +1,154 @@
+"""Pods: running instances of a target that faults can act on.
+
+A pod is the unit a fault injector kills and a supervisor restarts. This module
+has the embedded *process* runtime: the target's command as a child process in
+its own session (so a kill takes its whole process group, as a container kill
+would). Every pod ever started is tracked until it is reaped, and an ``atexit``
+hook kills any that remain, so no child outlives the harness even on an
+unexpected exit; on Linux the child also asks the kernel to kill it should the
+harness itself be SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Protocol
+
+from harness.errors import TargetStartError
+
+_PR_SET_PDEATHSIG = 1
+_live_groups: set[int] = set()
+
+
+def _kill_leftovers() -> None:
+    for pgid in list(_live_groups):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    _live_groups.clear()
+
+
+atexit.register(_kill_leftovers)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Pod(Protocol):
+    """What the supervisor and the injector need of any runtime (process now, Docker later)."""
+
+    name: str
+
+    @property
+    def pid(self) -> int | None: ...
+
+    async def start(self) -> int: ...
+
+    def kill(self) -> bool: ...
+
+    async def wait(self) -> int: ...
+
+    async def stop(self, timeout: float) -> None: ...
+
+    def log_tail(self, lines: int = 20) -> str: ...
+
+
+class ProcessPod:
+    """One pod of the process runtime, restartable any number of times."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.log_path = log_path
+        self.starts = 0
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    async def start(self) -> int:
+        """Start the command; returns its pid. The log file collects every start's output."""
+        if self.running:
+            raise RuntimeError(f"pod {self.name} is already running")
+        self.starts += 1
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log: IO[bytes]
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- {self.name}: start #{self.starts} at {time.strftime('%H:%M:%S')} ---\n".encode())
+            log.flush()
+            try:
+                self._proc = await asyncio.create_subprocess_exec(
+                    *self.argv,
+                    env=self.env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            except OSError as exc:
+                raise TargetStartError(
+                    f"cannot start target command {self.argv[0]!r}: {exc.strerror or exc} "
+                    "(check target.command in the scenario)"
+                ) from None
+        _live_groups.add(self._proc.pid)
+        return self._proc.pid
+
+    def kill(self) -> bool:
+        """SIGKILL the pod's whole process group; False if it was not running."""
+        if not self.running:
+            return False
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        return True
+
+    async def wait(self) -> int:
+        """Wait for the current process to exit and reap it; returns its return code."""
+        assert self._proc is not None, "pod was never started"
+        rc = await self._proc.wait()
+        _live_groups.discard(self._proc.pid)
+        # Anything the target forked into its group goes with it, as in a container.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        return rc
+
+    async def stop(self, timeout: float) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; reaps the process."""
+        if self._proc is None:
+            return
+        if self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self._proc.wait(), timeout)
+            except TimeoutError:
+                self.kill()
+        await self.wait()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 16384))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])

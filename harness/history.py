@@ -1,0 +1,109 @@
+"""The history: an append-only JSONL record of everything observed during a run.
+
+It is the single source of truth for the auditor (Jepsen's model): client
+operations and faults go into the same file, in the order they happened, each
+with a sequence number and a monotonic timestamp in seconds since the run
+started. Every event is written with one unbuffered ``write`` as it happens, so
+a harness that dies mid-run loses nothing it had already observed, and a
+partial history can still be audited.
+
+Event types (fields beyond ``seq``, ``t``, ``type``):
+
+=================  ==============================================================
+run_started        run_id, scenario, seed, intents, namespace, started_at, version
+intent_started     intent, marker, key
+attempt_started    intent, attempt, id (JSON-RPC request id), key
+attempt_ended      intent, attempt, id, outcome, detail, [status, form, result,
+                   code, retryable]
+intent_ended       intent, status (ok | gave_up | rejected), attempts
+pod_started        pod, pid
+pod_ready          pod, pid, after_s
+pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
+pod_stopped        pod, pid, returncode (the harness stopped it at the end)
+fault              fault (kill, ...), pod, pid, [trigger]
+run_ended          status (completed | interrupted | failed | deadline), [reason]
+=================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from harness.errors import HistoryError
+
+RUN_STARTED = "run_started"
+INTENT_STARTED = "intent_started"
+ATTEMPT_STARTED = "attempt_started"
+ATTEMPT_ENDED = "attempt_ended"
+INTENT_ENDED = "intent_ended"
+POD_STARTED = "pod_started"
+POD_READY = "pod_ready"
+POD_EXITED = "pod_exited"
+POD_STOPPED = "pod_stopped"
+FAULT = "fault"
+RUN_ENDED = "run_ended"
+
+Clock = Callable[[], float]
+
+
+class HistoryWriter:
+    """Appends events to ``history.jsonl``; one unbuffered write per event."""
+
+    def __init__(self, path: Path, *, clock: Clock = time.monotonic) -> None:
+        self.path = path
+        self._clock = clock
+        self._t0 = clock()
+        self._seq = 0
+        self._file: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+
+    def now(self) -> float:
+        """Seconds since the run started, on the history's clock."""
+        return self._clock() - self._t0
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        if self._file is None:
+            raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
+        event = {"seq": self._seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
+        self._seq += 1
+        self._file.write(orjson.dumps(event) + b"\n")
+
+    @property
+    def events_written(self) -> int:
+        return self._seq
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_history(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the events of a history file in order.
+
+    A final line without its newline is the trace of a harness killed mid-write
+    and is skipped; any other unreadable line is a HistoryError naming it.
+    """
+    if not path.is_file():
+        raise HistoryError(f"no history at {path} (is this a run directory made by `mcp-chaos run`?)")
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                return  # torn last write
+            try:
+                event = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise HistoryError(f"{path}:{lineno}: not a JSON event ({exc})") from None
+            if not isinstance(event, dict) or "type" not in event:
+                raise HistoryError(f"{path}:{lineno}: an event must be an object with a 'type'")
+            yield event

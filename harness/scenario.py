@@ -1,0 +1,329 @@
+"""The scenario: everything one run needs, as a typed and validated model.
+
+A scenario is a YAML file (see ``scenarios/``). It is validated here once, with
+errors that name the field and the fix, so that no other module ever sees an
+untyped dict. The model knows nothing of processes, sockets or files beyond
+loading itself: the runner turns it into pods, a driver and an injector.
+
+Placeholders are written ``{name}``. ``{scenario_dir}`` is resolved when the
+file is loaded (so a copy of the scenario in a run directory still points at
+the same target); the others are resolved when they are used:
+
+* target command and env: ``{python}``, ``{port}``, ``{data_dir}``, ``{run_dir}``, ``{pod}``
+* audit URLs: ``{data_dir}``, ``{run_dir}``
+* tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}`` (see :class:`ArgTemplate`)
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import ScenarioError
+
+ARGUMENT_PLACEHOLDERS = frozenset({"marker", "key", "index", "seed"})
+TARGET_PLACEHOLDERS = frozenset({"python", "port", "data_dir", "run_dir", "pod", "scenario_dir"})
+AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir"})
+GENERATORS = frozenset({"random_int", "choice"})
+
+
+def placeholders_in(text: str) -> set[str]:
+    """The ``{names}`` used in a format string (``{{`` escapes a brace)."""
+    try:
+        return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+    except ValueError as exc:
+        raise ValueError(f"bad placeholder syntax in {text!r}: {exc}") from None
+
+
+def _check_placeholders(text: str, allowed: frozenset[str], where: str) -> None:
+    unknown = placeholders_in(text) - allowed
+    if unknown:
+        raise ValueError(
+            f"unknown placeholder {{{sorted(unknown)[0]}}} in {where} {text!r}; "
+            f"allowed here: {', '.join('{' + p + '}' for p in sorted(allowed))}"
+        )
+
+
+def _check_template(value: Any, path: str) -> None:
+    """Validate one argument template value recursively (see ``ArgTemplate``)."""
+    if isinstance(value, str):
+        _check_placeholders(value, ARGUMENT_PLACEHOLDERS, f"argument {path}")
+    elif isinstance(value, Mapping):
+        gens = GENERATORS & set(value)
+        if gens:
+            if len(value) != 1:
+                raise ValueError(f"argument {path}: a generator ({', '.join(sorted(gens))}) must be alone")
+            (name,) = gens
+            spec = value[name]
+            if name == "random_int":
+                if not (
+                    isinstance(spec, Sequence)
+                    and len(spec) == 2
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
+                    and spec[0] <= spec[1]
+                ):
+                    raise ValueError(
+                        f"argument {path}: random_int needs [low, high] integers with low <= high"
+                    )
+            elif not (isinstance(spec, Sequence) and not isinstance(spec, str) and len(spec) > 0):
+                raise ValueError(f"argument {path}: choice needs a non-empty list")
+        else:
+            for k, v in value.items():
+                _check_template(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_template(v, f"{path}[{i}]")
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise ValueError(f"argument {path}: unsupported value {value!r}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(_Model):
+    """How to start one pod of the system under test (the embedded process runtime)."""
+
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    port_env: str = "PORT"
+    path: str = "/mcp"
+    ready_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    stop_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    restart_delay_s: float = Field(default=0.5, ge=0, le=600)
+    """After the pod dies (killed or crashed), wait this long before starting it again."""
+    max_restarts: int = Field(default=100, ge=0, le=100_000)
+    """A pod that needs more restarts than this in one run fails the run (a crash loop)."""
+
+    @field_validator("command")
+    @classmethod
+    def _command_placeholders(cls, v: list[str]) -> list[str]:
+        for part in v:
+            _check_placeholders(part, TARGET_PLACEHOLDERS, "target.command")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars_are_strings(cls, v: Any) -> Any:
+        """``INVOICES_MODE: 3`` or ``--set target.env.X=0.3`` mean the string, as in a shell."""
+        if isinstance(v, dict):
+            return {
+                k: str(x).lower() if isinstance(x, bool) else str(x) if isinstance(x, int | float) else x
+                for k, x in v.items()
+            }
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_placeholders(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            _check_placeholders(value, TARGET_PLACEHOLDERS, f"target.env.{name}")
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _path_absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"target.path must start with '/', got {v!r}")
+        return v
+
+
+class Workload(_Model):
+    """The business intents to replay and how many run at once."""
+
+    intents: int = Field(gt=0, le=10_000_000)
+    concurrency: int = Field(default=16, gt=0, le=4096)
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any]
+    progress: bool = False
+    """Ask for progress notifications (a ``progressToken``), which makes SSE-capable servers stream."""
+    max_duration_s: float = Field(default=900.0, gt=0, le=86_400)
+    """A hard bound: intents not started by then are not started at all."""
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_template(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, value in v.items():
+            _check_template(value, name)
+        return v
+
+
+class Backoff(_Model):
+    """Exponential backoff between attempts of one intent."""
+
+    initial_s: float = Field(default=0.05, ge=0, le=60)
+    max_s: float = Field(default=1.0, ge=0, le=600)
+    multiplier: float = Field(default=2.0, ge=1, le=10)
+    jitter: Literal["full", "equal", "none"] = "full"
+
+
+class ClientPolicy(_Model):
+    """What the client does when an attempt fails: the retry policy under test."""
+
+    attempt_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    max_attempts: int = Field(default=20, ge=1, le=1000)
+    backoff: Backoff = Field(default_factory=Backoff)
+    key_reuse: Literal["same", "fresh"] = "same"
+    """``same``: every attempt of an intent carries its key (correct). ``fresh``: a buggy client."""
+    retry_tool_errors: Literal["retryable", "never"] = "retryable"
+    """Retry a tool error whose contract says ``retryable: true`` (honouring ``retry_after_ms``)."""
+
+
+class KillFaults(_Model):
+    """SIGKILL the pod at seeded points of the run, then restart it (like a crashed pod)."""
+
+    count: int | None = Field(default=None, ge=0, le=10_000)
+    """This many kills, at seeded points spread over the workload's progress."""
+    mean_interval_s: float | None = Field(default=None, gt=0, le=86_400)
+    """Or: kills at seeded exponential intervals for as long as the run lasts."""
+    window: tuple[float, float] = (0.05, 0.95)
+    """The part of the workload (fractions of intents dispatched) in which counted kills land."""
+    jitter_s: float = Field(default=0.0, ge=0, le=60)
+    """A seeded extra delay, 0..jitter_s, between a kill's trigger and the kill."""
+    min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
+    """A kill waits until the pod has been ready this long (kills in steady state, not at start-up)."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> KillFaults:
+        if (self.count is None) == (self.mean_interval_s is None):
+            raise ValueError("faults.kill needs exactly one of count or mean_interval_s")
+        lo, hi = self.window
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(f"faults.kill.window must satisfy 0 <= low < high <= 1, got {list(self.window)}")
+        return self
+
+
+class Faults(_Model):
+    kill: KillFaults | None = None
+
+
+class SqlEffects(_Model):
+    """Count effects with a SQL query; it must yield ``marker`` and optionally ``effects`` columns."""
+
+    url: str
+    query: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        _check_placeholders(v, AUDIT_PLACEHOLDERS, "audit.effects.sql.url")
+        if not v.startswith("sqlite:///"):
+            raise ValueError(f"unsupported database URL {v!r}; use sqlite:///PATH")
+        return v
+
+
+class Effects(_Model):
+    sql: SqlEffects
+
+
+class Audit(_Model):
+    effects: Effects
+
+
+class Gate(_Model):
+    """Thresholds that turn findings into a failing exit code (for CI). Unset = no gate."""
+
+    max_duplicates: int | None = Field(default=None, ge=0)
+    max_duplicate_rate: float | None = Field(default=None, ge=0, le=1)
+    max_lost: int | None = Field(default=None, ge=0)
+
+
+class Scenario(_Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    description: str = ""
+    seed: int = 0
+    target: Target
+    workload: Workload
+    client: ClientPolicy = Field(default_factory=ClientPolicy)
+    faults: Faults = Field(default_factory=Faults)
+    audit: Audit
+    gate: Gate = Field(default_factory=Gate)
+
+    def dump_yaml(self) -> str:
+        """The scenario as run, loadable again (placeholders other than scenario_dir kept)."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def _substitute_scenario_dir(node: Any, scenario_dir: str) -> Any:
+    if isinstance(node, str):
+        return node.replace("{scenario_dir}", scenario_dir)
+    if isinstance(node, dict):
+        return {k: _substitute_scenario_dir(v, scenario_dir) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute_scenario_dir(v, scenario_dir) for v in node]
+    return node
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Apply one ``dotted.path=value`` override (value parsed as YAML) in place."""
+    path, sep, raw = assignment.partition("=")
+    if not sep or not path:
+        raise ScenarioError(f"override {assignment!r} is not PATH=VALUE (e.g. workload.intents=100)")
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError:
+        value = raw
+    node: dict[str, Any] = data
+    parts = path.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ScenarioError(f"override {assignment!r}: {part!r} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _format_validation_error(source: str, exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling; see scenarios/README.md for the fields)"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    elif "input" in first and first["type"] not in ("model_type", "dict_type"):
+        msg = f"{msg} (got {first['input']!r})"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {loc}: {msg}{more}"
+
+
+def parse_scenario(
+    data: Any, *, source: str = "<scenario>", scenario_dir: Path | None = None, overrides: Sequence[str] = ()
+) -> Scenario:
+    """Validate already-parsed YAML data into a :class:`Scenario`."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a YAML mapping (name, seed, target, workload, ...)")
+    data = dict(data)
+    for assignment in overrides:
+        apply_override(data, assignment)
+    if scenario_dir is not None:
+        data = _substitute_scenario_dir(data, str(scenario_dir))
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation_error(source, exc)) from None
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file; every failure is one ScenarioError line."""
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(f"scenario file not found: {p} (pass a YAML file, e.g. scenarios/pod-kill.yaml)")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{p}: not valid YAML{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{p}: cannot read scenario: {exc}") from None
+    return parse_scenario(data, source=str(p), scenario_dir=p.resolve().parent, overrides=overrides)

@@ -1,0 +1,361 @@
+"""A reference MCP server with one side-effecting tool, ``create_invoice``, and known idempotency.
+
+It is an ordinary MCP server on the official SDK (``MCPServer``, Streamable
+HTTP, the 2026-07-28 stateless path, uvicorn on 127.0.0.1:$PORT) with a real
+SQLite store, exactly like a user's server would be; it never imports the
+harness. Its idempotency design is chosen at start-up, so the harness can be
+shown to catch the bugs it claims to catch and to pass the design that has
+none:
+
+``naive``   ignores the key: every call that commits creates an invoice.
+``keyed``   read-then-write: look the key up; create the invoice and commit;
+            then store the key record in a *second* commit. A crash (or a
+            cancellation) between the two commits, or two concurrent attempts
+            with one key, gives a duplicate.
+``atomic``  the invoice and the key record in *one* transaction, with a unique
+            constraint on the key: a retry replays, a concurrent loser rolls
+            back and replays the winner.
+
+Replays return the stored original result byte for byte. Configuration is by
+environment variable (see ``targets/invoices/README.md``):
+
+PORT, HOST                      where to listen (HOST must be a loopback address)
+INVOICES_DB                     SQLite file (WAL; survives SIGKILL)
+INVOICES_MODE                   naive | keyed | atomic
+INVOICES_TRANSPORT              json | sse (sse streams progress notifications)
+INVOICES_PRE_COMMIT_MS          work before the business commit
+INVOICES_BETWEEN_COMMITS_MS     work between the business commit and the key record
+INVOICES_POST_COMMIT_MS         work after the commits, before the response
+INVOICES_LATENCY_JITTER         0..1: each wait is drawn uniformly from base*(1±jitter), so
+                                concurrent calls drift out of lockstep as real work does
+INVOICES_FAILPOINT              POINT@N: SIGKILL this process the N-th time (1-based,
+                                counted per store) a call reaches POINT, one of
+                                before_business_commit, after_business_commit,
+                                after_key_record, before_response
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent
+
+MODES = ("naive", "keyed", "atomic")
+FAILPOINTS = ("before_business_commit", "after_business_commit", "after_key_record", "before_response")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS invoices (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    customer_id TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL,
+    memo TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key TEXT PRIMARY KEY,
+    request_hash TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS failpoint_hits (
+    point TEXT PRIMARY KEY,
+    hits INTEGER NOT NULL
+);
+"""
+
+
+class ConfigError(Exception):
+    """A bad environment variable; printed as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str
+    port: int
+    db: Path
+    mode: str
+    transport: str
+    pre_commit_s: float
+    between_commits_s: float
+    post_commit_s: float
+    jitter: float
+    failpoint: tuple[str, int] | None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Config:
+        def number(name: str, default: str) -> float:
+            raw = env.get(name, default)
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r} is not a number of milliseconds") from None
+            if value < 0:
+                raise ConfigError(f"{name}={raw!r} must be >= 0")
+            return value / 1000.0
+
+        if "PORT" not in env or "INVOICES_DB" not in env:
+            raise ConfigError(
+                "PORT and INVOICES_DB must be set (e.g. PORT=8123 INVOICES_DB=/tmp/invoices.db)"
+            )
+        try:
+            port = int(env["PORT"])
+        except ValueError:
+            raise ConfigError(f"PORT={env['PORT']!r} is not a port number") from None
+        mode = env.get("INVOICES_MODE", "atomic")
+        if mode not in MODES:
+            raise ConfigError(f"INVOICES_MODE={mode!r}; choose one of {', '.join(MODES)}")
+        transport = env.get("INVOICES_TRANSPORT", "json")
+        if transport not in ("json", "sse"):
+            raise ConfigError(f"INVOICES_TRANSPORT={transport!r}; choose json or sse")
+        host = env.get("HOST", "127.0.0.1")
+        if not (host.startswith("127.") or host in ("::1", "localhost")):
+            raise ConfigError(f"HOST={host!r}: the reference target only listens on loopback")
+        raw_jitter = env.get("INVOICES_LATENCY_JITTER", "0")
+        try:
+            jitter = float(raw_jitter)
+        except ValueError:
+            jitter = -1.0
+        if not 0 <= jitter <= 1:
+            raise ConfigError(f"INVOICES_LATENCY_JITTER={raw_jitter!r} must be a number from 0 to 1")
+        failpoint = None
+        if raw := env.get("INVOICES_FAILPOINT", ""):
+            point, _, nth = raw.partition("@")
+            if point not in FAILPOINTS or not nth.isdigit() or int(nth) < 1:
+                raise ConfigError(
+                    f"INVOICES_FAILPOINT={raw!r}; use POINT@N with POINT in {', '.join(FAILPOINTS)}"
+                )
+            failpoint = (point, int(nth))
+        return cls(
+            host=host,
+            port=port,
+            db=Path(env["INVOICES_DB"]),
+            mode=mode,
+            transport=transport,
+            pre_commit_s=number("INVOICES_PRE_COMMIT_MS", "0"),
+            between_commits_s=number("INVOICES_BETWEEN_COMMITS_MS", "0"),
+            post_commit_s=number("INVOICES_POST_COMMIT_MS", "0"),
+            jitter=jitter,
+            failpoint=failpoint,
+        )
+
+
+def error_result(code: str, message: str, *, retryable: bool, recovery: str) -> CallToolResult:
+    """A tool error following the article's error contract, as JSON in the text block."""
+    body = {
+        "code": code,
+        "message": message,
+        "retryable": retryable,
+        "retry_after_ms": None,
+        "recovery": recovery,
+    }
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], is_error=True)
+
+
+def stored_result(response: str) -> CallToolResult:
+    """The result for a stored response text: the same bytes on every replay."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=response)], structured_content=json.loads(response)
+    )
+
+
+class InvoiceStore:
+    """The SQLite store. Every method runs without awaiting, so no two calls interleave inside it."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL loses nothing on a process kill (only on power loss), which is the fault modelled here.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self.db.executescript(SCHEMA)
+
+    def failpoint_hit(self, point: str) -> int:
+        """Count a pass through ``point``; persisted so a restarted process keeps counting."""
+        self.db.execute(
+            "INSERT INTO failpoint_hits (point, hits) VALUES (?, 1) "
+            "ON CONFLICT(point) DO UPDATE SET hits = hits + 1",
+            (point,),
+        )
+        row = self.db.execute("SELECT hits FROM failpoint_hits WHERE point = ?", (point,)).fetchone()
+        return int(row[0])
+
+    def find_key(self, key: str) -> tuple[str, str] | None:
+        row = self.db.execute(
+            "SELECT request_hash, response FROM idempotency_keys WHERE key = ?", (key,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    def _insert_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
+        cur = self.db.execute(
+            "INSERT INTO invoices (customer_id, amount_cents, memo, created_at) VALUES (?, ?, ?, ?)",
+            (customer_id, amount_cents, memo, created_at),
+        )
+        invoice = {
+            "invoice_id": f"inv_{cur.lastrowid:08d}",
+            "customer_id": customer_id,
+            "amount_cents": amount_cents,
+            "memo": memo,
+            "created_at": created_at,
+        }
+        return json.dumps(invoice, separators=(",", ":"))
+
+    def create_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
+        """One commit: the business write alone (naive, and keyed's first commit)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            response = self._insert_invoice(customer_id, amount_cents, memo, created_at)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        return response
+
+    def record_key(self, key: str, request_hash: str, response: str, created_at: str) -> None:
+        """Keyed's second commit. The first record for a key wins; a racing attempt's is dropped."""
+        self.db.execute(
+            "INSERT OR IGNORE INTO idempotency_keys (key, request_hash, response, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            (key, request_hash, response, created_at),
+        )
+
+    def create_invoice_with_key(
+        self, key: str, request_hash: str, customer_id: str, amount_cents: int, memo: str, created_at: str
+    ) -> tuple[str, bool]:
+        """Atomic: invoice and key record in one transaction. Returns (response, created)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            existing = self.db.execute(
+                "SELECT response FROM idempotency_keys WHERE key = ?", (key,)
+            ).fetchone()
+            if existing is not None:
+                # A concurrent attempt with this key committed first: nothing of ours is written.
+                self.db.execute("ROLLBACK")
+                return str(existing[0]), False
+            response = self._insert_invoice(customer_id, amount_cents, memo, created_at)
+            self.db.execute(
+                "INSERT INTO idempotency_keys (key, request_hash, response, created_at) VALUES (?, ?, ?, ?)",
+                (key, request_hash, response, created_at),
+            )
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        return response, True
+
+
+def build_server(config: Config) -> MCPServer[Any]:
+    store = InvoiceStore(config.db)
+    server: MCPServer[Any] = MCPServer("reference-invoices", version="1.0.0", log_level="WARNING")
+
+    def failpoint(point: str) -> None:
+        if config.failpoint is None or config.failpoint[0] != point:
+            return
+        if store.failpoint_hit(point) == config.failpoint[1]:
+            # The real thing, not an exception: the process dies as if the pod were killed.
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def work(seconds: float, ctx: Context, step: int) -> None:
+        if config.transport == "sse":
+            await ctx.report_progress(step, 3)
+        if seconds > 0:
+            await asyncio.sleep(seconds * random.uniform(1 - config.jitter, 1 + config.jitter))
+
+    @server.tool(
+        description=(
+            "Creates an invoice. Pass an idempotency_key that is unique per business intent; "
+            "a retry with the same key returns the first invoice instead of creating a new one."
+        )
+    )
+    async def create_invoice(
+        customer_id: str, amount_cents: int, memo: str, ctx: Context, idempotency_key: str | None = None
+    ) -> CallToolResult:
+        if amount_cents <= 0:
+            return error_result(
+                "invalid_amount",
+                "amount_cents must be positive",
+                retryable=False,
+                recovery="Send a positive amount.",
+            )
+        request_hash = hashlib.sha256(
+            json.dumps([customer_id, amount_cents, memo], separators=(",", ":")).encode()
+        ).hexdigest()
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+        if config.mode != "naive":
+            if not idempotency_key:
+                return error_result(
+                    "idempotency_key_required",
+                    "create_invoice needs an idempotency_key",
+                    retryable=False,
+                    recovery="Generate a unique key for this invoice and call again with it.",
+                )
+            found = store.find_key(idempotency_key)
+            if found is not None:
+                if found[0] != request_hash:
+                    return error_result(
+                        "idempotency_key_reused",
+                        "this idempotency_key was used for a different invoice",
+                        retryable=False,
+                        recovery="Use a new key for a new invoice; reuse a key only to retry the same one.",
+                    )
+                return stored_result(found[1])
+
+        await work(config.pre_commit_s, ctx, 1)
+        failpoint("before_business_commit")
+        if config.mode == "atomic":
+            assert idempotency_key is not None
+            response, _ = store.create_invoice_with_key(
+                idempotency_key, request_hash, customer_id, amount_cents, memo, now
+            )
+            failpoint("after_business_commit")
+            failpoint("after_key_record")
+            await work(config.between_commits_s, ctx, 2)
+        else:
+            response = store.create_invoice(customer_id, amount_cents, memo, now)
+            failpoint("after_business_commit")
+            await work(config.between_commits_s, ctx, 2)
+            if config.mode == "keyed":
+                assert idempotency_key is not None
+                store.record_key(idempotency_key, request_hash, response, now)
+            failpoint("after_key_record")
+        await work(config.post_commit_s, ctx, 3)
+        failpoint("before_response")
+        return stored_result(response)
+
+    return server
+
+
+def main() -> int:
+    try:
+        config = Config.from_env(dict(os.environ))
+    except ConfigError as exc:
+        print(f"invoices: {exc}", file=sys.stderr)
+        return 2
+    server = build_server(config)
+    app = server.streamable_http_app(
+        json_response=config.transport == "json", stateless_http=True, host=config.host
+    )
+    print(
+        f"invoices: mode={config.mode} transport={config.transport} db={config.db} "
+        f"listening on http://{config.host}:{config.port}/mcp",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Shared helpers: the reference target as a real process, and whole harness runs in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from harness.audit.auditor import AuditResult, audit_run
+from harness.runner import execute, prepare_run_dir
+from harness.scenario import parse_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+INVOICES = ROOT / "targets" / "invoices" / "server.py"
+EFFECTS_QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+
+
+def invoice_scenario(
+    *,
+    mode: str = "atomic",
+    intents: int = 3,
+    concurrency: int = 1,
+    env: dict[str, str] | None = None,
+    kills: dict[str, Any] | None = None,
+    **sections: Any,
+) -> dict[str, Any]:
+    """A scenario dict for the reference invoices target; ``sections`` replace top-level keys."""
+    data: dict[str, Any] = {
+        "name": "itest",
+        "seed": 1,
+        "target": {
+            "command": ["{python}", str(INVOICES)],
+            "env": {"INVOICES_MODE": mode, "INVOICES_DB": "{data_dir}/invoices.db", **(env or {})},
+            "restart_delay_s": 0.05,
+            "ready_timeout_s": 30,
+        },
+        "workload": {
+            "intents": intents,
+            "concurrency": concurrency,
+            "tool": "create_invoice",
+            "arguments": {
+                "customer_id": "c-{index}",
+                "amount_cents": {"random_int": [100, 9999]},
+                "memo": "{marker}",
+                "idempotency_key": "{key}",
+            },
+        },
+        "client": {"attempt_timeout_s": 10, "max_attempts": 30, "backoff": {"initial_s": 0.02, "max_s": 0.2}},
+        "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": EFFECTS_QUERY}}},
+    }
+    if kills is not None:
+        data["faults"] = {"kill": kills}
+    data.update(sections)
+    return data
+
+
+def run_scenario(data: dict[str, Any], results: Path) -> AuditResult:
+    """A whole run (real target process, driver, supervisor, injector) and its audit."""
+    scenario = parse_scenario(data)
+    run_dir = prepare_run_dir(results, scenario)
+    asyncio.run(execute(scenario, run_dir, out=io.StringIO(), progress_interval_s=3600))
+    return audit_run(run_dir)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Callable[[dict[str, Any]], AuditResult]:
+    return lambda data: run_scenario(data, tmp_path / "results")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"reference target exited with {proc.returncode}")
+        try:
+            if httpx.post(url, json=body, headers=headers, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("reference target not ready")
+
+
+class Target:
+    """The reference invoices server as a real child process."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.db = tmp_path / f"invoices-{self.port}.db"
+        full_env = {**os.environ, "PORT": str(self.port), "INVOICES_DB": str(self.db), **env}
+        self.log = open(tmp_path / f"target-{self.port}.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(INVOICES)], env=full_env, stdout=self.log, stderr=self.log
+        )
+        wait_ready(self.url, self.proc)
+
+    def invoices(self) -> int:
+        import sqlite3
+
+        with sqlite3.connect(self.db) as db:
+            return int(db.execute("SELECT COUNT(*) FROM invoices").fetchone()[0])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Iterator[Callable[..., Target]]:
+    """Start reference targets with the given INVOICES_* environment; all are stopped afterwards."""
+    started: list[Target] = []
+
+    def start(**env: str) -> Target:
+        t = Target(tmp_path, **env)
+        started.append(t)
+        return t
+
+    yield start
+    for t in started:
+        t.stop()

@@ -1,0 +1,219 @@
+"""The command line as a user meets it: real subprocesses, exit codes, one-line errors, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from tests.conftest import invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+
+def mcp_chaos(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def write(tmp_path: Path, data: dict[str, Any], name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def pod_pids(run_dir: Path) -> list[int]:
+    return [
+        e["pid"]
+        for e in map(orjson.loads, (run_dir / "history.jsonl").read_bytes().splitlines())
+        if e["type"] == "pod_started"
+    ]
+
+
+def test_run_writes_the_run_directory_and_prints_the_table(tmp_path: Path) -> None:
+    path = write(tmp_path, invoice_scenario(intents=20, concurrency=4))
+    proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--run-id", "one")
+    assert proc.returncode == 0, proc.stderr
+    run_dir = tmp_path / "r" / "one"
+    for name in (
+        "scenario.yaml",
+        "history.jsonl",
+        "intents.csv",
+        "summary.json",
+        "report.md",
+        "pods/pod-0.log",
+    ):
+        assert (run_dir / name).is_file(), name
+    assert "| exactly_once |      20 |" in proc.stdout
+    assert "duplicates: 0 of 20 intents" in proc.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["verdicts"]["exactly_once"] == 20
+    assert not any(alive(pid) for pid in pod_pids(run_dir))
+
+    again = mcp_chaos("audit", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+
+
+def test_gate_fails_the_exit_code(tmp_path: Path) -> None:
+    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    path = write(tmp_path, data)
+    proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--set", "gate.max_duplicates=0")
+    assert proc.returncode == 1, proc.stderr
+    assert "gate: FAILED: 1 duplicates > max_duplicates 0" in proc.stdout
+
+
+def test_bad_scenario_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["workload"]["concurrency"] = -1
+    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"mcp-chaos: error: {tmp_path / 's.yaml'}: workload.concurrency: "
+        "Input should be greater than 0 (got -1)"
+    ]
+    assert not (tmp_path / "r").exists()  # nothing started, nothing written
+
+
+def test_missing_scenario_file(tmp_path: Path) -> None:
+    proc = mcp_chaos("run", str(tmp_path / "nope.yaml"))
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1
+    assert "scenario file not found" in proc.stderr
+
+
+def test_target_that_never_gets_ready(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["target"]["command"] = [
+        "{python}",
+        "-c",
+        "import time; print('warming up', flush=True); time.sleep(60)",
+    ]
+    data["target"]["ready_timeout_s"] = 1.5
+    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"), "--run-id", "x")
+    assert proc.returncode == 3
+    lines = proc.stderr.splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("mcp-chaos: error:"))
+    assert lines[error].startswith("mcp-chaos: error: target pod pod-0 did not answer server/discover")
+    assert any("warming up" in line for line in lines[error + 1 :])  # the log tail is shown
+    run_dir = tmp_path / "r" / "x"
+    assert not any(alive(pid) for pid in pod_pids(run_dir))
+    ended = orjson.loads((run_dir / "history.jsonl").read_bytes().splitlines()[-1])
+    assert (ended["type"], ended["status"]) == ("run_ended", "failed")
+
+
+def test_target_that_exits_at_once(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["target"]["command"] = ["{python}", "-c", "import sys; print('boom: no config'); sys.exit(3)"]
+    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"))
+    assert proc.returncode == 3
+    assert "exited with code 3 before it was ready" in proc.stderr
+    assert "boom: no config" in proc.stderr
+
+
+def test_command_that_does_not_exist(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["target"]["command"] = ["/nonexistent/server"]
+    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"))
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines()[-1] == (
+        "mcp-chaos: error: cannot start target command '/nonexistent/server': "
+        "No such file or directory (check target.command in the scenario)"
+    )
+
+
+def test_audit_of_something_that_is_not_a_run(tmp_path: Path) -> None:
+    proc = mcp_chaos("audit", str(tmp_path))
+    assert proc.returncode == 2
+    assert "is not a run directory" in proc.stderr
+
+
+def long_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    data = invoice_scenario(intents=100_000, concurrency=8, env={"INVOICES_PRE_COMMIT_MS": "20"})
+    path = write(tmp_path, data)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(path),
+            "--results",
+            str(tmp_path / "r"),
+            "--run-id",
+            "long",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    history = tmp_path / "r" / "long" / "history.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if history.exists() and history.read_bytes().count(b"attempt_ended") >= 50:
+            return proc, tmp_path / "r" / "long"
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the run did not get going")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_a_partial_run_that_can_be_audited(tmp_path: Path, sig: signal.Signals) -> None:
+    proc, run_dir = long_run(tmp_path)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert f"audit it with: mcp-chaos audit {run_dir}" in err
+    assert not any(alive(pid) for pid in pod_pids(run_dir))
+    last = orjson.loads((run_dir / "history.jsonl").read_bytes().splitlines()[-1])
+    assert (last["type"], last["status"]) == ("run_ended", "interrupted")
+
+    audit = mcp_chaos("audit", str(run_dir))
+    assert audit.returncode == 0, audit.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert summary["intents"]["started"] >= 50
+    assert summary["verdicts"]["duplicate"] == 0
+    assert summary["verdicts"]["incomplete"] <= 8  # at most one per worker was cut off
+
+
+def test_pods_die_with_a_killed_harness(tmp_path: Path) -> None:
+    proc, run_dir = long_run(tmp_path)
+    pids = pod_pids(run_dir)
+    proc.kill()  # SIGKILL: no cleanup code runs in the harness
+    proc.communicate(timeout=10)
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
+    # What was observed before the kill is on disk and auditable.
+    audit = mcp_chaos("audit", str(run_dir))
+    assert audit.returncode == 0, audit.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "unfinished"

@@ -1,0 +1,113 @@
+"""The client's pure parts: SSE framing, JSON-RPC interpretation, the tool error contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.client import McpHttpClient, Outcome, _SseParser, interpret_message
+
+EVENTS = [
+    {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
+    {"jsonrpc": "2.0", "id": 3, "result": {"content": [], "isError": False, "resultType": "complete"}},
+]
+
+
+def sse_stream(line_end: bytes) -> bytes:
+    out = b": ping" + line_end + line_end
+    for ev in EVENTS:
+        out += b"event: message" + line_end + b"data: " + orjson.dumps(ev) + line_end + line_end
+    return out
+
+
+@given(st.sampled_from([b"\n", b"\r\n"]), st.lists(st.integers(1, 400), max_size=20))
+def test_sse_parser_is_independent_of_chunking(line_end: bytes, cuts: list[int]) -> None:
+    stream = sse_stream(line_end)
+    parser = _SseParser()
+    events: list[Any] = []
+    pos = 0
+    for cut in sorted(c % len(stream) for c in cuts):
+        events += parser.feed(stream[pos:cut]) if cut > pos else []
+        pos = max(pos, cut)
+    events += parser.feed(stream[pos:])
+    assert [orjson.loads(e) for e in events] == EVENTS
+
+
+def test_multiline_data_is_joined() -> None:
+    assert _SseParser().feed(b"data: a\ndata: b\n\n") == [b"a\nb"]
+
+
+def ok(result: dict[str, Any], rid: int = 3) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete", **result}}
+
+
+def test_ok_result() -> None:
+    res = interpret_message(ok({"content": [], "isError": False}), 3, status=200, form="json")
+    assert res.outcome is Outcome.OK
+
+
+def test_tool_error_contract_in_text_after_prefix() -> None:
+    text = 'Error executing tool x: {"code": "quota_exceeded", "retryable": true, "retry_after_ms": 250}'
+    res = interpret_message(
+        ok({"isError": True, "content": [{"type": "text", "text": text}]}), 3, status=200, form="json"
+    )
+    assert (res.outcome, res.error_code, res.retryable, res.retry_after_ms) == (
+        Outcome.TOOL_ERROR,
+        "quota_exceeded",
+        True,
+        250,
+    )
+
+
+def test_tool_error_contract_in_structured_content() -> None:
+    msg = ok({"isError": True, "content": [], "structuredContent": {"code": "x", "retryable": False}})
+    res = interpret_message(msg, 3, status=200, form="json")
+    assert (res.error_code, res.retryable) == ("x", False)
+
+
+def test_tool_error_without_contract() -> None:
+    msg = ok({"isError": True, "content": [{"type": "text", "text": "Sorry, something went wrong"}]})
+    res = interpret_message(msg, 3, status=200, form="json")
+    assert res.outcome is Outcome.TOOL_ERROR
+    assert res.error_code is None
+    assert res.retryable is None
+
+
+def test_jsonrpc_error_and_id_mismatch_are_protocol_errors() -> None:
+    err = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32020, "message": "HeaderMismatch"}}
+    res = interpret_message(err, 3, status=400, form="json")
+    assert (res.outcome, res.error_code) == (Outcome.PROTOCOL_ERROR, -32020)
+    assert interpret_message(ok({}, rid=4), 3, status=200, form="json").outcome is Outcome.PROTOCOL_ERROR
+    assert interpret_message([1], 3, status=200, form="json").outcome is Outcome.PROTOCOL_ERROR
+
+
+def test_input_required_is_not_mistaken_for_success() -> None:
+    msg = {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "input_required", "inputRequests": {}}}
+    res = interpret_message(msg, 3, status=200, form="json")
+    assert res.outcome is Outcome.PROTOCOL_ERROR
+    assert "input_required" in res.detail
+
+
+def test_request_bytes_carry_the_required_headers_and_meta() -> None:
+    client = McpHttpClient("http://127.0.0.1:9/mcp")
+    raw = client.build_request(
+        "tools/call", {"name": "t", "arguments": {"a": 1}}, 41, name="t", progress=True
+    )
+    head, body = raw.split(b"\r\n\r\n", 1)
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /mcp HTTP/1.1"
+    headers = dict(line.split(b": ", 1) for line in lines[1:])
+    assert headers[b"MCP-Protocol-Version"] == b"2026-07-28"
+    assert headers[b"Mcp-Method"] == b"tools/call"
+    assert headers[b"Mcp-Name"] == b"t"
+    assert headers[b"Accept"] == b"application/json, text/event-stream"
+    assert int(headers[b"Content-Length"]) == len(body)
+    payload = orjson.loads(body)
+    assert payload["id"] == 41
+    meta = payload["params"]["_meta"]
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
+    assert meta["progressToken"] == 41

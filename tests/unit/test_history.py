@@ -1,0 +1,64 @@
+"""The history file: append-only, readable while partial, strict about corruption."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HistoryError
+from harness.history import HistoryWriter, read_history
+
+
+class FakeClock:
+    """An injectable clock: history timestamps without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_round_trip_with_sequence_and_times(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, clock=clock) as h:
+        h.emit("run_started", run_id="r")
+        clock.now += 1.5
+        h.emit("attempt_started", intent=0, attempt=1, id=1, key="k")
+    events = list(read_history(path))
+    assert [(e["seq"], e["t"], e["type"]) for e in events] == [
+        (0, 0.0, "run_started"),
+        (1, 1.5, "attempt_started"),
+    ]
+    assert events[1]["key"] == "k"
+
+
+def test_events_are_on_disk_before_close(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    h = HistoryWriter(path)
+    h.emit("run_started")
+    # No flush, no close: a reader (or a crash) sees the event already.
+    assert [e["type"] for e in read_history(path)] == ["run_started"]
+    h.close()
+    with pytest.raises(HistoryError, match="closed"):
+        h.emit("late")
+
+
+def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b'{"seq":0,"t":0,"type":"run_started"}\n{"seq":1,"t":0.1,"ty')
+    assert [e["seq"] for e in read_history(path)] == [0]
+
+
+def test_corrupt_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b'{"seq":0,"t":0,"type":"run_started"}\nnot json\n{"seq":2,"t":0,"type":"x"}\n')
+    with pytest.raises(HistoryError, match=r"history.jsonl:2: not a JSON event"):
+        list(read_history(path))
+
+
+def test_missing_history(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no history"):
+        list(read_history(tmp_path / "nope.jsonl"))

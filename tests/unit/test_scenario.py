@@ -1,0 +1,125 @@
+"""Scenario validation: every bad input is one line that names the field and the fix."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ScenarioError
+from harness.scenario import load_scenario, parse_scenario
+
+
+def parse(data: dict[str, Any], *overrides: str) -> Any:
+    return parse_scenario(copy.deepcopy(data), source="s.yaml", overrides=overrides)
+
+
+def error_of(data: dict[str, Any], *overrides: str) -> str:
+    with pytest.raises(ScenarioError) as info:
+        parse(data, *overrides)
+    message = info.value.message
+    assert "\n" not in message
+    assert info.value.exit_code == 2
+    return message
+
+
+def test_valid_scenario_parses(scenario_data: dict[str, Any]) -> None:
+    s = parse(scenario_data)
+    assert s.workload.intents == 100
+    assert s.client.max_attempts == 20  # defaults fill in
+    assert s.faults.kill is not None
+    assert s.faults.kill.count == 8
+
+
+def test_missing_field_is_named(scenario_data: dict[str, Any]) -> None:
+    del scenario_data["workload"]["tool"]
+    assert error_of(scenario_data) == "s.yaml: workload.tool: required field is missing"
+
+
+def test_unknown_field_is_named(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["concurency"] = 3
+    assert error_of(scenario_data).startswith("s.yaml: workload.concurency: unknown field")
+
+
+def test_out_of_range_value_shows_input(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["concurrency"] = 0
+    assert error_of(scenario_data) == "s.yaml: workload.concurrency: Input should be greater than 0 (got 0)"
+
+
+def test_unknown_argument_placeholder(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["arguments"]["memo"] = "{marke}"
+    msg = error_of(scenario_data)
+    assert "unknown placeholder {marke}" in msg
+    assert "{marker}" in msg  # the fix: what is allowed
+
+
+def test_generator_must_be_well_formed(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["arguments"]["amount_cents"] = {"random_int": [5, 1]}
+    assert "random_int needs [low, high]" in error_of(scenario_data)
+
+
+def test_kill_needs_exactly_one_trigger(scenario_data: dict[str, Any]) -> None:
+    scenario_data["faults"]["kill"] = {"count": 2, "mean_interval_s": 1.0}
+    assert "exactly one of count or mean_interval_s" in error_of(scenario_data)
+
+
+def test_unsupported_database_url(scenario_data: dict[str, Any]) -> None:
+    scenario_data["audit"]["effects"]["sql"]["url"] = "mysql://x"
+    assert "unsupported database URL" in error_of(scenario_data)
+
+
+def test_overrides_apply_and_are_validated(scenario_data: dict[str, Any]) -> None:
+    s = parse(scenario_data, "workload.intents=5", "target.env.MODE=keyed", "seed=9")
+    assert (s.workload.intents, s.target.env["MODE"], s.seed) == (5, "keyed", 9)
+    assert "workload.intents" in error_of(scenario_data, "workload.intents=-5")
+    assert "not PATH=VALUE" in error_of(scenario_data, "workload.intents")
+
+
+def test_env_scalars_become_strings(scenario_data: dict[str, Any]) -> None:
+    s = parse(scenario_data, "target.env.MS=0.3", "target.env.N=5", "target.env.ON=true")
+    assert (s.target.env["MS"], s.target.env["N"], s.target.env["ON"]) == ("0.3", "5", "true")
+    assert "target.env.X" in error_of(scenario_data, "target.env.X=[1, 2]")
+
+
+def test_scenario_dir_placeholder_resolves_on_load(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\ntarget: {command: ['{python}', '{scenario_dir}/server.py']}\n"
+        "workload: {intents: 1, tool: x, arguments: {}}\n"
+        "audit: {effects: {sql: {url: 'sqlite:///{data_dir}/x.db', query: 'select 1 as marker'}}}\n"
+    )
+    s = load_scenario(path)
+    assert s.target.command == ["{python}", f"{tmp_path}/server.py"]
+    # The dump is loadable again and stays the same (what a run directory relies on).
+    again = tmp_path / "again.yaml"
+    again.write_text(s.dump_yaml())
+    assert load_scenario(again) == s
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="scenario file not found"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nworkload: [1, 2\n")
+    with pytest.raises(ScenarioError, match=r"bad.yaml: not valid YAML at line \d+"):
+        load_scenario(path)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(ScenarioError, match="a scenario is a YAML mapping"):
+        load_scenario(path)
+
+
+def test_shipped_scenarios_are_valid() -> None:
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    files = sorted(root.glob("*.yaml"))
+    assert files, "no scenarios shipped"
+    for path in files:
+        assert load_scenario(path).name
