@@ -1,0 +1,66 @@
+"""Child process: the harness's driver making N calls at concurrency C; prints its own CPU and time.
+
+Runs in its own process so that the OS accounts its CPU apart from the server
+and from the benchmark's orchestration. Everything the driver does in a real
+run happens here too: intents rendered from a template, history written per
+attempt, outcomes classified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from harness.client import McpHttpClient
+from harness.driver import Driver
+from harness.history import HistoryWriter
+from harness.scenario import parse_scenario
+from harness.workload import Workload
+
+
+def scenario(calls: int, concurrency: int) -> dict[str, object]:
+    return {
+        "name": "bench",
+        "target": {"command": ["unused"]},
+        "workload": {
+            "intents": calls,
+            "concurrency": concurrency,
+            "tool": "noop",
+            "arguments": {"n": {"random_int": [0, 1000]}},
+        },
+        "audit": {"effects": {"sql": {"url": "sqlite:///unused", "query": "select 1 as marker"}}},
+    }
+
+
+async def drive(url: str, calls: int, concurrency: int, history: Path) -> dict[str, float]:
+    s = parse_scenario(scenario(calls, concurrency))
+    async with McpHttpClient(url) as client:
+        with HistoryWriter(history) as h:
+            driver = Driver(Workload(s, "bench"), client, h, s.client, concurrency=concurrency, seed=0)
+            start = time.perf_counter()
+            stats = await driver.run()
+            wall = time.perf_counter() - start
+    return {"calls": stats.attempts, "ok": stats.outcomes["ok"], "wall_s": wall}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("url")
+    p.add_argument("--calls", type=int, required=True)
+    p.add_argument("--concurrency", type=int, required=True)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        result = asyncio.run(drive(args.url, args.calls, args.concurrency, Path(tmp) / "history.jsonl"))
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Driver vs wrk vs the SDK's client, against the same no-op target, at several concurrencies.
+
+wrk (C, the reference for "the server's limit") runs for a fixed time; the
+driver and the SDK loop make as many calls as wrk managed in that time, each
+in its own process, so calls/s and CPU per call (from the OS) are comparable.
+Each concurrency level gets a fresh server, and every client's run is also
+charged the server CPU it caused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import Server, cpu_seconds, server
+
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noop","arguments":{"n":1},' ..
+  '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "tools/call"
+wrk.headers["Mcp-Name"] = "noop"
+"""
+
+
+@dataclass
+class Sample:
+    client: str
+    concurrency: int
+    calls: int
+    wall_s: float
+    client_cpu_s: float
+    server_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.wall_s
+
+    @property
+    def client_ms(self) -> float:
+        return self.client_cpu_s / self.calls * 1000
+
+    @property
+    def server_ms(self) -> float:
+        return self.server_cpu_s / self.calls * 1000
+
+
+def _wait(proc: subprocess.Popen[str]) -> tuple[str, float]:
+    """Reap a child and return its stdout and CPU seconds (from wait4's rusage)."""
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{proc.args!r} failed with {proc.returncode}: {out[-500:]}")
+    return out, usage.ru_utime + usage.ru_stime
+
+
+def run_wrk(srv: Server, concurrency: int, seconds: int, script: Path) -> Sample:
+    s0 = cpu_seconds(srv.pid)
+    proc = subprocess.Popen(
+        ["wrk", "-t1", f"-c{concurrency}", f"-d{round(seconds)}s", "-s", str(script), srv.url],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out, cpu = _wait(proc)
+    server_cpu = cpu_seconds(srv.pid) - s0
+    if "Non-2xx" in out:
+        raise RuntimeError(f"wrk got error responses: {out}")
+    m = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
+    if not m:
+        raise RuntimeError(f"cannot read wrk output: {out}")
+    calls, wall = int(m.group(1)), float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
+    return Sample("wrk", concurrency, calls, wall, cpu, server_cpu)
+
+
+def run_python(module: str, name: str, srv: Server, concurrency: int, calls: int) -> Sample:
+    s0 = cpu_seconds(srv.pid)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, srv.url, "--calls", str(calls), "--concurrency", str(concurrency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out, cpu = _wait(proc)
+    server_cpu = cpu_seconds(srv.pid) - s0
+    result = json.loads(out)
+    if result["ok"] != calls:
+        raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
+    # The child's own figure excludes interpreter start-up and imports; wait4's includes them.
+    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], server_cpu)
+
+
+def measure(concurrencies: tuple[int, ...] = (1, 8, 32, 64), seconds: int = 3) -> list[Sample]:
+    samples: list[Sample] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "post.lua"
+        script.write_text(WRK_SCRIPT)
+        for c in concurrencies:
+            with server("noop/server.py") as srv:
+                run_python("bench.drive", "driver", srv, c, 500)  # warm-up: imports, caches, JIT-free paths
+                wrk = run_wrk(srv, c, seconds, script)
+                calls = max(1000, int(wrk.rate * seconds))
+                samples.append(wrk)
+                samples.append(run_python("bench.drive", "driver", srv, c, calls))
+                samples.append(run_python("bench.sdk_loop", "sdk client", srv, c, max(500, calls // 4)))
+    return samples
