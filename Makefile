@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/pod-kill.yaml
 RESULTS ?= results
 ARGS ?=
-REPRO_RUNS ?= 3
+REPRO_RUNS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: chaos reproduce test lint unit integration quality venv clean
+.PHONY: chaos reproduce test lint unit integration quality bench venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ chaos: $(STAMP)
 	$(BIN)/mcp-chaos run $(SCENARIO) --results $(RESULTS) $(ARGS)
 
 ## The article's experiment against naive, keyed and atomic, one table beside the article's figures.
-## Three runs per variant by default: keyed's expected count is ~1 per run, too few to judge alone.
+## One run per variant, as in the article; REPRO_RUNS=3 pools three (keyed expects ~1 duplicate a run).
 reproduce: $(STAMP)
 	$(BIN)/mcp-chaos reproduce --scenario $(SCENARIO) --results $(RESULTS) --runs $(REPRO_RUNS) --quiet $(ARGS)
 
@@ -47,6 +47,12 @@ integration: $(STAMP)
 
 quality: $(STAMP)
 	$(BIN)/pytest tests/quality $(PYTEST_ARGS)
+
+## Benchmarks: harness vs wrk and the SDK client, audit at 1M intents, restarts, reproduce wall time.
+## Prints PASS/FAIL per goal and rewrites BENCHMARKS.md. Needs wrk (installed from Debian if missing).
+bench: $(STAMP)
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
+	$(BIN)/python -m bench $(BENCH)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache *.egg-info

@@ -12,13 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import ROOT
 from harness.faults.pods import ProcessPod
 from harness.faults.supervisor import Supervisor
 from harness.history import HistoryWriter
 from harness.runner import free_port, pod_command
 from harness.scenario import Target
-
-from bench.common import ROOT
 
 
 async def _process_restarts(kills: int, work: Path) -> list[float]:

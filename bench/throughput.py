@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -54,24 +55,25 @@ class Sample:
         return self.server_cpu_s / self.calls * 1000
 
 
-def _wait(proc: subprocess.Popen[str]) -> tuple[str, float]:
-    """Reap a child and return its stdout and CPU seconds (from wait4's rusage)."""
+def _wait(proc: subprocess.Popen[str]) -> tuple[str, resource.struct_rusage]:
+    """Reap a child and return its stdout and resource usage (wait4's rusage: CPU, peak RSS)."""
     out = proc.stdout.read() if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{proc.args!r} failed with {proc.returncode}: {out[-500:]}")
-    return out, usage.ru_utime + usage.ru_stime
+    return out, usage
 
 
 def run_wrk(srv: Server, concurrency: int, seconds: int, script: Path) -> Sample:
     s0 = cpu_seconds(srv.pid)
     proc = subprocess.Popen(
-        ["wrk", "-t1", f"-c{concurrency}", f"-d{round(seconds)}s", "-s", str(script), srv.url],
+        ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "-s", str(script), srv.url],
         stdout=subprocess.PIPE,
         text=True,
     )
-    out, cpu = _wait(proc)
+    out, usage = _wait(proc)
+    cpu = usage.ru_utime + usage.ru_stime
     server_cpu = cpu_seconds(srv.pid) - s0
     if "Non-2xx" in out:
         raise RuntimeError(f"wrk got error responses: {out}")
@@ -83,19 +85,25 @@ def run_wrk(srv: Server, concurrency: int, seconds: int, script: Path) -> Sample
 
 
 def run_python(module: str, name: str, srv: Server, concurrency: int, calls: int) -> Sample:
+    return _run_python(module, name, srv, concurrency, calls)[0]
+
+
+def _run_python(module: str, name: str, srv: Server, concurrency: int, calls: int) -> tuple[Sample, float]:
+    """A client child process; returns its sample and its peak RSS in MB."""
     s0 = cpu_seconds(srv.pid)
     proc = subprocess.Popen(
         [sys.executable, "-m", module, srv.url, "--calls", str(calls), "--concurrency", str(concurrency)],
         stdout=subprocess.PIPE,
         text=True,
     )
-    out, cpu = _wait(proc)
+    out, usage = _wait(proc)
     server_cpu = cpu_seconds(srv.pid) - s0
     result = json.loads(out)
     if result["ok"] != calls:
         raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
-    # The child's own figure excludes interpreter start-up and imports; wait4's includes them.
-    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], server_cpu)
+    # The child's own CPU figure excludes interpreter start-up and imports; wait4's includes them.
+    sample = Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], server_cpu)
+    return sample, usage.ru_maxrss / 1024
 
 
 def measure(concurrencies: tuple[int, ...] = (1, 8, 32, 64), seconds: int = 3) -> list[Sample]:
@@ -112,3 +120,11 @@ def measure(concurrencies: tuple[int, ...] = (1, 8, 32, 64), seconds: int = 3) -
                 samples.append(run_python("bench.drive", "driver", srv, c, calls))
                 samples.append(run_python("bench.sdk_loop", "sdk client", srv, c, max(500, calls // 4)))
     return samples
+
+
+def driver_peak_rss_mb(
+    calls: tuple[int, ...] = (10_000, 100_000), concurrency: int = 32
+) -> list[tuple[int, float]]:
+    """Peak RSS of the driver's process for runs of different lengths (memory must not grow with intents)."""
+    with server("noop/server.py") as srv:
+        return [(n, _run_python("bench.drive", "driver", srv, concurrency, n)[1]) for n in calls]

@@ -11,8 +11,9 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from harness import __version__
 from harness.audit.auditor import AuditResult, audit_run
@@ -20,17 +21,18 @@ from harness.errors import HarnessError, UsageError
 from harness.faults.schedule import build_schedule
 from harness.report.files import write_audit
 from harness.report.summary import render_text
-from harness.reproduce import render, reproduce
-from harness.runner import execute, prepare_run_dir
+from harness.reproduce import MODES, VariantResult, plan, render, run_plan
+from harness.runner import cancel_on_sigterm, execute, prepare_run_dir
 from harness.scenario import Scenario, load_scenario
 
+T = TypeVar("T")
 EXIT_GATE_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
 class _Interrupted(Exception):
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run_dirs: Sequence[Path]) -> None:
+        self.run_dirs = list(run_dirs)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -40,30 +42,37 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return sets
 
 
-def _run_and_audit(scenario: Scenario, results: Path, run_id: str | None, quiet: bool) -> AuditResult:
-    run_dir = prepare_run_dir(results, scenario, run_id)
-    out = sys.stderr
-    out.write(
+def _announce(scenario: Scenario, run_dir: Path) -> None:
+    kills = len(build_schedule(scenario))
+    sys.stderr.write(
         f"run {run_dir.name}: {scenario.workload.intents} intents, "
-        f"concurrency {scenario.workload.concurrency}"
+        f"concurrency {scenario.workload.concurrency}, {kills} kills planned\n"
     )
-    kill = scenario.faults.kill
-    out.write(f", {len(build_schedule(scenario))} kills planned\n" if kill else ", no faults\n")
-    out.flush()
-    try:
-        asyncio.run(execute(scenario, run_dir, out=out, progress_interval_s=1.0 if not quiet else 3600))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        raise _Interrupted(run_dir) from None
+    sys.stderr.flush()
+
+
+def _audit(run_dir: Path) -> AuditResult:
     audit = audit_run(run_dir)
     write_audit(audit)
     return audit
 
 
+def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
+    """Run the event loop; Ctrl-C or SIGTERM become _Interrupted naming the (partial) run directories."""
+    try:
+        return asyncio.run(cancel_on_sigterm(coro))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise _Interrupted(run_dirs) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
-    audit = _run_and_audit(scenario, Path(args.results), args.run_id, args.quiet)
+    run_dir = prepare_run_dir(Path(args.results), scenario, args.run_id)
+    _announce(scenario, run_dir)
+    _drive(execute(scenario, run_dir, progress_interval_s=None if args.quiet else 1.0), [run_dir])
+    audit = _audit(run_dir)
     print(render_text(audit.summary))
-    print(f"\nreport: {audit.run_dir / 'report.md'}")
+    print(f"\nreport: {run_dir / 'report.md'}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
 
 
@@ -71,8 +80,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "history.jsonl").is_file() or not (run_dir / "scenario.yaml").is_file():
         raise UsageError(f"{run_dir} is not a run directory (it needs history.jsonl and scenario.yaml)")
-    audit = audit_run(run_dir)
-    write_audit(audit)
+    audit = _audit(run_dir)
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / 'report.md'}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -93,22 +101,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     results_dir = Path(args.results)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = sorted(set(modes) - {"naive", "keyed", "atomic"})
-    if unknown:
-        raise UsageError(f"unknown mode {unknown[0]!r} in --modes; use naive, keyed, atomic")
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown or not modes:
+        raise UsageError(f"--modes must list some of {', '.join(MODES)}; got {args.modes!r}")
+    if args.runs < 1:
+        raise UsageError(f"--runs must be at least 1, got {args.runs}")
+    plans = plan(Path(args.scenario), modes, args.runs, _overrides(args))
     started = time.monotonic()
-    variants = reproduce(
-        Path(args.scenario),
-        lambda s: _run_and_audit(s, results_dir, None, args.quiet),
-        modes=modes,
-        runs=args.runs,
-        overrides=_overrides(args),
-    )
+    run_dirs: list[Path] = []
+    progress = None if args.quiet else 1.0
+
+    async def run_one(scenario: Scenario) -> Path:
+        run_dir = prepare_run_dir(results_dir, scenario)
+        run_dirs.append(run_dir)
+        _announce(scenario, run_dir)
+        await execute(scenario, run_dir, progress_interval_s=progress)
+        return run_dir
+
+    done = _drive(run_plan(plans, run_one), run_dirs)
+    variants = [VariantResult(mode, [_audit(d) for d in dirs]) for mode, dirs in done.items()]
     table = render(variants)
     elapsed = time.monotonic() - started
     text = (
         "# Reproduction of the article's pod-kill experiment\n\n"
-        f"{table}\n\nRuns: " + ", ".join(a.run_dir.name for v in variants for a in v.audits) + "\n"
+        f"{table}\n\nRuns: " + ", ".join(d.name for dirs in done.values() for d in dirs) + "\n"
         f"Wall time: {elapsed:.0f}s\n"
     )
     out = results_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.md"
@@ -149,9 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="the article's experiment: naive, keyed and atomic side by side")
     rep.add_argument("--scenario", default="scenarios/pod-kill.yaml")
     rep.add_argument("--runs", type=int, default=1, help="runs per variant, pooled (consecutive seeds)")
-    rep.add_argument("--modes", default="naive,keyed,atomic")
+    rep.add_argument("--modes", default=",".join(MODES))
     rep.add_argument("--results", default="results")
-    rep.add_argument("--quiet", action="store_true")
+    rep.add_argument("--quiet", action="store_true", help="no progress line")
     scenario_options(rep)
     rep.set_defaults(func=cmd_reproduce)
     return parser
@@ -163,11 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except _Interrupted as exc:
-        print(
-            f"\nmcp-chaos: interrupted; the partial run is in {exc.run_dir} "
-            f"(audit it with: mcp-chaos audit {exc.run_dir})",
-            file=sys.stderr,
-        )
+        for run_dir in exc.run_dirs:
+            print(
+                f"\nmcp-chaos: interrupted; the partial run is in {run_dir} "
+                f"(audit it with: mcp-chaos audit {run_dir})",
+                file=sys.stderr,
+            )
         return EXIT_INTERRUPTED
     except HarnessError as exc:
         print(f"mcp-chaos: error: {exc.message}", file=sys.stderr)

@@ -91,19 +91,25 @@ class HistoryWriter:
 def read_history(path: Path) -> Iterator[dict[str, Any]]:
     """Yield the events of a history file in order.
 
-    A final line without its newline is the trace of a harness killed mid-write
-    and is skipped; any other unreadable line is a HistoryError naming it.
+    A final line that is not valid JSON and lacks its newline is the trace of a
+    harness killed mid-write and is skipped; any other unreadable line is a
+    HistoryError naming it. (Read in 1 MiB batches: this is the audit's input
+    loop, millions of lines for a large run.)
     """
     if not path.is_file():
         raise HistoryError(f"no history at {path} (is this a run directory made by `mcp-chaos run`?)")
+    loads = orjson.loads
+    lineno = 0
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                return  # torn last write
-            try:
-                event = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise HistoryError(f"{path}:{lineno}: not a JSON event ({exc})") from None
-            if not isinstance(event, dict) or "type" not in event:
-                raise HistoryError(f"{path}:{lineno}: an event must be an object with a 'type'")
-            yield event
+        while lines := f.readlines(1 << 20):
+            for raw in lines:
+                lineno += 1
+                try:
+                    event = loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    if not raw.endswith(b"\n"):
+                        return  # torn last write
+                    raise HistoryError(f"{path}:{lineno}: not a JSON event ({exc})") from None
+                if type(event) is not dict or "type" not in event:
+                    raise HistoryError(f"{path}:{lineno}: an event must be an object with a 'type'")
+                yield event

@@ -19,8 +19,9 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from harness import __version__
 from harness.client import McpHttpClient
@@ -33,6 +34,24 @@ from harness.faults.supervisor import Supervisor
 from harness.history import RUN_ENDED, RUN_STARTED, HistoryWriter
 from harness.scenario import Scenario, Target
 from harness.workload import Workload
+
+T = TypeVar("T")
+
+
+async def cancel_on_sigterm(coro: Awaitable[T]) -> T:
+    """Await ``coro`` with SIGTERM cancelling it, as Ctrl-C does under ``asyncio.run``."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    installed = False
+    if task is not None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            installed = True
+    try:
+        return await coro
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 def new_run_id(scenario: Scenario) -> str:
@@ -117,13 +136,14 @@ async def execute(
     run_dir: Path,
     *,
     out: TextIO = sys.stderr,
-    progress_interval_s: float = 1.0,
+    progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
 ) -> str:
     """Run the scenario into ``run_dir``; returns how the run ended (completed or deadline).
 
     Raises HarnessError subclasses for infrastructure failures and lets
     cancellation (Ctrl-C, SIGTERM) through, always after cleaning up.
+    ``progress_interval_s=None`` prints no progress at all (runs side by side).
     """
     namespace = namespace or secrets.token_hex(4)
     history = HistoryWriter(run_dir / "history.jsonl")
@@ -167,22 +187,16 @@ async def execute(
         deadline_s=scenario.workload.max_duration_s,
         on_dispatch=injector.on_dispatch,
     )
-    progress = Progress(out, progress_interval_s)
+    progress = Progress(out, progress_interval_s) if progress_interval_s is not None else None
     status, reason = "failed", None
     background: list[asyncio.Task[None]] = []
     supervise: asyncio.Task[None] | None = None
-    loop = asyncio.get_running_loop()
-    me = asyncio.current_task()
-    if me is not None:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGTERM, me.cancel)
     try:
         await supervisor.start()
         supervise = asyncio.create_task(supervisor.supervise())
-        background = [
-            asyncio.create_task(injector.run()),
-            asyncio.create_task(progress.run(driver, injector, supervisor, history)),
-        ]
+        background = [asyncio.create_task(injector.run())]
+        if progress is not None:
+            background.append(asyncio.create_task(progress.run(driver, injector, supervisor, history)))
         driving = asyncio.create_task(driver.run())
         await asyncio.wait({driving, supervise}, return_when=asyncio.FIRST_COMPLETED)
         if not driving.done():
@@ -205,7 +219,7 @@ async def execute(
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-        if supervise is not None:  # the driver ran: show where it got to
+        if progress is not None and supervise is not None:  # the driver ran: show where it got to
             progress.print(driver, injector, supervisor, history)
             progress.finish()
         await client.aclose()
@@ -213,8 +227,6 @@ async def execute(
         if supervise is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await supervise
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
         history.emit(
             RUN_ENDED, status=status, reason=reason, kills=supervisor.kills, restarts=supervisor.restarts
         )

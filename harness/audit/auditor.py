@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,56 +69,86 @@ class Fold:
     open_attempts: int = 0
 
 
-def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
-    """One pass over the events; returns per-intent columns (index = intent index)."""
-    fold = Fold()
-    size = 0
-    markers: list[str | None] = []
-    keys: list[str | None] = []
-    status = np.zeros(0, dtype=np.int8)
-    attempts = np.zeros(0, dtype=np.int32)
-    outcome_counts = np.zeros((0, len(OUTCOMES)), dtype=np.int32)
-    saw_exit = np.zeros(0, dtype=np.int32)
-    first_t = np.zeros(0, dtype=np.float64)
-    last_t = np.zeros(0, dtype=np.float64)
-    outcome_col = {name: i for i, name in enumerate(OUTCOMES)}
-    pending: dict[int, tuple[int, int, float]] = {}  # request id -> (intent, deaths seen at start, start t)
-    recent: deque[tuple[float, float, int]] = (
-        deque()
-    )  # (end t, start t, intent) of connection-closed attempts
-    killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
-    deaths = 0
-    exits = 0
-    crashes = 0
-    t = 0.0
+class _Columns:
+    """Per-intent counters as plain lists (indexing a list is far cheaper than a numpy scalar)."""
 
-    def grow(n: int) -> None:
-        nonlocal size, status, attempts, outcome_counts, saw_exit, first_t, last_t
-        if n <= size:
+    def __init__(self) -> None:
+        self.size = 0
+        self.markers: list[str | None] = []
+        self.keys: list[str | None] = []
+        self.status: list[int] = []
+        self.attempts: list[int] = []
+        self.outcomes: dict[str, list[int]] = {name: [] for name in OUTCOMES}
+        self.hit: list[int] = []
+        self.first_t: list[float] = []
+        self.last_t: list[float] = []
+
+    def grow(self, n: int) -> None:
+        if n <= self.size:
             return
-        extra = n - size
-        markers.extend([None] * extra)
-        keys.extend([None] * extra)
-        status = np.concatenate([status, np.zeros(extra, dtype=np.int8)])
-        attempts = np.concatenate([attempts, np.zeros(extra, dtype=np.int32)])
-        outcome_counts = np.concatenate([outcome_counts, np.zeros((extra, len(OUTCOMES)), dtype=np.int32)])
-        saw_exit = np.concatenate([saw_exit, np.zeros(extra, dtype=np.int32)])
-        first_t = np.concatenate([first_t, np.full(extra, math.nan)])
-        last_t = np.concatenate([last_t, np.full(extra, math.nan)])
-        size = n
+        extra = n - self.size
+        for column in (self.markers, self.keys):
+            column.extend([None] * extra)
+        for counts in (self.status, self.attempts, self.hit, *self.outcomes.values()):
+            counts.extend([0] * extra)
+        self.first_t.extend([math.nan] * extra)
+        self.last_t.extend([math.nan] * extra)
+        self.size = n
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "intent": np.arange(self.size, dtype=np.int64),
+                "marker": self.markers,
+                "key": self.keys,
+                "client_status": np.array(self.status, dtype=np.int8),
+                "attempts": np.array(self.attempts, dtype=np.int32),
+                **{f"n_{name}": np.array(c, dtype=np.int32) for name, c in self.outcomes.items()},
+                "attempts_hit_by_pod_death": np.array(self.hit, dtype=np.int32),
+                "first_attempt_s": np.array(self.first_t, dtype=np.float64),
+                "last_end_s": np.array(self.last_t, dtype=np.float64),
+            }
+        )
+
+
+def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
+    """One pass over the events; returns per-intent columns (index = intent index).
+
+    The loop is the audit's hot path (four events per intent), hence the local
+    names and the most frequent event types first.
+    """
+    fold = Fold()
+    cols = _Columns()
+    status, attempts, hit, first_t, last_t = cols.status, cols.attempts, cols.hit, cols.first_t, cols.last_t
+    markers, keys, outcomes = cols.markers, cols.keys, cols.outcomes
+    protocol_errors = outcomes["protocol_error"]
+    in_progress, not_started = int(ClientStatus.IN_PROGRESS), int(ClientStatus.NOT_STARTED)
+    status_codes = {name: int(code) for name, code in STATUS_BY_NAME.items()}
+    pending: dict[int, tuple[int, int, float]] = {}  # request id -> (intent, deaths seen at start, start t)
+    recent: deque[tuple[float, float, int]] = deque()  # (end t, start t, intent): connection-closed attempts
+    killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
+    deaths = exits = crashes = 0
+    t = 0.0
+    # Locals, not module globals, for the four comparisons made per event.
+    attempt_started, attempt_ended, intent_started, intent_ended = (
+        ATTEMPT_STARTED,
+        ATTEMPT_ENDED,
+        INTENT_STARTED,
+        INTENT_ENDED,
+    )
 
     for ev in events:
         typ = ev["type"]
-        t = ev.get("t", t)
-        if typ == ATTEMPT_STARTED:
+        if typ == attempt_started:
             i = ev["intent"]
-            if i >= size:
-                grow(max(i + 1, size * 2))
+            if i >= cols.size:
+                cols.grow(max(i + 1, cols.size * 2))
+            t = ev["t"]
             pending[ev["id"]] = (i, deaths, t)
             attempts[i] += 1
-            if math.isnan(first_t[i]):
+            if attempts[i] == 1:
                 first_t[i] = t
-        elif typ == ATTEMPT_ENDED:
+        elif typ == attempt_ended:
             started = pending.pop(ev["id"], None)
             if started is None:
                 raise HistoryError(
@@ -125,30 +156,32 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
                     "without its attempt_started"
                 )
             i = started[0]
-            outcome_counts[i, outcome_col.get(ev["outcome"], outcome_col["protocol_error"])] += 1
+            t = ev["t"]
+            outcomes.get(ev["outcome"], protocol_errors)[i] += 1
             if deaths > started[1]:
-                saw_exit[i] += 1
+                hit[i] += 1
             elif ev.get("detail") in _CLOSED:
                 recent.append((t, started[2], i))
                 while recent and recent[0][0] < t - CRASH_WINDOW_S:
                     recent.popleft()
             last_t[i] = t
-        elif typ == INTENT_STARTED:
+        elif typ == intent_started:
             i = ev["intent"]
-            if i >= size:
-                grow(max(i + 1, size * 2))
+            if i >= cols.size:
+                cols.grow(max(i + 1, cols.size * 2))
             markers[i] = ev["marker"]
             keys[i] = ev["key"]
-            status[i] = ClientStatus.IN_PROGRESS
-        elif typ == INTENT_ENDED:
+            status[i] = in_progress
+        elif typ == intent_ended:
             i = ev["intent"]
-            if i >= size or status[i] == ClientStatus.NOT_STARTED:
+            if i >= cols.size or status[i] == not_started:
                 raise HistoryError(
                     f"history event seq {ev.get('seq')}: intent_ended for intent {i} "
                     "without its intent_started"
                 )
-            status[i] = STATUS_BY_NAME.get(ev["status"], ClientStatus.GAVE_UP)
+            status[i] = status_codes.get(ev["status"], int(ClientStatus.GAVE_UP))
         elif typ == POD_EXITED:
+            t = ev["t"]
             exits += 1
             pod = ev.get("pod", "")
             if pod in killed_pods:
@@ -159,7 +192,7 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
                 while recent:
                     end_t, start_t, j = recent.popleft()
                     if end_t >= t - CRASH_WINDOW_S and start_t <= t:
-                        saw_exit[j] += 1
+                        hit[j] += 1
         elif typ == POD_STARTED:
             killed_pods.discard(ev.get("pod", ""))
         elif typ == FAULT:
@@ -169,28 +202,20 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
                 killed_pods.add(ev.get("pod", ""))
         elif typ == RUN_STARTED:
             fold.run = dict(ev)
-            grow(int(ev.get("intents", 0)))
+            cols.grow(int(ev.get("intents", 0)))
         elif typ == RUN_ENDED:
             fold.ended = dict(ev)
+            t = ev["t"]
 
     fold.pod_exits = exits
     fold.crashes = crashes
     fold.duration_s = float(t)
     fold.open_attempts = len(pending)
-    fold.intents = pd.DataFrame(
-        {
-            "intent": np.arange(size, dtype=np.int64),
-            "marker": markers,
-            "key": keys,
-            "client_status": status,
-            "attempts": attempts,
-            **{f"n_{name}": outcome_counts[:, j] for name, j in outcome_col.items()},
-            "attempts_hit_by_pod_death": saw_exit,
-            "first_attempt_s": first_t,
-            "last_end_s": last_t,
-        }
-    )
+    fold.intents = cols.frame()
     return fold
+
+
+_STATUS_NAMES = np.array([s.name.lower() for s in ClientStatus], dtype=object)
 
 
 def _cause(row_hit: int, timeouts: int, transport: int, tool_errors: int) -> str:
@@ -237,13 +262,17 @@ def evaluate_gate(gate: Gate, verdicts: Mapping[str, int], started: int) -> list
 
 def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: Path) -> AuditResult:
     """Join effects to the folded history, judge every intent and summarise."""
-    table = fold.intents[fold.intents["client_status"] != ClientStatus.NOT_STARTED].copy()
-    remaining = Counter(effects)
-    table["effects"] = np.fromiter(
-        (remaining.pop(m, 0) for m in table["marker"]), dtype=np.int64, count=len(table)
-    )
+    started_mask = fold.intents["client_status"] != ClientStatus.NOT_STARTED
+    # The fold's frame is ours to extend; copy only when some intents are dropped.
+    table = fold.intents if started_mask.all() else fold.intents[started_mask].copy()
+    by_marker = pd.Series(effects, dtype=np.int64)
+    table["effects"] = table["marker"].map(by_marker).fillna(0).astype(np.int64)
+    matched = int(table["effects"].sum())
+    # Effects whose marker belongs to no intent of this run (another run's, or the query is wrong).
+    all_matched = matched == int(by_marker.sum())
+    foreign_markers = pd.Index([]) if all_matched else by_marker.index.difference(pd.Index(table["marker"]))
     table["verdict"] = judge_all(table["client_status"].to_numpy(), table["effects"].to_numpy())
-    table["client_status"] = [ClientStatus(s).name.lower() for s in table["client_status"]]
+    table["client_status"] = _STATUS_NAMES[table["client_status"].to_numpy()]
     table["cause"] = ""
     dup = table["verdict"] == Verdict.DUPLICATE.value
     table.loc[dup, "cause"] = [
@@ -262,7 +291,7 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
     verdicts = {v.value: int(counts.get(v.value, 0)) for v in Verdict}
     rates = {v: Rate(c, started).as_dict() for v, c in verdicts.items()}
     total_attempts = int(table["attempts"].sum())
-    foreign = sum(remaining.values())
+    foreign = int(by_marker[foreign_markers].sum())
     gate_violations = evaluate_gate(scenario.gate, verdicts, started)
     summary: dict[str, Any] = {
         "run_id": fold.run.get("run_id", run_dir.name),
@@ -296,7 +325,7 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
         "effects": {
             "total": int(sum(effects.values())),
             "foreign": foreign,
-            "foreign_examples": sorted(remaining)[:5],
+            "foreign_examples": sorted(foreign_markers)[:5],
         },
         "gate": {"passed": not gate_violations, "violations": gate_violations},
     }
@@ -308,6 +337,8 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
 def audit_run(run_dir: Path) -> AuditResult:
     """Audit a run directory, complete or partial."""
     scenario = load_scenario(run_dir / "scenario.yaml")
-    fold = fold_history(read_history(run_dir / "history.jsonl"))
-    effects = count_effects(scenario.audit.effects, run_dir)
-    return judge_fold(fold, effects, scenario, run_dir)
+    # The effect query runs in a thread while the history is folded: sqlite releases the GIL.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        effects = pool.submit(count_effects, scenario.audit.effects, run_dir)
+        fold = fold_history(read_history(run_dir / "history.jsonl"))
+        return judge_fold(fold, effects.result(), scenario, run_dir)

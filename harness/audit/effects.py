@@ -37,13 +37,14 @@ def _sql_effects(url: str, query: str) -> Counter[str]:
                 f"audit query must return a 'marker' column (and optionally 'effects'); it returned {columns}"
             )
         mi = columns.index("marker")
-        ei = columns.index("effects") if "effects" in columns else None
         counts: Counter[str] = Counter()
-        for row in cur:
-            marker = row[mi]
-            if marker is None:
-                continue
-            counts[str(marker)] += 1 if ei is None else int(row[ei])
+        if "effects" in columns:
+            ei = columns.index("effects")
+            for row in cur:
+                if row[mi] is not None:
+                    counts[str(row[mi])] += int(row[ei])
+        else:
+            counts.update(str(row[mi]) for row in cur if row[mi] is not None)
         return counts
     except sqlite3.Error as exc:
         raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None

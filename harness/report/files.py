@@ -32,7 +32,8 @@ COLUMNS = [
 def write_audit(audit: AuditResult) -> list[Path]:
     run_dir = audit.run_dir
     paths = [run_dir / "intents.csv", run_dir / "summary.json", run_dir / "report.md"]
-    audit.intents[COLUMNS].to_csv(paths[0], index=False, float_format="%.6f")
+    # Times are already rounded to microseconds in the history; no float_format (it costs 25%).
+    audit.intents[COLUMNS].to_csv(paths[0], index=False)
     paths[1].write_bytes(orjson.dumps(audit.summary, option=orjson.OPT_INDENT_2) + b"\n")
     paths[2].write_text(render_markdown(audit.summary, audit.scenario.dump_yaml()), encoding="utf-8")
     return paths

@@ -32,10 +32,12 @@ def main() -> int:
     port = os.environ.get("PORT", "")
     host = os.environ.get("HOST", "127.0.0.1")
     transport = os.environ.get("NOOP_TRANSPORT", "json")
-    if not port.isdigit() or not (host.startswith("127.") or host == "::1") or transport not in ("json", "sse"):
+    loopback = host.startswith("127.") or host == "::1"
+    if not port.isdigit() or not loopback or transport not in ("json", "sse"):
         print("noop: set PORT to a port number (HOST loopback, NOOP_TRANSPORT json|sse)", file=sys.stderr)
         return 2
-    app = build_server().streamable_http_app(json_response=transport == "json", stateless_http=True, host=host)
+    server = build_server()
+    app = server.streamable_http_app(json_response=transport == "json", stateless_http=True, host=host)
     uvicorn.run(app, host=host, port=int(port), log_level="warning", access_log=False)
     return 0
 

@@ -217,3 +217,37 @@ def test_pods_die_with_a_killed_harness(tmp_path: Path) -> None:
     audit = mcp_chaos("audit", str(run_dir))
     assert audit.returncode == 0, audit.stderr
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "unfinished"
+
+
+def test_reproduce_puts_variants_beside_the_article(tmp_path: Path) -> None:
+    data = invoice_scenario(intents=30, concurrency=4, kills={"count": 1})
+    data["target"]["env"]["INVOICES_POST_COMMIT_MS"] = "20"
+    path = write(tmp_path, data)
+    proc = mcp_chaos(
+        "reproduce",
+        "--scenario",
+        str(path),
+        "--modes",
+        "naive,atomic",
+        "--runs",
+        "2",
+        "--results",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [
+        line for line in proc.stdout.splitlines() if line.startswith("| naive") or line.startswith("| atomic")
+    ]
+    assert len(rows) == 2
+    assert "37/2,700 = 1.37%" in rows[0]
+    assert rows[1].split("|")[2].strip() == "2"  # two runs pooled
+    assert "0/60" in rows[1]  # atomic: no duplicate in 2 x 30 intents
+    assert len(list(tmp_path.glob("reproduce-*.md"))) == 1
+    assert len([d for d in tmp_path.iterdir() if (d / "summary.json").is_file()]) == 4
+    assert proc.stderr.count("== naive: run") == 2
+
+
+def test_reproduce_rejects_unknown_modes(tmp_path: Path) -> None:
+    proc = mcp_chaos("reproduce", "--modes", "naive,sloppy")
+    assert proc.returncode == 2
+    assert "--modes must list some of naive, keyed, atomic" in proc.stderr

@@ -1,0 +1,198 @@
+"""``python -m bench [throughput audit restart reproduce]``: PASS/FAIL per goal, and BENCHMARKS.md.
+
+Exit code 1 when a goal fails. Each benchmark measures the harness and its
+reference in the same invocation; see the module docstrings for how.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench import audit, restart, throughput
+from bench.common import ROOT, Goal
+from harness.report.tables import markdown_table
+
+ALL = ("throughput", "memory", "audit", "restart", "reproduce")
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} × {model}; Python {platform.python_version()}; "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def bench_throughput(goals: list[Goal], sections: list[str], rounds: int) -> None:
+    by_key: dict[tuple[str, int], list[throughput.Sample]] = defaultdict(list)
+    for _ in range(rounds):
+        for s in throughput.measure():
+            by_key[(s.client, s.concurrency)].append(s)
+
+    def med(client: str, c: int, attr: str) -> float:
+        return float(statistics.median(float(getattr(s, attr)) for s in by_key[(client, c)]))
+
+    levels = sorted({c for _, c in by_key})
+    rows = []
+    for c in levels:
+        wrk_rate = med("wrk", c, "rate")
+        for client in ("wrk", "driver", "sdk client"):
+            rows.append(
+                [
+                    client,
+                    c,
+                    f"{med(client, c, 'rate'):.0f}",
+                    f"{med(client, c, 'rate') / wrk_rate:.2f}",
+                    f"{med(client, c, 'client_ms'):.3f}",
+                    f"{med(client, c, 'server_ms'):.3f}",
+                ]
+            )
+    for c in (8, 32):
+        goals.append(
+            Goal(
+                f"driver throughput vs wrk at concurrency {c}",
+                med("driver", c, "rate") / med("wrk", c, "rate"),
+                0.9,
+                "×",
+                higher_is_better=True,
+            )
+        )
+    cpu = [med("driver", c, "client_ms") for c in levels]
+    goals.append(Goal("driver CPU per call, worst of concurrency 1-64", max(cpu), 0.3, " ms"))
+    goals.append(
+        Goal("driver CPU per call, flatness (max/min over concurrency 1-64)", max(cpu) / min(cpu), 1.5, "×")
+    )
+    sections.append(
+        "## Throughput and CPU per call (no-op tool, JSON responses)\n\n"
+        f"Median of {rounds} rounds; a fresh `targets/noop` server per concurrency level. wrk (C) is the\n"
+        "reference for the server's limit; `sdk client` is the official SDK's `Client` in a loop, what a\n"
+        "user would write by hand. CPU per call is from the OS (wait4 / /proc), not wall clock.\n\n"
+        + markdown_table(
+            ["client", "concurrency", "calls/s", "× wrk", "client CPU ms/call", "server CPU ms/call"], rows
+        )
+    )
+
+
+def bench_memory(goals: list[Goal], sections: list[str]) -> None:
+    (small, small_mb), (large, large_mb) = throughput.driver_peak_rss_mb()
+    goals.append(Goal(f"driver peak RSS, {large:,} vs {small:,} intents", large_mb / small_mb, 1.1, "×"))
+    sections.append(
+        "## Driver memory\n\nPeak RSS of the driver's process "
+        "(history written as it goes, intents generated lazily):\n\n"
+        + markdown_table(
+            ["intents", "peak RSS MB"], [[f"{small:,}", f"{small_mb:.0f}"], [f"{large:,}", f"{large_mb:.0f}"]]
+        )
+    )
+
+
+def bench_audit(goals: list[Goal], sections: list[str]) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (100_000, 1_000_000):
+            run_dir = Path(tmp) / str(n)
+            audit.synthesize(run_dir, n)
+            sample = audit.audit(run_dir)
+            rows.append(
+                [f"{n:,}", f"{sample.history_mb:.0f}", f"{sample.wall_s:.1f}", f"{sample.peak_rss_mb:.0f}"]
+            )
+            if n == 1_000_000:
+                goals.append(Goal("audit of 1,000,000 intents, wall", sample.wall_s, 10, " s"))
+                goals.append(Goal("audit of 1,000,000 intents, peak RSS", sample.peak_rss_mb, 1024, " MB"))
+    sections.append(
+        "## Audit\n\n`mcp-chaos audit` of synthesised pod-kill-shaped histories (every event type,\n"
+        "3% of intents retried, 8 kills), as a child process; peak RSS from the OS.\n\n"
+        + markdown_table(["intents", "history MB", "wall s", "peak RSS MB"], rows)
+    )
+
+
+def bench_restart(goals: list[Goal], sections: list[str]) -> None:
+    median = restart.process_restart_s()
+    sections.append(
+        "## Restart latency\n\n"
+        + markdown_table(
+            ["runtime", "kill → ready (median of 10)"],
+            [["process (reference invoices target)", f"{median:.2f} s"]],
+        )
+    )
+
+
+def bench_reproduce(goals: list[Goal], sections: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "reproduce",
+                "--quiet",
+                "--results",
+                tmp,
+                "--scenario",
+                str(ROOT / "scenarios" / "pod-kill.yaml"),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wall = time.perf_counter() - start
+    goals.append(Goal("make reproduce (three variants, article scenario), wall", wall, 180, " s"))
+    sections.append(f"## make reproduce\n\nThree variants, one run each, one after the other: {wall:.0f} s.")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("only", nargs="*", help=f"benchmarks to run, from {', '.join(ALL)} (default: all)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the throughput benchmark")
+    parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    args = parser.parse_args()
+    chosen = args.only or list(ALL)
+    unknown = sorted(set(chosen) - set(ALL))
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(ALL)}")
+    goals: list[Goal] = []
+    sections: list[str] = []
+    for name in chosen:
+        print(f"== {name}", file=sys.stderr, flush=True)
+        if name == "throughput":
+            bench_throughput(goals, sections, args.rounds)
+        elif name == "memory":
+            bench_memory(goals, sections)
+        elif name == "audit":
+            bench_audit(goals, sections)
+        elif name == "restart":
+            bench_restart(goals, sections)
+        else:
+            bench_reproduce(goals, sections)
+    lines = [g.line() for g in goals]
+    print("\n".join(lines))
+    Path(args.output).write_text(
+        "# Benchmarks\n\n"
+        f"Generated by `make bench` on {dt.date.today().isoformat()}: {machine()}.\n"
+        f"Benchmarks run: {', '.join(chosen)}.\n\n"
+        "## Goals\n\n```\n" + "\n".join(lines) + "\n```\n\n" + "\n\n".join(sections) + "\n",
+        encoding="utf-8",
+    )
+    print(f"written {args.output}", file=sys.stderr)
+    return 0 if all(g.passed for g in goals) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The reproduction table: pooling, and the comparison with the article's figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.audit.auditor import AuditResult
+from harness.audit.stats import Rate
+from harness.reproduce import VariantResult, article_inside, render
+from harness.scenario import parse_scenario
+
+
+def audit(scenario_data: dict[str, Any], duplicates: int, intents: int) -> AuditResult:
+    summary = {"verdicts": {"duplicate": duplicates}, "intents": {"started": intents}, "faults": {"kill": 8}}
+    return AuditResult(Path("r"), parse_scenario(scenario_data), intents=None, summary=summary)  # type: ignore[arg-type]
+
+
+def test_runs_are_pooled(scenario_data: dict[str, Any]) -> None:
+    v = VariantResult("naive", [audit(scenario_data, 30, 2700), audit(scenario_data, 40, 2700)])
+    assert (v.duplicates, v.intents, v.kills) == (70, 5400, 16)
+    table = render([v])
+    assert "| naive   |    2 |    16 |  30, 40 |   70/5,400 | 1.30% |" in table
+    assert "37/2,700 = 1.37%" in table
+
+
+def test_article_inside() -> None:
+    assert article_inside("naive", Rate(37, 2700)) == "yes"
+    assert article_inside("naive", Rate(5, 2700)) == "no"
+    assert article_inside("keyed", Rate(1, 2700)) == "yes"
+    assert article_inside("atomic", Rate(0, 2700)) == "yes"
+    assert article_inside("atomic", Rate(1, 2700)) == "no"
