@@ -84,15 +84,27 @@ def run_wrk(srv: Server, concurrency: int, seconds: int, script: Path) -> Sample
     return Sample("wrk", concurrency, calls, wall, cpu, server_cpu)
 
 
-def run_python(module: str, name: str, srv: Server, concurrency: int, calls: int) -> Sample:
-    return _run_python(module, name, srv, concurrency, calls)[0]
+def run_python(module: str, name: str, srv: Server, concurrency: int, calls: int, *extra: str) -> Sample:
+    return _run_python(module, name, srv, concurrency, calls, *extra)[0]
 
 
-def _run_python(module: str, name: str, srv: Server, concurrency: int, calls: int) -> tuple[Sample, float]:
+def _run_python(
+    module: str, name: str, srv: Server, concurrency: int, calls: int, *extra: str
+) -> tuple[Sample, float]:
     """A client child process; returns its sample and its peak RSS in MB."""
     s0 = cpu_seconds(srv.pid)
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, srv.url, "--calls", str(calls), "--concurrency", str(concurrency)],
+        [
+            sys.executable,
+            "-m",
+            module,
+            srv.url,
+            "--calls",
+            str(calls),
+            "--concurrency",
+            str(concurrency),
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -128,3 +140,17 @@ def driver_peak_rss_mb(
     """Peak RSS of the driver's process for runs of different lengths (memory must not grow with intents)."""
     with server("noop/server.py") as srv:
         return [(n, _run_python("bench.drive", "driver", srv, concurrency, n)[1]) for n in calls]
+
+
+def proxy_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 3) -> tuple[Sample, Sample]:
+    """The driver direct and through the fault proxy (in its process), same server: medians by CPU."""
+    direct: list[Sample] = []
+    proxied: list[Sample] = []
+    with server("noop/server.py") as srv:
+        run_python("bench.drive", "driver", srv, concurrency, 500)  # warm-up
+        for _ in range(rounds):
+            direct.append(run_python("bench.drive", "driver", srv, concurrency, calls))
+            proxied.append(run_python("bench.drive", "driver + proxy", srv, concurrency, calls, "--proxy"))
+    direct.sort(key=lambda s: s.client_ms)
+    proxied.sort(key=lambda s: s.client_ms)
+    return direct[len(direct) // 2], proxied[len(proxied) // 2]

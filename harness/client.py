@@ -78,7 +78,7 @@ class CallResult:
     notifications: int = 0
 
 
-class _SseParser:
+class SseParser:
     """Incremental ``text/event-stream`` parser yielding each event's data.
 
     Only ``data`` fields matter under 2026-07-28 (event ids and resumability are
@@ -139,7 +139,7 @@ class _Connection(asyncio.Protocol):
         self.final: dict[str, Any] | None = None
         self.notifications = 0
         self.parse_error: str | None = None
-        self._sse: _SseParser | None = None
+        self._sse: SseParser | None = None
         self._ctype = b""
         if self._grace is not None:
             self._grace.cancel()
@@ -176,7 +176,7 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = self._parser.should_keep_alive()
         if self._ctype.startswith(b"text/event-stream"):
             self.is_sse = True
-            self._sse = _SseParser()
+            self._sse = SseParser()
 
     def on_body(self, body: bytes) -> None:
         if self._sse is None:

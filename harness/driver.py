@@ -89,7 +89,12 @@ class Driver:
         self.deadline_hit = False
         self._rng = random.Random(f"{seed}:driver")
         self._ids = itertools.count(1)
+        self._in_flight: dict[int, tuple[int, int]] = {}
         self._intents: Iterator[Intent] = iter(workload)
+
+    def attempt_of(self, request_id: object) -> tuple[int, int] | None:
+        """(intent, attempt) of a request the driver has in flight: how the fault proxy knows its target."""
+        return self._in_flight.get(request_id) if isinstance(request_id, int) else None
 
     def _past_deadline(self) -> bool:
         if self.deadline_s is not None and self.history.now() >= self.deadline_s:
@@ -130,6 +135,7 @@ class Driver:
             history.emit(ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key)
             stats.attempts += 1
             stats.in_flight += 1
+            self._in_flight[request_id] = (intent.index, attempt)
             try:
                 res = await self.client.call_tool(
                     self.workload.tool,
@@ -140,6 +146,7 @@ class Driver:
                 )
             finally:
                 stats.in_flight -= 1
+                del self._in_flight[request_id]
             self._record(intent, attempt, request_id, res)
             if res.outcome is Outcome.OK:
                 status = OK

@@ -29,6 +29,7 @@ from harness.driver import Driver
 from harness.errors import HarnessError, UsageError
 from harness.faults.injector import Injector
 from harness.faults.pods import ProcessPod
+from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule
 from harness.faults.supervisor import Supervisor
 from harness.history import RUN_ENDED, RUN_STARTED, HistoryWriter
@@ -160,6 +161,9 @@ async def execute(
     )
     port = free_port()
     url = f"http://127.0.0.1:{port}{scenario.target.path}"
+    # With stream faults the driver talks to the fault proxy, which talks to the pod.
+    proxy_port = free_port() if scenario.faults.stream else None
+    driver_url = url if proxy_port is None else f"http://127.0.0.1:{proxy_port}{scenario.target.path}"
     argv, env = pod_command(scenario.target, port=port, run_dir=run_dir, pod="pod-0")
     pod = ProcessPod("pod-0", argv, env, run_dir / "pods" / "pod-0.log")
     kill = scenario.faults.kill
@@ -172,7 +176,7 @@ async def execute(
         max_restarts=scenario.target.max_restarts,
         stop_timeout_s=scenario.target.stop_timeout_s,
     )
-    client = McpHttpClient(url)
+    client = McpHttpClient(driver_url)
     injector = Injector(
         build_schedule(scenario), supervisor, history, min_uptime_s=kill.min_uptime_s if kill else 0.0
     )
@@ -187,11 +191,25 @@ async def execute(
         deadline_s=scenario.workload.max_duration_s,
         on_dispatch=injector.on_dispatch,
     )
+    proxy = (
+        None
+        if proxy_port is None
+        else FaultProxy(
+            port,
+            scenario.faults.stream,
+            seed=scenario.seed,
+            history=history,
+            lookup=driver.attempt_of,
+            default_hold_s=scenario.client.attempt_timeout_s + 0.5,
+        )
+    )
     progress = Progress(out, progress_interval_s) if progress_interval_s is not None else None
     status, reason = "failed", None
     background: list[asyncio.Task[None]] = []
     supervise: asyncio.Task[None] | None = None
     try:
+        if proxy is not None:
+            await proxy.start(proxy_port or 0)
         await supervisor.start()
         supervise = asyncio.create_task(supervisor.supervise())
         background = [asyncio.create_task(injector.run())]
@@ -223,6 +241,8 @@ async def execute(
             progress.print(driver, injector, supervisor, history)
             progress.finish()
         await client.aclose()
+        if proxy is not None:
+            await proxy.close()
         await supervisor.stop()
         if supervise is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):

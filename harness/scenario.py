@@ -198,8 +198,60 @@ class KillFaults(_Model):
         return self
 
 
+STREAM_FAULTS = ("sever_request", "sever_response", "stall", "delay")
+
+
+class StreamFault(_Model):
+    """One rule of the fault proxy: which exchanges it hits and what it does to them.
+
+    An exchange is hit when it matches ``tool``/``method`` (and ``intent``/``attempt``
+    when given) and a seeded draw per (rule, intent, attempt) falls under
+    ``probability``: the same attempts are hit in every run with the same seed,
+    however the run's timing falls out. The first rule that hits wins.
+    """
+
+    fault: Literal["sever_request", "sever_response", "stall", "delay"]
+    tool: str | None = None
+    """Only exchanges calling this tool (``Mcp-Name``); default: any."""
+    method: str = "tools/call"
+    intent: int | None = Field(default=None, ge=0)
+    attempt: int | None = Field(default=None, ge=1)
+    probability: float | None = Field(default=None, ge=0, le=1)
+    """Default: 1 when ``intent`` or ``attempt`` is given (an explicit plan)."""
+    after_bytes: int = Field(default=0, ge=0)
+    """sever_response: relay this many bytes of the response, then cut."""
+    after_events: int | None = Field(default=None, ge=0)
+    """sever_response: relay this many complete SSE events, then cut (instead of after_bytes)."""
+    wait_for_server: bool = True
+    """sever_response: cut only once the server has sent its whole response (it has finished,
+    so any commit happened: the article's window). False cuts as soon as the bytes are relayed and
+    closes the server's side too, which under 2026-07-28 SSE is cancellation of a running handler."""
+    hold: Literal["request", "response"] = "request"
+    """stall: hold the request (the server gets it only after the client gave up and retried, so two
+    attempts with one key overlap) or the response (the server finished long before the retry)."""
+    hold_s: float | None = Field(default=None, gt=0, le=600)
+    """stall: at most this long; default: the client's attempt timeout plus 0.5 s."""
+    delay_s: float = Field(default=0.05, ge=0, le=600)
+    direction: Literal["request", "response"] = "request"
+    """delay: before forwarding the request, or before relaying the response."""
+
+    @model_validator(mode="after")
+    def _probability(self) -> StreamFault:
+        if self.probability is None and self.intent is None and self.attempt is None:
+            raise ValueError(
+                f"faults.stream rule {self.fault!r} needs a probability, or an intent/attempt to hit"
+            )
+        return self
+
+    @property
+    def chance(self) -> float:
+        return 1.0 if self.probability is None else self.probability
+
+
 class Faults(_Model):
     kill: KillFaults | None = None
+    stream: list[StreamFault] = Field(default_factory=list)
+    """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
 
 
 class SqlEffects(_Model):

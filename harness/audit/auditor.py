@@ -15,6 +15,14 @@ ended by its connection closing at most ``CRASH_WINDOW_S`` before an
 unannounced ``pod_exited`` is counted as hit by that crash. A duplicate whose
 attempts were hit is attributed to the pod death; otherwise to the other
 reasons its attempts were retried (timeouts, transport errors).
+
+Faults of the fault proxy name the request id they hit, so they are pinned on
+their intent exactly. Every intent carries the set of faults that hit any of
+its attempts (``faults`` in intents.csv); the summary breaks verdicts down by
+fault, and each duplicate gets one cause, the first of ``CAUSE_ORDER`` present.
+A ``sever_response`` cut before the server had sent its whole response is
+labelled ``sever_mid_stream``: the handler was still running (in SSE mode it
+was cancelled), so what it left behind is a different finding.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from harness.audit.effects import count_effects
@@ -52,6 +61,8 @@ OUTCOMES = ("ok", "tool_error", "transport_error", "timeout", "protocol_error")
 CRASH_WINDOW_S = 1.0
 """How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
 _CLOSED = ("closed_before_response", "closed_mid_response")
+CAUSE_ORDER = ("kill", "crash", "sever_response", "sever_mid_stream", "stall", "sever_request", "delay")
+"""Which fault a duplicate is blamed on when several hit it: the one closest to a commit first."""
 
 
 @dataclass
@@ -65,6 +76,8 @@ class Fold:
     pod_exits: int = 0
     crashes: int = 0
     """Pod exits that no kill explains: the target died by itself."""
+    severs: Counter[str] = field(default_factory=Counter)
+    """sever_response events split by whether the server had finished (sever_response) or not."""
     duration_s: float = 0.0
     open_attempts: int = 0
 
@@ -82,6 +95,8 @@ class _Columns:
         self.hit: list[int] = []
         self.first_t: list[float] = []
         self.last_t: list[float] = []
+        self.faults: dict[int, set[str]] = {}
+        """Sparse: intent -> kinds of the faults that hit its attempts (most intents have none)."""
 
     def grow(self, n: int) -> None:
         if n <= self.size:
@@ -95,6 +110,12 @@ class _Columns:
         self.last_t.extend([math.nan] * extra)
         self.size = n
 
+    def _fault_column(self) -> npt.NDArray[np.object_]:
+        column = np.full(self.size, "", dtype=object)
+        for i, kinds in self.faults.items():
+            column[i] = ";".join(sorted(kinds))
+        return column
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
             {
@@ -105,6 +126,7 @@ class _Columns:
                 "attempts": np.array(self.attempts, dtype=np.int32),
                 **{f"n_{name}": np.array(c, dtype=np.int32) for name, c in self.outcomes.items()},
                 "attempts_hit_by_pod_death": np.array(self.hit, dtype=np.int32),
+                "faults": self._fault_column(),
                 "first_attempt_s": np.array(self.first_t, dtype=np.float64),
                 "last_end_s": np.array(self.last_t, dtype=np.float64),
             }
@@ -127,6 +149,8 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
     pending: dict[int, tuple[int, int, float]] = {}  # request id -> (intent, deaths seen at start, start t)
     recent: deque[tuple[float, float, int]] = deque()  # (end t, start t, intent): connection-closed attempts
     killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
+    faults = cols.faults
+    death_kinds: list[str] = []  # "kill" or "crash", one per pod death so far
     deaths = exits = crashes = 0
     t = 0.0
     # Locals, not module globals, for the four comparisons made per event.
@@ -160,6 +184,7 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
             outcomes.get(ev["outcome"], protocol_errors)[i] += 1
             if deaths > started[1]:
                 hit[i] += 1
+                faults.setdefault(i, set()).add(death_kinds[deaths - 1])
             elif ev.get("detail") in _CLOSED:
                 recent.append((t, started[2], i))
                 while recent and recent[0][0] < t - CRASH_WINDOW_S:
@@ -189,17 +214,30 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
             else:
                 crashes += 1
                 deaths += 1
+                death_kinds.append("crash")
                 while recent:
                     end_t, start_t, j = recent.popleft()
                     if end_t >= t - CRASH_WINDOW_S and start_t <= t:
                         hit[j] += 1
+                        faults.setdefault(j, set()).add("crash")
         elif typ == POD_STARTED:
             killed_pods.discard(ev.get("pod", ""))
         elif typ == FAULT:
-            fold.faults[ev["fault"]] += 1
-            if ev["fault"] == "kill":
+            kind = ev["fault"]
+            fold.faults[kind] += 1
+            if kind == "kill":
                 deaths += 1
+                death_kinds.append("kill")
                 killed_pods.add(ev.get("pod", ""))
+            elif "id" in ev:
+                if kind == "sever_response":
+                    if ev.get("server_done") is False:
+                        kind = "sever_mid_stream"
+                    fold.severs[kind] += 1
+                # A proxy fault names the request it hit; the attempt is in flight (recorded before it acts).
+                target = pending.get(ev["id"])
+                if target is not None:
+                    faults.setdefault(target[0], set()).add(kind)
         elif typ == RUN_STARTED:
             fold.run = dict(ev)
             cols.grow(int(ev.get("intents", 0)))
@@ -218,9 +256,11 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
 _STATUS_NAMES = np.array([s.name.lower() for s in ClientStatus], dtype=object)
 
 
-def _cause(row_hit: int, timeouts: int, transport: int, tool_errors: int) -> str:
-    if row_hit:
-        return "pod_death_in_flight"
+def _cause(faults: str, timeouts: int, transport: int, tool_errors: int) -> str:
+    present = set(faults.split(";")) if faults else set()
+    for kind in CAUSE_ORDER:
+        if kind in present:
+            return kind
     if timeouts:
         return "timeout"
     if transport:
@@ -228,6 +268,36 @@ def _cause(row_hit: int, timeouts: int, transport: int, tool_errors: int) -> str
     if tool_errors:
         return "retryable_tool_error"
     return "unexplained"
+
+
+def _by_fault(table: pd.DataFrame, fold: Fold) -> dict[str, Any]:
+    """Per fault kind: how many intents it hit, and what became of them (rates among those hit)."""
+    hit_rows = table[table["faults"] != ""]
+    kinds = sorted({k for s in hit_rows["faults"] for k in s.split(";")}, key=_fault_order)
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        rows = hit_rows[[kind in s.split(";") for s in hit_rows["faults"]]]
+        counts = rows["verdict"].value_counts()
+        n = len(rows)
+        out[kind] = {
+            "events": _events_of(kind, fold),
+            "intents_hit": n,
+            "verdicts": {str(v): int(c) for v, c in counts.items()},
+            "duplicate": Rate(int(counts.get(Verdict.DUPLICATE.value, 0)), n).as_dict(),
+        }
+    return out
+
+
+def _events_of(kind: str, fold: Fold) -> int:
+    if kind == "crash":
+        return fold.crashes
+    if kind in ("sever_response", "sever_mid_stream"):
+        return fold.severs.get(kind, 0)
+    return int(fold.faults.get(kind, 0))
+
+
+def _fault_order(kind: str) -> tuple[int, str]:
+    return (CAUSE_ORDER.index(kind) if kind in CAUSE_ORDER else len(CAUSE_ORDER), kind)
 
 
 @dataclass
@@ -276,9 +346,9 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
     table["cause"] = ""
     dup = table["verdict"] == Verdict.DUPLICATE.value
     table.loc[dup, "cause"] = [
-        _cause(h, to, tr, te)
-        for h, to, tr, te in zip(
-            table.loc[dup, "attempts_hit_by_pod_death"],
+        _cause(f, to, tr, te)
+        for f, to, tr, te in zip(
+            table.loc[dup, "faults"],
             table.loc[dup, "n_timeout"],
             table.loc[dup, "n_transport_error"],
             table.loc[dup, "n_tool_error"],
@@ -322,6 +392,7 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
         "causes": {
             "duplicate": {k: int(v) for k, v in table.loc[dup, "cause"].value_counts().sort_index().items()},
         },
+        "by_fault": _by_fault(table, fold),
         "effects": {
             "total": int(sum(effects.values())),
             "foreign": foreign,

@@ -23,6 +23,7 @@ COLUMNS = [
     "n_timeout",
     "n_protocol_error",
     "attempts_hit_by_pod_death",
+    "faults",
     "cause",
     "first_attempt_s",
     "last_end_s",

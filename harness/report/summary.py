@@ -21,6 +21,29 @@ def verdict_table(summary: dict[str, Any]) -> str:
     return markdown_table(["verdict", "intents", "rate", "95% CI (Wilson)"], rows)
 
 
+def fault_table(summary: dict[str, Any]) -> str:
+    """Verdicts among the intents each kind of fault hit: which fault the duplicates come from."""
+    rows = []
+    for kind, f in summary.get("by_fault", {}).items():
+        d = f["duplicate"]
+        rows.append(
+            [
+                kind,
+                f["events"],
+                f["intents_hit"],
+                d["count"],
+                f["verdicts"].get("lost", 0),
+                pct(d["rate"]),
+                ci(d["ci95"]),
+            ]
+        )
+    if not rows:
+        return ""
+    return markdown_table(
+        ["fault", "events", "intents hit", "duplicates", "lost", "duplicate rate among hit", "95% CI"], rows
+    )
+
+
 def headline(summary: dict[str, Any]) -> str:
     d = summary["rates"][Verdict.DUPLICATE.value]
     return (
@@ -55,7 +78,17 @@ def facts(summary: dict[str, Any]) -> list[str]:
 
 
 def render_text(summary: dict[str, Any]) -> str:
-    return "\n".join([*facts(summary), "", verdict_table(summary), "", headline(summary)])
+    faults = fault_table(summary)
+    return "\n".join(
+        [
+            *facts(summary),
+            "",
+            verdict_table(summary),
+            *(["", faults] if faults else []),
+            "",
+            headline(summary),
+        ]
+    )
 
 
 def render_markdown(summary: dict[str, Any], scenario_yaml: str) -> str:
@@ -83,6 +116,13 @@ def render_markdown(summary: dict[str, Any], scenario_yaml: str) -> str:
             "Per-intent rows: `intents.csv`; machine-readable: `summary.json`.",
             "",
             gate_line,
+            "",
+            "## By fault",
+            "",
+            fault_table(summary) or "No fault hit an attempt.",
+            "",
+            "An intent counts under every fault that hit one of its attempts; a duplicate's cause in",
+            "`intents.csv` is the first of kill, crash, sever_response, stall, sever_request, delay.",
             "",
             "## Scenario as run",
             "",

@@ -13,8 +13,11 @@ none:
             cancellation) between the two commits, or two concurrent attempts
             with one key, gives a duplicate.
 ``atomic``  the invoice and the key record in *one* transaction, with a unique
-            constraint on the key: a retry replays, a concurrent loser rolls
-            back and replays the winner.
+            constraint on the key: a retry replays. An attempt whose key is
+            still in flight in this pod gets a retryable ``idempotency_key_in_use``
+            (the IETF draft's 409) with ``retry_after_ms``; a loser that got
+            past that (the key was in flight in a pod that died) rolls back in
+            the transaction and replays the winner.
 
 Replays return the stored original result byte for byte. Configuration is by
 environment variable (see ``targets/invoices/README.md``):
@@ -152,13 +155,15 @@ class Config:
         )
 
 
-def error_result(code: str, message: str, *, retryable: bool, recovery: str) -> CallToolResult:
+def error_result(
+    code: str, message: str, *, retryable: bool, recovery: str, retry_after_ms: int | None = None
+) -> CallToolResult:
     """A tool error following the article's error contract, as JSON in the text block."""
     body = {
         "code": code,
         "message": message,
         "retryable": retryable,
-        "retry_after_ms": None,
+        "retry_after_ms": retry_after_ms,
         "recovery": recovery,
     }
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], is_error=True)
@@ -259,6 +264,9 @@ class InvoiceStore:
 def build_server(config: Config) -> MCPServer[Any]:
     store = InvoiceStore(config.db)
     server: MCPServer[Any] = MCPServer("reference-invoices", version="1.0.0", log_level="WARNING")
+    in_flight: set[str] = set()  # atomic: keys of the calls this process is working on right now
+    call_ms = (config.pre_commit_s + config.between_commits_s + config.post_commit_s) * 1000
+    retry_after_ms = max(10, round(call_ms))
 
     def failpoint(point: str) -> None:
         if config.failpoint is None or config.failpoint[0] != point:
@@ -311,7 +319,34 @@ def build_server(config: Config) -> MCPServer[Any]:
                         recovery="Use a new key for a new invoice; reuse a key only to retry the same one.",
                     )
                 return stored_result(found[1])
+            if config.mode == "atomic":
+                if idempotency_key in in_flight:
+                    return error_result(
+                        "idempotency_key_in_use",
+                        "another call with this idempotency_key is still in progress",
+                        retryable=True,
+                        retry_after_ms=retry_after_ms,
+                        recovery="Wait retry_after_ms, then retry with the same key to get its result.",
+                    )
+                in_flight.add(idempotency_key)
+                try:
+                    return await create(
+                        customer_id, amount_cents, memo, idempotency_key, request_hash, now, ctx
+                    )
+                finally:
+                    in_flight.discard(idempotency_key)
+        return await create(customer_id, amount_cents, memo, idempotency_key, request_hash, now, ctx)
 
+    async def create(
+        customer_id: str,
+        amount_cents: int,
+        memo: str,
+        idempotency_key: str | None,
+        request_hash: str,
+        now: str,
+        ctx: Context,
+    ) -> CallToolResult:
+        """The work and the commit(s), after the key checks."""
         await work(config.pre_commit_s, ctx, 1)
         failpoint("before_business_commit")
         if config.mode == "atomic":

@@ -39,7 +39,7 @@ def test_crash_after_business_commit(run: Run, mode: str, duplicates: int) -> No
     assert row["n_transport_error"] == row["attempts"] - 1 >= 1
     assert row["effects"] == 1 + duplicates
     if duplicates:
-        assert row["cause"] == "pod_death_in_flight"
+        assert row["cause"] == "crash"
 
 
 @pytest.mark.integration

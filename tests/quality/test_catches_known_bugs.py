@@ -43,7 +43,7 @@ def test_naive_double_bills_when_pods_die_after_commit(run: Run) -> None:
     s = result.summary
     assert s["faults"]["kill"] == 3
     assert s["verdicts"]["duplicate"] >= 3
-    assert s["causes"]["duplicate"] == {"pod_death_in_flight": s["verdicts"]["duplicate"]}
+    assert s["causes"]["duplicate"] == {"kill": s["verdicts"]["duplicate"]}
     assert s["verdicts"]["lost"] == 0
 
 

@@ -95,7 +95,7 @@ def test_kill_in_flight_is_attributed(scenario: Scenario) -> None:
     rows = result.intents.set_index("intent")
     assert rows.loc[0, "attempts_hit_by_pod_death"] == 0
     assert rows.loc[1, "attempts_hit_by_pod_death"] == 1
-    assert rows.loc[1, "cause"] == "pod_death_in_flight"
+    assert rows.loc[1, "cause"] == "kill"
     assert result.summary["faults"]["kill"] == 1
     assert result.summary["faults"]["crashes"] == 0  # the exit is explained by the kill
 
@@ -162,3 +162,35 @@ def test_history_grows_past_the_planned_size(scenario: Scenario) -> None:
         h.finish(i)
     result = audit(h, {f"ns-m{i}": 1 for i in range(5)}, scenario)
     assert result.summary["verdicts"]["exactly_once"] == 5
+
+
+def test_proxy_faults_are_pinned_on_their_intent(scenario: Scenario) -> None:
+    h = History(intents=3)
+    for i in range(3):
+        h.start(i)
+    r0 = h.attempt(0)
+    h.add("fault", fault="sever_response", id=r0, intent=0, attempt=1, server_done=True)
+    h.end(0, r0, "transport_error", "closed_before_response")
+    r0b = h.attempt(0, attempt=2)
+    h.end(0, r0b, attempt=2)
+    h.finish(0, attempts=2)
+    r1 = h.attempt(1)
+    h.add("fault", fault="stall", id=r1, intent=1, attempt=1)
+    h.end(1, r1, "timeout", "no_response")
+    r1b = h.attempt(1, attempt=2)
+    h.end(1, r1b, attempt=2)
+    h.finish(1, attempts=2)
+    r2 = h.attempt(2)
+    h.end(2, r2)
+    h.finish(2)
+    h.add("fault", fault="delay", id=999)  # names no attempt in flight: ignored, still counted
+    result = audit(h, {"ns-m0": 2, "ns-m1": 2, "ns-m2": 1}, scenario)
+    rows = result.intents.set_index("intent")
+    assert (rows.loc[0, "faults"], rows.loc[0, "cause"]) == ("sever_response", "sever_response")
+    assert (rows.loc[1, "faults"], rows.loc[1, "cause"]) == ("stall", "stall")
+    assert (rows.loc[2, "faults"], rows.loc[2, "cause"]) == ("", "")
+    by_fault = result.summary["by_fault"]
+    assert list(by_fault) == ["sever_response", "stall"]
+    assert by_fault["stall"]["intents_hit"] == 1
+    assert by_fault["stall"]["duplicate"]["count"] == 1
+    assert result.summary["faults"]["delay"] == 1

@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.client import McpHttpClient, Outcome, _SseParser, interpret_message
+from harness.client import McpHttpClient, Outcome, SseParser, interpret_message
 
 EVENTS = [
     {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
@@ -26,7 +26,7 @@ def sse_stream(line_end: bytes) -> bytes:
 @given(st.sampled_from([b"\n", b"\r\n"]), st.lists(st.integers(1, 400), max_size=20))
 def test_sse_parser_is_independent_of_chunking(line_end: bytes, cuts: list[int]) -> None:
     stream = sse_stream(line_end)
-    parser = _SseParser()
+    parser = SseParser()
     events: list[Any] = []
     pos = 0
     for cut in sorted(c % len(stream) for c in cuts):
@@ -37,7 +37,7 @@ def test_sse_parser_is_independent_of_chunking(line_end: bytes, cuts: list[int])
 
 
 def test_multiline_data_is_joined() -> None:
-    assert _SseParser().feed(b"data: a\ndata: b\n\n") == [b"a\nb"]
+    assert SseParser().feed(b"data: a\ndata: b\n\n") == [b"a\nb"]
 
 
 def ok(result: dict[str, Any], rid: int = 3) -> dict[str, Any]:

@@ -1,0 +1,415 @@
+"""The fault proxy: breaks MCP exchanges on purpose, at the point in the exchange a rule names.
+
+It sits on 127.0.0.1 between the driver and the pod and forwards real HTTP/1.1
+(keep-alive, JSON and SSE responses, chunked bodies) byte for byte. Unlike a
+TCP-level proxy (Toxiproxy) it reads each request, so it knows the exchange's
+JSON-RPC method, tool, request id and idempotency key, and from the driver the
+intent and attempt the request id belongs to. A seeded rule (see
+``StreamFault``) then decides what happens to that one exchange:
+
+``sever_request``   the client's connection is dropped; nothing reaches the server.
+``sever_response``  the request is forwarded; the client's connection is cut after
+                    N bytes or N SSE events of the response, either once the server
+                    has sent all of it (it finished: the article's window between
+                    commit and delivery) or as soon as they are relayed, closing the
+                    server's side too (under 2026-07-28 SSE: a cancellation).
+``stall``           the request (or the response) is held until the client gives up
+                    and retries, or ``hold_s``; holding the request delivers it late,
+                    so the original and the retry run on the server at the same time.
+``delay``           latency before the request or the response.
+
+A cut is always a dropped connection, never an HTTP error response: that is
+what a client sees when a stream breaks. Every fault is recorded in the history,
+with the request id it hit, before it acts (so it precedes the attempt's end).
+The proxy handles one request at a time per connection (no pipelining, which the
+driver never does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+import orjson
+
+from harness.client import SseParser
+from harness.history import FAULT, HistoryWriter
+from harness.scenario import StreamFault
+
+AttemptLookup = Callable[[Any], tuple[int, int] | None]
+"""Request id -> (intent, attempt) for requests the driver has in flight."""
+
+_READ = 65536
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What the proxy knows of one request."""
+
+    method: str | None
+    tool: str | None
+    request_id: Any
+    key: str | None
+    intent: int | None
+    attempt: int | None
+
+
+def _draw(seed: int, rule: int, intent: int | None, attempt: int | None) -> float:
+    """A uniform [0, 1) draw fixed by (seed, rule, intent, attempt): the same attempts are hit every run."""
+    digest = hashlib.blake2b(f"{seed}:{rule}:{intent}:{attempt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def choose_fault(rules: Sequence[StreamFault], seed: int, ex: Exchange) -> StreamFault | None:
+    """The first rule that matches the exchange and whose seeded draw hits; pure."""
+    for index, rule in enumerate(rules):
+        if rule.method != ex.method or (rule.tool is not None and rule.tool != ex.tool):
+            continue
+        if rule.intent is not None and rule.intent != ex.intent:
+            continue
+        if rule.attempt is not None and rule.attempt != ex.attempt:
+            continue
+        if rule.chance >= 1.0 or _draw(seed, index, ex.intent, ex.attempt) < rule.chance:
+            return rule
+    return None
+
+
+class _Request:
+    """One HTTP request read off the client's connection (httptools callbacks)."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.raw = bytearray()
+        self.headers: dict[bytes, bytes] = {}
+        self.body = bytearray()
+        self.complete = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.lower()] = value
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+    def feed(self, data: bytes) -> None:
+        self.raw += data
+        self.parser.feed_data(data)
+
+
+class _Response:
+    """Follows a response as it passes: where it ends, and where each SSE event ends."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.complete = False
+        self.events = 0
+        self._sse: SseParser | None = None
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
+            self._sse = SseParser()
+
+    def on_body(self, body: bytes) -> None:
+        if self._sse is not None:
+            self.events += len(self._sse.feed(body))
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+    def feed(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+
+
+def cut_offset(raw: bytes, after_bytes: int, after_events: int | None) -> int:
+    """How many bytes of a raw response to relay before cutting: N bytes, or up to the end of event N."""
+    if after_events is None:
+        return min(after_bytes, len(raw))
+    if after_events == 0:
+        return 0
+    watcher = _Response()
+    start = 0
+    while start < len(raw):
+        # Feed line by line: an SSE event ends with a newline, so its end is found exactly.
+        nl = raw.find(b"\n", start)
+        end = len(raw) if nl < 0 else nl + 1
+        watcher.feed(raw[start:end])
+        start = end
+        if watcher.events >= after_events:
+            return start
+    return len(raw)
+
+
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 that applies the scenario's stream faults to MCP exchanges."""
+
+    def __init__(
+        self,
+        upstream_port: int,
+        rules: Sequence[StreamFault],
+        *,
+        seed: int,
+        history: HistoryWriter,
+        lookup: AttemptLookup,
+        default_hold_s: float,
+    ) -> None:
+        self.upstream_port = upstream_port
+        self.rules = list(rules)
+        self.seed = seed
+        self.history = history
+        self.lookup = lookup
+        self.default_hold_s = default_hold_s
+        self.port = 0
+        self.exchanges = 0
+        self.faults = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    async def start(self, port: int = 0) -> int:
+        """Listen on 127.0.0.1:``port`` (0: any free port); returns the port."""
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def close(self) -> None:
+        """Stop listening, drop every connection and wait for the handlers to finish."""
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._writers):
+            w.transport.abort()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    # -- one client connection
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        if me is not None:
+            self._handlers.add(me)
+        self._writers.add(writer)
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        try:
+            while True:
+                request = await self._read_request(reader)
+                if request is None:
+                    return
+                if upstream is None or upstream[1].is_closing():
+                    try:
+                        upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+                    except OSError:
+                        return  # the pod is down: the client sees its connection dropped, as behind a LB
+                    self._writers.add(upstream[1])
+                keep = await self._exchange(request, reader, writer, upstream)
+                if not keep:
+                    return
+        except (ConnectionError, httptools.HttpParserError, asyncio.IncompleteReadError):
+            return
+        except asyncio.CancelledError:
+            return  # close(): the handler's task ends quietly (a re-raise would be logged by asyncio)
+        finally:
+            if me is not None:
+                self._handlers.discard(me)
+            writer.transport.abort()
+            self._writers.discard(writer)
+            if upstream is not None:
+                upstream[1].transport.abort()
+                self._writers.discard(upstream[1])
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> _Request | None:
+        request = _Request()
+        while not request.complete:
+            data = await reader.read(_READ)
+            if not data:
+                return None
+            request.feed(data)
+        return request
+
+    def _identify(self, request: _Request) -> Exchange:
+        method = request.headers.get(b"mcp-method", b"").decode("latin-1") or None
+        tool = request.headers.get(b"mcp-name", b"").decode("latin-1") or None
+        request_id: Any = None
+        key = None
+        try:
+            body = orjson.loads(bytes(request.body))
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict):
+            request_id = body.get("id")
+            method = method or body.get("method")
+            params = body.get("params")
+            if isinstance(params, dict):
+                tool = tool or params.get("name")
+                arguments = params.get("arguments")
+                if isinstance(arguments, dict) and isinstance(arguments.get("idempotency_key"), str):
+                    key = arguments["idempotency_key"]
+        known = self.lookup(request_id) if isinstance(request_id, int | str) else None
+        intent, attempt = known if known is not None else (None, None)
+        return Exchange(method, tool, request_id, key, intent, attempt)
+
+    def _record(self, rule: StreamFault, ex: Exchange, **detail: Any) -> None:
+        self.faults += 1
+        self.history.emit(
+            FAULT,
+            fault=rule.fault,
+            id=ex.request_id,
+            intent=ex.intent,
+            attempt=ex.attempt,
+            tool=ex.tool,
+            key=ex.key,
+            **detail,
+        )
+
+    async def _exchange(
+        self,
+        request: _Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> bool:
+        """Carry one exchange; returns whether both connections stay usable for the next one."""
+        self.exchanges += 1
+        ex = self._identify(request)
+        rule = choose_fault(self.rules, self.seed, ex)
+        up_reader, up_writer = upstream
+        if rule is None:
+            up_writer.write(request.raw)
+            return await self._relay(up_reader, writer)
+        if rule.fault == "sever_request":
+            self._record(rule, ex)
+            return False
+        if rule.fault == "delay":
+            self._record(rule, ex, delay_s=rule.delay_s, direction=rule.direction)
+            if rule.direction == "request":
+                await asyncio.sleep(rule.delay_s)
+                up_writer.write(request.raw)
+                return await self._relay(up_reader, writer)
+            up_writer.write(request.raw)
+            return await self._relay(up_reader, writer, delay_s=rule.delay_s)
+        if rule.fault == "stall":
+            return await self._stall(rule, ex, request, reader, writer, upstream)
+        return await self._sever_response(rule, ex, request, writer, upstream)
+
+    async def _relay(
+        self, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, delay_s: float = 0.0
+    ) -> bool:
+        """Relay one response as it arrives; False when it did not complete (pod died, client left)."""
+        response = _Response()
+        first = True
+        while not response.complete:
+            data = await up_reader.read(_READ)
+            if not data:
+                return False
+            if first and delay_s:
+                await asyncio.sleep(delay_s)
+            first = False
+            response.feed(data)
+            writer.write(data)
+            await writer.drain()
+        return True
+
+    async def _read_whole(self, up_reader: asyncio.StreamReader) -> tuple[bytes, bool]:
+        """Read a whole response from the server; (raw bytes, whether it completed)."""
+        response = _Response()
+        raw = bytearray()
+        while not response.complete:
+            data = await up_reader.read(_READ)
+            if not data:
+                return bytes(raw), False
+            raw += data
+            response.feed(data)
+        return bytes(raw), True
+
+    async def _sever_response(
+        self,
+        rule: StreamFault,
+        ex: Exchange,
+        request: _Request,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> bool:
+        up_reader, up_writer = upstream
+        up_writer.write(request.raw)
+        if rule.wait_for_server:
+            raw, complete = await self._read_whole(up_reader)
+            offset = cut_offset(raw, rule.after_bytes, rule.after_events)
+            self._record(rule, ex, relayed=offset, of=len(raw), server_done=complete)
+            writer.write(raw[:offset])
+            return False
+        # Cut while the server may still be working: relay up to the cut point, then close both
+        # sides (returning False aborts the server's connection too: SSE handlers see a cancellation).
+        response = _Response()
+        relayed = 0
+        while True:
+            data = await up_reader.read(_READ)
+            if not data:
+                self._record(rule, ex, relayed=relayed, server_done=False, server_closed=True)
+                return False
+            cut: int | None
+            if rule.after_events is None:
+                room = rule.after_bytes - relayed
+                cut = room if len(data) >= room else None
+            else:
+                cut = self._events_cut(response, data, rule.after_events)
+            if cut is not None:
+                self._record(rule, ex, relayed=relayed + cut, server_done=False)
+                writer.write(data[:cut])
+                return False
+            writer.write(data)
+            relayed += len(data)
+
+    @staticmethod
+    def _events_cut(response: _Response, data: bytes, after_events: int) -> int | None:
+        """Feed ``data`` line by line into ``response``; the offset in it where event N ended, if it did."""
+        if response.events >= after_events:
+            return 0
+        start = 0
+        while start < len(data):
+            nl = data.find(b"\n", start)
+            end = len(data) if nl < 0 else nl + 1
+            response.feed(data[start:end])
+            start = end
+            if response.events >= after_events:
+                return start
+        return None
+
+    async def _stall(
+        self,
+        rule: StreamFault,
+        ex: Exchange,
+        request: _Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> bool:
+        hold_s = rule.hold_s if rule.hold_s is not None else self.default_hold_s
+        self._record(rule, ex, hold=rule.hold, hold_s=hold_s)
+        up_reader, up_writer = upstream
+        client_gone = asyncio.ensure_future(reader.read(1))  # b"" when the client gives up and closes
+        try:
+            if rule.hold == "request":
+                await asyncio.wait({client_gone}, timeout=hold_s)
+                up_writer.write(request.raw)  # delivered late: the retry may already be on the server
+                if client_gone.done():
+                    await self._read_whole(up_reader)  # let the server finish; nobody is listening
+                    return False
+                return await self._relay(up_reader, writer)
+            raw, complete = await self._read_whole(up_reader)
+            await asyncio.wait({client_gone}, timeout=hold_s)
+            if client_gone.done() or not complete:
+                return False
+            writer.write(raw)
+            await writer.drain()
+            return True
+        finally:
+            if not client_gone.done():
+                client_gone.cancel()
