@@ -89,27 +89,48 @@ class HistoryWriter:
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield the events of a history file in order.
+    """Yield the events of a history file in order, each checked to be an event object."""
+    seq = 0
+    for batch in read_batches(path):
+        for event in batch:
+            if type(event) is not dict or "type" not in event:
+                raise HistoryError(f"{path}: event #{seq} is not an object with a 'type'")
+            seq += 1
+            yield event
 
-    A final line that is not valid JSON and lacks its newline is the trace of a
-    harness killed mid-write and is skipped; any other unreadable line is a
-    HistoryError naming it. (Read in 1 MiB batches: this is the audit's input
-    loop, millions of lines for a large run.)
+
+def read_batches(path: Path) -> Iterator[list[Any]]:
+    """Yield the parsed lines of a history file in order, 64 KiB of lines at a time.
+
+    This is the audit's input: batches spare its fold a generator step per event
+    (millions for a large run), and small ones keep the parsed events in cache
+    (1 MiB batches were 30% slower). Lines are not checked to be event objects
+    here; :func:`read_history` and the fold do that. A final line that is not
+    valid JSON and lacks its newline is the trace of a harness killed mid-write
+    and is skipped; any other unreadable line is a HistoryError naming it.
     """
     if not path.is_file():
         raise HistoryError(f"no history at {path} (is this a run directory made by `mcp-chaos run`?)")
     loads = orjson.loads
-    lineno = 0
+    first_line = 1
     with open(path, "rb") as f:
-        while lines := f.readlines(1 << 20):
-            for raw in lines:
-                lineno += 1
-                try:
-                    event = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    if not raw.endswith(b"\n"):
-                        return  # torn last write
-                    raise HistoryError(f"{path}:{lineno}: not a JSON event ({exc})") from None
-                if type(event) is not dict or "type" not in event:
-                    raise HistoryError(f"{path}:{lineno}: an event must be an object with a 'type'")
-                yield event
+        while lines := f.readlines(1 << 16):
+            try:
+                batch = [loads(raw) for raw in lines]
+            except orjson.JSONDecodeError:
+                batch = _parse_carefully(path, lines, first_line)
+            first_line += len(lines)
+            yield batch
+
+
+def _parse_carefully(path: Path, lines: list[bytes], first_line: int) -> list[Any]:
+    """The slow path for a batch with a bad line: tolerate a torn last write, name any other."""
+    events = []
+    for offset, raw in enumerate(lines):
+        try:
+            events.append(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            if not raw.endswith(b"\n"):
+                break  # torn last write
+            raise HistoryError(f"{path}:{first_line + offset}: not a JSON event ({exc})") from None
+    return events

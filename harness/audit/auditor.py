@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +53,7 @@ from harness.history import (
     POD_STARTED,
     RUN_ENDED,
     RUN_STARTED,
-    read_history,
+    read_batches,
 )
 from harness.scenario import Gate, Scenario, load_scenario
 
@@ -80,6 +80,10 @@ class Fold:
     """sever_response events split by whether the server had finished (sever_response) or not."""
     duration_s: float = 0.0
     open_attempts: int = 0
+
+
+def _millis(seconds: list[float]) -> pd.api.extensions.ExtensionArray:
+    return pd.array(np.round(np.array(seconds, dtype=np.float64) * 1000), dtype="Int64")
 
 
 class _Columns:
@@ -127,13 +131,15 @@ class _Columns:
                 **{f"n_{name}": np.array(c, dtype=np.int32) for name, c in self.outcomes.items()},
                 "attempts_hit_by_pod_death": np.array(self.hit, dtype=np.int32),
                 "faults": self._fault_column(),
-                "first_attempt_s": np.array(self.first_t, dtype=np.float64),
-                "last_end_s": np.array(self.last_t, dtype=np.float64),
+                # Whole milliseconds since the run started (formatting floats is a third of a
+                # million-row intents.csv); nullable, as an attempt may never have ended.
+                "first_attempt_ms": _millis(self.first_t),
+                "last_end_ms": _millis(self.last_t),
             }
         )
 
 
-def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
+def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     """One pass over the events; returns per-intent columns (index = intent index).
 
     The loop is the audit's hot path (four events per intent), hence the local
@@ -161,89 +167,95 @@ def fold_history(events: Iterable[Mapping[str, Any]]) -> Fold:
         INTENT_ENDED,
     )
 
-    for ev in events:
-        typ = ev["type"]
-        if typ == attempt_started:
-            i = ev["intent"]
-            if i >= cols.size:
-                cols.grow(max(i + 1, cols.size * 2))
-            t = ev["t"]
-            pending[ev["id"]] = (i, deaths, t)
-            attempts[i] += 1
-            if attempts[i] == 1:
-                first_t[i] = t
-        elif typ == attempt_ended:
-            started = pending.pop(ev["id"], None)
-            if started is None:
-                raise HistoryError(
-                    f"history event seq {ev.get('seq')}: attempt_ended for request id {ev['id']} "
-                    "without its attempt_started"
-                )
-            i = started[0]
-            t = ev["t"]
-            outcomes.get(ev["outcome"], protocol_errors)[i] += 1
-            if deaths > started[1]:
-                hit[i] += 1
-                faults.setdefault(i, set()).add(death_kinds[deaths - 1])
-            elif ev.get("detail") in _CLOSED:
-                recent.append((t, started[2], i))
-                while recent and recent[0][0] < t - CRASH_WINDOW_S:
-                    recent.popleft()
-            last_t[i] = t
-        elif typ == intent_started:
-            i = ev["intent"]
-            if i >= cols.size:
-                cols.grow(max(i + 1, cols.size * 2))
-            markers[i] = ev["marker"]
-            keys[i] = ev["key"]
-            status[i] = in_progress
-        elif typ == intent_ended:
-            i = ev["intent"]
-            if i >= cols.size or status[i] == not_started:
-                raise HistoryError(
-                    f"history event seq {ev.get('seq')}: intent_ended for intent {i} "
-                    "without its intent_started"
-                )
-            status[i] = status_codes.get(ev["status"], int(ClientStatus.GAVE_UP))
-        elif typ == POD_EXITED:
-            t = ev["t"]
-            exits += 1
-            pod = ev.get("pod", "")
-            if pod in killed_pods:
-                killed_pods.discard(pod)
-            else:
-                crashes += 1
-                deaths += 1
-                death_kinds.append("crash")
-                while recent:
-                    end_t, start_t, j = recent.popleft()
-                    if end_t >= t - CRASH_WINDOW_S and start_t <= t:
-                        hit[j] += 1
-                        faults.setdefault(j, set()).add("crash")
-        elif typ == POD_STARTED:
-            killed_pods.discard(ev.get("pod", ""))
-        elif typ == FAULT:
-            kind = ev["fault"]
-            fold.faults[kind] += 1
-            if kind == "kill":
-                deaths += 1
-                death_kinds.append("kill")
-                killed_pods.add(ev.get("pod", ""))
-            elif "id" in ev:
-                if kind == "sever_response":
-                    if ev.get("server_done") is False:
-                        kind = "sever_mid_stream"
-                    fold.severs[kind] += 1
-                # A proxy fault names the request it hit; the attempt is in flight (recorded before it acts).
-                target = pending.get(ev["id"])
-                if target is not None:
-                    faults.setdefault(target[0], set()).add(kind)
-        elif typ == RUN_STARTED:
-            fold.run = dict(ev)
-            cols.grow(int(ev.get("intents", 0)))
-        elif typ == RUN_ENDED:
-            fold.ended = dict(ev)
-            t = ev["t"]
+    try:
+        for batch in batches:
+            for ev in batch:
+                typ = ev["type"]
+                if typ == attempt_started:
+                    i = ev["intent"]
+                    if i >= cols.size:
+                        cols.grow(max(i + 1, cols.size * 2))
+                    t = ev["t"]
+                    pending[ev["id"]] = (i, deaths, t)
+                    attempts[i] += 1
+                    if attempts[i] == 1:
+                        first_t[i] = t
+                elif typ == attempt_ended:
+                    started = pending.pop(ev["id"], None)
+                    if started is None:
+                        raise HistoryError(
+                            f"history event seq {ev.get('seq')}: attempt_ended for request id {ev['id']} "
+                            "without its attempt_started"
+                        )
+                    i = started[0]
+                    t = ev["t"]
+                    outcomes.get(ev["outcome"], protocol_errors)[i] += 1
+                    if deaths > started[1]:
+                        hit[i] += 1
+                        faults.setdefault(i, set()).add(death_kinds[deaths - 1])
+                    elif ev.get("detail") in _CLOSED:
+                        recent.append((t, started[2], i))
+                        while recent and recent[0][0] < t - CRASH_WINDOW_S:
+                            recent.popleft()
+                    last_t[i] = t
+                elif typ == intent_started:
+                    i = ev["intent"]
+                    if i >= cols.size:
+                        cols.grow(max(i + 1, cols.size * 2))
+                    markers[i] = ev["marker"]
+                    keys[i] = ev["key"]
+                    status[i] = in_progress
+                elif typ == intent_ended:
+                    i = ev["intent"]
+                    if i >= cols.size or status[i] == not_started:
+                        raise HistoryError(
+                            f"history event seq {ev.get('seq')}: intent_ended for intent {i} "
+                            "without its intent_started"
+                        )
+                    status[i] = status_codes.get(ev["status"], int(ClientStatus.GAVE_UP))
+                elif typ == POD_EXITED:
+                    t = ev["t"]
+                    exits += 1
+                    pod = ev.get("pod", "")
+                    if pod in killed_pods:
+                        killed_pods.discard(pod)
+                    else:
+                        crashes += 1
+                        deaths += 1
+                        death_kinds.append("crash")
+                        while recent:
+                            end_t, start_t, j = recent.popleft()
+                            if end_t >= t - CRASH_WINDOW_S and start_t <= t:
+                                hit[j] += 1
+                                faults.setdefault(j, set()).add("crash")
+                elif typ == POD_STARTED:
+                    killed_pods.discard(ev.get("pod", ""))
+                elif typ == FAULT:
+                    kind = ev["fault"]
+                    fold.faults[kind] += 1
+                    if kind == "kill":
+                        deaths += 1
+                        death_kinds.append("kill")
+                        killed_pods.add(ev.get("pod", ""))
+                    elif "id" in ev:
+                        if kind == "sever_response":
+                            if ev.get("server_done") is False:
+                                kind = "sever_mid_stream"
+                            fold.severs[kind] += 1
+                        # A proxy fault names the request it hit; the attempt is in flight
+                        # (the proxy records a fault before it acts).
+                        target = pending.get(ev["id"])
+                        if target is not None:
+                            faults.setdefault(target[0], set()).add(kind)
+                elif typ == RUN_STARTED:
+                    fold.run = dict(ev)
+                    cols.grow(int(ev.get("intents", 0)))
+                elif typ == RUN_ENDED:
+                    fold.ended = dict(ev)
+                    t = ev["t"]
+    except (KeyError, TypeError, AttributeError) as exc:
+        # Not an event object, or one missing a field its type needs: not a history this harness wrote.
+        raise HistoryError(f"malformed history event ({type(exc).__name__}: {exc})") from None
 
     fold.pod_exits = exits
     fold.crashes = crashes
@@ -411,5 +423,5 @@ def audit_run(run_dir: Path) -> AuditResult:
     # The effect query runs in a thread while the history is folded: sqlite releases the GIL.
     with ThreadPoolExecutor(max_workers=1) as pool:
         effects = pool.submit(count_effects, scenario.audit.effects, run_dir)
-        fold = fold_history(read_history(run_dir / "history.jsonl"))
+        fold = fold_history(read_batches(run_dir / "history.jsonl"))
         return judge_fold(fold, effects.result(), scenario, run_dir)

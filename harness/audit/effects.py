@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from harness.errors import AuditError
 from harness.scenario import Effects
@@ -17,6 +18,18 @@ def resolve_url(url: str, run_dir: Path) -> str:
 def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
     """Effects per marker, as counted by the scenario's effect source."""
     return _sql_effects(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+
+
+def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:
+    """The usual GROUP BY result (one row per marker) as a Counter, built in C; None if it is not that."""
+    mapping = dict(rows)
+    had_null = None in mapping
+    mapping.pop(None, None)
+    if len(mapping) + had_null != len(rows):
+        return None  # a marker (or NULL) came twice: the general path adds them up
+    if not all(type(k) is str for k in mapping) or not all(type(v) is int for v in mapping.values()):
+        return None
+    return Counter(mapping)
 
 
 def _sql_effects(url: str, query: str) -> Counter[str]:
@@ -36,6 +49,11 @@ def _sql_effects(url: str, query: str) -> Counter[str]:
             raise AuditError(
                 f"audit query must return a 'marker' column (and optionally 'effects'); it returned {columns}"
             )
+        if columns == ["marker", "effects"]:
+            grouped = _grouped(cur.fetchall())
+            if grouped is not None:
+                return grouped
+            cur = db.execute(query)
         mi = columns.index("marker")
         counts: Counter[str] = Counter()
         if "effects" in columns:

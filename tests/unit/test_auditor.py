@@ -53,7 +53,7 @@ def scenario(scenario_data: dict[str, Any]) -> Scenario:
 
 
 def audit(h: History, effects: dict[str, int], scenario: Scenario) -> Any:
-    return judge_fold(fold_history(h.events), Counter(effects), scenario, Path("run"))
+    return judge_fold(fold_history([h.events]), Counter(effects), scenario, Path("run"))
 
 
 def test_verdicts_and_rates(scenario: Scenario) -> None:
@@ -143,14 +143,14 @@ def test_completion_without_start_is_an_error() -> None:
     h.start(0)
     h.end(0, rid=99)
     with pytest.raises(HistoryError, match="request id 99 without its attempt_started"):
-        fold_history(h.events)
+        fold_history([h.events])
 
 
 def test_intent_end_without_start_is_an_error() -> None:
     h = History(intents=1)
     h.finish(0)
     with pytest.raises(HistoryError, match="intent_ended for intent 0 without its intent_started"):
-        fold_history(h.events)
+        fold_history([h.events])
 
 
 def test_history_grows_past_the_planned_size(scenario: Scenario) -> None:
