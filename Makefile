@@ -6,12 +6,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/pod-kill.yaml
+IMAGE ?=
+BASE ?= mcp-chaos-base:bookworm
 RESULTS ?= results
 ARGS ?=
 REPRO_RUNS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: chaos reproduce test lint unit integration quality bench venv clean
+.PHONY: chaos reproduce test lint unit integration quality bench image venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +24,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 ## Run a scenario (default: the article's pod-kill experiment, embedded runtime) and print the report.
+## IMAGE=<image> runs the scenario's target from that Docker image instead (host network, port in $$PORT).
 chaos: $(STAMP)
-	$(BIN)/mcp-chaos run $(SCENARIO) --results $(RESULTS) $(ARGS)
+	$(BIN)/mcp-chaos run $(SCENARIO) --results $(RESULTS) \
+		$(if $(IMAGE),--set target.image=$(IMAGE) --set target.command=null) $(ARGS)
 
 ## The article's experiment against naive, keyed and atomic, one table beside the article's figures.
 ## One run per variant, as in the article; REPRO_RUNS=3 pools three (keyed expects ~1 duplicate a run).
@@ -53,6 +57,11 @@ quality: $(STAMP)
 bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
 	$(BIN)/python -m bench $(BENCH)
+
+## The reference targets' images, built offline: BASE=python:3.12-slim where a registry is reachable;
+## the default base image is made from Debian packages (targets/images/base-image.sh).
+image: $(STAMP)
+	targets/images/build.sh $(BASE)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache *.egg-info

@@ -1,7 +1,8 @@
 """Restart latency per runtime: from SIGKILL to answering ``server/discover`` again.
 
 Measured through the harness's own supervisor (what a run pays per kill, less
-the scenario's restart delay, which is set to zero here).
+the scenario's restart delay, which is zero here), for the process runtime and,
+where a Docker engine and the reference image are there, the Docker runtime.
 """
 
 from __future__ import annotations
@@ -11,26 +12,40 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import ROOT
-from harness.faults.pods import ProcessPod
 from harness.faults.supervisor import Supervisor
 from harness.history import HistoryWriter
-from harness.runner import free_port, pod_command
-from harness.scenario import Target
+from harness.runner import free_port, make_pod
+from harness.scenario import parse_scenario
+
+IMAGE = "mcp-chaos/invoices:dev"
 
 
-async def _process_restarts(kills: int, work: Path) -> list[float]:
-    port = free_port()
-    target = Target(
-        command=["{python}", str(ROOT / "targets" / "invoices" / "server.py")],
-        env={"INVOICES_DB": "{data_dir}/invoices.db"},
+def _scenario(runtime: str) -> Any:
+    target: dict[str, Any] = {"env": {"INVOICES_DB": "{data_dir}/invoices.db"}, "restart_delay_s": 0}
+    if runtime == "docker":
+        target["image"] = IMAGE
+    else:
+        target["command"] = ["{python}", str(ROOT / "targets" / "invoices" / "server.py")]
+    return parse_scenario(
+        {
+            "name": "bench-restart",
+            "target": target,
+            "workload": {"intents": 1, "tool": "create_invoice", "arguments": {}},
+            "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": "q"}}},
+        }
     )
+
+
+async def _restarts(runtime: str, kills: int, work: Path) -> list[float]:
+    port = free_port()
     (work / "data").mkdir()
-    argv, env = pod_command(target, port=port, run_dir=work, pod="pod-0")
+    (work / "pods").mkdir()
     with HistoryWriter(work / "history.jsonl") as history:
         supervisor = Supervisor(
-            ProcessPod("pod-0", argv, env, work / "pod.log"),
+            make_pod(_scenario(runtime), work, port=port, name="pod-0", urls={}),
             f"http://127.0.0.1:{port}/mcp",
             history,
             ready_timeout_s=30,
@@ -55,7 +70,19 @@ async def _process_restarts(kills: int, work: Path) -> list[float]:
     return latencies
 
 
-def process_restart_s(kills: int = 10) -> float:
-    """Median seconds from kill to ready for the process runtime and the invoices target."""
+def restart_s(runtime: str, kills: int = 10) -> float:
+    """Median seconds from kill to ready for one runtime and the invoices target."""
     with tempfile.TemporaryDirectory() as tmp:
-        return statistics.median(asyncio.run(_process_restarts(kills, Path(tmp))))
+        return statistics.median(asyncio.run(_restarts(runtime, kills, Path(tmp))))
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get(IMAGE)
+    except Exception:
+        return False
+    return True

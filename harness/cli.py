@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from harness import __version__
 from harness.audit.auditor import AuditResult, audit_run
 from harness.errors import HarnessError, UsageError
+from harness.faults.docker_pods import docker_client, remove_containers
 from harness.faults.schedule import build_schedule
 from harness.report.files import write_audit
 from harness.report.summary import render_text
@@ -134,6 +135,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """Remove containers a crashed or killed harness left behind (found by label)."""
+    removed = remove_containers(docker_client(), args.run)
+    for name in removed:
+        print(f"removed container {name}")
+    print(f"{len(removed)} container(s) removed")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-chaos", description="Retry-safety chaos harness for MCP servers (protocol 2026-07-28)."
@@ -170,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--quiet", action="store_true", help="no progress line")
     scenario_options(rep)
     rep.set_defaults(func=cmd_reproduce)
+
+    cleanup = sub.add_parser(
+        "cleanup", help="remove containers left by runs that did not clean up (by label)"
+    )
+    cleanup.add_argument("--run", help="only those of this run id")
+    cleanup.set_defaults(func=cmd_cleanup)
     return parser
 
 

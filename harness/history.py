@@ -16,10 +16,14 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result,
                    code, retryable]
 intent_ended       intent, status (ok | gave_up | rejected), attempts
-pod_started        pod, pid
+pod_started        pod, pid, [container]
 pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
 pod_stopped        pod, pid, returncode (the harness stopped it at the end)
+pod_resumed        pod, pid (the end of a pause fault)
+effects_collected  markers (or null and error): the final read of a live effect source
+service_started    service, pid, url (a service the harness runs for the target: postgres)
+service_stopped    service, pid
 fault              fault (kill, ...), pod, pid, [trigger]
 run_ended          status (completed | interrupted | failed | deadline), [reason]
 =================  ==============================================================
@@ -45,6 +49,10 @@ POD_STARTED = "pod_started"
 POD_READY = "pod_ready"
 POD_EXITED = "pod_exited"
 POD_STOPPED = "pod_stopped"
+POD_RESUMED = "pod_resumed"
+EFFECTS_COLLECTED = "effects_collected"
+SERVICE_STARTED = "service_started"
+SERVICE_STOPPED = "service_stopped"
 FAULT = "fault"
 RUN_ENDED = "run_ended"
 

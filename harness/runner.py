@@ -1,8 +1,9 @@
 """One run of a scenario, start to finish: run directory, pod, driver, injector, then the audit.
 
 The run directory (``results/<run-id>/``) holds everything: the scenario as
-run, ``history.jsonl``, the target's data and pod logs, and after the audit
-``intents.csv``, ``summary.json`` and ``report.md``. Whatever happens (success,
+run, ``history.jsonl``, the target's data and pod logs, the effect sink's
+record or the final read of effects, and after the audit ``intents.csv``,
+``summary.json`` and ``report.md``. Whatever happens (success,
 a target that will not start, Ctrl-C, SIGTERM) every pod is stopped and the
 history is closed with a ``run_ended`` event saying how the run ended, so a
 partial run can still be audited with ``mcp-chaos audit``.
@@ -24,16 +25,27 @@ from pathlib import Path
 from typing import TextIO, TypeVar
 
 from harness import __version__
+from harness.audit.collect import collect
 from harness.client import McpHttpClient
 from harness.driver import Driver
 from harness.errors import HarnessError, UsageError
+from harness.faults.docker_pods import DockerPod
 from harness.faults.injector import Injector
-from harness.faults.pods import ProcessPod
+from harness.faults.pods import Pod, ProcessPod
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule
 from harness.faults.supervisor import Supervisor
-from harness.history import RUN_ENDED, RUN_STARTED, HistoryWriter
-from harness.scenario import Scenario, Target
+from harness.history import (
+    EFFECTS_COLLECTED,
+    RUN_ENDED,
+    RUN_STARTED,
+    SERVICE_STARTED,
+    SERVICE_STOPPED,
+    HistoryWriter,
+)
+from harness.scenario import Scenario
+from harness.services import Postgres
+from harness.sink import EffectSink
 from harness.workload import Workload
 
 T = TypeVar("T")
@@ -81,18 +93,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def pod_command(target: Target, *, port: int, run_dir: Path, pod: str) -> tuple[list[str], dict[str, str]]:
-    """The target's argv and environment with runtime placeholders filled in."""
-    values = {
+def placeholder_values(
+    scenario: Scenario, *, run_dir: Path, port: int, pod: str, urls: dict[str, str]
+) -> dict[str, str]:
+    """What the target's ``{placeholders}`` stand for in this run (for an image: inside the container)."""
+    docker = scenario.target.runtime == "docker"
+    return {
         "python": sys.executable,
         "port": str(port),
-        "data_dir": str(run_dir / "data"),
+        "data_dir": scenario.target.data_mount if docker else str(run_dir / "data"),
         "run_dir": str(run_dir),
         "pod": pod,
+        "postgres_url": urls.get("postgres_url", "{postgres_url}"),
+        "sink_url": urls.get("sink_url", "{sink_url}"),
     }
-    argv = [part.format(**values) for part in target.command]
-    env = {**os.environ, **{k: v.format(**values) for k, v in target.env.items()}, target.port_env: str(port)}
-    return argv, env
+
+
+def make_pod(scenario: Scenario, run_dir: Path, *, port: int, name: str, urls: dict[str, str]) -> Pod:
+    """The pod for the scenario's runtime, with its placeholders filled in."""
+    target = scenario.target
+    values = placeholder_values(scenario, run_dir=run_dir, port=port, pod=name, urls=urls)
+    env = {k: v.format(**values) for k, v in target.env.items()}
+    env[target.port_env] = str(port)
+    command = [part.format(**values) for part in target.command] if target.command else None
+    log_path = run_dir / "pods" / f"{name}.log"
+    if target.image is not None:
+        return DockerPod(
+            name,
+            image=target.image,
+            command=command,
+            env=env,
+            data_dir=run_dir / "data",
+            data_mount=target.data_mount,
+            log_path=log_path,
+            run_id=run_dir.name,
+        )
+    assert command is not None
+    return ProcessPod(name, command, {**os.environ, **env}, log_path)
 
 
 class Progress:
@@ -144,111 +181,188 @@ async def execute(
 
     Raises HarnessError subclasses for infrastructure failures and lets
     cancellation (Ctrl-C, SIGTERM) through, always after cleaning up.
-    ``progress_interval_s=None`` prints no progress at all (runs side by side).
+    ``progress_interval_s=None`` prints no progress at all.
     """
-    namespace = namespace or secrets.token_hex(4)
-    history = HistoryWriter(run_dir / "history.jsonl")
-    history.emit(
-        RUN_STARTED,
-        run_id=run_dir.name,
-        scenario=scenario.name,
-        seed=scenario.seed,
-        intents=scenario.workload.intents,
-        concurrency=scenario.workload.concurrency,
-        namespace=namespace,
-        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        version=__version__,
-    )
-    port = free_port()
-    url = f"http://127.0.0.1:{port}{scenario.target.path}"
-    # With stream faults the driver talks to the fault proxy, which talks to the pod.
-    proxy_port = free_port() if scenario.faults.stream else None
-    driver_url = url if proxy_port is None else f"http://127.0.0.1:{proxy_port}{scenario.target.path}"
-    argv, env = pod_command(scenario.target, port=port, run_dir=run_dir, pod="pod-0")
-    pod = ProcessPod("pod-0", argv, env, run_dir / "pods" / "pod-0.log")
-    kill = scenario.faults.kill
-    supervisor = Supervisor(
-        pod,
-        url,
-        history,
-        ready_timeout_s=scenario.target.ready_timeout_s,
-        restart_delay_s=scenario.target.restart_delay_s,
-        max_restarts=scenario.target.max_restarts,
-        stop_timeout_s=scenario.target.stop_timeout_s,
-    )
-    client = McpHttpClient(driver_url)
-    injector = Injector(
-        build_schedule(scenario), supervisor, history, min_uptime_s=kill.min_uptime_s if kill else 0.0
-    )
-    driver = Driver(
-        Workload(scenario, namespace),
-        client,
-        history,
-        scenario.client,
-        concurrency=scenario.workload.concurrency,
-        seed=scenario.seed,
-        progress=scenario.workload.progress,
-        deadline_s=scenario.workload.max_duration_s,
-        on_dispatch=injector.on_dispatch,
-    )
-    proxy = (
-        None
-        if proxy_port is None
-        else FaultProxy(
-            port,
-            scenario.faults.stream,
-            seed=scenario.seed,
-            history=history,
-            lookup=driver.attempt_of,
-            default_hold_s=scenario.client.attempt_timeout_s + 0.5,
-        )
-    )
+    run = _Run(scenario, run_dir, namespace or secrets.token_hex(4))
     progress = Progress(out, progress_interval_s) if progress_interval_s is not None else None
-    status, reason = "failed", None
-    background: list[asyncio.Task[None]] = []
-    supervise: asyncio.Task[None] | None = None
-    try:
-        if proxy is not None:
-            await proxy.start(proxy_port or 0)
-        await supervisor.start()
-        supervise = asyncio.create_task(supervisor.supervise())
-        background = [asyncio.create_task(injector.run())]
-        if progress is not None:
-            background.append(asyncio.create_task(progress.run(driver, injector, supervisor, history)))
-        driving = asyncio.create_task(driver.run())
-        await asyncio.wait({driving, supervise}, return_when=asyncio.FIRST_COMPLETED)
-        if not driving.done():
-            # The supervisor gave up on the target: nothing more can be measured.
-            driving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await driving
-            supervise.result()
-        driving.result()
-        status = "deadline" if driver.deadline_hit else "completed"
-        if driver.deadline_hit:
-            reason = f"workload.max_duration_s={scenario.workload.max_duration_s:g} reached"
-    except asyncio.CancelledError:
-        status, reason = "interrupted", "cancelled (Ctrl-C or SIGTERM)"
-        raise
-    except HarnessError as exc:
-        reason = exc.message
-        raise
-    finally:
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        if progress is not None and supervise is not None:  # the driver ran: show where it got to
-            progress.print(driver, injector, supervisor, history)
-            progress.finish()
-        await client.aclose()
-        if proxy is not None:
-            await proxy.close()
-        await supervisor.stop()
+    return await run.execute(progress)
+
+
+class _Run:
+    """The parts of one run and the order they start and stop in.
+
+    Start: services (PostgreSQL, the effect sink), the fault proxy, the pod, then
+    the injector and the driver. Stop, whatever happened: the driver's client,
+    the final read of effects (while pod and services are still up), the proxy,
+    the pod, the services; then ``run_ended`` closes the history.
+    """
+
+    def __init__(self, scenario: Scenario, run_dir: Path, namespace: str) -> None:
+        self.scenario = scenario
+        self.run_dir = run_dir
+        self.namespace = namespace
+        self.history = HistoryWriter(run_dir / "history.jsonl")
+        self.history.emit(
+            RUN_STARTED,
+            run_id=run_dir.name,
+            scenario=scenario.name,
+            seed=scenario.seed,
+            intents=scenario.workload.intents,
+            concurrency=scenario.workload.concurrency,
+            runtime=scenario.target.runtime,
+            namespace=namespace,
+            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            version=__version__,
+        )
+        # Every port is chosen now, so every placeholder is known before anything starts.
+        self.port = free_port()
+        self.pod_url = f"http://127.0.0.1:{self.port}{scenario.target.path}"
+        urls: dict[str, str] = {}
+        pg = scenario.services.postgres
+        self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
+        if self.postgres is not None:
+            urls["postgres_url"] = self.postgres.url
+        sink = scenario.audit.effects.sink
+        self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
+        if self.sink is not None:
+            urls["sink_url"] = self.sink.url
+        self.proxy_port = free_port() if scenario.faults.stream else None
+        driver_url = (
+            self.pod_url
+            if self.proxy_port is None
+            else f"http://127.0.0.1:{self.proxy_port}{scenario.target.path}"
+        )
+        self.supervisor = Supervisor(
+            make_pod(scenario, run_dir, port=self.port, name="pod-0", urls=urls),
+            self.pod_url,
+            self.history,
+            ready_timeout_s=scenario.target.ready_timeout_s,
+            restart_delay_s=scenario.target.restart_delay_s,
+            max_restarts=scenario.target.max_restarts,
+            stop_timeout_s=scenario.target.stop_timeout_s,
+        )
+        kill, pause = scenario.faults.kill, scenario.faults.pause
+        self.injector = Injector(
+            build_schedule(scenario),
+            self.supervisor,
+            self.history,
+            min_uptime_s=kill.min_uptime_s if kill else 0.0,
+            pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
+        )
+        self.client = McpHttpClient(driver_url)
+        self.driver = Driver(
+            Workload(scenario, namespace),
+            self.client,
+            self.history,
+            scenario.client,
+            concurrency=scenario.workload.concurrency,
+            seed=scenario.seed,
+            progress=scenario.workload.progress,
+            deadline_s=scenario.workload.max_duration_s,
+            on_dispatch=self.injector.on_dispatch,
+        )
+        self.proxy = (
+            None
+            if self.proxy_port is None
+            else FaultProxy(
+                self.port,
+                scenario.faults.stream,
+                seed=scenario.seed,
+                history=self.history,
+                lookup=self.driver.attempt_of,
+                default_hold_s=scenario.client.attempt_timeout_s + 0.5,
+            )
+        )
+
+    async def execute(self, progress: Progress | None) -> str:
+        status, reason = "failed", None
+        background: list[asyncio.Task[None]] = []
+        supervise: asyncio.Task[None] | None = None
+        try:
+            if self.postgres is not None:
+                await self.postgres.start()
+                self.history.emit(
+                    SERVICE_STARTED, service="postgres", pid=self.postgres.pid, url=self.postgres.url
+                )
+            if self.sink is not None:
+                await self.sink.start()
+            if self.proxy is not None:
+                await self.proxy.start(self.proxy_port or 0)
+            await self.supervisor.start()
+            supervise = asyncio.create_task(self.supervisor.supervise())
+            background = [asyncio.create_task(self.injector.run())]
+            if progress is not None:
+                background.append(
+                    asyncio.create_task(
+                        progress.run(self.driver, self.injector, self.supervisor, self.history)
+                    )
+                )
+            driving = asyncio.create_task(self.driver.run())
+            await asyncio.wait({driving, supervise}, return_when=asyncio.FIRST_COMPLETED)
+            if not driving.done():
+                # The supervisor gave up on the target: nothing more can be measured.
+                driving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await driving
+                supervise.result()
+            driving.result()
+            status = "deadline" if self.driver.deadline_hit else "completed"
+            if self.driver.deadline_hit:
+                reason = f"workload.max_duration_s={self.scenario.workload.max_duration_s:g} reached"
+        except asyncio.CancelledError:
+            status, reason = "interrupted", "cancelled (Ctrl-C or SIGTERM)"
+            raise
+        except HarnessError as exc:
+            reason = exc.message
+            raise
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            if progress is not None and supervise is not None:  # the driver ran: show where it got to
+                progress.print(self.driver, self.injector, self.supervisor, self.history)
+                progress.finish()
+            await self.client.aclose()
+            if supervise is not None and self.scenario.audit.effects.collected_at_end:
+                await self._final_read()
+            await self._teardown(supervise)
+            self.history.emit(
+                RUN_ENDED,
+                status=status,
+                reason=reason,
+                kills=self.supervisor.kills,
+                restarts=self.supervisor.restarts,
+            )
+            self.history.close()
+        return status
+
+    async def _final_read(self) -> None:
+        """Read the effects of a live source once, into effects.json; a failure is recorded, not raised."""
+        try:
+            async with asyncio.timeout(self.scenario.target.ready_timeout_s + 60):
+                await self.supervisor.ready.wait()
+                markers = await collect(
+                    self.scenario.audit.effects,
+                    self.run_dir,
+                    pod_url=self.pod_url,
+                    postgres_url=self.postgres.url if self.postgres else None,
+                    namespace=self.namespace,
+                )
+            self.history.emit(EFFECTS_COLLECTED, markers=markers)
+        except (HarnessError, TimeoutError, OSError) as exc:
+            reason = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+            self.history.emit(EFFECTS_COLLECTED, markers=None, error=reason)
+
+    async def _teardown(self, supervise: asyncio.Task[None] | None) -> None:
+        if self.proxy is not None:
+            await self.proxy.close()
+        await self.supervisor.stop()
         if supervise is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await supervise
-        history.emit(
-            RUN_ENDED, status=status, reason=reason, kills=supervisor.kills, restarts=supervisor.restarts
-        )
-        history.close()
-    return status
+        if self.sink is not None:
+            await self.sink.close()
+        if self.postgres is not None:
+            await self.postgres.stop()
+            if self.postgres.pid is not None:
+                self.history.emit(SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)

@@ -9,8 +9,11 @@ Placeholders are written ``{name}``. ``{scenario_dir}`` is resolved when the
 file is loaded (so a copy of the scenario in a run directory still points at
 the same target); the others are resolved when they are used:
 
-* target command and env: ``{python}``, ``{port}``, ``{data_dir}``, ``{run_dir}``, ``{pod}``
-* audit URLs: ``{data_dir}``, ``{run_dir}``
+* target command and env: ``{python}`` (process runtime only), ``{port}``, ``{data_dir}``
+  (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``,
+  ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``)
+* audit URLs: ``{data_dir}``, ``{run_dir}``, ``{postgres_url}``
+* read-tool arguments: ``{namespace}`` (what every marker of the run starts with)
 * tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}`` (see :class:`ArgTemplate`)
 """
 
@@ -27,8 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import ScenarioError
 
 ARGUMENT_PLACEHOLDERS = frozenset({"marker", "key", "index", "seed"})
-TARGET_PLACEHOLDERS = frozenset({"python", "port", "data_dir", "run_dir", "pod", "scenario_dir"})
-AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir"})
+TARGET_PLACEHOLDERS = frozenset(
+    {"python", "port", "data_dir", "run_dir", "pod", "scenario_dir", "postgres_url", "sink_url"}
+)
+AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres_url"})
 GENERATORS = frozenset({"random_int", "choice"})
 
 
@@ -87,9 +92,17 @@ class _Model(BaseModel):
 
 
 class Target(_Model):
-    """How to start one pod of the system under test (the embedded process runtime)."""
+    """How to start one pod of the system under test: a local command, or a Docker image.
 
-    command: list[str] = Field(min_length=1)
+    With ``image`` the pod is a container on host networking (it must listen on
+    127.0.0.1:$PORT); ``command`` then overrides the image's command. Without it,
+    ``command`` is run as a child process (the embedded runtime).
+    """
+
+    command: list[str] | None = Field(default=None, min_length=1)
+    image: str | None = Field(default=None, min_length=1)
+    data_mount: str = "/data"
+    """Docker runtime: where the run's data directory is mounted inside the container."""
     env: dict[str, str] = Field(default_factory=dict)
     port_env: str = "PORT"
     path: str = "/mcp"
@@ -102,10 +115,28 @@ class Target(_Model):
 
     @field_validator("command")
     @classmethod
-    def _command_placeholders(cls, v: list[str]) -> list[str]:
-        for part in v:
+    def _command_placeholders(cls, v: list[str] | None) -> list[str] | None:
+        for part in v or ():
             _check_placeholders(part, TARGET_PLACEHOLDERS, "target.command")
         return v
+
+    @model_validator(mode="after")
+    def _runtime(self) -> Target:
+        if self.command is None and self.image is None:
+            raise ValueError("target needs a command (a local server) or an image (a Docker image)")
+        if self.image is not None:
+            uses_python = any("{python}" in part for part in self.command or ())
+            if uses_python or any("{python}" in v for v in self.env.values()):
+                raise ValueError(
+                    "{python} is the harness's own interpreter; it does not exist inside an image"
+                )
+            if not self.data_mount.startswith("/"):
+                raise ValueError(f"target.data_mount must be an absolute path, got {self.data_mount!r}")
+        return self
+
+    @property
+    def runtime(self) -> Literal["process", "docker"]:
+        return "docker" if self.image is not None else "process"
 
     @field_validator("env", mode="before")
     @classmethod
@@ -198,6 +229,28 @@ class KillFaults(_Model):
         return self
 
 
+class PauseFaults(_Model):
+    """Freeze the pod (SIGSTOP / the cgroup freezer) for ``duration_s`` at seeded points, then resume it.
+
+    A frozen pod keeps its connections: clients time out and retry, and when the pod
+    thaws it serves the originals and the retries together.
+    """
+
+    count: int = Field(ge=0, le=10_000)
+    duration_s: float = Field(gt=0, le=600)
+    window: tuple[float, float] = (0.05, 0.95)
+    min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _window(self) -> PauseFaults:
+        lo, hi = self.window
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(
+                f"faults.pause.window must satisfy 0 <= low < high <= 1, got {list(self.window)}"
+            )
+        return self
+
+
 STREAM_FAULTS = ("sever_request", "sever_response", "stall", "delay")
 
 
@@ -250,6 +303,7 @@ class StreamFault(_Model):
 
 class Faults(_Model):
     kill: KillFaults | None = None
+    pause: PauseFaults | None = None
     stream: list[StreamFault] = Field(default_factory=list)
     """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
 
@@ -258,19 +312,77 @@ class SqlEffects(_Model):
     """Count effects with a SQL query; it must yield ``marker`` and optionally ``effects`` columns."""
 
     url: str
+    """``sqlite:///PATH`` (read by the auditor) or ``postgresql://...`` (read at the end of the run)."""
     query: str
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
         _check_placeholders(v, AUDIT_PLACEHOLDERS, "audit.effects.sql.url")
-        if not v.startswith("sqlite:///"):
-            raise ValueError(f"unsupported database URL {v!r}; use sqlite:///PATH")
+        if not v.startswith(("sqlite:///", "postgresql://", "postgres://", "{postgres_url}")):
+            raise ValueError(f"unsupported database URL {v!r}; use sqlite:///PATH or postgresql://...")
+        return v
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite:///")
+
+
+class SinkEffects(_Model):
+    """The harness serves an HTTP endpoint (``{sink_url}``) on 127.0.0.1 that the target calls as its
+    downstream (a payment or mail provider); every call is one effect of the marker in its JSON body.
+    For black-box images whose store the harness cannot read."""
+
+    marker_field: str = "marker"
+
+
+class ToolEffects(_Model):
+    """After the run, call a read-only tool of the target for its effects per marker.
+
+    The tool's structured result must hold ``effects``: an object marker -> count,
+    or a list of ``{"marker", "effects"}`` objects.
+    """
+
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, value in v.items():
+            if isinstance(value, str):
+                _check_placeholders(value, frozenset({"namespace"}), f"audit.effects.tool.arguments.{name}")
         return v
 
 
 class Effects(_Model):
-    sql: SqlEffects
+    """Where the auditor finds the effects: exactly one source."""
+
+    sql: SqlEffects | None = None
+    sink: SinkEffects | None = None
+    tool: ToolEffects | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Effects:
+        chosen = [name for name in ("sql", "sink", "tool") if getattr(self, name) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"audit.effects needs exactly one of sql, sink, tool (got {chosen or 'none'})")
+        return self
+
+    @property
+    def collected_at_end(self) -> bool:
+        """Sources read once at the end of the run (into effects.json), not by the auditor."""
+        return self.tool is not None or (self.sql is not None and not self.sql.is_sqlite)
+
+
+class PostgresService(_Model):
+    """A PostgreSQL cluster the harness starts for the run (in the run directory, on 127.0.0.1)."""
+
+    database: str = Field(default="mcp_chaos", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class Services(_Model):
+    postgres: PostgresService | None = None
 
 
 class Audit(_Model):
@@ -293,8 +405,20 @@ class Scenario(_Model):
     workload: Workload
     client: ClientPolicy = Field(default_factory=ClientPolicy)
     faults: Faults = Field(default_factory=Faults)
+    services: Services = Field(default_factory=Services)
     audit: Audit
     gate: Gate = Field(default_factory=Gate)
+
+    @model_validator(mode="after")
+    def _services_used(self) -> Scenario:
+        texts = [*(self.target.command or ()), *self.target.env.values()]
+        if self.audit.effects.sql is not None:
+            texts.append(self.audit.effects.sql.url)
+        if self.services.postgres is None and any("{postgres_url}" in t for t in texts):
+            raise ValueError("{postgres_url} is used but services.postgres is not set")
+        if self.audit.effects.sink is None and any("{sink_url}" in t for t in texts):
+            raise ValueError("{sink_url} is used but audit.effects.sink is not set")
+        return self
 
     def dump_yaml(self) -> str:
         """The scenario as run, loadable again (placeholders other than scenario_dir kept)."""

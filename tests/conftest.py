@@ -149,3 +149,44 @@ def target(tmp_path: Path) -> Iterator[Callable[..., Target]]:
     yield start
     for t in started:
         t.stop()
+
+
+IMAGE = "mcp-chaos/invoices:dev"
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The reference image on a live Docker engine: built if missing, skipped where no engine runs."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        pytest.skip(
+            f"no Docker engine answers ({type(exc).__name__}); container tests need one: "
+            "see README, 'Docker' (.ci/run starts one)"
+        )
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
+    return IMAGE
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> None:
+    """PostgreSQL server binaries, which services.postgres needs; skipped where they are missing."""
+    from harness.errors import TargetStartError
+    from harness.services import _binaries
+
+    try:
+        _binaries()
+    except TargetStartError as exc:
+        pytest.skip(f"{exc.message} (.ci/run installs it)")
+
+
+def labelled_containers() -> list[str]:
+    import docker
+
+    return [c.name for c in docker.from_env().containers.list(all=True, filters={"label": "mcp-chaos"})]

@@ -5,16 +5,17 @@ per intent (counters in arrays) and per in-flight attempt; memory does not grow
 with the number of attempts. It is also where the history is checked the way
 Jepsen checks one: an attempt that ends without having started is an error.
 
-Attribution: an attempt was *hit by a pod death* when the pod died while it
-was in flight. For a kill this is exact: the injector records the ``fault``
-event before it sends SIGKILL, so every attempt the kill breaks starts before
-and ends after that event. A pod that dies by itself (a crash, a failpoint)
-has no such event; its ``pod_exited`` is recorded only once the supervisor
-reaps it, after the broken attempts have already ended. So an attempt that
-ended by its connection closing at most ``CRASH_WINDOW_S`` before an
-unannounced ``pod_exited`` is counted as hit by that crash. A duplicate whose
-attempts were hit is attributed to the pod death; otherwise to the other
-reasons its attempts were retried (timeouts, transport errors).
+Attribution: an attempt was *hit by a pod fault* when the pod died, or was
+frozen or thawed (a pause), while it was in flight. For a kill this is exact:
+the injector records the ``fault`` event before any attempt the kill breaks can
+end, so every such attempt starts before and ends after that event. A pod that
+dies by itself (a crash, a failpoint) has no such event; its ``pod_exited`` is
+recorded only once the supervisor reaps it, after the broken attempts have
+already ended. So an attempt that ended by its connection closing at most
+``CRASH_WINDOW_S`` before an unannounced ``pod_exited`` is counted as hit by
+that crash. A pause disrupts twice: when the pod freezes and when it thaws.
+A duplicate whose attempts were hit is attributed to that pod fault; otherwise
+to the other reasons its attempts were retried (timeouts, transport errors).
 
 Faults of the fault proxy name the request id they hit, so they are pinned on
 their intent exactly. Every intent carries the set of faults that hit any of
@@ -50,6 +51,7 @@ from harness.history import (
     INTENT_ENDED,
     INTENT_STARTED,
     POD_EXITED,
+    POD_RESUMED,
     POD_STARTED,
     RUN_ENDED,
     RUN_STARTED,
@@ -61,7 +63,16 @@ OUTCOMES = ("ok", "tool_error", "transport_error", "timeout", "protocol_error")
 CRASH_WINDOW_S = 1.0
 """How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
 _CLOSED = ("closed_before_response", "closed_mid_response")
-CAUSE_ORDER = ("kill", "crash", "sever_response", "sever_mid_stream", "stall", "sever_request", "delay")
+CAUSE_ORDER = (
+    "kill",
+    "crash",
+    "sever_response",
+    "sever_mid_stream",
+    "stall",
+    "pause",
+    "sever_request",
+    "delay",
+)
 """Which fault a duplicate is blamed on when several hit it: the one closest to a commit first."""
 
 
@@ -129,7 +140,7 @@ class _Columns:
                 "client_status": np.array(self.status, dtype=np.int8),
                 "attempts": np.array(self.attempts, dtype=np.int32),
                 **{f"n_{name}": np.array(c, dtype=np.int32) for name, c in self.outcomes.items()},
-                "attempts_hit_by_pod_death": np.array(self.hit, dtype=np.int32),
+                "attempts_hit_by_pod_fault": np.array(self.hit, dtype=np.int32),
                 "faults": self._fault_column(),
                 # Whole milliseconds since the run started (formatting floats is a third of a
                 # million-row intents.csv); nullable, as an attempt may never have ended.
@@ -156,7 +167,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     recent: deque[tuple[float, float, int]] = deque()  # (end t, start t, intent): connection-closed attempts
     killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
     faults = cols.faults
-    death_kinds: list[str] = []  # "kill" or "crash", one per pod death so far
+    death_kinds: list[str] = []  # "kill", "crash" or "pause", one per pod disruption so far
     deaths = exits = crashes = 0
     t = 0.0
     # Locals, not module globals, for the four comparisons made per event.
@@ -192,7 +203,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     outcomes.get(ev["outcome"], protocol_errors)[i] += 1
                     if deaths > started[1]:
                         hit[i] += 1
-                        faults.setdefault(i, set()).add(death_kinds[deaths - 1])
+                        faults.setdefault(i, set()).update(death_kinds[started[1] : deaths])
                     elif ev.get("detail") in _CLOSED:
                         recent.append((t, started[2], i))
                         while recent and recent[0][0] < t - CRASH_WINDOW_S:
@@ -228,6 +239,9 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                             if end_t >= t - CRASH_WINDOW_S and start_t <= t:
                                 hit[j] += 1
                                 faults.setdefault(j, set()).add("crash")
+                elif typ == POD_RESUMED:
+                    deaths += 1
+                    death_kinds.append("pause")
                 elif typ == POD_STARTED:
                     killed_pods.discard(ev.get("pod", ""))
                 elif typ == FAULT:
@@ -237,6 +251,11 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                         deaths += 1
                         death_kinds.append("kill")
                         killed_pods.add(ev.get("pod", ""))
+                    elif kind == "pause":
+                        # Attempts in flight when the pod froze; those sent while it was frozen are
+                        # caught by the second disruption, when it thaws (pod_resumed).
+                        deaths += 1
+                        death_kinds.append("pause")
                     elif "id" in ev:
                         if kind == "sever_response":
                             if ev.get("server_done") is False:
@@ -397,7 +416,7 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
             **{kind: n for kind, n in sorted(fold.faults.items())},
             "pod_exits": fold.pod_exits,
             "crashes": fold.crashes,
-            "attempts_hit_by_pod_death": int(table["attempts_hit_by_pod_death"].sum()),
+            "attempts_hit_by_pod_fault": int(table["attempts_hit_by_pod_fault"].sum()),
         },
         "verdicts": verdicts,
         "rates": rates,

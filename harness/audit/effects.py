@@ -1,4 +1,10 @@
-"""Effect sources: where the auditor finds the side effects of each intent, by marker."""
+"""Effect sources: where the auditor finds the side effects of each intent, by marker.
+
+A SQLite file and the effect sink's record are read here, any time after the
+run. A PostgreSQL query and a read tool of the target need a live service: the
+runner makes that final read once, at the end of the run (``audit.collect``),
+into ``effects.json``, which is what the auditor reads for them.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,40 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from harness.errors import AuditError
 from harness.scenario import Effects
+from harness.sink import count_sink_effects
+
+COLLECTED_FILE = "effects.json"
 
 
-def resolve_url(url: str, run_dir: Path) -> str:
-    return url.format(data_dir=run_dir / "data", run_dir=run_dir, scenario_dir="{scenario_dir}")
+def resolve_url(url: str, run_dir: Path, postgres_url: str = "{postgres_url}") -> str:
+    return url.format(
+        data_dir=run_dir / "data", run_dir=run_dir, scenario_dir="{scenario_dir}", postgres_url=postgres_url
+    )
 
 
 def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
     """Effects per marker, as counted by the scenario's effect source."""
+    if effects.sink is not None:
+        return count_sink_effects(run_dir)
+    if effects.collected_at_end:
+        return read_collected(run_dir)
+    assert effects.sql is not None
     return _sql_effects(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+
+
+def read_collected(run_dir: Path) -> Counter[str]:
+    path = run_dir / COLLECTED_FILE
+    if not path.is_file():
+        raise AuditError(
+            f"no {COLLECTED_FILE} in {run_dir}: this source is read once at the end of a run, and this run "
+            "ended before that final read (its history can still be read; its effects cannot)"
+        )
+    data = orjson.loads(path.read_bytes())
+    return Counter({str(k): int(v) for k, v in data["effects"].items()})
 
 
 def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:

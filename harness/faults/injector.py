@@ -26,9 +26,11 @@ class Injector:
         history: HistoryWriter,
         *,
         min_uptime_s: float = 0.0,
+        pause_min_uptime_s: float = 0.0,
     ) -> None:
         self.schedule = list(schedule)
         self.min_uptime_s = min_uptime_s
+        self.pause_min_uptime_s = pause_min_uptime_s
         self.supervisor = supervisor
         self.history = history
         self.done = 0
@@ -52,15 +54,22 @@ class Injector:
                 await self._until_dispatched(fault.after_intents)
             elif fault.at_s is not None:
                 await asyncio.sleep(max(0.0, fault.at_s - self.history.now()))
+            min_uptime = self.pause_min_uptime_s if fault.kind == "pause" else self.min_uptime_s
             while True:
                 await self.supervisor.ready.wait()
                 uptime = time.monotonic() - self.supervisor.ready_since
-                if uptime < self.min_uptime_s:
-                    await asyncio.sleep(self.min_uptime_s - uptime)
+                if uptime < min_uptime:
+                    await asyncio.sleep(min_uptime - uptime)
                     continue
                 if fault.delay_s:
                     await asyncio.sleep(fault.delay_s)
                 if fault.kind == "kill" and self.supervisor.kill(fault.describe()):
+                    break
+                if fault.kind == "pause" and self.supervisor.pause(fault.describe(), fault.duration_s):
+                    try:
+                        await asyncio.sleep(fault.duration_s)
+                    finally:
+                        self.supervisor.resume()  # the heal step always runs, even when cancelled
                     break
                 # The pod went down during the delay: wait for it to be back, then try again.
             self.done += 1

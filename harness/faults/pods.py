@@ -39,7 +39,7 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -57,11 +57,19 @@ class Pod(Protocol):
 
     def kill(self) -> bool: ...
 
+    def pause(self) -> bool: ...
+
+    def resume(self) -> bool: ...
+
     async def wait(self) -> int: ...
 
     async def stop(self, timeout: float) -> None: ...
 
     def log_tail(self, lines: int = 20) -> str: ...
+
+    def identity(self) -> dict[str, str]:
+        """Extra fields for pod events (a container id, say)."""
+        ...
 
 
 class ProcessPod:
@@ -101,7 +109,7 @@ class ProcessPod:
                     stdout=log,
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as exc:
                 raise TargetStartError(
@@ -120,6 +128,23 @@ class ProcessPod:
             os.killpg(self._proc.pid, signal.SIGKILL)
         return True
 
+    def pause(self) -> bool:
+        """Freeze the pod (SIGSTOP to its group): connections stay open, nothing is served."""
+        return self._signal(signal.SIGSTOP)
+
+    def resume(self) -> bool:
+        return self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: signal.Signals) -> bool:
+        if not self.running:
+            return False
+        assert self._proc is not None
+        try:
+            os.killpg(self._proc.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
     async def wait(self) -> int:
         """Wait for the current process to exit and reap it; returns its return code."""
         assert self._proc is not None, "pod was never started"
@@ -136,12 +161,16 @@ class ProcessPod:
             return
         if self._proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGCONT)  # a paused pod cannot act on SIGTERM
                 os.killpg(self._proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(self._proc.wait(), timeout)
             except TimeoutError:
                 self.kill()
         await self.wait()
+
+    def identity(self) -> dict[str, str]:
+        return {}
 
     def log_tail(self, lines: int = 20) -> str:
         try:

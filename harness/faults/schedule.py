@@ -25,6 +25,8 @@ class PlannedFault:
     at_s: float | None = None
     delay_s: float = 0.0
     """A seeded extra wait between the trigger and the fault."""
+    duration_s: float = 0.0
+    """For a pause: how long the pod stays frozen."""
 
     def describe(self) -> str:
         trigger = (
@@ -33,23 +35,36 @@ class PlannedFault:
         return f"{trigger} +{self.delay_s:.3f}s"
 
 
+def _stratified(rng: random.Random, n: int, count: int, window: tuple[float, float]) -> list[int]:
+    """One seeded point in each of ``count`` equal slices of the window (of ``n`` intents).
+
+    Uniform draws would bunch up now and then, and a kill that lands just after the
+    previous restart hits a pod with little in flight: a different experiment.
+    """
+    lo = window[0] * n
+    width = (window[1] - window[0]) * n / max(1, count)
+    return [int(lo + width * k + rng.random() * width) for k in range(count)]
+
+
 def build_schedule(scenario: Scenario) -> list[PlannedFault]:
-    """All faults of a run, in trigger order."""
-    kill = scenario.faults.kill
-    if kill is None:
-        return []
-    rng = random.Random(f"{scenario.seed}:faults:kill")
+    """All pod faults of a run (kills and pauses), in trigger order."""
     n = scenario.workload.intents
     faults: list[PlannedFault] = []
+    pause = scenario.faults.pause
+    if pause is not None:
+        rng = random.Random(f"{scenario.seed}:faults:pause")
+        faults += [
+            PlannedFault("pause", after_intents=after, duration_s=pause.duration_s)
+            for after in _stratified(rng, n, pause.count, pause.window)
+        ]
+    kill = scenario.faults.kill
+    if kill is None:
+        return sorted(faults, key=lambda f: (f.after_intents or 0, f.kind))
+    rng = random.Random(f"{scenario.seed}:faults:kill")
     if kill.count is not None:
-        # Stratified: one kill at a seeded point in each of `count` equal slices of the window.
-        # Uniform draws would bunch up now and then, and a kill that lands just after the
-        # previous restart hits a pod with little in flight: a different experiment.
-        lo = kill.window[0] * n
-        width = (kill.window[1] - kill.window[0]) * n / max(1, kill.count)
-        for k in range(kill.count):
-            after = int(lo + width * k + rng.random() * width)
+        for after in _stratified(rng, n, kill.count, kill.window):
             faults.append(PlannedFault("kill", after_intents=after, delay_s=rng.uniform(0, kill.jitter_s)))
+        faults.sort(key=lambda f: (f.after_intents or 0, f.kind))
     else:
         assert kill.mean_interval_s is not None
         t = 0.0

@@ -17,7 +17,7 @@ import httpx
 from harness.client import PROTOCOL_VERSION
 from harness.errors import TargetError, TargetNotReady
 from harness.faults.pods import Pod
-from harness.history import FAULT, POD_EXITED, POD_READY, POD_STARTED, POD_STOPPED, HistoryWriter
+from harness.history import FAULT, POD_EXITED, POD_READY, POD_RESUMED, POD_STARTED, POD_STOPPED, HistoryWriter
 
 _DISCOVER = {
     "jsonrpc": "2.0",
@@ -75,6 +75,7 @@ class Supervisor:
         self.ready_since = 0.0
         """``time.monotonic()`` when the pod last became ready."""
         self.kills = 0
+        self.paused = False
         self.exits = 0
         self.restarts = 0
         self._stopping = False
@@ -84,7 +85,7 @@ class Supervisor:
         """Start the pod and wait until it is ready; TargetNotReady (with its log tail) if it is not."""
         started = time.monotonic()
         pid = await self.pod.start()
-        self.history.emit(POD_STARTED, pod=self.pod.name, pid=pid)
+        self.history.emit(POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity())
         waiter = asyncio.ensure_future(self.pod.wait())
         try:
             deadline = started + self.ready_timeout_s
@@ -144,6 +145,24 @@ class Supervisor:
         """Set by :meth:`stop`, possibly while another task is in :meth:`supervise`."""
         return self._stopping
 
+    def pause(self, trigger: str, duration_s: float) -> bool:
+        """Freeze the pod, if it is up and ready; records the fault. The caller resumes it."""
+        if not self.ready.is_set() or self.pod.pid is None:
+            return False
+        self.history.emit(
+            FAULT, fault="pause", pod=self.pod.name, pid=self.pod.pid, trigger=trigger, duration_s=duration_s
+        )
+        if not self.pod.pause():
+            return False
+        self.paused = True
+        return True
+
+    def resume(self) -> None:
+        if self.paused:
+            self.pod.resume()
+            self.paused = False
+            self.history.emit(POD_RESUMED, pod=self.pod.name, pid=self.pod.pid)
+
     def kill(self, trigger: str) -> bool:
         """SIGKILL the pod now, if it is up and ready; records the fault. False when nothing was killed."""
         if not self.ready.is_set() or self.pod.pid is None:
@@ -158,6 +177,7 @@ class Supervisor:
 
     async def stop(self) -> None:
         self._stopping = True
+        self.resume()
         self.ready.clear()
         try:
             await self.pod.stop(self.stop_timeout_s)

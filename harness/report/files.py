@@ -25,7 +25,7 @@ COLUMNS = [
     "n_transport_error",
     "n_timeout",
     "n_protocol_error",
-    "attempts_hit_by_pod_death",
+    "attempts_hit_by_pod_fault",
     "faults",
     "cause",
     "first_attempt_ms",

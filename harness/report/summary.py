@@ -64,7 +64,7 @@ def facts(summary: dict[str, Any]) -> list[str]:
         f"transport errors {a['transport_error']}, "
         f"timeouts {a['timeout']}, tool errors {a['tool_error']}, protocol errors {a['protocol_error']}",
         f"faults: {f.get('kill', 0)} kills, {f['pod_exits']} pod exits, "
-        f"{f['crashes']} crashes, {f['attempts_hit_by_pod_death']} attempts in flight when a pod died",
+        f"{f['crashes']} crashes, {f['attempts_hit_by_pod_fault']} attempts in flight at a pod fault",
         f"effects: {e['total']} found"
         + (f", {e['foreign']} not from this run's intents" if e["foreign"] else ""),
     ]

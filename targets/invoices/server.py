@@ -23,7 +23,9 @@ Replays return the stored original result byte for byte. Configuration is by
 environment variable (see ``targets/invoices/README.md``):
 
 PORT, HOST                      where to listen (HOST must be a loopback address)
-INVOICES_DB                     SQLite file (WAL; survives SIGKILL)
+INVOICES_DB                     SQLite file (WAL; survives SIGKILL) or a postgresql:// URL
+INVOICES_SINK_URL               optional downstream: every invoice created is POSTed there
+                                ({"marker": memo, ...}), as a payment provider would be called
 INVOICES_MODE                   naive | keyed | atomic
 INVOICES_TRANSPORT              json | sse (sse streams progress notifications)
 INVOICES_PRE_COMMIT_MS          work before the business commit
@@ -46,38 +48,18 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import sys
+import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
+from stores import open_store
 
 MODES = ("naive", "keyed", "atomic")
 FAILPOINTS = ("before_business_commit", "after_business_commit", "after_key_record", "before_response")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS invoices (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    customer_id TEXT NOT NULL,
-    amount_cents INTEGER NOT NULL,
-    memo TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    key TEXT PRIMARY KEY,
-    request_hash TEXT NOT NULL,
-    response TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS failpoint_hits (
-    point TEXT PRIMARY KEY,
-    hits INTEGER NOT NULL
-);
-"""
 
 
 class ConfigError(Exception):
@@ -88,7 +70,8 @@ class ConfigError(Exception):
 class Config:
     host: str
     port: int
-    db: Path
+    db: str
+    sink_url: str | None
     mode: str
     transport: str
     pre_commit_s: float
@@ -144,7 +127,8 @@ class Config:
         return cls(
             host=host,
             port=port,
-            db=Path(env["INVOICES_DB"]),
+            db=env["INVOICES_DB"],
+            sink_url=env.get("INVOICES_SINK_URL") or None,
             mode=mode,
             transport=transport,
             pre_commit_s=number("INVOICES_PRE_COMMIT_MS", "0"),
@@ -176,93 +160,8 @@ def stored_result(response: str) -> CallToolResult:
     )
 
 
-class InvoiceStore:
-    """The SQLite store. Every method runs without awaiting, so no two calls interleave inside it."""
-
-    def __init__(self, path: Path) -> None:
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL loses nothing on a process kill (only on power loss), which is the fault modelled here.
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA busy_timeout=5000")
-        self.db.executescript(SCHEMA)
-
-    def failpoint_hit(self, point: str) -> int:
-        """Count a pass through ``point``; persisted so a restarted process keeps counting."""
-        self.db.execute(
-            "INSERT INTO failpoint_hits (point, hits) VALUES (?, 1) "
-            "ON CONFLICT(point) DO UPDATE SET hits = hits + 1",
-            (point,),
-        )
-        row = self.db.execute("SELECT hits FROM failpoint_hits WHERE point = ?", (point,)).fetchone()
-        return int(row[0])
-
-    def find_key(self, key: str) -> tuple[str, str] | None:
-        row = self.db.execute(
-            "SELECT request_hash, response FROM idempotency_keys WHERE key = ?", (key,)
-        ).fetchone()
-        return None if row is None else (str(row[0]), str(row[1]))
-
-    def _insert_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
-        cur = self.db.execute(
-            "INSERT INTO invoices (customer_id, amount_cents, memo, created_at) VALUES (?, ?, ?, ?)",
-            (customer_id, amount_cents, memo, created_at),
-        )
-        invoice = {
-            "invoice_id": f"inv_{cur.lastrowid:08d}",
-            "customer_id": customer_id,
-            "amount_cents": amount_cents,
-            "memo": memo,
-            "created_at": created_at,
-        }
-        return json.dumps(invoice, separators=(",", ":"))
-
-    def create_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
-        """One commit: the business write alone (naive, and keyed's first commit)."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            response = self._insert_invoice(customer_id, amount_cents, memo, created_at)
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
-        return response
-
-    def record_key(self, key: str, request_hash: str, response: str, created_at: str) -> None:
-        """Keyed's second commit. The first record for a key wins; a racing attempt's is dropped."""
-        self.db.execute(
-            "INSERT OR IGNORE INTO idempotency_keys (key, request_hash, response, created_at) "
-            "VALUES (?, ?, ?, ?)",
-            (key, request_hash, response, created_at),
-        )
-
-    def create_invoice_with_key(
-        self, key: str, request_hash: str, customer_id: str, amount_cents: int, memo: str, created_at: str
-    ) -> tuple[str, bool]:
-        """Atomic: invoice and key record in one transaction. Returns (response, created)."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            existing = self.db.execute(
-                "SELECT response FROM idempotency_keys WHERE key = ?", (key,)
-            ).fetchone()
-            if existing is not None:
-                # A concurrent attempt with this key committed first: nothing of ours is written.
-                self.db.execute("ROLLBACK")
-                return str(existing[0]), False
-            response = self._insert_invoice(customer_id, amount_cents, memo, created_at)
-            self.db.execute(
-                "INSERT INTO idempotency_keys (key, request_hash, response, created_at) VALUES (?, ?, ?, ?)",
-                (key, request_hash, response, created_at),
-            )
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
-        return response, True
-
-
 def build_server(config: Config) -> MCPServer[Any]:
-    store = InvoiceStore(config.db)
+    store = open_store(config.db)
     server: MCPServer[Any] = MCPServer("reference-invoices", version="1.0.0", log_level="WARNING")
     in_flight: set[str] = set()  # atomic: keys of the calls this process is working on right now
     call_ms = (config.pre_commit_s + config.between_commits_s + config.post_commit_s) * 1000
@@ -272,7 +171,11 @@ def build_server(config: Config) -> MCPServer[Any]:
         if config.failpoint is None or config.failpoint[0] != point:
             return
         if store.failpoint_hit(point) == config.failpoint[1]:
-            # The real thing, not an exception: the process dies as if the pod were killed.
+            # The real thing, not an exception: the process dies as if the pod were killed. As PID 1
+            # of a container it cannot SIGKILL itself (the kernel shields a namespace's init), so it
+            # exits at once instead: no cleanup either way, and 137 is what `docker kill` leaves.
+            if os.getpid() == 1:
+                os._exit(137)
             os.kill(os.getpid(), signal.SIGKILL)
 
     async def work(seconds: float, ctx: Context, step: int) -> None:
@@ -280,6 +183,27 @@ def build_server(config: Config) -> MCPServer[Any]:
             await ctx.report_progress(step, 3)
         if seconds > 0:
             await asyncio.sleep(seconds * random.uniform(1 - config.jitter, 1 + config.jitter))
+
+    async def notify_downstream(response: str) -> None:
+        """Tell the downstream (the effect sink) about a new invoice: an effect outside our store."""
+        if config.sink_url is None:
+            return
+        invoice = json.loads(response)
+        body = json.dumps({"marker": invoice["memo"], **invoice}).encode()
+        request = urllib.request.Request(
+            config.sink_url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        await asyncio.to_thread(lambda: urllib.request.urlopen(request, timeout=10).read())
+
+    @server.tool(
+        description=("Counts invoices per memo for memos starting with memo_prefix. Read-only; for audits.")
+    )
+    async def count_invoices(memo_prefix: str) -> CallToolResult:
+        effects = store.effects(memo_prefix)
+        return CallToolResult(
+            content=[TextContent(type="text", text=f"{len(effects)} memos")],
+            structured_content={"effects": effects},
+        )
 
     @server.tool(
         description=(
@@ -351,15 +275,18 @@ def build_server(config: Config) -> MCPServer[Any]:
         failpoint("before_business_commit")
         if config.mode == "atomic":
             assert idempotency_key is not None
-            response, _ = store.create_invoice_with_key(
+            response, created = store.create_invoice_with_key(
                 idempotency_key, request_hash, customer_id, amount_cents, memo, now
             )
             failpoint("after_business_commit")
             failpoint("after_key_record")
+            if created:
+                await notify_downstream(response)
             await work(config.between_commits_s, ctx, 2)
         else:
             response = store.create_invoice(customer_id, amount_cents, memo, now)
             failpoint("after_business_commit")
+            await notify_downstream(response)
             await work(config.between_commits_s, ctx, 2)
             if config.mode == "keyed":
                 assert idempotency_key is not None

@@ -34,7 +34,7 @@ def test_crash_after_business_commit(run: Run, mode: str, duplicates: int) -> No
     assert s["verdicts"]["exactly_once"] == 3 - duplicates
     row = result.intents.set_index("intent").loc[1].to_dict()
     # One attempt broken by the crash, retries refused while the pod restarts, then one ok.
-    assert row["attempts_hit_by_pod_death"] == 1
+    assert row["attempts_hit_by_pod_fault"] == 1
     assert row["n_ok"] == 1
     assert row["n_transport_error"] == row["attempts"] - 1 >= 1
     assert row["effects"] == 1 + duplicates
@@ -49,7 +49,7 @@ def test_crash_after_key_record_replays(run: Run, mode: str) -> None:
     assert result.summary["verdicts"]["exactly_once"] == 3
     assert result.summary["faults"]["crashes"] == 1
     row = result.intents.set_index("intent").loc[1]
-    assert (row["attempts_hit_by_pod_death"], row["n_ok"]) == (1, 1)
+    assert (row["attempts_hit_by_pod_fault"], row["n_ok"]) == (1, 1)
 
 
 @pytest.mark.integration

@@ -93,8 +93,8 @@ def test_kill_in_flight_is_attributed(scenario: Scenario) -> None:
     h.finish(1, attempts=2)
     result = audit(h, {"ns-m0": 1, "ns-m1": 2}, scenario)
     rows = result.intents.set_index("intent")
-    assert rows.loc[0, "attempts_hit_by_pod_death"] == 0
-    assert rows.loc[1, "attempts_hit_by_pod_death"] == 1
+    assert rows.loc[0, "attempts_hit_by_pod_fault"] == 0
+    assert rows.loc[1, "attempts_hit_by_pod_fault"] == 1
     assert rows.loc[1, "cause"] == "kill"
     assert result.summary["faults"]["kill"] == 1
     assert result.summary["faults"]["crashes"] == 0  # the exit is explained by the kill
@@ -114,8 +114,8 @@ def test_crash_without_kill_is_attributed_within_the_window(scenario: Scenario) 
     h.add("pod_exited", pod="pod-0", pid=1, returncode=-9)
     result = audit(h, {}, scenario)
     rows = result.intents.set_index("intent")
-    assert rows.loc[0, "attempts_hit_by_pod_death"] == 0
-    assert rows.loc[1, "attempts_hit_by_pod_death"] == 1
+    assert rows.loc[0, "attempts_hit_by_pod_fault"] == 0
+    assert rows.loc[1, "attempts_hit_by_pod_fault"] == 1
     assert result.summary["faults"]["crashes"] == 1
     assert set(rows["verdict"]) == {"incomplete"}
 

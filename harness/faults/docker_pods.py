@@ -1,0 +1,211 @@
+"""The Docker runtime: any server image as a pod, through the Docker SDK for Python.
+
+A pod is one container on **host networking** (it listens on 127.0.0.1:$PORT;
+no bridge network, no private-range address), with the run's data directory
+bind-mounted at ``target.data_mount``. A kill is ``docker kill`` (SIGKILL, like
+a pod kill); a restart starts the *same* container again, as a kubelet would.
+Every container carries the labels ``mcp-chaos=1`` and ``mcp-chaos.run=<run id>``:
+it is removed when the run ends, fails or is interrupted, at interpreter exit
+as a last resort, and ``mcp-chaos cleanup`` removes what a killed harness left.
+
+The SDK is synchronous. Slow calls (create, start, wait, stop) run in a thread;
+``kill`` stays a direct call of a few milliseconds, so that the injector's kill
+event is in the history before any attempt the kill breaks can end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import TargetStartError
+
+LABEL = "mcp-chaos"
+RUN_LABEL = "mcp-chaos.run"
+_live: dict[str, Any] = {}  # container id -> container, until removed
+
+
+def _remove_leftovers() -> None:
+    for container in list(_live.values()):
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+    _live.clear()
+
+
+atexit.register(_remove_leftovers)
+
+
+def docker_client() -> Any:
+    """A client for the local engine, or a TargetStartError that says how to get one."""
+    try:
+        import docker
+    except ImportError:  # pragma: no cover - docker is a dependency
+        raise TargetStartError("the docker package is missing (reinstall mcp-chaos)") from None
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise TargetStartError(
+            f"no Docker engine answers ({type(exc).__name__}); start one "
+            "(see README: dockerd --bridge=none --iptables=false --ip-masq=false)"
+        ) from None
+    return client
+
+
+def remove_containers(client: Any, run_id: str | None = None) -> list[str]:
+    """Remove this harness's containers (of one run, or all); returns their names."""
+    selector = f"{RUN_LABEL}={run_id}" if run_id else LABEL
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": selector}):
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(container.name)
+            _live.pop(container.id, None)
+    return removed
+
+
+class DockerPod:
+    """One pod of the Docker runtime: a container, restartable any number of times."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        image: str,
+        command: Sequence[str] | None,
+        env: Mapping[str, str],
+        data_dir: Path,
+        data_mount: str,
+        log_path: Path,
+        run_id: str,
+    ) -> None:
+        self.name = name
+        self.image = image
+        self.command = list(command) if command else None
+        self.env = dict(env)
+        self.data_dir = data_dir
+        self.data_mount = data_mount
+        self.log_path = log_path
+        self.run_id = run_id
+        self.starts = 0
+        self._client: Any = None
+        self._container: Any = None
+        self._pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def _create(self) -> Any:
+        import docker.errors
+
+        self._client = docker_client()
+        try:
+            container = self._client.containers.create(
+                self.image,
+                command=self.command,
+                name=f"mcp-chaos-{self.run_id}-{self.name}",
+                environment=self.env,
+                network_mode="host",
+                volumes={str(self.data_dir): {"bind": self.data_mount, "mode": "rw"}},
+                labels={LABEL: "1", RUN_LABEL: self.run_id},
+                detach=True,
+            )
+        except docker.errors.ImageNotFound:
+            raise TargetStartError(
+                f"image {self.image!r} not found locally (build it, e.g. `make image`, or docker load it)"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise TargetStartError(
+                f"cannot create a container of {self.image!r}: {exc.explanation}"
+            ) from None
+        _live[container.id] = container
+        return container
+
+    def _start(self) -> int:
+        if self._container is None:
+            self._container = self._create()
+        self._container.start()
+        self._container.reload()
+        self._pid = int(self._container.attrs["State"]["Pid"]) or None
+        return self._pid or 0
+
+    async def start(self) -> int:
+        self.starts += 1
+        return await asyncio.to_thread(self._start)
+
+    def _state(self) -> dict[str, Any]:
+        self._container.reload()
+        state: dict[str, Any] = self._container.attrs["State"]
+        return state
+
+    def kill(self) -> bool:
+        """SIGKILL the container now (a direct API call: see the module docstring)."""
+        if self._container is None:
+            return False
+        try:
+            self._container.kill(signal="SIGKILL")
+        except Exception:
+            return False  # not running
+        return True
+
+    def pause(self) -> bool:
+        if self._container is None:
+            return False
+        try:
+            self._container.pause()
+        except Exception:
+            return False
+        return True
+
+    def resume(self) -> bool:
+        if self._container is None:
+            return False
+        try:
+            self._container.unpause()
+        except Exception:
+            return False
+        return True
+
+    async def wait(self) -> int:
+        """Wait for the container to stop; returns its exit code (137 after a kill)."""
+        result = await asyncio.to_thread(self._container.wait)
+        return int(result.get("StatusCode", -1))
+
+    def _stop(self, timeout: float) -> None:
+        if self._container is None:
+            return
+        with contextlib.suppress(Exception):
+            if self._state().get("Paused"):
+                self._container.unpause()
+            self._container.stop(timeout=max(1, round(timeout)))
+        with contextlib.suppress(Exception):
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.log_path.write_bytes(self._container.logs(stdout=True, stderr=True))
+        with contextlib.suppress(Exception):
+            self._container.remove(force=True)
+        _live.pop(self._container.id, None)
+        self._container = None
+
+    async def stop(self, timeout: float) -> None:
+        """Stop (SIGTERM, then SIGKILL after ``timeout``), keep its logs in the run directory, remove it."""
+        await asyncio.to_thread(self._stop, timeout)
+
+    def identity(self) -> dict[str, str]:
+        return {"container": self._container.id[:12]} if self._container is not None else {}
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self._container is None:
+            try:
+                return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            except OSError:
+                return "(no log)"
+        try:
+            raw: bytes = self._container.logs(stdout=True, stderr=True, tail=lines)
+        except Exception:
+            return "(no log)"
+        return raw.decode("utf-8", "replace").rstrip()

@@ -1,0 +1,164 @@
+"""Services the harness starts for a run and that faults never touch: a PostgreSQL cluster.
+
+The cluster listens on 127.0.0.1 at a free port, trusts local connections,
+and is stopped and deleted when the run ends: what the audit needs of it is
+read into the run directory first (``effects.json``), and its log stays there
+(``postgres.log``). Its data directory is a fresh temporary directory rather
+than part of the run directory, because the ``postgres`` user must be able to
+reach it, and a run directory may sit under a path only root can enter. The
+pod dies and restarts around it, as an application pod does around its database.
+PostgreSQL refuses to run as root, so a root harness runs it as the ``postgres``
+system user that Debian's package creates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from harness.errors import TargetStartError
+from harness.faults.pods import die_with_parent
+
+
+def _binaries() -> Path:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    found = shutil.which("initdb") or (candidates[-1] if candidates else None)
+    if found is None:
+        raise TargetStartError(
+            "services.postgres needs the PostgreSQL server (initdb, postgres): "
+            "install it, e.g. apt-get install -y postgresql"
+        )
+    return Path(found).resolve().parent
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster for one run."""
+
+    def __init__(self, run_dir: Path, database: str, port: int) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="mcp-chaos-postgres-"))
+        self.database = database
+        self.port = port
+        self.log_path = run_dir / "postgres.log"
+        self._proc: asyncio.subprocess.Process | None = None
+        self._user: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def _as_user(self) -> dict[str, object]:
+        if os.geteuid() != 0:
+            return {}
+        try:
+            entry = pwd.getpwnam("postgres")
+        except KeyError:
+            raise TargetStartError(
+                "PostgreSQL cannot run as root and there is no 'postgres' user "
+                "(install the postgresql package, which creates it)"
+            ) from None
+        os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+        self._user = "postgres"
+        return {"user": entry.pw_uid, "group": entry.pw_gid}
+
+    async def _run(self, *argv: str, **kw: object) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            **kw,  # type: ignore[arg-type]
+        )
+        out, _ = await proc.communicate()
+        if proc.returncode != 0:
+            raise TargetStartError(
+                f"{Path(argv[0]).name} failed with {proc.returncode}", details=out.decode(errors="replace")
+            )
+
+    async def start(self, timeout_s: float = 30.0) -> str:
+        bindir = _binaries()
+        who = self._as_user()
+        await self._run(
+            str(bindir / "initdb"),
+            "-D",
+            str(self.dir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            **who,
+        )
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                str(bindir / "postgres"),
+                "-D",
+                str(self.dir),
+                "-p",
+                str(self.port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                f"unix_socket_directories={self.dir}",
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                **who,  # type: ignore[arg-type]
+            )
+        finally:
+            log.close()
+        await self._wait_ready(timeout_s)
+        return self.url
+
+    async def _wait_ready(self, timeout_s: float) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + timeout_s
+        admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        while True:
+            if self._proc is not None and self._proc.returncode is not None:
+                raise TargetStartError("postgres exited at start", details=self._tail())
+            try:
+                conn = await psycopg.AsyncConnection.connect(admin, autocommit=True, connect_timeout=2)
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise TargetStartError(
+                        f"postgres not ready in {timeout_s:g}s", details=self._tail()
+                    ) from None
+                await asyncio.sleep(0.1)
+                continue
+            async with conn:
+                await conn.execute(f'CREATE DATABASE "{self.database}"')
+            return
+
+    def _tail(self) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-20:])
+        except OSError:
+            return "(no log)"
+
+    async def stop(self) -> None:
+        """Stop the server (if it runs) and delete the cluster."""
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.send_signal(signal.SIGINT)  # "fast" shutdown: roll back, checkpoint, exit
+            try:
+                await asyncio.wait_for(self._proc.wait(), 20)
+            except TimeoutError:
+                self._proc.kill()
+                await self._proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

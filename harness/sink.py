@@ -1,0 +1,126 @@
+"""The effect sink: a downstream the target calls, so effects can be counted without its store.
+
+For a black-box image (the harness cannot read its database) the sink stands in
+for the payment or mail provider the server calls as its side effect. It is an
+HTTP server on 127.0.0.1 (``{sink_url}``): every POST with a JSON body is one
+effect, of the marker in ``marker_field``, appended to ``sink.jsonl`` in the run
+directory with one unbuffered write, before it is acknowledged, so a
+harness that dies loses nothing it confirmed. The auditor counts markers in
+that file; it never asks the target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import httptools
+import orjson
+
+from harness.errors import AuditError
+
+SINK_FILE = "sink.jsonl"
+_OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
+_BAD = b'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok":false}'
+
+
+class _Request:
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.body = bytearray()
+        self.complete = False
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class EffectSink:
+    """Records every call as one effect line; answers 200 once the line is written."""
+
+    def __init__(self, run_dir: Path, marker_field: str = "marker", port: int = 0) -> None:
+        self.path = run_dir / SINK_FILE
+        self.marker_field = marker_field
+        self.calls = 0
+        self.port = port
+        self._file: BinaryIO | None = None
+        self._server: asyncio.Server | None = None
+        self._t0 = time.monotonic()
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/effects"
+
+    async def start(self) -> str:
+        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.url
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _record(self, body: bytes) -> bool:
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return False
+        marker = payload.get(self.marker_field) if isinstance(payload, dict) else None
+        if not isinstance(marker, str) or self._file is None:
+            return False
+        self.calls += 1
+        line = {"t": round(time.monotonic() - self._t0, 6), "marker": marker}
+        self._file.write(orjson.dumps(line) + b"\n")
+        return True
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        if me is not None:
+            self._handlers.add(me)
+        try:
+            while True:
+                request = _Request()
+                while not request.complete:
+                    data = await reader.read(65536)
+                    if not data:
+                        return
+                    request.parser.feed_data(data)
+                writer.write(_OK if self._record(bytes(request.body)) else _BAD)
+                await writer.drain()
+        except (ConnectionError, httptools.HttpParserError, asyncio.CancelledError):
+            return
+        finally:
+            if me is not None:
+                self._handlers.discard(me)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+
+def count_sink_effects(run_dir: Path) -> Counter[str]:
+    """Effects per marker recorded by the sink of a run (a torn last line is ignored)."""
+    path = run_dir / SINK_FILE
+    if not path.is_file():
+        raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
+    counts: Counter[str] = Counter()
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                counts[orjson.loads(raw)["marker"]] += 1
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                if raw.endswith(b"\n"):
+                    raise AuditError(f"{path}: unreadable line {raw[:80]!r}") from None
+    return counts

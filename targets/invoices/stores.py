@@ -1,0 +1,232 @@
+"""The invoices target's stores: SQLite (a file) or PostgreSQL (a URL), one interface.
+
+Every method runs without awaiting, on one connection, so no two calls of the
+server interleave inside a method; what interleaves between methods is exactly
+what the idempotency designs have to get right. ``create_invoice`` is one
+commit (naive, and keyed's first); ``record_key`` is keyed's second commit;
+``create_invoice_with_key`` is atomic's single transaction, where the unique key
+decides between racing attempts and the loser replays the winner.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS invoices (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    customer_id TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL,
+    memo TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key TEXT PRIMARY KEY,
+    request_hash TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS failpoint_hits (point TEXT PRIMARY KEY, hits INTEGER NOT NULL);
+"""
+
+POSTGRES_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS invoices (
+        id BIGSERIAL PRIMARY KEY,
+        customer_id TEXT NOT NULL,
+        amount_cents BIGINT NOT NULL,
+        memo TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS idempotency_keys (
+        key TEXT PRIMARY KEY,
+        request_hash TEXT NOT NULL,
+        response TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE TABLE IF NOT EXISTS failpoint_hits (point TEXT PRIMARY KEY, hits INTEGER NOT NULL)",
+]
+
+
+class Conflict(Exception):
+    """The key was taken by another attempt between our check and our commit."""
+
+
+def invoice_json(invoice_id: int, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
+    invoice = {
+        "invoice_id": f"inv_{invoice_id:08d}",
+        "customer_id": customer_id,
+        "amount_cents": amount_cents,
+        "memo": memo,
+        "created_at": created_at,
+    }
+    return json.dumps(invoice, separators=(",", ":"))
+
+
+class Store:
+    """SQL shared by both stores; subclasses supply the connection, transactions and dialect."""
+
+    P = "?"  # parameter placeholder
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _insert_returning_id(self, sql: str, params: tuple[Any, ...]) -> int:
+        raise NotImplementedError
+
+    def _unique_violation(self, exc: Exception) -> bool:
+        raise NotImplementedError
+
+    def _q(self, sql: str) -> str:
+        return sql.replace("?", self.P)
+
+    def failpoint_hit(self, point: str) -> int:
+        """Count a pass through ``point``; persisted so a restarted process keeps counting."""
+        with self.transaction():
+            self._execute(
+                self._q(
+                    "INSERT INTO failpoint_hits (point, hits) VALUES (?, 1) "
+                    "ON CONFLICT (point) DO UPDATE SET hits = failpoint_hits.hits + 1"
+                ),
+                (point,),
+            )
+            row = self._execute(
+                self._q("SELECT hits FROM failpoint_hits WHERE point = ?"), (point,)
+            ).fetchone()
+        return int(row[0])
+
+    def find_key(self, key: str) -> tuple[str, str] | None:
+        row = self._execute(
+            self._q("SELECT request_hash, response FROM idempotency_keys WHERE key = ?"), (key,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    def _insert_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
+        invoice_id = self._insert_returning_id(
+            self._q("INSERT INTO invoices (customer_id, amount_cents, memo, created_at) VALUES (?, ?, ?, ?)"),
+            (customer_id, amount_cents, memo, created_at),
+        )
+        return invoice_json(invoice_id, customer_id, amount_cents, memo, created_at)
+
+    def create_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
+        """One commit: the business write alone (naive, and keyed's first commit)."""
+        with self.transaction():
+            return self._insert_invoice(customer_id, amount_cents, memo, created_at)
+
+    def record_key(self, key: str, request_hash: str, response: str, created_at: str) -> None:
+        """Keyed's second commit. The first record for a key wins; a racing attempt's is dropped."""
+        with self.transaction():
+            self._execute(
+                self._q(
+                    "INSERT INTO idempotency_keys (key, request_hash, response, created_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
+                ),
+                (key, request_hash, response, created_at),
+            )
+
+    def create_invoice_with_key(
+        self, key: str, request_hash: str, customer_id: str, amount_cents: int, memo: str, created_at: str
+    ) -> tuple[str, bool]:
+        """Atomic: invoice and key record in one transaction. Returns (response, created)."""
+        try:
+            with self.transaction():
+                existing = self.find_key(key)
+                if existing is not None:
+                    raise Conflict
+                response = self._insert_invoice(customer_id, amount_cents, memo, created_at)
+                self._execute(
+                    self._q(
+                        "INSERT INTO idempotency_keys (key, request_hash, response, created_at) "
+                        "VALUES (?, ?, ?, ?)"
+                    ),
+                    (key, request_hash, response, created_at),
+                )
+                return response, True
+        except Exception as exc:
+            # Another attempt with this key committed first: ours rolled back, nothing of it exists.
+            if not isinstance(exc, Conflict) and not self._unique_violation(exc):
+                raise
+        winner = self.find_key(key)
+        assert winner is not None
+        return winner[1], False
+
+    def effects(self, memo_prefix: str) -> dict[str, int]:
+        """Invoices per memo, for memos starting with the prefix: the read-only view the harness audits."""
+        rows = self._execute(
+            self._q("SELECT memo, COUNT(*) FROM invoices WHERE memo LIKE ? ESCAPE '\\' GROUP BY memo"),
+            (memo_prefix.replace("%", r"\%").replace("_", r"\_") + "%",),
+        ).fetchall()
+        return {str(memo): int(n) for memo, n in rows}
+
+
+class SqliteStore(Store):
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL loses nothing on a process kill (only on power loss), which is the fault modelled here.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self.db.executescript(SQLITE_SCHEMA)
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(sql, params)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _insert_returning_id(self, sql: str, params: tuple[Any, ...]) -> int:
+        cur = self.db.execute(sql, params)
+        assert cur.lastrowid is not None
+        return int(cur.lastrowid)
+
+    def _unique_violation(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError)
+
+
+class PostgresStore(Store):
+    P = "%s"
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
+        self.db = psycopg.connect(url, autocommit=True)
+        for statement in POSTGRES_SCHEMA:
+            self.db.execute(statement)
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(sql, params)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.db.transaction():
+            yield
+
+    def _insert_returning_id(self, sql: str, params: tuple[Any, ...]) -> int:
+        row = self.db.execute(sql + " RETURNING id", params).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _unique_violation(self, exc: Exception) -> bool:
+        return isinstance(exc, self._psycopg.errors.UniqueViolation)
+
+
+def open_store(location: str) -> Store:
+    """A PostgreSQL store for a postgresql:// URL, otherwise a SQLite file at that path."""
+    if location.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(location)
+    return SqliteStore(Path(location))

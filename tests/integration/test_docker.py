@@ -1,0 +1,186 @@
+"""The Docker runtime against a real engine and the reference image: kills, restarts, cleanup."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from harness.audit.auditor import AuditResult
+from harness.history import read_history
+from harness.runner import free_port, make_pod
+from harness.scenario import parse_scenario
+from tests.conftest import invoice_scenario, labelled_containers
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+Run = Callable[[dict[str, Any]], AuditResult]
+
+
+def image_scenario(image: str, mode: str, **kw: Any) -> dict[str, Any]:
+    data = invoice_scenario(mode=mode, **kw)
+    data["target"]["image"] = image
+    del data["target"]["command"]
+    return data
+
+
+def test_crash_and_restart_of_the_same_container(run: Run, docker_image: str) -> None:
+    data = image_scenario(docker_image, "naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    result = run(data)
+    s = result.summary
+    assert s["verdicts"]["duplicate"] == 1
+    assert s["faults"]["crashes"] == 1
+    events = list(read_history(result.run_dir / "history.jsonl"))
+    started = [e for e in events if e["type"] == "pod_started"]
+    assert len(started) == 2
+    assert len({e["container"] for e in started}) == 1  # restarted, not recreated
+    exited = next(e for e in events if e["type"] == "pod_exited")
+    assert exited["returncode"] == 137  # SIGKILL, as the failpoint does it
+    assert "listening on http://127.0.0.1" in (result.run_dir / "pods" / "pod-0.log").read_text()
+    assert labelled_containers() == []
+
+
+@pytest.mark.parametrize(("mode", "duplicates"), [("naive", True), ("atomic", False)])
+def test_kills_through_the_docker_api(run: Run, docker_image: str, mode: str, duplicates: bool) -> None:
+    env = {"INVOICES_PRE_COMMIT_MS": "1", "INVOICES_POST_COMMIT_MS": "40", "INVOICES_LATENCY_JITTER": "0.2"}
+    data = image_scenario(docker_image, mode, intents=300, concurrency=8, env=env, kills={"count": 3})
+    data["faults"]["kill"]["min_uptime_s"] = 0.3
+    result = run(data)
+    s = result.summary
+    assert s["faults"]["kill"] == 3
+    assert s["faults"]["pod_exits"] == 3
+    if duplicates:
+        assert s["verdicts"]["duplicate"] >= 3
+        assert s["causes"]["duplicate"] == {"kill": s["verdicts"]["duplicate"]}
+    else:
+        assert s["verdicts"]["exactly_once"] == 300
+    assert labelled_containers() == []
+
+
+def test_containers_use_host_networking_only(tmp_path: Path, docker_image: str) -> None:
+    import asyncio
+
+    scenario = parse_scenario(image_scenario(docker_image, "atomic"))
+    (tmp_path / "data").mkdir()
+    pod = make_pod(scenario, tmp_path, port=free_port(), name="pod-0", urls={})
+
+    async def check() -> dict[str, Any]:
+        await pod.start()
+        try:
+            import docker
+
+            (container,) = docker.from_env().containers.list(
+                filters={"label": f"mcp-chaos.run={tmp_path.name}"}
+            )
+            return dict(container.attrs)
+        finally:
+            await pod.stop(5)
+
+    attrs = asyncio.run(check())
+    assert attrs["HostConfig"]["NetworkMode"] == "host"
+    networks = attrs["NetworkSettings"]["Networks"]
+    assert list(networks) == ["host"]
+    assert networks["host"]["IPAddress"] == ""  # no bridge, no private-range address
+    assert attrs["Config"]["Labels"]["mcp-chaos"] == "1"
+    assert labelled_containers() == []
+
+
+def test_black_box_image_audited_through_the_effect_sink(run: Run, docker_image: str) -> None:
+    env = {"INVOICES_SINK_URL": "{sink_url}", "INVOICES_POST_COMMIT_MS": "40"}
+    data = image_scenario(docker_image, "naive", intents=200, concurrency=8, env=env, kills={"count": 2})
+    data["audit"] = {"effects": {"sink": {}}}
+    result = run(data)
+    s = result.summary
+    assert (result.run_dir / "sink.jsonl").is_file()
+    assert s["effects"]["total"] >= 200
+    assert s["verdicts"]["duplicate"] >= 1
+    assert s["verdicts"]["lost"] == 0
+
+
+def test_missing_image_is_a_clear_error(run: Run, docker_image: str) -> None:
+    from harness.errors import TargetStartError
+
+    with pytest.raises(TargetStartError, match=r"image 'mcp-chaos/no-such-image:dev' not found locally"):
+        run(image_scenario("mcp-chaos/no-such-image:dev", "atomic"))
+    assert labelled_containers() == []
+
+
+def cli_run(tmp_path: Path, data: dict[str, Any]) -> tuple[subprocess.Popen[str], Path]:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(path),
+            "--results",
+            str(tmp_path / "r"),
+            "--run-id",
+            "d",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    history = tmp_path / "r" / "d" / "history.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if history.exists() and history.read_bytes().count(b"attempt_ended") >= 30:
+            return proc, tmp_path / "r" / "d"
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the run did not get going")
+
+
+def test_ctrl_c_removes_the_container(tmp_path: Path, docker_image: str) -> None:
+    data = image_scenario(docker_image, "atomic", intents=100_000, concurrency=4)
+    proc, run_dir = cli_run(tmp_path, data)
+    assert labelled_containers() != []
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert labelled_containers() == []
+    assert orjson.loads((run_dir / "history.jsonl").read_bytes().splitlines()[-1])["status"] == "interrupted"
+
+
+def test_cleanup_removes_what_a_killed_harness_left(tmp_path: Path, docker_image: str) -> None:
+    data = image_scenario(docker_image, "atomic", intents=100_000, concurrency=4)
+    proc, _ = cli_run(tmp_path, data)
+    proc.kill()  # SIGKILL: the harness cannot remove its container
+    proc.communicate(timeout=30)
+    left = labelled_containers()
+    assert left == ["mcp-chaos-d-pod-0"]
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "cleanup", "--run", "d"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cleanup.returncode == 0, cleanup.stderr
+    assert "removed container mcp-chaos-d-pod-0" in cleanup.stdout
+    assert labelled_containers() == []
+
+
+def test_pause_freezes_the_container(run: Run, docker_image: str) -> None:
+    data = image_scenario(
+        docker_image, "naive", intents=120, concurrency=4, env={"INVOICES_POST_COMMIT_MS": "20"}
+    )
+    data["faults"] = {"pause": {"count": 1, "duration_s": 1.5, "window": [0.3, 0.5]}}
+    data["client"]["attempt_timeout_s"] = 0.5
+    result = run(data)
+    s = result.summary
+    assert s["faults"]["pause"] == 1
+    assert s["faults"]["pod_exits"] == 0
+    assert s["attempts"]["timeout"] >= 4  # every attempt in flight timed out while frozen
+    assert s["verdicts"]["duplicate"] >= 1  # thawed, the server ran the originals and the retries
+    assert s["causes"]["duplicate"] == {"pause": s["verdicts"]["duplicate"]}

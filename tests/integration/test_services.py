@@ -1,0 +1,113 @@
+"""PostgreSQL as the target's store and the effect sources that need a live service."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from harness.audit.auditor import AuditResult
+from harness.history import read_history
+from tests.conftest import invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+Run = Callable[[dict[str, Any]], AuditResult]
+QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+
+
+def on_postgres(mode: str, **kw: Any) -> dict[str, Any]:
+    data = invoice_scenario(mode=mode, **kw)
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    return data
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("mode", "duplicates"), [("naive", 1), ("keyed", 1), ("atomic", 0)])
+def test_postgres_store_keeps_the_ordering(
+    run: Run, postgres_server: None, mode: str, duplicates: int
+) -> None:
+    env = {"INVOICES_FAILPOINT": "after_business_commit@2"}
+    result = run(on_postgres(mode, env=env))
+    s = result.summary
+    assert s["verdicts"]["duplicate"] == duplicates
+    assert s["verdicts"]["exactly_once"] == 3 - duplicates
+    assert s["faults"]["crashes"] == 1
+    events = list(read_history(result.run_dir / "history.jsonl"))
+    (service,) = [e for e in events if e["type"] == "service_started"]
+    assert service["url"].startswith("postgresql://postgres@127.0.0.1:")
+    assert not alive(service["pid"])  # stopped with the run
+    collected = [e for e in events if e["type"] == "effects_collected"]
+    assert collected[0]["markers"] == 3
+    assert orjson.loads((result.run_dir / "effects.json").read_bytes())["source"] == "sql"
+
+
+@pytest.mark.postgres
+def test_a_postgres_run_can_be_re_audited_without_postgres(run: Run, postgres_server: None) -> None:
+    result = run(on_postgres("naive", env={"INVOICES_FAILPOINT": "after_business_commit@1"}))
+    again = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "audit", str(result.run_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "duplicate !  |       1 |" in again.stdout
+
+
+def test_effects_from_a_read_tool(run: Run) -> None:
+    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data["audit"] = {
+        "effects": {"tool": {"tool": "count_invoices", "arguments": {"memo_prefix": "{namespace}"}}}
+    }
+    result = run(data)
+    assert result.summary["verdicts"]["duplicate"] == 1
+    record = orjson.loads((result.run_dir / "effects.json").read_bytes())
+    assert record["source"] == "tool count_invoices"
+    assert sorted(record["effects"].values()) == [1, 1, 2]
+
+
+def test_a_failed_final_read_is_recorded_and_named_by_the_audit(run: Run) -> None:
+    data = invoice_scenario(mode="atomic")
+    data["audit"] = {"effects": {"tool": {"tool": "no_such_tool"}}}
+    from harness.errors import AuditError
+
+    with pytest.raises(AuditError, match="ended before that final read"):
+        run(data)
+
+
+def test_pause_of_a_process_pod(run: Run) -> None:
+    data = invoice_scenario(mode="naive", intents=120, concurrency=4, env={"INVOICES_POST_COMMIT_MS": "20"})
+    data["faults"] = {"pause": {"count": 1, "duration_s": 1.5, "window": [0.3, 0.5]}}
+    data["client"]["attempt_timeout_s"] = 0.5
+    result = run(data)
+    s = result.summary
+    assert (s["faults"]["pause"], s["faults"]["pod_exits"]) == (1, 0)
+    assert s["attempts"]["timeout"] >= 4
+    assert s["verdicts"]["duplicate"] >= 1
+    assert s["causes"]["duplicate"] == {"pause": s["verdicts"]["duplicate"]}
+    kinds = [e["type"] for e in read_history(result.run_dir / "history.jsonl")]
+    assert kinds.count("pod_resumed") == 1
+
+
+def test_atomic_survives_a_pause(run: Run) -> None:
+    data = invoice_scenario(mode="atomic", intents=120, concurrency=4, env={"INVOICES_POST_COMMIT_MS": "20"})
+    data["faults"] = {"pause": {"count": 1, "duration_s": 1.5, "window": [0.3, 0.5]}}
+    data["client"]["attempt_timeout_s"] = 0.5
+    result = run(data)
+    assert result.summary["verdicts"]["exactly_once"] == 120
