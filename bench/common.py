@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from harness.faults.supervisor import DISCOVER, DISCOVER_HEADERS
+
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -31,27 +33,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-DISCOVER = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "server/discover",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
-}
-
-
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
         try:
-            if httpx.post(url, json=DISCOVER, headers=headers, timeout=1).status_code == 200:
+            if httpx.post(url, json=DISCOVER, headers=DISCOVER_HEADERS, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -16,12 +16,13 @@ import contextlib
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import httptools
 import orjson
 
 from harness.errors import AuditError
+from harness.loopback import LoopbackServer
 
 SINK_FILE = "sink.jsonl"
 _OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
@@ -41,35 +42,27 @@ class _Request:
         self.complete = True
 
 
-class EffectSink:
+class EffectSink(LoopbackServer):
     """Records every call as one effect line; answers 200 once the line is written."""
 
     def __init__(self, run_dir: Path, marker_field: str = "marker", port: int = 0) -> None:
+        super().__init__(port)
         self.path = run_dir / SINK_FILE
         self.marker_field = marker_field
         self.calls = 0
-        self.port = port
         self._file: BinaryIO | None = None
-        self._server: asyncio.Server | None = None
         self._t0 = time.monotonic()
-        self._handlers: set[asyncio.Task[Any]] = set()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/effects"
 
-    async def start(self) -> str:
+    async def start(self, port: int | None = None) -> int:
         self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self.url
+        return await super().start(port)
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
+        await super().close()
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -87,11 +80,8 @@ class EffectSink:
         self._file.write(orjson.dumps(line) + b"\n")
         return True
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        me = asyncio.current_task()
-        if me is not None:
-            self._handlers.add(me)
-        try:
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(httptools.HttpParserError):
             while True:
                 request = _Request()
                 while not request.complete:
@@ -101,13 +91,6 @@ class EffectSink:
                     request.parser.feed_data(data)
                 writer.write(_OK if self._record(bytes(request.body)) else _BAD)
                 await writer.drain()
-        except (ConnectionError, httptools.HttpParserError, asyncio.CancelledError):
-            return
-        finally:
-            if me is not None:
-                self._handlers.discard(me)
-            with contextlib.suppress(Exception):
-                writer.close()
 
 
 def count_sink_effects(run_dir: Path) -> Counter[str]:

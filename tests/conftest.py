@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from harness.audit.auditor import AuditResult, audit_run
+from harness.faults.supervisor import DISCOVER, DISCOVER_HEADERS
 from harness.runner import execute, prepare_run_dir
 from harness.scenario import parse_scenario
 
@@ -84,24 +85,12 @@ def free_port() -> int:
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "server/discover",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"reference target exited with {proc.returncode}")
         try:
-            if httpx.post(url, json=body, headers=headers, timeout=1).status_code == 200:
+            if httpx.post(url, json=DISCOVER, headers=DISCOVER_HEADERS, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -190,3 +179,48 @@ def labelled_containers() -> list[str]:
     import docker
 
     return [c.name for c in docker.from_env().containers.list(all=True, filters={"label": "mcp-chaos"})]
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def start_cli_run(
+    tmp_path: Path, data: dict[str, Any], *, run_id: str, attempts: int = 30, timeout: float = 60
+) -> tuple[subprocess.Popen[str], Path]:
+    """``mcp-chaos run`` as a child process, returned once ``attempts`` attempts have ended."""
+    import yaml
+
+    path = tmp_path / f"{run_id}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    results = tmp_path / "r"
+    argv = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        str(path),
+        "--results",
+        str(results),
+        "--run-id",
+        run_id,
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    history = results / run_id / "history.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if history.exists() and history.read_bytes().count(b"attempt_ended") >= attempts:
+            return proc, results / run_id
+        time.sleep(0.1)
+    proc.kill()
+    proc.communicate()
+    raise AssertionError(f"the run did not get going in {timeout:g}s")

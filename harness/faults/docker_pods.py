@@ -143,33 +143,26 @@ class DockerPod:
         state: dict[str, Any] = self._container.attrs["State"]
         return state
 
+    def _act(self, action: str, **kwargs: Any) -> bool:
+        """One direct call on the container; False when there is none or the engine refuses (not running)."""
+        if self._container is None:
+            return False
+        try:
+            getattr(self._container, action)(**kwargs)
+        except Exception:
+            return False
+        return True
+
     def kill(self) -> bool:
         """SIGKILL the container now (a direct API call: see the module docstring)."""
-        if self._container is None:
-            return False
-        try:
-            self._container.kill(signal="SIGKILL")
-        except Exception:
-            return False  # not running
-        return True
+        return self._act("kill", signal="SIGKILL")
 
     def pause(self) -> bool:
-        if self._container is None:
-            return False
-        try:
-            self._container.pause()
-        except Exception:
-            return False
-        return True
+        """Freeze the container (the cgroup freezer)."""
+        return self._act("pause")
 
     def resume(self) -> bool:
-        if self._container is None:
-            return False
-        try:
-            self._container.unpause()
-        except Exception:
-            return False
-        return True
+        return self._act("unpause")
 
     async def wait(self) -> int:
         """Wait for the container to stop; returns its exit code (137 after a kill)."""

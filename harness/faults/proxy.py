@@ -28,7 +28,6 @@ driver never does).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ import orjson
 
 from harness.client import SseParser
 from harness.history import FAULT, HistoryWriter
+from harness.loopback import LoopbackServer
 from harness.scenario import StreamFault
 
 AttemptLookup = Callable[[Any], tuple[int, int] | None]
@@ -127,26 +127,34 @@ class _Response:
         self.parser.feed_data(data)
 
 
+def events_cut(response: _Response, data: bytes, after_events: int) -> int | None:
+    """Feed ``data`` into ``response`` up to the end of SSE event N; that offset, or None if N is not in it.
+
+    Fed line by line: an event ends with a newline, so its end is found exactly
+    even when several events arrive in one read.
+    """
+    if response.events >= after_events:
+        return 0
+    start = 0
+    while start < len(data):
+        nl = data.find(b"\n", start)
+        end = len(data) if nl < 0 else nl + 1
+        response.feed(data[start:end])
+        start = end
+        if response.events >= after_events:
+            return start
+    return None
+
+
 def cut_offset(raw: bytes, after_bytes: int, after_events: int | None) -> int:
-    """How many bytes of a raw response to relay before cutting: N bytes, or up to the end of event N."""
+    """How many bytes of a whole raw response to relay before cutting: N bytes, or to the end of event N."""
     if after_events is None:
         return min(after_bytes, len(raw))
-    if after_events == 0:
-        return 0
-    watcher = _Response()
-    start = 0
-    while start < len(raw):
-        # Feed line by line: an SSE event ends with a newline, so its end is found exactly.
-        nl = raw.find(b"\n", start)
-        end = len(raw) if nl < 0 else nl + 1
-        watcher.feed(raw[start:end])
-        start = end
-        if watcher.events >= after_events:
-            return start
-    return len(raw)
+    offset = events_cut(_Response(), raw, after_events)
+    return len(raw) if offset is None else offset
 
 
-class FaultProxy:
+class FaultProxy(LoopbackServer):
     """An HTTP proxy on 127.0.0.1 that applies the scenario's stream faults to MCP exchanges."""
 
     def __init__(
@@ -159,44 +167,18 @@ class FaultProxy:
         lookup: AttemptLookup,
         default_hold_s: float,
     ) -> None:
+        super().__init__()
         self.upstream_port = upstream_port
         self.rules = list(rules)
         self.seed = seed
         self.history = history
         self.lookup = lookup
         self.default_hold_s = default_hold_s
-        self.port = 0
         self.exchanges = 0
         self.faults = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._handlers: set[asyncio.Task[Any]] = set()
-
-    async def start(self, port: int = 0) -> int:
-        """Listen on 127.0.0.1:``port`` (0: any free port); returns the port."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self.port
-
-    async def close(self) -> None:
-        """Stop listening, drop every connection and wait for the handlers to finish."""
-        if self._server is not None:
-            self._server.close()
-        for w in list(self._writers):
-            w.transport.abort()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
 
     # -- one client connection
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        me = asyncio.current_task()
-        if me is not None:
-            self._handlers.add(me)
-        self._writers.add(writer)
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
             while True:
@@ -208,22 +190,15 @@ class FaultProxy:
                         upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
                     except OSError:
                         return  # the pod is down: the client sees its connection dropped, as behind a LB
-                    self._writers.add(upstream[1])
                 keep = await self._exchange(request, reader, writer, upstream)
                 if not keep:
                     return
-        except (ConnectionError, httptools.HttpParserError, asyncio.IncompleteReadError):
+        except httptools.HttpParserError:
             return
-        except asyncio.CancelledError:
-            return  # close(): the handler's task ends quietly (a re-raise would be logged by asyncio)
         finally:
-            if me is not None:
-                self._handlers.discard(me)
-            writer.transport.abort()
-            self._writers.discard(writer)
+            # The client's side is aborted by LoopbackServer; the server's side goes with it.
             if upstream is not None:
                 upstream[1].transport.abort()
-                self._writers.discard(upstream[1])
 
     async def _read_request(self, reader: asyncio.StreamReader) -> _Request | None:
         request = _Request()
@@ -359,28 +334,13 @@ class FaultProxy:
                 room = rule.after_bytes - relayed
                 cut = room if len(data) >= room else None
             else:
-                cut = self._events_cut(response, data, rule.after_events)
+                cut = events_cut(response, data, rule.after_events)
             if cut is not None:
                 self._record(rule, ex, relayed=relayed + cut, server_done=False)
                 writer.write(data[:cut])
                 return False
             writer.write(data)
             relayed += len(data)
-
-    @staticmethod
-    def _events_cut(response: _Response, data: bytes, after_events: int) -> int | None:
-        """Feed ``data`` line by line into ``response``; the offset in it where event N ended, if it did."""
-        if response.events >= after_events:
-            return 0
-        start = 0
-        while start < len(data):
-            nl = data.find(b"\n", start)
-            end = len(data) if nl < 0 else nl + 1
-            response.feed(data[start:end])
-            start = end
-            if response.events >= after_events:
-                return start
-        return None
 
     async def _stall(
         self,

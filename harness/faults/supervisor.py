@@ -19,7 +19,8 @@ from harness.errors import TargetError, TargetNotReady
 from harness.faults.pods import Pod
 from harness.history import FAULT, POD_EXITED, POD_READY, POD_RESUMED, POD_STARTED, POD_STOPPED, HistoryWriter
 
-_DISCOVER = {
+# The readiness probe: a 2026-07-28 server/discover request (servers MUST implement it).
+DISCOVER = {
     "jsonrpc": "2.0",
     "id": 0,
     "method": "server/discover",
@@ -30,7 +31,7 @@ _DISCOVER = {
         }
     },
 }
-_DISCOVER_HEADERS = {
+DISCOVER_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": PROTOCOL_VERSION,
     "Mcp-Method": "server/discover",
@@ -40,7 +41,7 @@ _DISCOVER_HEADERS = {
 async def probe(client: httpx.AsyncClient, url: str) -> bool:
     """One readiness probe: does the endpoint answer ``server/discover`` with a result?"""
     try:
-        resp = await client.post(url, json=_DISCOVER, headers=_DISCOVER_HEADERS)
+        resp = await client.post(url, json=DISCOVER, headers=DISCOVER_HEADERS)
     except httpx.HTTPError:
         return False
     if resp.status_code != 200:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import invoice_scenario
+from tests.conftest import alive, invoice_scenario, start_cli_run
 
 pytestmark = pytest.mark.integration
 
@@ -34,19 +33,6 @@ def write(tmp_path: Path, data: dict[str, Any], name: str = "s.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def pod_pids(run_dir: Path) -> list[int]:
@@ -157,31 +143,7 @@ def test_audit_of_something_that_is_not_a_run(tmp_path: Path) -> None:
 
 def long_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     data = invoice_scenario(intents=100_000, concurrency=8, env={"INVOICES_PRE_COMMIT_MS": "20"})
-    path = write(tmp_path, data)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(path),
-            "--results",
-            str(tmp_path / "r"),
-            "--run-id",
-            "long",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    history = tmp_path / "r" / "long" / "history.jsonl"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if history.exists() and history.read_bytes().count(b"attempt_ended") >= 50:
-            return proc, tmp_path / "r" / "long"
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the run did not get going")
+    return start_cli_run(tmp_path, data, run_id="long", attempts=50, timeout=30)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

@@ -5,20 +5,18 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.history import read_history
 from harness.runner import free_port, make_pod
 from harness.scenario import parse_scenario
-from tests.conftest import invoice_scenario, labelled_containers
+from tests.conftest import invoice_scenario, labelled_containers, start_cli_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -113,38 +111,9 @@ def test_missing_image_is_a_clear_error(run: Run, docker_image: str) -> None:
     assert labelled_containers() == []
 
 
-def cli_run(tmp_path: Path, data: dict[str, Any]) -> tuple[subprocess.Popen[str], Path]:
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(path),
-            "--results",
-            str(tmp_path / "r"),
-            "--run-id",
-            "d",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    history = tmp_path / "r" / "d" / "history.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if history.exists() and history.read_bytes().count(b"attempt_ended") >= 30:
-            return proc, tmp_path / "r" / "d"
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the run did not get going")
-
-
 def test_ctrl_c_removes_the_container(tmp_path: Path, docker_image: str) -> None:
     data = image_scenario(docker_image, "atomic", intents=100_000, concurrency=4)
-    proc, run_dir = cli_run(tmp_path, data)
+    proc, run_dir = start_cli_run(tmp_path, data, run_id="d")
     assert labelled_containers() != []
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
@@ -155,7 +124,7 @@ def test_ctrl_c_removes_the_container(tmp_path: Path, docker_image: str) -> None
 
 def test_cleanup_removes_what_a_killed_harness_left(tmp_path: Path, docker_image: str) -> None:
     data = image_scenario(docker_image, "atomic", intents=100_000, concurrency=4)
-    proc, _ = cli_run(tmp_path, data)
+    proc, _ = start_cli_run(tmp_path, data, run_id="d")
     proc.kill()  # SIGKILL: the harness cannot remove its container
     proc.communicate(timeout=30)
     left = labelled_containers()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,7 +12,7 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import read_history
-from tests.conftest import invoice_scenario
+from tests.conftest import alive, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +26,6 @@ def on_postgres(mode: str, **kw: Any) -> dict[str, Any]:
     data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
     data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
     return data
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.postgres

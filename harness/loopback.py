@@ -1,0 +1,60 @@
+"""A TCP server on 127.0.0.1 whose connection handlers end when it closes.
+
+The fault proxy and the effect sink are both small servers the harness runs
+beside the pod. They share this lifecycle: listen on a loopback port, handle
+each connection in its own task, and on close drop every connection and wait
+for the handlers, so nothing of them outlives the run (and asyncio has no
+cancelled handler left to complain about at shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+
+class LoopbackServer:
+    """Subclasses implement :meth:`handle`; connection errors just end that connection."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    async def start(self, port: int | None = None) -> int:
+        """Listen on 127.0.0.1 (``port``, else the one given at construction, 0: any); returns the port."""
+        if port is not None:
+            self.port = port
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def close(self) -> None:
+        """Stop listening, end every handler and wait for them."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        if me is not None:
+            self._handlers.add(me)
+        try:
+            await self.handle(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # close(): the handler ends quietly (re-raising would be logged by asyncio)
+        finally:
+            if me is not None:
+                self._handlers.discard(me)
+            writer.transport.abort()
