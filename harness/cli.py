@@ -47,7 +47,8 @@ def _announce(scenario: Scenario, run_dir: Path) -> None:
     kills = len(build_schedule(scenario))
     sys.stderr.write(
         f"run {run_dir.name}: {scenario.workload.intents} intents, "
-        f"concurrency {scenario.workload.concurrency}, {kills} kills planned\n"
+        f"concurrency {scenario.workload.concurrency}, {kills} pod faults planned"
+        f"{', stream faults by rule' if scenario.faults.stream else ''}\n"
     )
     sys.stderr.flush()
 

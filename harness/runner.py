@@ -154,7 +154,7 @@ class Progress:
         line = (
             f"[{history.now():7.1f}s] intents {s.finished}/{s.planned} ({s.finished / max(1, s.planned):.0%})"
             f" · attempts {s.attempts} · in flight {s.in_flight}"
-            f" · kills {injector.done}/{len(injector.schedule)}"
+            f" · pod faults {injector.done}/{len(injector.schedule)}"
             f" · pod {'ready' if supervisor.ready.is_set() else 'DOWN'}"
         )
         if self.tty:
@@ -278,6 +278,7 @@ class _Run:
         status, reason = "failed", None
         background: list[asyncio.Task[None]] = []
         supervise: asyncio.Task[None] | None = None
+        driving: asyncio.Task[object] | None = None
         try:
             if self.postgres is not None:
                 await self.postgres.start()
@@ -316,15 +317,21 @@ class _Run:
             reason = exc.message
             raise
         finally:
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            # The driver first: after Ctrl-C it must not go on making attempts during teardown.
+            for task in [driving, *background]:
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(
+                *(t for t in [driving, *background] if t is not None), return_exceptions=True
+            )
             if progress is not None and supervise is not None:  # the driver ran: show where it got to
                 progress.print(self.driver, self.injector, self.supervisor, self.history)
                 progress.finish()
             await self.client.aclose()
             if supervise is not None and self.scenario.audit.effects.collected_at_end:
-                await self._final_read()
+                # Interrupted, the user is waiting: a short final read, or none.
+                patience = 10.0 if status == "interrupted" else self.scenario.target.ready_timeout_s + 60
+                await self._final_read(patience)
             await self._teardown(supervise)
             self.history.emit(
                 RUN_ENDED,
@@ -336,10 +343,10 @@ class _Run:
             self.history.close()
         return status
 
-    async def _final_read(self) -> None:
+    async def _final_read(self, patience_s: float) -> None:
         """Read the effects of a live source once, into effects.json; a failure is recorded, not raised."""
         try:
-            async with asyncio.timeout(self.scenario.target.ready_timeout_s + 60):
+            async with asyncio.timeout(patience_s):
                 await self.supervisor.ready.wait()
                 markers = await collect(
                     self.scenario.audit.effects,
