@@ -3,7 +3,7 @@
 #
 #   targets/images/base-image.sh [NAME]        (default NAME: mcp-chaos-base:bookworm)
 #
-# `docker pull python:3.12-slim` needs a registry; this needs only Debian's package mirror
+# An image from a registry (python:3.12-slim) is not reachable here; this needs only Debian's package mirror
 # (debootstrap's default, the same one apt uses) and a running Docker engine. Python in the
 # image is Debian bookworm's python3 (3.11). Skips the work when the image already exists.
 set -euo pipefail
