@@ -80,10 +80,6 @@ class HistoryWriter:
         self._seq += 1
         self._file.write(orjson.dumps(event) + b"\n")
 
-    @property
-    def events_written(self) -> int:
-        return self._seq
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()

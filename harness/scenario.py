@@ -251,9 +251,6 @@ class PauseFaults(_Model):
         return self
 
 
-STREAM_FAULTS = ("sever_request", "sever_response", "stall", "delay")
-
-
 class StreamFault(_Model):
     """One rule of the fault proxy: which exchanges it hits and what it does to them.
 

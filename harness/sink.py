@@ -49,7 +49,6 @@ class EffectSink(LoopbackServer):
         super().__init__(port)
         self.path = run_dir / SINK_FILE
         self.marker_field = marker_field
-        self.calls = 0
         self._file: BinaryIO | None = None
         self._t0 = time.monotonic()
 
@@ -75,7 +74,6 @@ class EffectSink(LoopbackServer):
         marker = payload.get(self.marker_field) if isinstance(payload, dict) else None
         if not isinstance(marker, str) or self._file is None:
             return False
-        self.calls += 1
         line = {"t": round(time.monotonic() - self._t0, 6), "marker": marker}
         self._file.write(orjson.dumps(line) + b"\n")
         return True

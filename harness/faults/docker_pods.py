@@ -91,7 +91,6 @@ class DockerPod:
         self.data_mount = data_mount
         self.log_path = log_path
         self.run_id = run_id
-        self.starts = 0
         self._client: Any = None
         self._container: Any = None
         self._pid: int | None = None
@@ -135,7 +134,6 @@ class DockerPod:
         return self._pid or 0
 
     async def start(self) -> int:
-        self.starts += 1
         return await asyncio.to_thread(self._start)
 
     def _state(self) -> dict[str, Any]:

@@ -174,8 +174,6 @@ class FaultProxy(LoopbackServer):
         self.history = history
         self.lookup = lookup
         self.default_hold_s = default_hold_s
-        self.exchanges = 0
-        self.faults = 0
 
     # -- one client connection
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -232,7 +230,6 @@ class FaultProxy(LoopbackServer):
         return Exchange(method, tool, request_id, key, intent, attempt)
 
     def _record(self, rule: StreamFault, ex: Exchange, **detail: Any) -> None:
-        self.faults += 1
         self.history.emit(
             FAULT,
             fault=rule.fault,
@@ -252,7 +249,6 @@ class FaultProxy(LoopbackServer):
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
     ) -> bool:
         """Carry one exchange; returns whether both connections stay usable for the next one."""
-        self.exchanges += 1
         ex = self._identify(request)
         rule = choose_fault(self.rules, self.seed, ex)
         up_reader, up_writer = upstream

@@ -77,7 +77,6 @@ class Supervisor:
         """``time.monotonic()`` when the pod last became ready."""
         self.kills = 0
         self.paused = False
-        self.exits = 0
         self.restarts = 0
         self._stopping = False
         self._http = httpx.AsyncClient(timeout=2.0)
@@ -127,7 +126,6 @@ class Supervisor:
             if self._stopping:
                 self.history.emit(POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
                 return
-            self.exits += 1
             self.history.emit(POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
             if self.restarts >= self.max_restarts:
                 raise TargetError(
