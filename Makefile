@@ -42,6 +42,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
@@ -64,4 +65,4 @@ image: $(STAMP)
 	targets/images/build.sh $(BASE)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache *.egg-info

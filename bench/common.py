@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from harness.faults.supervisor import DISCOVER, DISCOVER_HEADERS
+from harness.client import wait_ready as probe_until_ready
+from harness.loopback import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:
@@ -34,17 +26,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.post(url, json=DISCOVER, headers=DISCOVER_HEADERS, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"server at {url} not ready")
+    """The harness's own readiness probe, for a server a benchmark started."""
+    readiness = asyncio.run(probe_until_ready(url, timeout_s=timeout, alive=lambda: proc.poll() is None))
+    if readiness.exited:
+        raise RuntimeError(f"server exited with {proc.returncode}")
+    if not readiness.ready:
+        raise RuntimeError(f"server at {url} not ready")
 
 
 @dataclass

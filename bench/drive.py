@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from harness.client import McpHttpClient
 from harness.driver import Driver
 from harness.faults.proxy import FaultProxy
-from harness.history import HistoryWriter
+from harness.history import HistoryWriter, Outcome
 from harness.scenario import StreamFault, parse_scenario
 from harness.workload import Workload
 
@@ -33,7 +33,7 @@ def scenario(calls: int, concurrency: int) -> dict[str, object]:
             "intents": calls,
             "concurrency": concurrency,
             "tool": "noop",
-            "arguments": {"n": {"random_int": [0, 1000]}},
+            "arguments": {"n": {"random_int": [0, 1000]}, "memo": "{marker}"},
         },
         "audit": {"effects": {"sql": {"url": "sqlite:///unused", "query": "select 1 as marker"}}},
     }
@@ -60,7 +60,7 @@ async def drive(url: str, calls: int, concurrency: int, history: Path, proxy: bo
             wall = time.perf_counter() - start
         if fault_proxy is not None:
             await fault_proxy.close()
-    return {"calls": stats.attempts, "ok": stats.outcomes["ok"], "wall_s": wall}
+    return {"calls": stats.attempts, "ok": stats.outcomes[Outcome.OK], "wall_s": wall}
 
 
 def main() -> None:

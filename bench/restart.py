@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT
-from harness.faults.supervisor import Supervisor
 from harness.history import HistoryWriter
-from harness.runner import free_port, make_pod
+from harness.loopback import free_port
+from harness.pods.factory import make_pod
+from harness.pods.supervisor import Supervisor
 from harness.scenario import parse_scenario
 
 IMAGE = "mcp-chaos/invoices:dev"
@@ -33,7 +34,7 @@ def _scenario(runtime: str) -> Any:
         {
             "name": "bench-restart",
             "target": target,
-            "workload": {"intents": 1, "tool": "create_invoice", "arguments": {}},
+            "workload": {"intents": 1, "tool": "create_invoice", "arguments": {"memo": "{marker}"}},
             "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": "q"}}},
         }
     )
@@ -45,7 +46,7 @@ async def _restarts(runtime: str, kills: int, work: Path) -> list[float]:
     (work / "pods").mkdir()
     with HistoryWriter(work / "history.jsonl") as history:
         supervisor = Supervisor(
-            make_pod(_scenario(runtime), work, port=port, name="pod-0", urls={}),
+            make_pod(_scenario(runtime).target, work, port=port, name="pod-0", urls={}),
             f"http://127.0.0.1:{port}/mcp",
             history,
             ready_timeout_s=30,
@@ -60,7 +61,7 @@ async def _restarts(runtime: str, kills: int, work: Path) -> list[float]:
             for _ in range(kills):
                 await asyncio.sleep(0.2)
                 start = time.perf_counter()
-                assert supervisor.kill("bench")
+                assert supervisor.kill(trigger="bench")
                 while not supervisor.ready.is_set():
                     await asyncio.sleep(0.005)
                 latencies.append(time.perf_counter() - start)
@@ -77,12 +78,17 @@ def restart_s(runtime: str, kills: int = 10) -> float:
 
 
 def docker_available() -> bool:
-    try:
-        import docker
+    from harness.errors import TargetStartError
+    from harness.pods.container import docker_client
 
-        client = docker.from_env()
-        client.ping()
+    try:
+        client = docker_client()
+    except TargetStartError:
+        return False
+    try:
         client.images.get(IMAGE)
     except Exception:
         return False
+    finally:
+        client.close()
     return True

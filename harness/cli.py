@@ -15,16 +15,15 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness import __version__
-from harness.audit.auditor import AuditResult, audit_run
+from harness import rundir
+from harness._version import __version__
 from harness.errors import HarnessError, UsageError
-from harness.faults.docker_pods import docker_client, remove_containers
 from harness.faults.schedule import build_schedule
-from harness.report.files import write_audit
-from harness.report.summary import render_text
+from harness.pods.container import docker_client, remove_containers
+from harness.report.text import render_text
 from harness.reproduce import MODES, VariantResult, plan, render, run_plan
-from harness.runner import cancel_on_sigterm, execute, prepare_run_dir
-from harness.scenario import Scenario, load_scenario
+from harness.runner import audit_and_report, cancel_on_sigterm, execute, run_and_audit
+from harness.scenario import Scenario, StreamFault, load_scenario
 
 T = TypeVar("T")
 EXIT_GATE_FAILED = 1
@@ -44,19 +43,13 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _announce(scenario: Scenario, run_dir: Path) -> None:
-    kills = len(build_schedule(scenario))
+    faults = len(build_schedule(scenario))
     sys.stderr.write(
         f"run {run_dir.name}: {scenario.workload.intents} intents, "
-        f"concurrency {scenario.workload.concurrency}, {kills} pod faults planned"
+        f"concurrency {scenario.workload.concurrency}, {faults} pod faults planned"
         f"{', stream faults by rule' if scenario.faults.stream else ''}\n"
     )
     sys.stderr.flush()
-
-
-def _audit(run_dir: Path) -> AuditResult:
-    audit = audit_run(run_dir)
-    write_audit(audit)
-    return audit
 
 
 def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
@@ -69,23 +62,47 @@ def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
 
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
-    run_dir = prepare_run_dir(Path(args.results), scenario, args.run_id)
+    run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     _announce(scenario, run_dir)
-    _drive(execute(scenario, run_dir, progress_interval_s=None if args.quiet else 1.0), [run_dir])
-    audit = _audit(run_dir)
+    progress = None if args.quiet else 1.0
+    audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
     print(render_text(audit.summary))
-    print(f"\nreport: {run_dir / 'report.md'}")
+    print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
-    if not (run_dir / "history.jsonl").is_file() or not (run_dir / "scenario.yaml").is_file():
-        raise UsageError(f"{run_dir} is not a run directory (it needs history.jsonl and scenario.yaml)")
-    audit = _audit(run_dir)
+    if not rundir.is_run_dir(run_dir):
+        raise UsageError(
+            f"{run_dir} is not a run directory (it needs {rundir.HISTORY} and {rundir.SCENARIO})"
+        )
+    audit = audit_and_report(run_dir)
     print(render_text(audit.summary))
-    print(f"\nreport: {run_dir / 'report.md'}")
+    print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
+
+
+def _describe_rule(index: int, rule: StreamFault) -> str:
+    where = f"{rule.method}" + (f" {rule.tool}" if rule.tool else "")
+    who = []
+    if rule.intent is not None:
+        who.append(f"intent {rule.intent}")
+    if rule.attempt is not None:
+        who.append(f"attempt {rule.attempt}")
+    chance = f"p={rule.chance:g}" if rule.probability is not None else "always"
+    what = {
+        "sever_response": (
+            f"cut after {rule.after_events} events"
+            if rule.after_events is not None
+            else f"cut after {rule.after_bytes} bytes"
+        )
+        + (" once the server finished" if rule.wait_for_server else " at once"),
+        "stall": f"hold the {rule.hold}" + (f" {rule.hold_s:g}s" if rule.hold_s else ""),
+        "delay": f"{rule.delay_s:g}s before the {rule.direction}",
+        "sever_request": "drop the request",
+    }[rule.fault]
+    return f"  stream rule {index}: {rule.fault} on {where} ({', '.join([*who, chance])}): {what}"
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -96,7 +113,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"  {scenario.workload.intents} intents of {scenario.workload.tool}, "
         f"concurrency {scenario.workload.concurrency}"
     )
-    print(f"  {len(schedule)} faults: " + ", ".join(f"{f.kind} {f.describe()}" for f in schedule[:10]))
+    shown = ", ".join(f"{f.kind} {f.describe()}" for f in schedule[:10])
+    more = f", ... ({len(schedule) - 10} more)" if len(schedule) > 10 else ""
+    print(f"  {len(schedule)} pod faults" + (f": {shown}{more}" if schedule else ""))
+    for index, rule in enumerate(scenario.faults.stream):
+        print(_describe_rule(index, rule))
     return 0
 
 
@@ -114,14 +135,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     progress = None if args.quiet else 1.0
 
     async def run_one(scenario: Scenario) -> Path:
-        run_dir = prepare_run_dir(results_dir, scenario)
+        run_dir = rundir.prepare_run_dir(results_dir, scenario)
         run_dirs.append(run_dir)
         _announce(scenario, run_dir)
         await execute(scenario, run_dir, progress_interval_s=progress)
         return run_dir
 
     done = _drive(run_plan(plans, run_one), run_dirs)
-    variants = [VariantResult(mode, [_audit(d) for d in dirs]) for mode, dirs in done.items()]
+    variants = [VariantResult(mode, [audit_and_report(d) for d in dirs]) for mode, dirs in done.items()]
     table = render(variants)
     elapsed = time.monotonic() - started
     text = (
@@ -138,7 +159,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """Remove containers a crashed or killed harness left behind (found by label)."""
-    removed = remove_containers(docker_client(), args.run)
+    client = docker_client()
+    try:
+        removed = remove_containers(client, args.run)
+    finally:
+        client.close()
     for name in removed:
         print(f"removed container {name}")
     print(f"{len(removed)} container(s) removed")

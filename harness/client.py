@@ -3,8 +3,9 @@
 This is the driver's hot path: thousands of calls per second must cost the
 harness less CPU than they cost the server under test, or the harness measures
 its own limits. So it is built on asyncio protocols and llhttp's C parser
-(``httptools``, what uvicorn uses) instead of a general-purpose HTTP client;
-``httpx`` is used where speed does not matter (readiness probes).
+(``httptools``, what uvicorn uses) instead of a general-purpose HTTP client.
+Readiness probes (``server/discover``) go through the same client, so what
+"ready" means and what the driver sends cannot drift apart.
 
 What it implements of the 2026-07-28 Streamable HTTP transport:
 
@@ -24,8 +25,9 @@ connection, which under 2026-07-28 is also how a client cancels a request.
 from __future__ import annotations
 
 import asyncio
-import enum
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -33,31 +35,12 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 
-from harness import __version__
+from harness._version import __version__
+from harness.history import Detail, Outcome, excerpt
 
 PROTOCOL_VERSION = "2026-07-28"
-
-
-class Outcome(enum.StrEnum):
-    """What the client saw for one attempt."""
-
-    OK = "ok"
-    TOOL_ERROR = "tool_error"
-    TRANSPORT_ERROR = "transport_error"
-    TIMEOUT = "timeout"
-    PROTOCOL_ERROR = "protocol_error"
-
-
-# Details of a transport error: where the exchange broke.
-CONNECT_REFUSED = "connect_refused"
-"""Nothing listened: the request certainly did not reach a server."""
-CONNECT_FAILED = "connect_failed"
-CLOSED_BEFORE_RESPONSE = "closed_before_response"
-"""The request was written; the connection closed before any response byte."""
-CLOSED_MID_RESPONSE = "closed_mid_response"
-"""Part of the response arrived, then the connection closed."""
-SSE_ENDED = "sse_ended_without_response"
-"""The event stream ended cleanly but never carried the response."""
+DISCOVER_ID = 0
+"""The request id of readiness probes; the driver's ids start at 1."""
 
 
 @dataclass(slots=True)
@@ -65,7 +48,7 @@ class CallResult:
     """The typed outcome of one attempt."""
 
     outcome: Outcome
-    detail: str = ""
+    detail: Detail | None = None
     status: int | None = None
     form: str | None = None
     """``json`` or ``sse``: the response form the server chose."""
@@ -76,6 +59,9 @@ class CallResult:
     retryable: bool | None = None
     retry_after_ms: int | None = None
     notifications: int = 0
+    message: str | None = None
+    """What the server or the OS said, as an excerpt (tool error text, JSON-RPC error message,
+    the start of an HTTP error body): why an intent was rejected, for people."""
 
 
 class SseParser:
@@ -228,23 +214,34 @@ class _Connection(asyncio.Protocol):
         self._waiter = None
 
 
-def _tool_error_contract(result: dict[str, Any]) -> tuple[str | None, bool | None, int | None]:
+def _text_of(result: dict[str, Any]) -> str:
+    """The text blocks of a tool result, joined: what a person reads as the tool's answer."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ""
+    return " ".join(
+        block["text"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type", "text") == "text"
+        and isinstance(block.get("text"), str)
+    )
+
+
+def _tool_error_contract(result: dict[str, Any], text: str) -> tuple[str | None, bool | None, int | None]:
     """Read ``code``/``retryable``/``retry_after_ms`` from a tool error, if it follows the contract.
 
-    The contract may sit in ``structuredContent`` or as a JSON object in the first
-    text block (possibly after a prefix such as the SDK's ``Error executing tool``).
+    The contract may sit in ``structuredContent`` or as a JSON object in the text
+    (possibly after a prefix such as the SDK's ``Error executing tool``).
     """
     contract: Any = result.get("structuredContent")
     if not isinstance(contract, dict) or "code" not in contract:
         contract = None
-        content = result.get("content")
-        if isinstance(content, list) and content and isinstance(content[0], dict):
-            text = content[0].get("text")
-            if isinstance(text, str) and (brace := text.find("{")) >= 0:
-                try:
-                    contract = orjson.loads(text[brace:])
-                except orjson.JSONDecodeError:
-                    contract = None
+        if (brace := text.find("{")) >= 0:
+            try:
+                contract = orjson.loads(text[brace:])
+            except orjson.JSONDecodeError:
+                contract = None
     if not isinstance(contract, dict):
         return None, None, None
     code = contract.get("code")
@@ -259,47 +256,46 @@ def _tool_error_contract(result: dict[str, Any]) -> tuple[str | None, bool | Non
 
 def interpret_message(msg: Any, request_id: int, *, status: int | None, form: str) -> CallResult:
     """Turn one JSON-RPC response message into a CallResult."""
+
+    def protocol_error(detail: Detail, message: str, **kw: Any) -> CallResult:
+        return CallResult(
+            Outcome.PROTOCOL_ERROR, detail, status=status, form=form, message=excerpt(message), **kw
+        )
+
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-        return CallResult(Outcome.PROTOCOL_ERROR, "not a JSON-RPC 2.0 message", status=status, form=form)
+        return protocol_error(Detail.NOT_JSONRPC, "not a JSON-RPC 2.0 message")
     if "error" in msg:
         err = msg["error"] if isinstance(msg["error"], dict) else {}
         code = err.get("code")
-        return CallResult(
-            Outcome.PROTOCOL_ERROR,
+        return protocol_error(
+            Detail.JSONRPC_ERROR,
             f"JSON-RPC error {code}: {err.get('message', '')}",
-            status=status,
-            form=form,
             error_code=code if isinstance(code, int) else None,
         )
     if msg.get("id") != request_id:
-        return CallResult(
-            Outcome.PROTOCOL_ERROR,
-            f"response id {msg.get('id')!r} != request id {request_id}",
-            status=status,
-            form=form,
-        )
+        return protocol_error(Detail.ID_MISMATCH, f"response id {msg.get('id')!r} != request id {request_id}")
     result = msg.get("result")
     if not isinstance(result, dict):
-        return CallResult(Outcome.PROTOCOL_ERROR, "result is not an object", status=status, form=form)
+        return protocol_error(Detail.BAD_RESULT, "result is not an object")
     if result.get("resultType", "complete") != "complete":
-        return CallResult(
-            Outcome.PROTOCOL_ERROR,
+        return protocol_error(
+            Detail.INPUT_REQUIRED,
             f"resultType {result.get('resultType')!r} (multi round-trip requests are not driven yet)",
-            status=status,
-            form=form,
             result=result,
         )
     if result.get("isError") is True:
-        code, retryable, after = _tool_error_contract(result)
+        text = _text_of(result)
+        code, retryable, after = _tool_error_contract(result, text)
         return CallResult(
             Outcome.TOOL_ERROR,
-            code or "tool error without a machine-readable code",
+            Detail.ERROR_CONTRACT if code is not None else Detail.NO_ERROR_CONTRACT,
             status=status,
             form=form,
             result=result,
             error_code=code,
             retryable=retryable,
             retry_after_ms=after,
+            message=excerpt(text) if text else None,
         )
     return CallResult(Outcome.OK, status=status, form=form, result=result)
 
@@ -337,10 +333,10 @@ class McpHttpClient:
         request_id: int,
         *,
         name: str | None = None,
-        progress: bool = False,
+        request_progress: bool = False,
     ) -> bytes:
         """The exact bytes of one POST; ``params`` gets the per-request ``_meta``."""
-        meta = {**self._meta, "progressToken": request_id} if progress else self._meta
+        meta = {**self._meta, "progressToken": request_id} if request_progress else self._meta
         body = orjson.dumps(
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
         )
@@ -357,13 +353,26 @@ class McpHttpClient:
         *,
         request_id: int,
         timeout: float,
-        progress: bool = False,
+        request_progress: bool = False,
     ) -> CallResult:
         """One ``tools/call`` attempt."""
         request = self.build_request(
-            "tools/call", {"name": name, "arguments": arguments}, request_id, name=name, progress=progress
+            "tools/call",
+            {"name": name, "arguments": arguments},
+            request_id,
+            name=name,
+            request_progress=request_progress,
         )
         return await self.send(request, request_id, timeout=timeout)
+
+    async def discover(self, *, timeout: float) -> CallResult:
+        """One ``server/discover`` request (2026-07-28 servers MUST answer it): a readiness probe.
+
+        OK only for a JSON-RPC result; the timeout bounds the whole exchange, so a
+        server whose answer never ends cannot hold the probe.
+        """
+        request = self.build_request("server/discover", {}, DISCOVER_ID)
+        return await self.send(request, DISCOVER_ID, timeout=timeout)
 
     async def send(self, request: bytes, request_id: int, *, timeout: float) -> CallResult:
         """Send prepared request bytes and classify what comes back."""
@@ -374,16 +383,17 @@ class McpHttpClient:
                 await conn.exchange(request)
         except TimeoutError:
             if conn is None:
-                return CallResult(Outcome.TIMEOUT, "connect")
+                return CallResult(Outcome.TIMEOUT, Detail.TIMEOUT_CONNECT)
             conn.abort()
             self._open.discard(conn)
-            return CallResult(
-                Outcome.TIMEOUT, "no_response" if conn.status is None else "mid_response", status=conn.status
-            )
+            detail = Detail.TIMEOUT_NO_RESPONSE if conn.status is None else Detail.TIMEOUT_MID_RESPONSE
+            return CallResult(Outcome.TIMEOUT, detail, status=conn.status)
         except ConnectionRefusedError:
-            return CallResult(Outcome.TRANSPORT_ERROR, CONNECT_REFUSED)
+            return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
         except OSError as exc:
-            return CallResult(Outcome.TRANSPORT_ERROR, f"{CONNECT_FAILED}: {exc.strerror or exc}")
+            return CallResult(
+                Outcome.TRANSPORT_ERROR, Detail.CONNECT_FAILED, message=excerpt(str(exc.strerror or exc))
+            )
         except BaseException:
             if conn is not None:
                 conn.abort()
@@ -399,33 +409,44 @@ class McpHttpClient:
 
     def _classify(self, conn: _Connection, request_id: int) -> CallResult:
         if conn.parse_error is not None:
-            return CallResult(Outcome.PROTOCOL_ERROR, conn.parse_error, status=conn.status)
+            return CallResult(
+                Outcome.PROTOCOL_ERROR, Detail.BAD_HTTP, status=conn.status, message=excerpt(conn.parse_error)
+            )
         form = "sse" if conn.is_sse else "json"
         if conn.is_sse:
             if conn.final is not None:
                 res = interpret_message(conn.final, request_id, status=conn.status, form=form)
                 res.notifications = conn.notifications
                 return res
-            detail = SSE_ENDED if conn.complete else CLOSED_MID_RESPONSE
             return CallResult(
                 Outcome.TRANSPORT_ERROR,
-                detail,
+                Detail.SSE_ENDED if conn.complete else Detail.CLOSED_MID_RESPONSE,
                 status=conn.status,
                 form=form,
                 notifications=conn.notifications,
             )
         if not conn.complete:
-            detail = CLOSED_BEFORE_RESPONSE if conn.received == 0 else CLOSED_MID_RESPONSE
+            detail = Detail.CLOSED_BEFORE_RESPONSE if conn.received == 0 else Detail.CLOSED_MID_RESPONSE
             return CallResult(Outcome.TRANSPORT_ERROR, detail, status=conn.status)
+        body = b"".join(conn.body)
         try:
-            msg = orjson.loads(b"".join(conn.body))
+            msg = orjson.loads(body)
         except orjson.JSONDecodeError:
             return CallResult(
-                Outcome.PROTOCOL_ERROR, f"HTTP {conn.status} with a body that is not JSON", status=conn.status
+                Outcome.PROTOCOL_ERROR,
+                Detail.NOT_JSON if conn.status == 200 else Detail.HTTP_STATUS,
+                status=conn.status,
+                message=excerpt(f"HTTP {conn.status}: {body[:400].decode('utf-8', 'replace')}"),
             )
         res = interpret_message(msg, request_id, status=conn.status, form=form)
         if conn.status != 200 and res.outcome is not Outcome.PROTOCOL_ERROR:
-            return CallResult(Outcome.PROTOCOL_ERROR, f"HTTP {conn.status}", status=conn.status, form=form)
+            return CallResult(
+                Outcome.PROTOCOL_ERROR,
+                Detail.HTTP_STATUS,
+                status=conn.status,
+                form=form,
+                message=excerpt(f"HTTP {conn.status}: {body[:400].decode('utf-8', 'replace')}"),
+            )
         return res
 
     async def _acquire(self) -> _Connection:
@@ -450,3 +471,44 @@ class McpHttpClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+@dataclass(slots=True)
+class Readiness:
+    """What waiting for a server to answer ``server/discover`` came to."""
+
+    ready: bool
+    after_s: float
+    last: CallResult | None = None
+    """The last probe's result when not ready: what the server did answer, if anything."""
+    exited: bool = False
+    """The server's process went away while we waited (``alive`` said so)."""
+
+
+async def wait_ready(
+    url: str,
+    *,
+    timeout_s: float,
+    alive: Callable[[], bool] = lambda: True,
+    interval_s: float = 0.05,
+    probe_timeout_s: float = 2.0,
+) -> Readiness:
+    """Probe ``url`` until it answers ``server/discover``, ``alive()`` turns false, or time is up.
+
+    The deadline bounds the whole wait, probes included (each is cut at
+    ``probe_timeout_s`` and at the deadline), so no server can hold it longer.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    last: CallResult | None = None
+    async with McpHttpClient(url) as client:
+        while True:
+            if not alive():
+                return Readiness(False, time.monotonic() - started, last, exited=True)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return Readiness(False, time.monotonic() - started, last)
+            last = await client.discover(timeout=min(probe_timeout_s, left))
+            if last.outcome is Outcome.OK:
+                return Readiness(True, time.monotonic() - started)
+            await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))

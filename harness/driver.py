@@ -25,14 +25,10 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from harness.client import CallResult, McpHttpClient, Outcome
-from harness.history import ATTEMPT_ENDED, ATTEMPT_STARTED, INTENT_ENDED, INTENT_STARTED, HistoryWriter
+from harness.client import CallResult, McpHttpClient
+from harness.history import EventType, HistoryWriter, IntentStatus, Outcome
 from harness.scenario import Backoff, ClientPolicy
 from harness.workload import Intent, Workload
-
-OK = "ok"
-GAVE_UP = "gave_up"
-REJECTED = "rejected"
 
 
 def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random) -> float:
@@ -52,15 +48,14 @@ def result_digest(result: dict[str, object]) -> str:
 
 @dataclass
 class DriverStats:
-    """Live counters, read by the progress display."""
+    """Live counters, read by the live status line."""
 
     planned: int
     dispatched: int = 0
     finished: int = 0
     attempts: int = 0
     in_flight: int = 0
-    statuses: Counter[str] = field(default_factory=Counter)
-    outcomes: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
 
 
 class Driver:
@@ -73,18 +68,21 @@ class Driver:
         *,
         concurrency: int,
         seed: int,
-        progress: bool = False,
+        request_progress: bool = False,
         deadline_s: float | None = None,
         on_dispatch: Callable[[int], None] | None = None,
+        dispatch_gate: asyncio.Event | None = None,
     ) -> None:
         self.workload = workload
         self.client = client
         self.history = history
         self.policy = policy
         self.concurrency = concurrency
-        self.progress = progress
+        self.request_progress = request_progress
         self.deadline_s = deadline_s
         self.on_dispatch = on_dispatch
+        self.dispatch_gate = dispatch_gate
+        """While cleared, no new intent starts (retries go on): the injector holds a due fault's point."""
         self.stats = DriverStats(planned=len(workload))
         self.deadline_hit = False
         self._rng = random.Random(f"{seed}:driver")
@@ -114,8 +112,12 @@ class Driver:
         return self.stats
 
     async def _worker(self) -> None:
-        for intent in self._intents:
-            if self._past_deadline():
+        gate = self.dispatch_gate
+        while True:
+            if gate is not None and not gate.is_set():
+                await gate.wait()
+            intent = next(self._intents, None)
+            if intent is None or self._past_deadline():
                 return
             self.stats.dispatched += 1
             if self.on_dispatch is not None:
@@ -124,15 +126,17 @@ class Driver:
 
     async def _perform(self, intent: Intent) -> None:
         history, policy, stats = self.history, self.policy, self.stats
-        history.emit(INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
-        status = GAVE_UP
+        history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
+        status = IntentStatus.GAVE_UP
         attempt = 0
         while attempt < policy.max_attempts:
             attempt += 1
             key = intent.key if policy.key_reuse == "same" or attempt == 1 else f"{intent.key}-r{attempt}"
             arguments = self.workload.arguments(intent, key)
             request_id = next(self._ids)
-            history.emit(ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key)
+            history.emit(
+                EventType.ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key
+            )
             stats.attempts += 1
             stats.in_flight += 1
             self._in_flight[request_id] = (intent.index, attempt)
@@ -142,25 +146,24 @@ class Driver:
                     arguments,
                     request_id=request_id,
                     timeout=policy.attempt_timeout_s,
-                    progress=self.progress,
+                    request_progress=self.request_progress,
                 )
             finally:
                 stats.in_flight -= 1
                 del self._in_flight[request_id]
             self._record(intent, attempt, request_id, res)
             if res.outcome is Outcome.OK:
-                status = OK
+                status = IntentStatus.OK
                 break
             retry_after = self._retry_after(res)
             if retry_after is None:
-                status = REJECTED
+                status = IntentStatus.REJECTED
                 break
             if attempt >= policy.max_attempts or self._past_deadline():
                 break
             await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, attempt, self._rng)))
         stats.finished += 1
-        stats.statuses[status] += 1
-        history.emit(INTENT_ENDED, intent=intent.index, status=status, attempts=attempt)
+        history.emit(EventType.INTENT_ENDED, intent=intent.index, status=status, attempts=attempt)
 
     def _retry_after(self, res: CallResult) -> float | None:
         """Seconds the server asked us to wait before retrying, 0 for 'retry normally', None for 'do not'."""
@@ -176,8 +179,8 @@ class Driver:
 
     def _record(self, intent: Intent, attempt: int, request_id: int, res: CallResult) -> None:
         self.stats.outcomes[res.outcome] += 1
-        fields: dict[str, object] = {"outcome": res.outcome.value}
-        if res.detail:
+        fields: dict[str, object] = {"outcome": res.outcome}
+        if res.detail is not None:
             fields["detail"] = res.detail
         if res.status is not None:
             fields["status"] = res.status
@@ -191,4 +194,8 @@ class Driver:
             fields["retryable"] = res.retryable
         if res.notifications:
             fields["notifications"] = res.notifications
-        self.history.emit(ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields)
+        if res.message is not None:
+            fields["message"] = res.message
+        self.history.emit(
+            EventType.ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields
+        )

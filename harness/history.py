@@ -1,5 +1,6 @@
-"""The history: an append-only JSONL record of everything observed during a run.
+"""The history and its vocabulary: the one contract between what writes a run and what reads it.
 
+The history is an append-only JSONL record of everything observed during a run.
 It is the single source of truth for the auditor (Jepsen's model): client
 operations and faults go into the same file, in the order they happened, each
 with a sequence number and a monotonic timestamp in seconds since the run
@@ -7,54 +8,181 @@ started. Every event is written with one unbuffered ``write`` as it happens, so
 a harness that dies mid-run loses nothing it had already observed, and a
 partial history can still be audited.
 
+The words written into it (event types, outcomes and their details, intent
+statuses, fault kinds, run statuses) and the verdicts the auditor reads out of
+it are defined here once, as enums; writers (client, driver, injector, proxy,
+runner) and readers (auditor, reports) import them from here and nowhere else.
+
 Event types (fields beyond ``seq``, ``t``, ``type``):
 
 =================  ==============================================================
-run_started        run_id, scenario, seed, intents, namespace, started_at, version
+run_started        run_id, scenario, seed, intents, concurrency, runtime, namespace,
+                   faults_planned ({kind: count} of counted pod faults), started_at, version
 intent_started     intent, marker, key
 attempt_started    intent, attempt, id (JSON-RPC request id), key
-attempt_ended      intent, attempt, id, outcome, detail, [status, form, result,
-                   code, retryable]
-intent_ended       intent, status (ok | gave_up | rejected), attempts
+attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
+                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT)]
+intent_ended       intent, status (an IntentStatus), attempts
 pod_started        pod, pid, [container]
 pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
 pod_stopped        pod, pid, returncode (the harness stopped it at the end)
 pod_resumed        pod, pid (the end of a pause fault)
+fault              fault (a FaultKind), and for pod faults pod, pid, trigger; for stream
+                   faults id, intent, attempt, tool, key and what was done
+fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
 effects_collected  markers (or null and error): the final read of a live effect source
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
-fault              fault (kill, ...), pod, pid, [trigger]
-run_ended          status (completed | interrupted | failed | deadline), [reason]
+run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import orjson
 
 from harness.errors import HistoryError
 
-RUN_STARTED = "run_started"
-INTENT_STARTED = "intent_started"
-ATTEMPT_STARTED = "attempt_started"
-ATTEMPT_ENDED = "attempt_ended"
-INTENT_ENDED = "intent_ended"
-POD_STARTED = "pod_started"
-POD_READY = "pod_ready"
-POD_EXITED = "pod_exited"
-POD_STOPPED = "pod_stopped"
-POD_RESUMED = "pod_resumed"
-EFFECTS_COLLECTED = "effects_collected"
-SERVICE_STARTED = "service_started"
-SERVICE_STOPPED = "service_stopped"
-FAULT = "fault"
-RUN_ENDED = "run_ended"
+
+class EventType(enum.StrEnum):
+    RUN_STARTED = "run_started"
+    INTENT_STARTED = "intent_started"
+    ATTEMPT_STARTED = "attempt_started"
+    ATTEMPT_ENDED = "attempt_ended"
+    INTENT_ENDED = "intent_ended"
+    POD_STARTED = "pod_started"
+    POD_READY = "pod_ready"
+    POD_EXITED = "pod_exited"
+    POD_STOPPED = "pod_stopped"
+    POD_RESUMED = "pod_resumed"
+    FAULT = "fault"
+    FAULT_MISSED = "fault_missed"
+    EFFECTS_COLLECTED = "effects_collected"
+    SERVICE_STARTED = "service_started"
+    SERVICE_STOPPED = "service_stopped"
+    RUN_ENDED = "run_ended"
+
+
+class Outcome(enum.StrEnum):
+    """What the client saw for one attempt."""
+
+    OK = "ok"
+    TOOL_ERROR = "tool_error"
+    TRANSPORT_ERROR = "transport_error"
+    """The exchange broke: the request may or may not have taken effect."""
+    TIMEOUT = "timeout"
+    PROTOCOL_ERROR = "protocol_error"
+    """The server answered, but not with a tool result (HTTP error, JSON-RPC error, garbage)."""
+
+
+class Detail(enum.StrEnum):
+    """Where an attempt's exchange ended, machine-readable; free text goes in ``message``."""
+
+    # transport_error
+    CONNECT_REFUSED = "connect_refused"
+    """Nothing listened: the request certainly did not reach a server."""
+    CONNECT_FAILED = "connect_failed"
+    CLOSED_BEFORE_RESPONSE = "closed_before_response"
+    """The request was written; the connection closed before any response byte."""
+    CLOSED_MID_RESPONSE = "closed_mid_response"
+    """Part of the response arrived, then the connection closed."""
+    SSE_ENDED = "sse_ended_without_response"
+    """The event stream ended cleanly but never carried the response."""
+    # timeout
+    TIMEOUT_CONNECT = "connect"
+    TIMEOUT_NO_RESPONSE = "no_response"
+    TIMEOUT_MID_RESPONSE = "mid_response"
+    # protocol_error
+    BAD_HTTP = "bad_http"
+    HTTP_STATUS = "http_status"
+    """A non-200 answer that is not a JSON-RPC error."""
+    NOT_JSON = "not_json"
+    NOT_JSONRPC = "not_jsonrpc"
+    JSONRPC_ERROR = "jsonrpc_error"
+    ID_MISMATCH = "id_mismatch"
+    BAD_RESULT = "bad_result"
+    INPUT_REQUIRED = "input_required"
+    """``resultType: input_required`` (multi round-trip requests are not driven yet)."""
+    # tool_error
+    ERROR_CONTRACT = "error_contract"
+    """A tool error carrying a machine-readable ``code`` (and maybe ``retryable``)."""
+    NO_ERROR_CONTRACT = "no_error_contract"
+
+
+CONNECTION_CLOSED = frozenset({Detail.CLOSED_BEFORE_RESPONSE, Detail.CLOSED_MID_RESPONSE})
+"""Details of attempts whose connection the server side closed: what a crash looks like."""
+
+MESSAGE_LIMIT = 300
+"""At most this many characters of an error's text are kept in the history (``message``)."""
+
+
+class IntentStatus(enum.StrEnum):
+    """How the client finished with an intent."""
+
+    OK = "ok"
+    GAVE_UP = "gave_up"
+    """Retries ran out (or the run's deadline came): the outcome is unknown to the client."""
+    REJECTED = "rejected"
+    """The server answered with an error the policy does not retry."""
+
+
+class FaultKind(enum.StrEnum):
+    """Everything that can break an attempt, in the order a duplicate is blamed on them.
+
+    The order puts the fault closest to a commit first: when several hit one
+    intent, its duplicate's cause is the first of these present. ``crash`` (a pod
+    that died with no kill) and ``sever_mid_stream`` (a ``sever_response`` cut
+    before the server had finished) are the auditor's labels, never written.
+    """
+
+    KILL = "kill"
+    CRASH = "crash"
+    SEVER_RESPONSE = "sever_response"
+    SEVER_MID_STREAM = "sever_mid_stream"
+    STALL = "stall"
+    PAUSE = "pause"
+    SEVER_REQUEST = "sever_request"
+    DELAY = "delay"
+
+
+POD_FAULTS = (FaultKind.KILL, FaultKind.PAUSE)
+"""Faults the injector plans and counts (the schedule); the others fire by rule in the proxy."""
+StreamFaultKind = Literal["sever_request", "sever_response", "stall", "delay"]
+"""The fault proxy's faults, as a scenario names them."""
+
+
+class RunStatus(enum.StrEnum):
+    COMPLETED = "completed"
+    DEADLINE = "deadline"
+    """``workload.max_duration_s`` came before every intent had started."""
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    UNFINISHED = "unfinished"
+    """No ``run_ended``: the harness itself died. Only the auditor says this."""
+
+
+class Verdict(enum.StrEnum):
+    """The auditor's judgement per intent (see ``harness.audit.verdicts`` for the rules)."""
+
+    EXACTLY_ONCE = "exactly_once"
+    DUPLICATE = "duplicate"
+    LOST = "lost"
+    UNFINISHED = "unfinished"
+    APPLIED_AFTER_GIVING_UP = "applied_after_giving_up"
+    REJECTED = "rejected"
+    APPLIED_DESPITE_ERROR = "applied_despite_error"
+    INCOMPLETE = "incomplete"
+
+
+FINDINGS = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
+"""Verdicts that are retry-safety violations of the target whatever the client did."""
 
 Clock = Callable[[], float]
 
@@ -73,7 +201,7 @@ class HistoryWriter:
         """Seconds since the run started, on the history's clock."""
         return self._clock() - self._t0
 
-    def emit(self, type_: str, **fields: Any) -> None:
+    def emit(self, type_: EventType, **fields: Any) -> None:
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
         event = {"seq": self._seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
@@ -90,6 +218,12 @@ class HistoryWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def excerpt(text: str) -> str:
+    """An error text as kept in the history: one line, at most MESSAGE_LIMIT characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:

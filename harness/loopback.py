@@ -1,17 +1,30 @@
-"""A TCP server on 127.0.0.1 whose connection handlers end when it closes.
+"""Loopback networking: free ports, and TCP servers whose handlers end when they close.
 
-The fault proxy and the effect sink are both small servers the harness runs
-beside the pod. They share this lifecycle: listen on a loopback port, handle
-each connection in its own task, and on close drop every connection and wait
-for the handlers, so nothing of them outlives the run (and asyncio has no
-cancelled handler left to complain about at shutdown).
+Everything the harness listens on is on 127.0.0.1. The fault proxy and the
+effect sink are both small servers the harness runs beside the pod; they share
+this lifecycle: listen on a loopback port, handle each connection in its own
+task, and on close drop every connection and wait for the handlers, so nothing
+of them outlives the run (and asyncio has no cancelled handler left to complain
+about at shutdown).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import Any
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1.
+
+    The harness picks every port before anything starts, so each placeholder is
+    known up front and a pod keeps its port across restarts.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class LoopbackServer:

@@ -24,6 +24,7 @@ from typing import TextIO
 
 from harness.audit.auditor import AuditResult
 from harness.audit.stats import Rate
+from harness.history import FaultKind, Verdict
 from harness.report.tables import ci, markdown_table, pct
 from harness.scenario import Scenario, load_scenario
 
@@ -39,15 +40,15 @@ class VariantResult:
 
     @property
     def duplicates(self) -> int:
-        return sum(a.summary["verdicts"]["duplicate"] for a in self.audits)
+        return sum(a.summary.verdicts[Verdict.DUPLICATE] for a in self.audits)
 
     @property
     def intents(self) -> int:
-        return sum(a.summary["intents"]["started"] for a in self.audits)
+        return sum(a.summary.intents.started for a in self.audits)
 
     @property
     def kills(self) -> int:
-        return sum(int(a.summary["faults"].get("kill", 0)) for a in self.audits)
+        return sum(a.summary.injected(FaultKind.KILL) for a in self.audits)
 
     @property
     def rate(self) -> Rate:
@@ -75,7 +76,7 @@ def render(results: Sequence[VariantResult]) -> str:
     rows = []
     for r in results:
         rate = r.rate
-        per_run = ", ".join(str(a.summary["verdicts"]["duplicate"]) for a in r.audits)
+        per_run = ", ".join(str(a.summary.verdicts[Verdict.DUPLICATE]) for a in r.audits)
         rows.append(
             [
                 r.mode,

@@ -5,22 +5,24 @@ errors that name the field and the fix, so that no other module ever sees an
 untyped dict. The model knows nothing of processes, sockets or files beyond
 loading itself: the runner turns it into pods, a driver and an injector.
 
-Placeholders are written ``{name}``. ``{scenario_dir}`` is resolved when the
-file is loaded (so a copy of the scenario in a run directory still points at
-the same target); the others are resolved when they are used:
+Placeholders are written ``{name}`` (see :mod:`harness.template`; every string
+that may hold one is parsed here, so a valid scenario always renders).
+``{scenario_dir}`` is resolved when the file is loaded (so a copy of the
+scenario in a run directory still points at the same target); the others are
+resolved when they are used:
 
 * target command and env: ``{python}`` (process runtime only), ``{port}``, ``{data_dir}``
   (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``,
   ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``)
 * audit URLs: ``{data_dir}``, ``{run_dir}``, ``{postgres_url}``
 * read-tool arguments: ``{namespace}`` (what every marker of the run starts with)
-* tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}`` (see :class:`ArgTemplate`)
+* tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}``, and generators
 """
 
 from __future__ import annotations
 
-import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,70 +30,25 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import ScenarioError
+from harness.history import StreamFaultKind
+from harness.template import Template, parse_template, parse_text
 
-ARGUMENT_PLACEHOLDERS = frozenset({"marker", "key", "index", "seed"})
 TARGET_PLACEHOLDERS = frozenset(
     {"python", "port", "data_dir", "run_dir", "pod", "scenario_dir", "postgres_url", "sink_url"}
 )
 AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres_url"})
-GENERATORS = frozenset({"random_int", "choice"})
-
-
-def placeholders_in(text: str) -> set[str]:
-    """The ``{names}`` used in a format string (``{{`` escapes a brace)."""
-    try:
-        return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
-    except ValueError as exc:
-        raise ValueError(f"bad placeholder syntax in {text!r}: {exc}") from None
+READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})
 
 
 def _check_placeholders(text: str, allowed: frozenset[str], where: str) -> None:
-    unknown = placeholders_in(text) - allowed
-    if unknown:
-        raise ValueError(
-            f"unknown placeholder {{{sorted(unknown)[0]}}} in {where} {text!r}; "
-            f"allowed here: {', '.join('{' + p + '}' for p in sorted(allowed))}"
-        )
-
-
-def _check_template(value: Any, path: str) -> None:
-    """Validate one argument template value recursively (see ``ArgTemplate``)."""
-    if isinstance(value, str):
-        _check_placeholders(value, ARGUMENT_PLACEHOLDERS, f"argument {path}")
-    elif isinstance(value, Mapping):
-        gens = GENERATORS & set(value)
-        if gens:
-            if len(value) != 1:
-                raise ValueError(f"argument {path}: a generator ({', '.join(sorted(gens))}) must be alone")
-            (name,) = gens
-            spec = value[name]
-            if name == "random_int":
-                if not (
-                    isinstance(spec, Sequence)
-                    and len(spec) == 2
-                    and all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
-                    and spec[0] <= spec[1]
-                ):
-                    raise ValueError(
-                        f"argument {path}: random_int needs [low, high] integers with low <= high"
-                    )
-            elif not (isinstance(spec, Sequence) and not isinstance(spec, str) and len(spec) > 0):
-                raise ValueError(f"argument {path}: choice needs a non-empty list")
-        else:
-            for k, v in value.items():
-                _check_template(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_template(v, f"{path}[{i}]")
-    elif value is not None and not isinstance(value, bool | int | float):
-        raise ValueError(f"argument {path}: unsupported value {value!r}")
+    parse_text(text, allowed, where)
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Target(_Model):
+class TargetSpec(_Model):
     """How to start one pod of the system under test: a local command, or a Docker image.
 
     With ``image`` the pod is a container on host networking (it must listen on
@@ -121,7 +78,7 @@ class Target(_Model):
         return v
 
     @model_validator(mode="after")
-    def _runtime(self) -> Target:
+    def _runtime(self) -> TargetSpec:
         if self.command is None and self.image is None:
             raise ValueError("target needs a command (a local server) or an image (a Docker image)")
         if self.image is not None:
@@ -164,24 +121,33 @@ class Target(_Model):
         return v
 
 
-class Workload(_Model):
+class WorkloadSpec(_Model):
     """The business intents to replay and how many run at once."""
 
     intents: int = Field(gt=0, le=10_000_000)
     concurrency: int = Field(default=16, gt=0, le=4096)
     tool: str = Field(min_length=1)
     arguments: dict[str, Any]
-    progress: bool = False
-    """Ask for progress notifications (a ``progressToken``), which makes SSE-capable servers stream."""
+    request_progress: bool = False
+    """Send a ``progressToken`` with each call: servers that report progress then answer with an
+    event stream (the SSE response form), which stream faults can cut between events."""
     max_duration_s: float = Field(default=900.0, gt=0, le=86_400)
     """A hard bound: intents not started by then are not started at all."""
 
     @field_validator("arguments")
     @classmethod
     def _arguments_template(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for name, value in v.items():
-            _check_template(value, name)
+        if "marker" not in parse_template(v).placeholders:
+            raise ValueError(
+                "no argument holds the intent's {marker}: put it in a field the target stores "
+                "(a memo, a description), so the audit can find each intent's effects"
+            )
         return v
+
+    @cached_property
+    def template(self) -> Template:
+        """The argument template, compiled (it was checked when the model was validated)."""
+        return parse_template(self.arguments)
 
 
 class Backoff(_Model):
@@ -218,6 +184,11 @@ class KillFaults(_Model):
     """A seeded extra delay, 0..jitter_s, between a kill's trigger and the kill."""
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
     """A kill waits until the pod has been ready this long (kills in steady state, not at start-up)."""
+    hold_dispatch: bool = False
+    """Counted kills: while a kill is due but waits for the pod (down, or not up for min_uptime_s),
+    start no new intent (retries go on). The kill then lands exactly after its intent, and a
+    workload cannot end before every planned kill happened; fewer attempts may be in flight when
+    it fires (see ``intents hit`` in the report)."""
 
     @model_validator(mode="after")
     def _one_way(self) -> KillFaults:
@@ -240,6 +211,8 @@ class PauseFaults(_Model):
     duration_s: float = Field(gt=0, le=600)
     window: tuple[float, float] = (0.05, 0.95)
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
+    hold_dispatch: bool = False
+    """As for kills: start no new intent while a due pause waits for the pod."""
 
     @model_validator(mode="after")
     def _window(self) -> PauseFaults:
@@ -260,7 +233,7 @@ class StreamFault(_Model):
     however the run's timing falls out. The first rule that hits wins.
     """
 
-    fault: Literal["sever_request", "sever_response", "stall", "delay"]
+    fault: StreamFaultKind
     tool: str | None = None
     """Only exchanges calling this tool (``Mcp-Name``); default: any."""
     method: str = "tools/call"
@@ -348,7 +321,7 @@ class ToolEffects(_Model):
     def _arguments(cls, v: dict[str, Any]) -> dict[str, Any]:
         for name, value in v.items():
             if isinstance(value, str):
-                _check_placeholders(value, frozenset({"namespace"}), f"audit.effects.tool.arguments.{name}")
+                _check_placeholders(value, READ_TOOL_PLACEHOLDERS, f"audit.effects.tool.arguments.{name}")
         return v
 
 
@@ -392,14 +365,16 @@ class Gate(_Model):
     max_duplicates: int | None = Field(default=None, ge=0)
     max_duplicate_rate: float | None = Field(default=None, ge=0, le=1)
     max_lost: int | None = Field(default=None, ge=0)
+    fail_inconclusive: bool = False
+    """Fail when the run did not test what it planned (a planned fault that never happened)."""
 
 
 class Scenario(_Model):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     description: str = ""
     seed: int = 0
-    target: Target
-    workload: Workload
+    target: TargetSpec
+    workload: WorkloadSpec
     client: ClientPolicy = Field(default_factory=ClientPolicy)
     faults: Faults = Field(default_factory=Faults)
     services: Services = Field(default_factory=Services)

@@ -24,11 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import rundir
 from harness.errors import TargetStartError
-from harness.faults.pods import die_with_parent
+from harness.pods.process import die_with_parent
 
 
-def _binaries() -> Path:
+def postgres_binaries() -> Path:
+    """Where initdb and postgres are; TargetStartError saying how to install them when missing."""
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
     found = shutil.which("initdb") or (candidates[-1] if candidates else None)
     if found is None:
@@ -46,7 +48,7 @@ class Postgres:
         self.dir = Path(tempfile.mkdtemp(prefix="mcp-chaos-postgres-"))
         self.database = database
         self.port = port
-        self.log_path = run_dir / "postgres.log"
+        self.log_path = run_dir / rundir.POSTGRES_LOG
         self._proc: asyncio.subprocess.Process | None = None
         self._user: str | None = None
 
@@ -86,7 +88,7 @@ class Postgres:
             )
 
     async def start(self, timeout_s: float = 30.0) -> str:
-        bindir = _binaries()
+        bindir = postgres_binaries()
         who = self._as_user()
         await self._run(
             str(bindir / "initdb"),

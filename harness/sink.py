@@ -6,7 +6,7 @@ HTTP server on 127.0.0.1 (``{sink_url}``): every POST with a JSON body is one
 effect, of the marker in ``marker_field``, appended to ``sink.jsonl`` in the run
 directory with one unbuffered write, before it is acknowledged, so a
 harness that dies loses nothing it confirmed. The auditor counts markers in
-that file; it never asks the target.
+that file (``harness.audit.effects``); it never asks the target.
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import Counter
 from pathlib import Path
 from typing import BinaryIO
 
 import httptools
 import orjson
 
-from harness.errors import AuditError
+from harness import rundir
 from harness.loopback import LoopbackServer
 
-SINK_FILE = "sink.jsonl"
 _OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
 _BAD = b'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok":false}'
 
@@ -47,7 +45,7 @@ class EffectSink(LoopbackServer):
 
     def __init__(self, run_dir: Path, marker_field: str = "marker", port: int = 0) -> None:
         super().__init__(port)
-        self.path = run_dir / SINK_FILE
+        self.path = run_dir / rundir.SINK
         self.marker_field = marker_field
         self._file: BinaryIO | None = None
         self._t0 = time.monotonic()
@@ -89,19 +87,3 @@ class EffectSink(LoopbackServer):
                     request.parser.feed_data(data)
                 writer.write(_OK if self._record(bytes(request.body)) else _BAD)
                 await writer.drain()
-
-
-def count_sink_effects(run_dir: Path) -> Counter[str]:
-    """Effects per marker recorded by the sink of a run (a torn last line is ignored)."""
-    path = run_dir / SINK_FILE
-    if not path.is_file():
-        raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
-    counts: Counter[str] = Counter()
-    with open(path, "rb") as f:
-        for raw in f:
-            try:
-                counts[orjson.loads(raw)["marker"]] += 1
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                if raw.endswith(b"\n"):
-                    raise AuditError(f"{path}: unreadable line {raw[:80]!r}") from None
-    return counts

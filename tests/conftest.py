@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,12 +13,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from harness.audit.auditor import AuditResult, audit_run
-from harness.faults.supervisor import DISCOVER, DISCOVER_HEADERS
-from harness.runner import execute, prepare_run_dir
+from harness.audit.auditor import AuditResult
+from harness.audit.summary import FaultRow, Summary
+from harness.client import wait_ready as probe_until_ready
+from harness.history import FaultKind
+from harness.loopback import free_port
+from harness.rundir import prepare_run_dir
+from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,11 +69,17 @@ def invoice_scenario(
 
 
 def run_scenario(data: dict[str, Any], results: Path) -> AuditResult:
-    """A whole run (real target process, driver, supervisor, injector) and its audit."""
+    """A whole run (real target process, driver, supervisor, injector), its audit and reports."""
     scenario = parse_scenario(data)
     run_dir = prepare_run_dir(results, scenario)
-    asyncio.run(execute(scenario, run_dir, out=io.StringIO(), progress_interval_s=3600))
-    return audit_run(run_dir)
+    return asyncio.run(run_and_audit(scenario, run_dir, out=io.StringIO(), progress_interval_s=3600))
+
+
+def fault_row(summary: Summary, kind: FaultKind) -> FaultRow:
+    """The summary's row for one kind of fault, which the test expects to be there."""
+    row = summary.fault(kind)
+    assert row is not None, f"no {kind} in the summary's faults: {[r.kind for r in summary.faults]}"
+    return row
 
 
 @pytest.fixture
@@ -78,24 +87,13 @@ def run(tmp_path: Path) -> Callable[[dict[str, Any]], AuditResult]:
     return lambda data: run_scenario(data, tmp_path / "results")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"reference target exited with {proc.returncode}")
-        try:
-            if httpx.post(url, json=DISCOVER, headers=DISCOVER_HEADERS, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError("reference target not ready")
+    """Wait for a reference target started by a test, with the harness's own readiness probe."""
+    readiness = asyncio.run(probe_until_ready(url, timeout_s=timeout, alive=lambda: proc.poll() is None))
+    if readiness.exited:
+        raise RuntimeError(f"reference target exited with {proc.returncode}")
+    if not readiness.ready:
+        raise RuntimeError(f"reference target not ready: {readiness.last}")
 
 
 class Target:
@@ -146,20 +144,21 @@ IMAGE = "mcp-chaos/invoices:dev"
 @pytest.fixture(scope="session")
 def docker_image() -> str:
     """The reference image on a live Docker engine: built if missing, skipped where no engine runs."""
-    try:
-        import docker
+    import docker
 
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:
-        pytest.skip(
-            f"no Docker engine answers ({type(exc).__name__}); container tests need one: "
-            "see README, 'Docker' (.ci/run starts one)"
-        )
+    from harness.errors import TargetStartError
+    from harness.pods.container import docker_client
+
+    try:
+        client = docker_client()  # closes what it opened when no engine answers
+    except TargetStartError as exc:
+        pytest.skip(exc.message)
     try:
         client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
         subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
+    finally:
+        client.close()
     return IMAGE
 
 
@@ -167,10 +166,10 @@ def docker_image() -> str:
 def postgres_server() -> None:
     """PostgreSQL server binaries, which services.postgres needs; skipped where they are missing."""
     from harness.errors import TargetStartError
-    from harness.services import _binaries
+    from harness.services import postgres_binaries
 
     try:
-        _binaries()
+        postgres_binaries()
     except TargetStartError as exc:
         pytest.skip(f"{exc.message} (.ci/run installs it)")
 
@@ -178,7 +177,8 @@ def postgres_server() -> None:
 def labelled_containers() -> list[str]:
     import docker
 
-    return [c.name for c in docker.from_env().containers.list(all=True, filters={"label": "mcp-chaos"})]
+    with contextlib.closing(docker.from_env()) as client:
+        return [c.name for c in client.containers.list(all=True, filters={"label": "mcp-chaos"})]
 
 
 def alive(pid: int) -> bool:

@@ -1,5 +1,8 @@
 """The auditor: verdicts per intent from the history and the target's effects, then statistics.
 
-It runs after the run and never talks to the target while a run is going on;
-everything it knows comes from the history file and the effect source.
+Offline only: it reads a run directory and never talks to a target, a pod or a
+service (the final read of live effect sources, ``harness.final_read``, is done
+by the runner before the audit). ``fold`` reads the history, ``effects`` the
+effect sources, ``verdicts`` judges, ``summary`` is the typed result, ``gate``
+applies thresholds, ``auditor`` puts them together.
 """

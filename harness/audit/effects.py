@@ -2,30 +2,55 @@
 
 A SQLite file and the effect sink's record are read here, any time after the
 run. A PostgreSQL query and a read tool of the target need a live service: the
-runner makes that final read once, at the end of the run (``audit.collect``),
-into ``effects.json``, which is what the auditor reads for them.
+runner makes that final read once, at the end of the run (``harness.final_read``),
+into ``effects.json``, which is what the auditor reads for them. Whatever the
+source, rows become counts per marker in one place, :func:`count_rows`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from harness import rundir
 from harness.errors import AuditError
-from harness.scenario import Effects
-from harness.sink import count_sink_effects
-
-COLLECTED_FILE = "effects.json"
+from harness.scenario import AUDIT_PLACEHOLDERS, Effects
+from harness.template import render_text
 
 
 def resolve_url(url: str, run_dir: Path, postgres_url: str = "{postgres_url}") -> str:
-    return url.format(
-        data_dir=run_dir / "data", run_dir=run_dir, scenario_dir="{scenario_dir}", postgres_url=postgres_url
-    )
+    values = {
+        "data_dir": run_dir / rundir.DATA,
+        "run_dir": run_dir,
+        "scenario_dir": "{scenario_dir}",
+        "postgres_url": postgres_url,
+    }
+    return render_text(url, values, AUDIT_PLACEHOLDERS, "audit.effects.sql.url")
+
+
+def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: str) -> Counter[str]:
+    """Effects per marker from a query's rows: a ``marker`` column, and ``effects`` (else 1 per row)."""
+    columns = [c.lower() for c in columns]
+    if "marker" not in columns:
+        raise AuditError(
+            f"the effects query on {source} must return a 'marker' column (and optionally 'effects'); "
+            f"it returned {columns}"
+        )
+    mi = columns.index("marker")
+    counts: Counter[str] = Counter()
+    if "effects" in columns:
+        ei = columns.index("effects")
+        for row in rows:
+            if row[mi] is not None:
+                counts[str(row[mi])] += int(row[ei])
+    else:
+        counts.update(str(row[mi]) for row in rows if row[mi] is not None)
+    return counts
 
 
 def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
@@ -35,18 +60,34 @@ def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
     if effects.collected_at_end:
         return read_collected(run_dir)
     assert effects.sql is not None
-    return _sql_effects(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+    return _sqlite_effects(resolve_url(effects.sql.url, run_dir), effects.sql.query)
 
 
 def read_collected(run_dir: Path) -> Counter[str]:
-    path = run_dir / COLLECTED_FILE
+    path = run_dir / rundir.COLLECTED
     if not path.is_file():
         raise AuditError(
-            f"no {COLLECTED_FILE} in {run_dir}: this source is read once at the end of a run, and this run "
-            "ended before that final read (its history can still be read; its effects cannot)"
+            f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and this "
+            "run ended before that final read (its history can still be read; its effects cannot)"
         )
     data = orjson.loads(path.read_bytes())
     return Counter({str(k): int(v) for k, v in data["effects"].items()})
+
+
+def count_sink_effects(run_dir: Path) -> Counter[str]:
+    """Effects per marker recorded by the sink of a run (a torn last line is ignored)."""
+    path = run_dir / rundir.SINK
+    if not path.is_file():
+        raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
+    counts: Counter[str] = Counter()
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                counts[orjson.loads(raw)["marker"]] += 1
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                if raw.endswith(b"\n"):
+                    raise AuditError(f"{path}: unreadable line {raw[:80]!r}") from None
+    return counts
 
 
 def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:
@@ -61,38 +102,26 @@ def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:
     return Counter(mapping)
 
 
-def _sql_effects(url: str, query: str) -> Counter[str]:
+def _sqlite_effects(url: str, query: str) -> Counter[str]:
     path = Path(url.removeprefix("sqlite:///"))
     if not path.is_file():
         raise AuditError(
             f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
         )
     try:
-        db = sqlite3.connect(path)
+        # Read-only: the audit must never be able to change the evidence it reads.
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise AuditError(f"cannot open effects store {path}: {exc}") from None
     try:
         cur = db.execute(query)
         columns = [d[0].lower() for d in cur.description or ()]
-        if "marker" not in columns:
-            raise AuditError(
-                f"audit query must return a 'marker' column (and optionally 'effects'); it returned {columns}"
-            )
         if columns == ["marker", "effects"]:
             grouped = _grouped(cur.fetchall())
             if grouped is not None:
                 return grouped
             cur = db.execute(query)
-        mi = columns.index("marker")
-        counts: Counter[str] = Counter()
-        if "effects" in columns:
-            ei = columns.index("effects")
-            for row in cur:
-                if row[mi] is not None:
-                    counts[str(row[mi])] += int(row[ei])
-        else:
-            counts.update(str(row[mi]) for row in cur if row[mi] is not None)
-        return counts
+        return count_rows(columns, cur, str(path))
     except sqlite3.Error as exc:
         raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
     finally:

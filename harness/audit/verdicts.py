@@ -1,4 +1,4 @@
-"""Verdicts: the auditor's judgement of each intent, from what the client saw and what took effect.
+"""Verdicts: the auditor's judgement of each intent, and the cause a duplicate is blamed on.
 
 The rules are a pure function of two facts per intent: the client's final
 status (from the history) and the number of effects (from the store).
@@ -25,20 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-
-class Verdict(enum.StrEnum):
-    EXACTLY_ONCE = "exactly_once"
-    DUPLICATE = "duplicate"
-    LOST = "lost"
-    UNFINISHED = "unfinished"
-    APPLIED_AFTER_GIVING_UP = "applied_after_giving_up"
-    REJECTED = "rejected"
-    APPLIED_DESPITE_ERROR = "applied_despite_error"
-    INCOMPLETE = "incomplete"
-
-
-FINDINGS = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
-"""Verdicts that are retry-safety violations of the target whatever the client did."""
+from harness.history import FaultKind, IntentStatus, Verdict
 
 
 class ClientStatus(enum.IntEnum):
@@ -51,7 +38,9 @@ class ClientStatus(enum.IntEnum):
     REJECTED = 4
 
 
-STATUS_BY_NAME = {"ok": ClientStatus.OK, "gave_up": ClientStatus.GAVE_UP, "rejected": ClientStatus.REJECTED}
+STATUS_BY_NAME: dict[str, ClientStatus] = {s.value: ClientStatus[s.name] for s in IntentStatus}
+"""An ``intent_ended`` status (an IntentStatus) as the audit stores it."""
+STATUS_NAMES = np.array([s.name.lower() for s in ClientStatus], dtype=object)
 
 
 def judge(status: ClientStatus, effects: int) -> Verdict | None:
@@ -95,3 +84,18 @@ def judge_all(status: npt.NDArray[np.int8], effects: npt.NDArray[np.int64]) -> n
     ]
     result: npt.NDArray[np.object_] = np.select(conditions, choices, default=Verdict.REJECTED.value)
     return result
+
+
+def cause_of(faults: str, timeouts: int, transport: int, tool_errors: int) -> str:
+    """What a duplicate is blamed on: the first FaultKind that hit it, else why it was retried."""
+    present = set(faults.split(";")) if faults else set()
+    for kind in FaultKind:
+        if kind in present:
+            return kind.value
+    if timeouts:
+        return "timeout"
+    if transport:
+        return "transport_error"
+    if tool_errors:
+        return "retryable_tool_error"
+    return "unexplained"

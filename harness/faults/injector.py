@@ -1,10 +1,18 @@
-"""The fault injector: runs the schedule against the pods while the driver runs.
+"""The fault injector: runs the schedule against the pod while the driver runs.
 
 It is the harness's nemesis. It never talks to the auditor; everything it does
-goes into the history through the supervisor. A kill that comes due while the
-pod is down waits until the pod is back, ready, and has been up for
-``min_uptime_s``, so every planned kill hits a serving pod (a kill of a dead
-pod would measure nothing).
+goes into the history through the supervisor. Each trigger clock has its own
+loop (faults on workload progress, faults on time), so a timed kill never waits
+behind a pause that waits for progress; the two loops take turns at the pod, one
+fault at a time. A fault that comes due while the pod is down waits until the
+pod is back, ready, and has been up for its ``min_uptime_s``, so every fault hits
+a serving pod (a kill of a dead pod would measure nothing).
+
+A due fault may hold dispatching (``hold_dispatch``): the driver then starts no
+new intent until the fault has happened, so "after intent N" is exact and the
+workload cannot run out before the fault. Without it the workload goes on, and
+may end first: every planned fault that did not happen is recorded as
+``fault_missed`` with what it was waiting for, and the report says so.
 """
 
 from __future__ import annotations
@@ -14,8 +22,8 @@ import time
 from collections.abc import Sequence
 
 from harness.faults.schedule import PlannedFault
-from harness.faults.supervisor import Supervisor
-from harness.history import HistoryWriter
+from harness.history import EventType, FaultKind, HistoryWriter
+from harness.pods.supervisor import Supervisor
 
 
 class Injector:
@@ -34,42 +42,123 @@ class Injector:
         self.supervisor = supervisor
         self.history = history
         self.done = 0
+        self.dispatch_gate = asyncio.Event()
+        """Set while intents may be dispatched; cleared while a due fault holds dispatching."""
+        self.dispatch_gate.set()
+        self._progress_faults = [f for f in self.schedule if f.after_intents is not None]
+        self._timed_faults = [f for f in self.schedule if f.at_s is not None]
+        self._next_progress = 0
+        """Index of the progress-triggered fault the progress loop is on."""
+        self._waiting: dict[int, str] = {}
+        """id(fault) -> what a due fault is waiting for (for fault_missed)."""
+        self._injected: set[int] = set()
+        self._turn = asyncio.Lock()
         self._dispatched = 0
         self._progress = asyncio.Event()
+        self._hold_if_due()
 
+    # -- the driver's side (hot path: O(1))
     def on_dispatch(self, dispatched: int) -> None:
-        """Called by the driver each time an intent is dispatched (hot path: O(1))."""
+        """Called by the driver each time an intent is dispatched, before it runs."""
         self._dispatched = dispatched
         self._progress.set()
+        self._hold_if_due()
 
-    async def _until_dispatched(self, n: int) -> None:
-        while self._dispatched < n:
-            self._progress.clear()
-            await self._progress.wait()
+    def _hold_if_due(self) -> None:
+        if self._next_progress < len(self._progress_faults):
+            fault = self._progress_faults[self._next_progress]
+            assert fault.after_intents is not None
+            if fault.hold_dispatch and self._dispatched >= fault.after_intents:
+                self.dispatch_gate.clear()
 
+    # -- the loops
     async def run(self) -> None:
-        """Execute every planned fault in order; cancelled when the driver finishes."""
-        for fault in self.schedule:
-            if fault.after_intents is not None:
-                await self._until_dispatched(fault.after_intents)
-            elif fault.at_s is not None:
-                await asyncio.sleep(max(0.0, fault.at_s - self.history.now()))
-            min_uptime = self.pause_min_uptime_s if fault.kind == "pause" else self.min_uptime_s
+        """Execute every planned fault on its clock; cancelled when the driver finishes."""
+        await asyncio.gather(self._run_progress(), self._run_timed())
+
+    async def _run_progress(self) -> None:
+        for index, fault in enumerate(self._progress_faults):
+            self._next_progress = index
+            self._hold_if_due()
+            assert fault.after_intents is not None
+            self._waiting[id(fault)] = "trigger"
+            while self._dispatched < fault.after_intents:
+                self._progress.clear()
+                await self._progress.wait()
+            await self._inject(fault)
+            self._next_progress = index + 1
+            self.dispatch_gate.set()
+            self._hold_if_due()
+
+    async def _run_timed(self) -> None:
+        for fault in self._timed_faults:
+            assert fault.at_s is not None
+            await asyncio.sleep(max(0.0, fault.at_s - self.history.now()))
+            await self._inject(fault)
+
+    async def _inject(self, fault: PlannedFault) -> None:
+        """Wait for a serving pod, then act; one fault at a time across both loops."""
+        min_uptime = self.pause_min_uptime_s if fault.kind is FaultKind.PAUSE else self.min_uptime_s
+        self._waiting[id(fault)] = "its turn (another fault was being injected)"
+        async with self._turn:
             while True:
+                self._waiting[id(fault)] = "the pod to be ready"
                 await self.supervisor.ready.wait()
                 uptime = time.monotonic() - self.supervisor.ready_since
                 if uptime < min_uptime:
+                    self._waiting[id(fault)] = f"the pod to be up for min_uptime_s={min_uptime:g}"
                     await asyncio.sleep(min_uptime - uptime)
                     continue
                 if fault.delay_s:
+                    self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
                     await asyncio.sleep(fault.delay_s)
-                if fault.kind == "kill" and self.supervisor.kill(fault.describe()):
+                trigger, counted = fault.describe(), fault.counted
+                if fault.kind is FaultKind.KILL and self.supervisor.kill(trigger=trigger, counted=counted):
+                    self._injected.add(id(fault))
                     break
-                if fault.kind == "pause" and self.supervisor.pause(fault.describe(), fault.duration_s):
+                if fault.kind is FaultKind.PAUSE and self.supervisor.pause(
+                    duration_s=fault.duration_s, trigger=trigger, counted=counted
+                ):
+                    self._injected.add(id(fault))
                     try:
                         await asyncio.sleep(fault.duration_s)
                     finally:
                         self.supervisor.resume()  # the heal step always runs, even when cancelled
                     break
                 # The pod went down during the delay: wait for it to be back, then try again.
+            self._waiting.pop(id(fault), None)
             self.done += 1
+
+    def record_missed(self) -> None:
+        """After the loops stopped: a ``fault_missed`` for each planned fault that did not happen.
+
+        Counted faults are planned whatever the run's length; a timed fault only
+        if it came due while the run lasted.
+        """
+        self.dispatch_gate.set()
+        now = self.history.now()
+        for fault in self.schedule:
+            if id(fault) in self._injected:
+                continue
+            if fault.after_intents is not None:
+                waiting = self._waiting.get(id(fault), "trigger")
+                if waiting == "trigger" and self._dispatched >= fault.after_intents:
+                    reason = "the run ended while it waited for an earlier fault to happen"
+                elif waiting == "trigger":
+                    reason = (
+                        f"the run ended after {self._dispatched} intents were dispatched, "
+                        f"before its trigger (intent {fault.after_intents})"
+                    )
+                else:
+                    reason = f"the run ended while it waited for {waiting}"
+            elif fault.at_s is not None and fault.at_s <= now:
+                reason = f"the run ended while it waited for {self._waiting.get(id(fault), 'the pod')}"
+            else:
+                continue
+            self.history.emit(
+                EventType.FAULT_MISSED,
+                fault=fault.kind,
+                trigger=fault.describe(),
+                counted=fault.counted,
+                reason=reason,
+            )

@@ -37,7 +37,7 @@ import httptools
 import orjson
 
 from harness.client import SseParser
-from harness.history import FAULT, HistoryWriter
+from harness.history import EventType, HistoryWriter
 from harness.loopback import LoopbackServer
 from harness.scenario import StreamFault
 
@@ -65,8 +65,8 @@ def _draw(seed: int, rule: int, intent: int | None, attempt: int | None) -> floa
     return int.from_bytes(digest, "big") / 2**64
 
 
-def choose_fault(rules: Sequence[StreamFault], seed: int, ex: Exchange) -> StreamFault | None:
-    """The first rule that matches the exchange and whose seeded draw hits; pure."""
+def choose_fault(rules: Sequence[StreamFault], seed: int, ex: Exchange) -> int | None:
+    """The index of the first rule that matches the exchange and whose seeded draw hits; pure."""
     for index, rule in enumerate(rules):
         if rule.method != ex.method or (rule.tool is not None and rule.tool != ex.tool):
             continue
@@ -75,7 +75,7 @@ def choose_fault(rules: Sequence[StreamFault], seed: int, ex: Exchange) -> Strea
         if rule.attempt is not None and rule.attempt != ex.attempt:
             continue
         if rule.chance >= 1.0 or _draw(seed, index, ex.intent, ex.attempt) < rule.chance:
-            return rule
+            return index
     return None
 
 
@@ -231,8 +231,9 @@ class FaultProxy(LoopbackServer):
 
     def _record(self, rule: StreamFault, ex: Exchange, **detail: Any) -> None:
         self.history.emit(
-            FAULT,
+            EventType.FAULT,
             fault=rule.fault,
+            rule=next(i for i, r in enumerate(self.rules) if r is rule),
             id=ex.request_id,
             intent=ex.intent,
             attempt=ex.attempt,
@@ -250,11 +251,12 @@ class FaultProxy(LoopbackServer):
     ) -> bool:
         """Carry one exchange; returns whether both connections stay usable for the next one."""
         ex = self._identify(request)
-        rule = choose_fault(self.rules, self.seed, ex)
+        chosen = choose_fault(self.rules, self.seed, ex)
         up_reader, up_writer = upstream
-        if rule is None:
+        if chosen is None:
             up_writer.write(request.raw)
             return await self._relay(up_reader, writer)
+        rule = self.rules[chosen]
         if rule.fault == "sever_request":
             self._record(rule, ex)
             return False

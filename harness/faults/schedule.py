@@ -1,18 +1,22 @@
 """The fault schedule: a pure, seeded timeline of what the injector will do.
 
 Same scenario and seed, same schedule: it is computed before the run, without
-I/O or clocks, so it can be unit-tested and printed. A fault's trigger is
-either workload progress (``after_intents``: when that many intents have been
-dispatched, which makes a kill land among in-flight requests however fast the
-machine is) or time since the run started (``at_s``). Counted kills are
-stratified over the workload; timed kills are a Poisson process.
+I/O or clocks, so it can be unit-tested and printed. A fault's trigger is on one
+of two clocks: workload progress (``after_intents``: when that many intents have
+been dispatched, which makes a kill land among in-flight requests however fast
+the machine is) or time since the run started (``at_s``). Counted kills and
+pauses are stratified over the workload; timed kills are a Poisson process.
+The injector follows each clock in its own loop, so a fault on one clock never
+waits for a fault on the other.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
+from harness.history import FaultKind
 from harness.scenario import Scenario
 
 MAX_TIMED_FAULTS = 10_000
@@ -20,13 +24,21 @@ MAX_TIMED_FAULTS = 10_000
 
 @dataclass(frozen=True, slots=True)
 class PlannedFault:
-    kind: str
+    kind: FaultKind
     after_intents: int | None = None
     at_s: float | None = None
     delay_s: float = 0.0
     """A seeded extra wait between the trigger and the fault."""
     duration_s: float = 0.0
     """For a pause: how long the pod stays frozen."""
+    hold_dispatch: bool = False
+    """Once due, no new intent starts until this fault has happened."""
+
+    @property
+    def counted(self) -> bool:
+        """On the progress clock: planned whatever the run's length (timed faults are planned
+        only for as long as the run lasts)."""
+        return self.after_intents is not None
 
     def describe(self) -> str:
         trigger = (
@@ -47,30 +59,49 @@ def _stratified(rng: random.Random, n: int, count: int, window: tuple[float, flo
 
 
 def build_schedule(scenario: Scenario) -> list[PlannedFault]:
-    """All pod faults of a run (kills and pauses), in trigger order."""
+    """All pod faults of a run (kills and pauses): counted ones in trigger order, then timed ones."""
     n = scenario.workload.intents
-    faults: list[PlannedFault] = []
+    counted: list[PlannedFault] = []
+    timed: list[PlannedFault] = []
     pause = scenario.faults.pause
     if pause is not None:
         rng = random.Random(f"{scenario.seed}:faults:pause")
-        faults += [
-            PlannedFault("pause", after_intents=after, duration_s=pause.duration_s)
+        counted += [
+            PlannedFault(
+                FaultKind.PAUSE,
+                after_intents=after,
+                duration_s=pause.duration_s,
+                hold_dispatch=pause.hold_dispatch,
+            )
             for after in _stratified(rng, n, pause.count, pause.window)
         ]
     kill = scenario.faults.kill
-    if kill is None:
-        return sorted(faults, key=lambda f: (f.after_intents or 0, f.kind))
-    rng = random.Random(f"{scenario.seed}:faults:kill")
-    if kill.count is not None:
-        for after in _stratified(rng, n, kill.count, kill.window):
-            faults.append(PlannedFault("kill", after_intents=after, delay_s=rng.uniform(0, kill.jitter_s)))
-        faults.sort(key=lambda f: (f.after_intents or 0, f.kind))
-    else:
-        assert kill.mean_interval_s is not None
-        t = 0.0
-        while len(faults) < MAX_TIMED_FAULTS:
-            t += rng.expovariate(1.0 / kill.mean_interval_s)
-            if t >= scenario.workload.max_duration_s:
-                break
-            faults.append(PlannedFault("kill", at_s=round(t, 6), delay_s=rng.uniform(0, kill.jitter_s)))
-    return faults
+    if kill is not None:
+        rng = random.Random(f"{scenario.seed}:faults:kill")
+        if kill.count is not None:
+            for after in _stratified(rng, n, kill.count, kill.window):
+                counted.append(
+                    PlannedFault(
+                        FaultKind.KILL,
+                        after_intents=after,
+                        delay_s=rng.uniform(0, kill.jitter_s),
+                        hold_dispatch=kill.hold_dispatch,
+                    )
+                )
+        else:
+            assert kill.mean_interval_s is not None
+            t = 0.0
+            while len(timed) < MAX_TIMED_FAULTS:
+                t += rng.expovariate(1.0 / kill.mean_interval_s)
+                if t >= scenario.workload.max_duration_s:
+                    break
+                timed.append(
+                    PlannedFault(FaultKind.KILL, at_s=round(t, 6), delay_s=rng.uniform(0, kill.jitter_s))
+                )
+    counted.sort(key=lambda f: (f.after_intents or 0, f.kind))
+    return counted + timed
+
+
+def counted_plan(schedule: list[PlannedFault]) -> dict[str, int]:
+    """How many faults of each kind the schedule plans whatever the run's length (the counted ones)."""
+    return dict(Counter(f.kind.value for f in schedule if f.counted))

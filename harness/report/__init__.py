@@ -1,1 +1,2 @@
-"""Renderers of an audit: files for machines (CSV, JSON), Markdown and terminal text for people."""
+"""Renderers: the typed summary of an audit for people (terminal, Markdown) and machines (CSV, JSON),
+and the live status line of a run in progress."""

@@ -9,8 +9,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from harness import rundir
 from harness.audit.auditor import AuditResult
-from harness.report.summary import render_markdown
+from harness.report.text import render_markdown
 
 COLUMNS = [
     "intent",
@@ -49,8 +50,8 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 def write_audit(audit: AuditResult) -> list[Path]:
     run_dir = audit.run_dir
-    paths = [run_dir / "intents.csv", run_dir / "summary.json", run_dir / "report.md"]
+    paths = [run_dir / rundir.INTENTS_CSV, run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD]
     _write_csv(audit.intents[COLUMNS], paths[0])
-    paths[1].write_bytes(orjson.dumps(audit.summary, option=orjson.OPT_INDENT_2) + b"\n")
+    paths[1].write_bytes(orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     paths[2].write_text(render_markdown(audit.summary, audit.scenario.dump_yaml()), encoding="utf-8")
     return paths

@@ -21,8 +21,8 @@ from mcp.server.mcpserver import MCPServer
 def build_server() -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("reference-noop", version="1.0.0", log_level="WARNING")
 
-    @server.tool(description="Does nothing and returns its argument. For benchmarks.")
-    async def noop(n: int = 0) -> dict[str, int]:
+    @server.tool(description="Does nothing and returns its argument n. For benchmarks; memo is ignored.")
+    async def noop(n: int = 0, memo: str = "") -> dict[str, int]:
         return {"n": n}
 
     return server

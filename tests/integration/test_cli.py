@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -213,3 +214,48 @@ def test_reproduce_rejects_unknown_modes(tmp_path: Path) -> None:
     proc = mcp_chaos("reproduce", "--modes", "naive,sloppy")
     assert proc.returncode == 2
     assert "--modes must list some of naive, keyed, atomic" in proc.stderr
+
+
+def test_validate_shows_stream_rules() -> None:
+    proc = mcp_chaos("validate", "scenarios/sever-streams.yaml")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "  0 pod faults" in lines
+    assert any(
+        line.startswith("  stream rule 0: sever_response on tools/call create_invoice (p=0.05)")
+        for line in lines
+    )
+
+
+def test_the_report_says_why_intents_were_rejected(tmp_path: Path) -> None:
+    data = invoice_scenario(intents=6, concurrency=2)
+    data["workload"]["arguments"]["amount_cents"] = {"random_int": [-9, -1]}
+    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"), "--run-id", "no")
+    assert proc.returncode == 0, proc.stderr
+    assert "most common error: 6× tool_error invalid_amount:" in proc.stdout
+    assert "amount_cents must be positive" in proc.stdout
+    report = (tmp_path / "r" / "no" / "report.md").read_text()
+    assert "| tool_error | invalid_amount |        6 |" in report
+    summary = json.loads((tmp_path / "r" / "no" / "summary.json").read_text())
+    assert summary["verdicts"]["rejected"] == 6
+    (error,) = summary["errors"]
+    assert (error["outcome"], error["code"], error["count"]) == ("tool_error", "invalid_amount", 6)
+
+
+def test_an_image_without_an_engine_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["target"]["image"] = "mcp-chaos/invoices:dev"
+    del data["target"]["command"]
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(write(tmp_path, data)), "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines()[-1].startswith(
+        f"mcp-chaos: error: no Docker engine answers at unix://{tmp_path}/no-engine.sock"
+    )

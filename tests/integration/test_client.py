@@ -8,14 +8,10 @@ from typing import Any
 
 import pytest
 
-from harness.client import (
-    CLOSED_BEFORE_RESPONSE,
-    CLOSED_MID_RESPONSE,
-    CONNECT_REFUSED,
-    McpHttpClient,
-    Outcome,
-)
-from tests.conftest import Target, free_port
+from harness.client import McpHttpClient
+from harness.history import Detail, Outcome
+from harness.loopback import free_port
+from tests.conftest import Target
 
 
 def args(n: int) -> dict[str, Any]:
@@ -25,7 +21,9 @@ def args(n: int) -> dict[str, Any]:
 async def calls(url: str, n: int, *, progress: bool = False) -> list[Any]:
     async with McpHttpClient(url) as client:
         results = [
-            await client.call_tool("create_invoice", args(i), request_id=i + 1, timeout=10, progress=progress)
+            await client.call_tool(
+                "create_invoice", args(i), request_id=i + 1, timeout=10, request_progress=progress
+            )
             for i in range(n)
         ]
         # Keep-alive: one connection carried every sequential call.
@@ -90,12 +88,12 @@ def test_connect_refused() -> None:
             return await client.call_tool("x", {}, request_id=1, timeout=5)
 
     res = asyncio.run(main())
-    assert (res.outcome, res.detail) == (Outcome.TRANSPORT_ERROR, CONNECT_REFUSED)
+    assert (res.outcome, res.detail) == (Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    ("transport", "detail"), [("json", CLOSED_BEFORE_RESPONSE), ("sse", CLOSED_MID_RESPONSE)]
+    ("transport", "detail"), [("json", Detail.CLOSED_BEFORE_RESPONSE), ("sse", Detail.CLOSED_MID_RESPONSE)]
 )
 def test_server_death_mid_request(target: Callable[..., Target], transport: str, detail: str) -> None:
     # In SSE mode the stream has started (a progress event, flushed during the 50 ms of work
@@ -109,7 +107,9 @@ def test_server_death_mid_request(target: Callable[..., Target], transport: str,
 
     async def main() -> Any:
         async with McpHttpClient(t.url) as client:
-            return await client.call_tool("create_invoice", args(1), request_id=1, timeout=10, progress=True)
+            return await client.call_tool(
+                "create_invoice", args(1), request_id=1, timeout=10, request_progress=True
+            )
 
     res = asyncio.run(main())
     assert (res.outcome, res.detail) == (Outcome.TRANSPORT_ERROR, detail)
@@ -126,4 +126,4 @@ def test_timeout_closes_the_attempt(target: Callable[..., Target]) -> None:
             return await client.call_tool("create_invoice", args(1), request_id=1, timeout=0.3)
 
     res = asyncio.run(main())
-    assert (res.outcome, res.detail) == (Outcome.TIMEOUT, "no_response")
+    assert (res.outcome, res.detail) == (Outcome.TIMEOUT, Detail.TIMEOUT_NO_RESPONSE)

@@ -11,10 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from harness.audit.auditor import AuditResult
-from harness.history import read_history
-from harness.runner import free_port, make_pod
+from harness.history import FaultKind, Outcome, Verdict, read_history
+from harness.loopback import free_port
+from harness.pods.factory import make_pod
 from harness.scenario import parse_scenario
 from tests.conftest import invoice_scenario, labelled_containers, start_cli_run
 
@@ -34,8 +36,8 @@ def test_crash_and_restart_of_the_same_container(run: Run, docker_image: str) ->
     data = image_scenario(docker_image, "naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
     result = run(data)
     s = result.summary
-    assert s["verdicts"]["duplicate"] == 1
-    assert s["faults"]["crashes"] == 1
+    assert s.verdicts[Verdict.DUPLICATE] == 1
+    assert s.pods.crashes == 1
     events = list(read_history(result.run_dir / "history.jsonl"))
     started = [e for e in events if e["type"] == "pod_started"]
     assert len(started) == 2
@@ -53,13 +55,13 @@ def test_kills_through_the_docker_api(run: Run, docker_image: str, mode: str, du
     data["faults"]["kill"]["min_uptime_s"] = 0.3
     result = run(data)
     s = result.summary
-    assert s["faults"]["kill"] == 3
-    assert s["faults"]["pod_exits"] == 3
+    assert s.injected(FaultKind.KILL) == 3
+    assert s.pods.exits == 3
     if duplicates:
-        assert s["verdicts"]["duplicate"] >= 3
-        assert s["causes"]["duplicate"] == {"kill": s["verdicts"]["duplicate"]}
+        assert s.verdicts[Verdict.DUPLICATE] >= 3
+        assert s.duplicate_causes == {"kill": s.verdicts[Verdict.DUPLICATE]}
     else:
-        assert s["verdicts"]["exactly_once"] == 300
+        assert s.verdicts[Verdict.EXACTLY_ONCE] == 300
     assert labelled_containers() == []
 
 
@@ -68,7 +70,7 @@ def test_containers_use_host_networking_only(tmp_path: Path, docker_image: str) 
 
     scenario = parse_scenario(image_scenario(docker_image, "atomic"))
     (tmp_path / "data").mkdir()
-    pod = make_pod(scenario, tmp_path, port=free_port(), name="pod-0", urls={})
+    pod = make_pod(scenario.target, tmp_path, port=free_port(), name="pod-0", urls={})
 
     async def check() -> dict[str, Any]:
         await pod.start()
@@ -98,9 +100,9 @@ def test_black_box_image_audited_through_the_effect_sink(run: Run, docker_image:
     result = run(data)
     s = result.summary
     assert (result.run_dir / "sink.jsonl").is_file()
-    assert s["effects"]["total"] >= 200
-    assert s["verdicts"]["duplicate"] >= 1
-    assert s["verdicts"]["lost"] == 0
+    assert s.effects.total >= 200
+    assert s.verdicts[Verdict.DUPLICATE] >= 1
+    assert s.verdicts[Verdict.LOST] == 0
 
 
 def test_missing_image_is_a_clear_error(run: Run, docker_image: str) -> None:
@@ -148,8 +150,27 @@ def test_pause_freezes_the_container(run: Run, docker_image: str) -> None:
     data["client"]["attempt_timeout_s"] = 0.5
     result = run(data)
     s = result.summary
-    assert s["faults"]["pause"] == 1
-    assert s["faults"]["pod_exits"] == 0
-    assert s["attempts"]["timeout"] >= 4  # every attempt in flight timed out while frozen
-    assert s["verdicts"]["duplicate"] >= 1  # thawed, the server ran the originals and the retries
-    assert s["causes"]["duplicate"] == {"pause": s["verdicts"]["duplicate"]}
+    assert s.injected(FaultKind.PAUSE) == 1
+    assert s.pods.exits == 0
+    assert s.attempts.by_outcome[Outcome.TIMEOUT] >= 4  # every attempt in flight timed out while frozen
+    assert s.verdicts[Verdict.DUPLICATE] >= 1  # thawed, the server ran the originals and the retries
+    assert s.duplicate_causes == {"pause": s.verdicts[Verdict.DUPLICATE]}
+
+
+def test_a_relative_results_directory_reaches_docker_as_an_absolute_path(
+    tmp_path: Path, docker_image: str
+) -> None:
+    # What the README's `make chaos IMAGE=...` does: --results results, relative to the working directory.
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(image_scenario(docker_image, "atomic", intents=5)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "s.yaml", "--results", "results", "--run-id", "rel"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| exactly_once |       5 |" in proc.stdout
+    assert (tmp_path / "results" / "rel" / "data" / "invoices.db").is_file()
+    assert labelled_containers() == []

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.audit.auditor import AuditResult
-from harness.history import read_history
+from harness.history import Verdict, read_history
 from tests.conftest import invoice_scenario
 
 Run = Callable[[dict[str, Any]], AuditResult]
@@ -29,9 +29,9 @@ def crash_at(point: str, mode: str) -> dict[str, Any]:
 def test_crash_after_business_commit(run: Run, mode: str, duplicates: int) -> None:
     result = run(crash_at("after_business_commit", mode))
     s = result.summary
-    assert s["faults"]["crashes"] == 1
-    assert s["verdicts"]["duplicate"] == duplicates
-    assert s["verdicts"]["exactly_once"] == 3 - duplicates
+    assert s.pods.crashes == 1
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3 - duplicates
     row = result.intents.set_index("intent").loc[1].to_dict()
     # One attempt broken by the crash, retries refused while the pod restarts, then one ok.
     assert row["attempts_hit_by_pod_fault"] == 1
@@ -46,8 +46,8 @@ def test_crash_after_business_commit(run: Run, mode: str, duplicates: int) -> No
 @pytest.mark.parametrize("mode", ["keyed", "atomic"])
 def test_crash_after_key_record_replays(run: Run, mode: str) -> None:
     result = run(crash_at("after_key_record", mode))
-    assert result.summary["verdicts"]["exactly_once"] == 3
-    assert result.summary["faults"]["crashes"] == 1
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 3
+    assert result.summary.pods.crashes == 1
     row = result.intents.set_index("intent").loc[1]
     assert (row["attempts_hit_by_pod_fault"], row["n_ok"]) == (1, 1)
 
@@ -55,7 +55,7 @@ def test_crash_after_key_record_replays(run: Run, mode: str) -> None:
 @pytest.mark.integration
 def test_crash_before_business_commit_is_harmless_even_for_naive(run: Run) -> None:
     result = run(crash_at("before_business_commit", "naive"))
-    assert result.summary["verdicts"]["exactly_once"] == 3
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 3
 
 
 @pytest.mark.integration
@@ -65,7 +65,7 @@ def test_history_records_every_attempt_with_distinct_ids(run: Run) -> None:
     started = [e for e in events if e["type"] == "attempt_started"]
     ended = [e for e in events if e["type"] == "attempt_ended"]
     ids = [e["id"] for e in started]
-    assert len(ids) == len(set(ids)) == result.summary["attempts"]["total"] > 3  # one intent retried
+    assert len(ids) == len(set(ids)) == result.summary.attempts.total > 3  # one intent retried
     assert sorted(e["id"] for e in ended) == sorted(ids)
     keys: dict[int, set[str]] = defaultdict(set)
     for e in started:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from harness.audit.auditor import AuditResult
-from harness.history import read_history
-from tests.conftest import invoice_scenario
+from harness.history import FaultKind, Verdict, read_history
+from tests.conftest import fault_row, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -46,16 +46,16 @@ def test_clean_exchanges_pass_through_unchanged(run: Run) -> None:
     rules = [{"fault": "sever_request", "tool": "other_tool", "probability": 1.0}]
     for transport in ("json", "sse"):
         data = with_faults("atomic", rules, env={"INVOICES_TRANSPORT": transport}, intents=10, concurrency=4)
-        data["workload"]["progress"] = True
+        data["workload"]["request_progress"] = True
         result = run(data)
-        assert result.summary["verdicts"]["exactly_once"] == 10
-        assert result.summary["attempts"]["retries"] == 0
+        assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 10
+        assert result.summary.attempts.retries == 0
         assert faults_in(result) == []
 
 
 def test_sever_request_never_reaches_the_server(run: Run) -> None:
     result = run(with_faults("naive", [{"fault": "sever_request", "intent": 1, "attempt": 1}]))
-    assert result.summary["verdicts"]["exactly_once"] == 3  # even naive: nothing was done twice
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 3  # even naive: nothing was done twice
     first, second = attempts_of(result, 1)
     assert (first["outcome"], first["detail"]) == ("transport_error", "closed_before_response")
     assert second["outcome"] == "ok"
@@ -75,8 +75,8 @@ def test_sever_after_the_server_finished(run: Run, mode: str, duplicates: int) -
     rules = [{"fault": "sever_response", "intent": 1, "attempt": 1, "wait_for_server": True}]
     result = run(with_faults(mode, rules))
     s = result.summary
-    assert s["verdicts"]["duplicate"] == duplicates
-    assert s["faults"]["pod_exits"] == 0
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert s.pods.exits == 0
     first = attempts_of(result, 1)[0]
     # A dropped connection, not an HTTP error: the client cannot tell whether it happened.
     assert (first["outcome"], first["detail"]) == ("transport_error", "closed_before_response")
@@ -87,7 +87,7 @@ def test_sever_after_the_server_finished(run: Run, mode: str, duplicates: int) -
     assert row["faults"] == "sever_response"
     if duplicates:
         assert row["cause"] == "sever_response"
-        assert s["by_fault"]["sever_response"]["duplicate"]["count"] == 1
+        assert fault_row(s, FaultKind.SEVER_RESPONSE).duplicate.count == 1
 
 
 def test_sever_mid_body(run: Run) -> None:
@@ -96,7 +96,7 @@ def test_sever_mid_body(run: Run) -> None:
     first = attempts_of(result, 0)[0]
     assert (first["outcome"], first["detail"]) == ("transport_error", "closed_mid_response")
     assert faults_in(result)[0]["relayed"] == 60
-    assert result.summary["verdicts"]["exactly_once"] == 3
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 3
 
 
 SSE = {
@@ -131,12 +131,12 @@ def test_cancellation_mid_stream(run: Run, mode: str, events: int, duplicates: i
         }
     ]
     data = with_faults(mode, rules, env=SSE)
-    data["workload"]["progress"] = True
+    data["workload"]["request_progress"] = True
     result = run(data)
     s = result.summary
-    assert s["faults"]["pod_exits"] == 0  # no crash at all
-    assert s["verdicts"]["duplicate"] == duplicates
-    assert s["verdicts"]["exactly_once"] == 3 - duplicates
+    assert s.pods.exits == 0  # no crash at all
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3 - duplicates
     first = attempts_of(result, 1)[0]
     assert (first["outcome"], first["detail"], first["form"]) == (
         "transport_error",
@@ -150,7 +150,7 @@ def test_cancellation_mid_stream(run: Run, mode: str, events: int, duplicates: i
     assert row["faults"] == "sever_mid_stream"
     if duplicates:
         assert row["cause"] == "sever_mid_stream"
-        assert s["by_fault"]["sever_mid_stream"]["duplicate"]["count"] == 1
+        assert fault_row(s, FaultKind.SEVER_MID_STREAM).duplicate.count == 1
 
 
 @pytest.mark.parametrize(("mode", "duplicates"), [("keyed", 1), ("naive", 1), ("atomic", 0)])
@@ -166,8 +166,8 @@ def test_stall_races_the_retry(run: Run, mode: str, duplicates: int) -> None:
     data["client"]["backoff"] = {"initial_s": 0.01, "max_s": 0.01, "jitter": "none"}
     result = run(data)
     s = result.summary
-    assert s["verdicts"]["duplicate"] == duplicates
-    assert s["verdicts"]["lost"] == 0
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert s.verdicts[Verdict.LOST] == 0
     row = result.intents.set_index("intent").loc[1]
     assert row["n_timeout"] >= 1
     assert "stall" in row["faults"]
@@ -185,14 +185,14 @@ def test_stall_holding_the_response_lets_keyed_replay(run: Run) -> None:
     data = with_faults("keyed", rules)
     data["client"]["attempt_timeout_s"] = 0.5
     result = run(data)
-    assert result.summary["verdicts"]["exactly_once"] == 3
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 3
     assert result.intents.set_index("intent").loc[1, "n_timeout"] == 1
 
 
 def test_delay_is_recorded_and_harmless(run: Run) -> None:
     rules = [{"fault": "delay", "intent": 2, "delay_s": 0.2, "direction": "response"}]
     result = run(with_faults("naive", rules))
-    assert result.summary["verdicts"]["exactly_once"] == 3
-    assert result.summary["attempts"]["retries"] == 0
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 3
+    assert result.summary.attempts.retries == 0
     (fault,) = faults_in(result)
     assert (fault["fault"], fault["delay_s"], fault["intent"]) == ("delay", 0.2, 2)

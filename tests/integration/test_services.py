@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from harness.audit.auditor import AuditResult
-from harness.history import read_history
+from harness.history import FaultKind, Outcome, Verdict, read_history
 from tests.conftest import alive, invoice_scenario
 
 pytestmark = pytest.mark.integration
@@ -36,9 +36,9 @@ def test_postgres_store_keeps_the_ordering(
     env = {"INVOICES_FAILPOINT": "after_business_commit@2"}
     result = run(on_postgres(mode, env=env))
     s = result.summary
-    assert s["verdicts"]["duplicate"] == duplicates
-    assert s["verdicts"]["exactly_once"] == 3 - duplicates
-    assert s["faults"]["crashes"] == 1
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3 - duplicates
+    assert s.pods.crashes == 1
     events = list(read_history(result.run_dir / "history.jsonl"))
     (service,) = [e for e in events if e["type"] == "service_started"]
     assert service["url"].startswith("postgresql://postgres@127.0.0.1:")
@@ -67,7 +67,7 @@ def test_effects_from_a_read_tool(run: Run) -> None:
         "effects": {"tool": {"tool": "count_invoices", "arguments": {"memo_prefix": "{namespace}"}}}
     }
     result = run(data)
-    assert result.summary["verdicts"]["duplicate"] == 1
+    assert result.summary.verdicts[Verdict.DUPLICATE] == 1
     record = orjson.loads((result.run_dir / "effects.json").read_bytes())
     assert record["source"] == "tool count_invoices"
     assert sorted(record["effects"].values()) == [1, 1, 2]
@@ -88,10 +88,10 @@ def test_pause_of_a_process_pod(run: Run) -> None:
     data["client"]["attempt_timeout_s"] = 0.5
     result = run(data)
     s = result.summary
-    assert (s["faults"]["pause"], s["faults"]["pod_exits"]) == (1, 0)
-    assert s["attempts"]["timeout"] >= 4
-    assert s["verdicts"]["duplicate"] >= 1
-    assert s["causes"]["duplicate"] == {"pause": s["verdicts"]["duplicate"]}
+    assert (s.injected(FaultKind.PAUSE), s.pods.exits) == (1, 0)
+    assert s.attempts.by_outcome[Outcome.TIMEOUT] >= 4
+    assert s.verdicts[Verdict.DUPLICATE] >= 1
+    assert s.duplicate_causes == {"pause": s.verdicts[Verdict.DUPLICATE]}
     kinds = [e["type"] for e in read_history(result.run_dir / "history.jsonl")]
     assert kinds.count("pod_resumed") == 1
 
@@ -101,4 +101,4 @@ def test_atomic_survives_a_pause(run: Run) -> None:
     data["faults"] = {"pause": {"count": 1, "duration_s": 1.5, "window": [0.3, 0.5]}}
     data["client"]["attempt_timeout_s"] = 0.5
     result = run(data)
-    assert result.summary["verdicts"]["exactly_once"] == 120
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 120

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.audit.auditor import AuditResult
+from harness.history import FaultKind, Verdict
 from tests.conftest import invoice_scenario
 
 pytestmark = pytest.mark.quality
@@ -41,31 +42,31 @@ def kill_run(run: Run, mode: str, env: dict[str, str], **client: Any) -> AuditRe
 def test_naive_double_bills_when_pods_die_after_commit(run: Run) -> None:
     result = kill_run(run, "naive", profile(1, 0, 40))
     s = result.summary
-    assert s["faults"]["kill"] == 3
-    assert s["verdicts"]["duplicate"] >= 3
-    assert s["causes"]["duplicate"] == {"kill": s["verdicts"]["duplicate"]}
-    assert s["verdicts"]["lost"] == 0
+    assert s.injected(FaultKind.KILL) == 3
+    assert s.verdicts[Verdict.DUPLICATE] >= 3
+    assert s.duplicate_causes == {"kill": s.verdicts[Verdict.DUPLICATE]}
+    assert s.verdicts[Verdict.LOST] == 0
 
 
 def test_keyed_double_bills_when_pods_die_between_its_commits(run: Run) -> None:
     result = kill_run(run, "keyed", profile(1, 40, 1))
-    assert result.summary["verdicts"]["duplicate"] >= 3
+    assert result.summary.verdicts[Verdict.DUPLICATE] >= 3
 
 
 def test_keyed_is_safe_when_nothing_happens_between_commits(run: Run) -> None:
     result = kill_run(run, "keyed", profile(20, 0, 20))
-    assert result.summary["verdicts"]["duplicate"] == 0
+    assert result.summary.verdicts[Verdict.DUPLICATE] == 0
 
 
 def test_atomic_is_exactly_once_under_kills(run: Run) -> None:
     result = kill_run(run, "atomic", profile(1, 20, 20))
     s = result.summary
-    assert s["faults"]["kill"] == 3
-    assert s["attempts"]["retries"] > 0  # the kills did break attempts
-    assert s["verdicts"]["exactly_once"] == 300
+    assert s.injected(FaultKind.KILL) == 3
+    assert s.attempts.retries > 0  # the kills did break attempts
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 300
 
 
 def test_a_fresh_key_per_attempt_defeats_even_atomic(run: Run) -> None:
     # The client-side bug: retrying with a new key makes every retry a new intent.
     result = kill_run(run, "atomic", profile(1, 0, 40), key_reuse="fresh")
-    assert result.summary["verdicts"]["duplicate"] >= 3
+    assert result.summary.verdicts[Verdict.DUPLICATE] >= 3

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.audit.auditor import AuditResult
-from harness.history import read_history
+from harness.history import FaultKind, Verdict, read_history
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.quality
@@ -45,15 +45,15 @@ def test_pod_kill_on_the_docker_runtime(
     data["target"]["command"] = None
     result = run(data)
     s = result.summary
-    assert s["faults"]["kill"] == 4
+    assert s.injected(FaultKind.KILL) == 4
     started = [e for e in read_history(result.run_dir / "history.jsonl") if e["type"] == "pod_started"]
     assert len(started) == 5
     assert len({e["container"] for e in started}) == 1
     if expect_duplicates:
-        assert s["verdicts"]["duplicate"] >= 4
-        assert s["causes"]["duplicate"] == {"kill": s["verdicts"]["duplicate"]}
+        assert s.verdicts[Verdict.DUPLICATE] >= 4
+        assert s.duplicate_causes == {"kill": s.verdicts[Verdict.DUPLICATE]}
     else:
-        assert s["verdicts"]["exactly_once"] == 1000
+        assert s.verdicts[Verdict.EXACTLY_ONCE] == 1000
 
 
 @pytest.mark.postgres
@@ -61,8 +61,8 @@ def test_pod_kill_on_the_docker_runtime(
 def test_pod_kill_on_postgres(run: Run, postgres_server: None, mode: str, expect_duplicates: bool) -> None:
     result = run(shipped("pod-kill-postgres.yaml", mode, 1000, 4))
     s = result.summary
-    assert s["faults"]["kill"] == 4
+    assert s.injected(FaultKind.KILL) == 4
     if expect_duplicates:
-        assert s["verdicts"]["duplicate"] >= 4
+        assert s.verdicts[Verdict.DUPLICATE] >= 4
     else:
-        assert s["verdicts"]["exactly_once"] == 1000
+        assert s.verdicts[Verdict.EXACTLY_ONCE] == 1000

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from harness.audit.auditor import AuditResult
-from harness.history import read_history
-from tests.conftest import ROOT
+from harness.history import FaultKind, Outcome, Verdict, read_history
+from tests.conftest import ROOT, fault_row
 
 pytestmark = pytest.mark.quality
 
@@ -54,43 +54,43 @@ def test_naive_duplicates_are_exactly_the_completed_severs(run: Run) -> None:
     # Every severed attempt committed once more: effects = 1 + severs, intent by intent.
     for intent, severs in post_commit_severs.items():
         assert rows.loc[intent, "effects"] == 1 + severs
-    assert result.summary["causes"]["duplicate"] == {"sever_response": len(expected)}
+    assert result.summary.duplicate_causes == {"sever_response": len(expected)}
 
 
 @pytest.mark.parametrize("mode", ["keyed", "atomic"])
 def test_keyed_and_atomic_replay_severed_responses(run: Run, mode: str) -> None:
     result = run(shipped("sever-streams.yaml", mode, 600))
     s = result.summary
-    assert s["by_fault"]["sever_response"]["intents_hit"] >= 10
-    assert s["verdicts"]["duplicate"] == 0
-    assert s["verdicts"]["exactly_once"] == 600
+    assert fault_row(s, FaultKind.SEVER_RESPONSE).intents_hit >= 10
+    assert s.verdicts[Verdict.DUPLICATE] == 0
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 600
 
 
 def test_stalls_make_keyed_race_itself(run: Run) -> None:
     result = run(shipped("stall-race.yaml", "keyed", 300))
     s = result.summary
-    assert s["faults"]["pod_exits"] == 0
-    assert s["verdicts"]["duplicate"] >= 3
-    assert s["causes"]["duplicate"] == {"stall": s["verdicts"]["duplicate"]}
-    assert s["by_fault"]["stall"]["duplicate"]["count"] == s["verdicts"]["duplicate"]
+    assert s.pods.exits == 0
+    assert s.verdicts[Verdict.DUPLICATE] >= 3
+    assert s.duplicate_causes == {"stall": s.verdicts[Verdict.DUPLICATE]}
+    assert fault_row(s, FaultKind.STALL).duplicate.count == s.verdicts[Verdict.DUPLICATE]
 
 
 def test_atomic_survives_stalls(run: Run) -> None:
     result = run(shipped("stall-race.yaml", "atomic", 300))
     s = result.summary
-    assert s["by_fault"]["stall"]["intents_hit"] >= 5
-    assert s["verdicts"]["exactly_once"] == 300
-    assert s["attempts"]["tool_error"] >= 1  # idempotency_key_in_use, retried
+    assert fault_row(s, FaultKind.STALL).intents_hit >= 5
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 300
+    assert s.attempts.by_outcome[Outcome.TOOL_ERROR] >= 1  # idempotency_key_in_use, retried
 
 
 @pytest.mark.parametrize(("mode", "expect_duplicates"), [("keyed", True), ("atomic", False)])
 def test_cancelled_handlers(run: Run, mode: str, expect_duplicates: bool) -> None:
     result = run(shipped("cancel-mid-stream.yaml", mode, 300))
     s = result.summary
-    assert s["faults"]["pod_exits"] == 0  # no crash: the cancellation alone does it
-    assert s["by_fault"]["sever_mid_stream"]["intents_hit"] >= 5
+    assert s.pods.exits == 0  # no crash: the cancellation alone does it
+    assert fault_row(s, FaultKind.SEVER_MID_STREAM).intents_hit >= 5
     if expect_duplicates:
-        assert s["verdicts"]["duplicate"] >= 3
-        assert s["causes"]["duplicate"] == {"sever_mid_stream": s["verdicts"]["duplicate"]}
+        assert s.verdicts[Verdict.DUPLICATE] >= 3
+        assert s.duplicate_causes == {"sever_mid_stream": s.verdicts[Verdict.DUPLICATE]}
     else:
-        assert s["verdicts"]["exactly_once"] == 300
+        assert s.verdicts[Verdict.EXACTLY_ONCE] == 300

@@ -2,58 +2,21 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.audit.auditor import CRASH_WINDOW_S, fold_history, judge_fold
+from harness.audit.fold import CRASH_WINDOW_S, fold_history
 from harness.errors import HistoryError
+from harness.history import FaultKind, RunStatus, Verdict
 from harness.scenario import Scenario, parse_scenario
-
-
-class History:
-    """Builds a history event by event, the way the driver and supervisor would."""
-
-    def __init__(self, intents: int) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.t = 0.0
-        self.next_id = 1
-        self.add("run_started", run_id="r", intents=intents, namespace="ns")
-
-    def add(self, type_: str, **fields: Any) -> None:
-        self.events.append({"seq": len(self.events), "t": round(self.t, 6), "type": type_, **fields})
-
-    def tick(self, dt: float = 0.01) -> None:
-        self.t += dt
-
-    def start(self, intent: int) -> None:
-        self.add("intent_started", intent=intent, marker=f"ns-m{intent}", key=f"k{intent}")
-
-    def attempt(self, intent: int, attempt: int = 1) -> int:
-        rid = self.next_id
-        self.next_id += 1
-        self.add("attempt_started", intent=intent, attempt=attempt, id=rid, key=f"k{intent}")
-        return rid
-
-    def end(
-        self, intent: int, rid: int, outcome: str = "ok", detail: str | None = None, attempt: int = 1
-    ) -> None:
-        fields = {"detail": detail} if detail else {}
-        self.add("attempt_ended", intent=intent, attempt=attempt, id=rid, outcome=outcome, **fields)
-
-    def finish(self, intent: int, status: str = "ok", attempts: int = 1) -> None:
-        self.add("intent_ended", intent=intent, status=status, attempts=attempts)
+from tests.conftest import fault_row
+from tests.unit.histories import History, audit
 
 
 @pytest.fixture
 def scenario(scenario_data: dict[str, Any]) -> Scenario:
     return parse_scenario(scenario_data, overrides=["gate.max_duplicates=0"])
-
-
-def audit(h: History, effects: dict[str, int], scenario: Scenario) -> Any:
-    return judge_fold(fold_history([h.events]), Counter(effects), scenario, Path("run"))
 
 
 def test_verdicts_and_rates(scenario: Scenario) -> None:
@@ -66,13 +29,15 @@ def test_verdicts_and_rates(scenario: Scenario) -> None:
         h.finish(i)
     h.add("run_ended", status="completed")
     result = audit(h, {"ns-m0": 1, "ns-m1": 2, "ns-m3": 1, "other-run": 4}, scenario)
-    v = result.summary["verdicts"]
-    assert (v["exactly_once"], v["duplicate"], v["lost"]) == (2, 1, 1)
-    assert result.summary["rates"]["duplicate"]["rate"] == 0.25
-    assert result.summary["effects"] == {"total": 8, "foreign": 4, "foreign_examples": ["other-run"]}
-    assert result.summary["status"] == "completed"
+    s = result.summary
+    v = s.verdicts
+    assert (v[Verdict.EXACTLY_ONCE], v[Verdict.DUPLICATE], v[Verdict.LOST]) == (2, 1, 1)
+    assert s.duplicates.value == 0.25
+    assert (s.effects.total, s.effects.foreign, s.effects.foreign_examples) == (8, 4, ["other-run"])
+    assert s.status is RunStatus.COMPLETED
     assert not result.gate_passed
-    assert result.summary["gate"]["violations"] == ["1 duplicates > max_duplicates 0"]
+    assert s.gate.violations == ["1 duplicates > max_duplicates 0"]
+    assert s.to_json()["rates"]["duplicate"]["rate"] == 0.25
 
 
 def test_kill_in_flight_is_attributed(scenario: Scenario) -> None:
@@ -96,8 +61,8 @@ def test_kill_in_flight_is_attributed(scenario: Scenario) -> None:
     assert rows.loc[0, "attempts_hit_by_pod_fault"] == 0
     assert rows.loc[1, "attempts_hit_by_pod_fault"] == 1
     assert rows.loc[1, "cause"] == "kill"
-    assert result.summary["faults"]["kill"] == 1
-    assert result.summary["faults"]["crashes"] == 0  # the exit is explained by the kill
+    assert result.summary.injected(FaultKind.KILL) == 1
+    assert result.summary.pods.crashes == 0  # the exit is explained by the kill
 
 
 def test_crash_without_kill_is_attributed_within_the_window(scenario: Scenario) -> None:
@@ -116,7 +81,7 @@ def test_crash_without_kill_is_attributed_within_the_window(scenario: Scenario) 
     rows = result.intents.set_index("intent")
     assert rows.loc[0, "attempts_hit_by_pod_fault"] == 0
     assert rows.loc[1, "attempts_hit_by_pod_fault"] == 1
-    assert result.summary["faults"]["crashes"] == 1
+    assert result.summary.pods.crashes == 1
     assert set(rows["verdict"]) == {"incomplete"}
 
 
@@ -129,9 +94,10 @@ def test_partial_history_marks_open_intents_incomplete(scenario: Scenario) -> No
     h.start(1)
     h.attempt(1)  # never ends: the harness died here
     result = audit(h, {"ns-m0": 1, "ns-m1": 1}, scenario)
-    assert result.summary["status"] == "unfinished"
-    assert result.summary["intents"] == {"planned": 3, "started": 2, "ended": 1}
-    assert result.summary["attempts"]["open_at_end"] == 1
+    s = result.summary
+    assert s.status is RunStatus.UNFINISHED
+    assert (s.intents.planned, s.intents.started, s.intents.ended) == (3, 2, 1)
+    assert s.attempts.open_at_end == 1
     assert dict(zip(result.intents["intent"], result.intents["verdict"], strict=True)) == {
         0: "exactly_once",
         1: "incomplete",
@@ -161,7 +127,7 @@ def test_history_grows_past_the_planned_size(scenario: Scenario) -> None:
         h.end(i, rid)
         h.finish(i)
     result = audit(h, {f"ns-m{i}": 1 for i in range(5)}, scenario)
-    assert result.summary["verdicts"]["exactly_once"] == 5
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 5
 
 
 def test_proxy_faults_are_pinned_on_their_intent(scenario: Scenario) -> None:
@@ -189,8 +155,9 @@ def test_proxy_faults_are_pinned_on_their_intent(scenario: Scenario) -> None:
     assert (rows.loc[0, "faults"], rows.loc[0, "cause"]) == ("sever_response", "sever_response")
     assert (rows.loc[1, "faults"], rows.loc[1, "cause"]) == ("stall", "stall")
     assert (rows.loc[2, "faults"], rows.loc[2, "cause"]) == ("", "")
-    by_fault = result.summary["by_fault"]
-    assert list(by_fault) == ["sever_response", "stall"]
-    assert by_fault["stall"]["intents_hit"] == 1
-    assert by_fault["stall"]["duplicate"]["count"] == 1
-    assert result.summary["faults"]["delay"] == 1
+    s = result.summary
+    assert [row.kind for row in s.faults] == [FaultKind.SEVER_RESPONSE, FaultKind.STALL, FaultKind.DELAY]
+    assert fault_row(s, FaultKind.STALL).intents_hit == 1
+    assert fault_row(s, FaultKind.STALL).duplicate.count == 1
+    assert fault_row(s, FaultKind.DELAY).injected == 1
+    assert fault_row(s, FaultKind.DELAY).planned is None  # by rule

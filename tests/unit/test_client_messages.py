@@ -8,7 +8,8 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.client import McpHttpClient, Outcome, SseParser, interpret_message
+from harness.client import McpHttpClient, SseParser, interpret_message
+from harness.history import MESSAGE_LIMIT, Detail, Outcome
 
 EVENTS = [
     {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
@@ -71,9 +72,25 @@ def test_tool_error_contract_in_structured_content() -> None:
 def test_tool_error_without_contract() -> None:
     msg = ok({"isError": True, "content": [{"type": "text", "text": "Sorry, something went wrong"}]})
     res = interpret_message(msg, 3, status=200, form="json")
-    assert res.outcome is Outcome.TOOL_ERROR
+    assert (res.outcome, res.detail) == (Outcome.TOOL_ERROR, Detail.NO_ERROR_CONTRACT)
     assert res.error_code is None
     assert res.retryable is None
+    assert res.message == "Sorry, something went wrong"  # why it was rejected, for the report
+
+
+def test_error_text_is_kept_as_a_bounded_one_line_excerpt() -> None:
+    text = "line one\nline two " + "x" * 1000
+    res = interpret_message(
+        ok({"isError": True, "content": [{"type": "text", "text": text}]}), 3, status=200, form="json"
+    )
+    assert res.message is not None
+    assert res.message.startswith("line one line two xxx")
+    assert len(res.message) == MESSAGE_LIMIT
+    err = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "Method not found"}}
+    assert (
+        interpret_message(err, 3, status=200, form="json").message
+        == "JSON-RPC error -32601: Method not found"
+    )
 
 
 def test_jsonrpc_error_and_id_mismatch_are_protocol_errors() -> None:
@@ -87,14 +104,13 @@ def test_jsonrpc_error_and_id_mismatch_are_protocol_errors() -> None:
 def test_input_required_is_not_mistaken_for_success() -> None:
     msg = {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "input_required", "inputRequests": {}}}
     res = interpret_message(msg, 3, status=200, form="json")
-    assert res.outcome is Outcome.PROTOCOL_ERROR
-    assert "input_required" in res.detail
+    assert (res.outcome, res.detail) == (Outcome.PROTOCOL_ERROR, Detail.INPUT_REQUIRED)
 
 
 def test_request_bytes_carry_the_required_headers_and_meta() -> None:
     client = McpHttpClient("http://127.0.0.1:9/mcp")
     raw = client.build_request(
-        "tools/call", {"name": "t", "arguments": {"a": 1}}, 41, name="t", progress=True
+        "tools/call", {"name": "t", "arguments": {"a": 1}}, 41, name="t", request_progress=True
     )
     head, body = raw.split(b"\r\n\r\n", 1)
     lines = head.split(b"\r\n")

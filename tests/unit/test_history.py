@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
-from harness.history import HistoryWriter, read_history
+from harness.history import (
+    MESSAGE_LIMIT,
+    POD_FAULTS,
+    EventType,
+    FaultKind,
+    HistoryWriter,
+    IntentStatus,
+    Outcome,
+    StreamFaultKind,
+    excerpt,
+    read_history,
+)
+from harness.report.files import COLUMNS
 
 
 class FakeClock:
@@ -24,26 +38,27 @@ def test_round_trip_with_sequence_and_times(tmp_path: Path) -> None:
     clock = FakeClock()
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path, clock=clock) as h:
-        h.emit("run_started", run_id="r")
+        h.emit(EventType.RUN_STARTED, run_id="r")
         clock.now += 1.5
-        h.emit("attempt_started", intent=0, attempt=1, id=1, key="k")
+        h.emit(EventType.ATTEMPT_STARTED, intent=0, attempt=1, id=1, key="k", outcome=Outcome.OK)
     events = list(read_history(path))
     assert [(e["seq"], e["t"], e["type"]) for e in events] == [
         (0, 0.0, "run_started"),
         (1, 1.5, "attempt_started"),
     ]
     assert events[1]["key"] == "k"
+    assert events[1]["outcome"] == "ok"  # enums are written as their values
 
 
 def test_events_are_on_disk_before_close(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     h = HistoryWriter(path)
-    h.emit("run_started")
+    h.emit(EventType.RUN_STARTED)
     # No flush, no close: a reader (or a crash) sees the event already.
     assert [e["type"] for e in read_history(path)] == ["run_started"]
     h.close()
     with pytest.raises(HistoryError, match="closed"):
-        h.emit("late")
+        h.emit(EventType.RUN_ENDED)
 
 
 def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
@@ -62,3 +77,20 @@ def test_corrupt_line_is_named(tmp_path: Path) -> None:
 def test_missing_history(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match="no history"):
         list(read_history(tmp_path / "nope.jsonl"))
+
+
+def test_one_vocabulary_for_writers_and_readers() -> None:
+    # Every fault a scenario can name is a FaultKind the auditor attributes and ranks.
+    assert set(get_args(StreamFaultKind)) | set(POD_FAULTS) <= set(FaultKind)
+    # Every outcome the client can report has its column in intents.csv.
+    assert {f"n_{o.value}" for o in Outcome} <= set(COLUMNS)
+    # Every status the driver writes is one the auditor knows, and none is "not started".
+    assert set(STATUS_BY_NAME) == {s.value for s in IntentStatus}
+    assert ClientStatus.NOT_STARTED not in STATUS_BY_NAME.values()
+
+
+def test_excerpt_is_one_bounded_line() -> None:
+    assert excerpt("a\n  b\tc") == "a b c"
+    long = excerpt("y" * 1000)
+    assert len(long) == MESSAGE_LIMIT
+    assert long.endswith("…")

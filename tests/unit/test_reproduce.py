@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from harness.audit.auditor import AuditResult
 from harness.audit.stats import Rate
 from harness.reproduce import VariantResult, article_inside, render
 from harness.scenario import parse_scenario
+from tests.unit.histories import History, audit
 
 
-def audit(scenario_data: dict[str, Any], duplicates: int, intents: int) -> AuditResult:
-    summary = {"verdicts": {"duplicate": duplicates}, "intents": {"started": intents}, "faults": {"kill": 8}}
-    return AuditResult(Path("r"), parse_scenario(scenario_data), intents=None, summary=summary)  # type: ignore[arg-type]
+def run_with(scenario_data: dict[str, Any], duplicates: int, intents: int, kills: int = 8) -> AuditResult:
+    """The audit of a synthetic run: ``intents`` intents, the first ``duplicates`` of them twice."""
+    h = History(intents=intents)
+    for _ in range(kills):
+        h.add("fault", fault="kill", pod="pod-0", pid=1, counted=True)
+        h.add("pod_started", pod="pod-0", pid=2)
+    for i in range(intents):
+        h.run_intent(i)
+    effects = {f"ns-m{i}": 2 if i < duplicates else 1 for i in range(intents)}
+    return audit(h, effects, parse_scenario(scenario_data))
 
 
 def test_runs_are_pooled(scenario_data: dict[str, Any]) -> None:
-    v = VariantResult("naive", [audit(scenario_data, 30, 2700), audit(scenario_data, 40, 2700)])
+    v = VariantResult("naive", [run_with(scenario_data, 30, 2700), run_with(scenario_data, 40, 2700)])
     assert (v.duplicates, v.intents, v.kills) == (70, 5400, 16)
     table = render([v])
     assert "| naive   |    2 |    16 |  30, 40 |   70/5,400 | 1.30% |" in table

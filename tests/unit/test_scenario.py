@@ -87,7 +87,7 @@ def test_scenario_dir_placeholder_resolves_on_load(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: t\ntarget: {command: ['{python}', '{scenario_dir}/server.py']}\n"
-        "workload: {intents: 1, tool: x, arguments: {}}\n"
+        "workload: {intents: 1, tool: x, arguments: {memo: '{marker}'}}\n"
         "audit: {effects: {sql: {url: 'sqlite:///{data_dir}/x.db', query: 'select 1 as marker'}}}\n"
     )
     s = load_scenario(path)
@@ -123,3 +123,41 @@ def test_shipped_scenarios_are_valid() -> None:
     assert files, "no scenarios shipped"
     for path in files:
         assert load_scenario(path).name
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "expected"),
+    [
+        ("workload.arguments.memo", "{marker!z}", "bad placeholder {marker!z}"),
+        ("workload.arguments.memo", "{marker:d}", "bad placeholder {marker:d}"),
+        ("workload.arguments.memo", "{marker", "unmatched '{'"),
+        ("workload.arguments.memo", "x}", "unmatched '}'"),
+        ("target.command", ["{python}", "{port:q}"], "bad placeholder {port:q}"),
+        ("target.env.DB", "{data_dir.x}", "bad placeholder {data_dir.x}"),
+        ("audit.effects.sql.url", "sqlite:///{data_dir!z}/x.db", "bad placeholder {data_dir!z}"),
+    ],
+)
+def test_placeholders_are_bare_names_or_the_scenario_is_invalid(
+    scenario_data: dict[str, Any], where: str, value: Any, expected: str
+) -> None:
+    # Python's format language would accept these and fail only mid-run; the scenario refuses them.
+    node = scenario_data
+    *parents, last = where.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    assert expected in error_of(scenario_data)
+
+
+def test_the_marker_must_be_somewhere_in_the_arguments(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["arguments"]["memo"] = "no marker here"
+    assert "no argument holds the intent's {marker}" in error_of(scenario_data)
+
+
+def test_deeply_nested_arguments_are_refused(scenario_data: dict[str, Any]) -> None:
+    deep: Any = "{marker}"
+    for _ in range(500):
+        deep = {"x": deep}
+    scenario_data["workload"]["arguments"] = {"deep": deep}
+    with pytest.raises(ScenarioError, match="nested more than 32 levels deep"):
+        parse_scenario(scenario_data)  # not the deep-copying helper: the copy itself would recurse

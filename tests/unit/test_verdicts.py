@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.audit.verdicts import ClientStatus, Verdict, judge, judge_all
+from harness.audit.verdicts import ClientStatus, judge, judge_all
+from harness.history import Verdict
 
 S = ClientStatus
 

@@ -62,9 +62,9 @@ def test_fresh_key_changes_only_the_key(scenario_data: dict[str, Any]) -> None:
 
 
 def test_literal_braces_survive(scenario_data: dict[str, Any]) -> None:
-    scenario_data["workload"]["arguments"] = {"note": "{{not a placeholder}}", "n": 3, "flag": True}
-    w = workload(scenario_data)
-    assert w.arguments(next(iter(w))) == {"note": "{not a placeholder}", "n": 3, "flag": True}
+    scenario_data["workload"]["arguments"] = {"note": "{{not a placeholder}} {marker}", "n": 3, "flag": True}
+    w = workload(scenario_data, namespace="ns")
+    assert w.arguments(next(iter(w))) == {"note": "{not a placeholder} ns-m0000000", "n": 3, "flag": True}
 
 
 # The fixture is only read here, so sharing it between examples is safe.

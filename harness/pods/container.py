@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.errors import TargetStartError
 
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 LABEL = "mcp-chaos"
 RUN_LABEL = "mcp-chaos.run"
 _live: dict[str, Any] = {}  # container id -> container, until removed
@@ -39,16 +42,44 @@ def _remove_leftovers() -> None:
 atexit.register(_remove_leftovers)
 
 
+def _check_engine_socket() -> None:
+    """Fail fast, and without leaking, when the engine's Unix socket does not answer.
+
+    docker-py's Unix-socket connection does not close its socket when ``connect``
+    fails, so every ping of a missing engine would leave one open (a
+    ResourceWarning at exit). Connecting once ourselves, with the socket closed
+    either way, answers the common "no engine here" case before the SDK is used.
+    """
+    host = os.environ.get("DOCKER_HOST", DEFAULT_DOCKER_HOST)
+    if not host.startswith("unix://"):
+        return  # TCP or SSH: the SDK's HTTP stack closes what it opens
+    path = host.removeprefix("unix://")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2.0)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise TargetStartError(
+                f"no Docker engine answers at {host} ({exc.strerror or type(exc).__name__}); start one "
+                "(see README: dockerd --bridge=none --iptables=false --ip-masq=false)"
+            ) from None
+
+
 def docker_client() -> Any:
     """A client for the local engine, or a TargetStartError that says how to get one."""
     try:
         import docker
     except ImportError:  # pragma: no cover - docker is a dependency
         raise TargetStartError("the docker package is missing (reinstall mcp-chaos)") from None
+    _check_engine_socket()
+    client = None
     try:
         client = docker.from_env()
         client.ping()
     except Exception as exc:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
         raise TargetStartError(
             f"no Docker engine answers ({type(exc).__name__}); start one "
             "(see README: dockerd --bridge=none --iptables=false --ip-masq=false)"
@@ -87,7 +118,9 @@ class DockerPod:
         self.image = image
         self.command = list(command) if command else None
         self.env = dict(env)
-        self.data_dir = data_dir
+        # Docker takes a relative bind source for a named volume (and refuses "results/..."):
+        # hand it the absolute path, whatever the run directory was given as.
+        self.data_dir = data_dir.resolve()
         self.data_mount = data_mount
         self.log_path = log_path
         self.run_id = run_id
@@ -168,19 +201,22 @@ class DockerPod:
         return int(result.get("StatusCode", -1))
 
     def _stop(self, timeout: float) -> None:
-        if self._container is None:
-            return
-        with contextlib.suppress(Exception):
-            if self._state().get("Paused"):
-                self._container.unpause()
-            self._container.stop(timeout=max(1, round(timeout)))
-        with contextlib.suppress(Exception):
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self.log_path.write_bytes(self._container.logs(stdout=True, stderr=True))
-        with contextlib.suppress(Exception):
-            self._container.remove(force=True)
-        _live.pop(self._container.id, None)
-        self._container = None
+        if self._container is not None:
+            with contextlib.suppress(Exception):
+                if self._state().get("Paused"):
+                    self._container.unpause()
+                self._container.stop(timeout=max(1, round(timeout)))
+            with contextlib.suppress(Exception):
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                self.log_path.write_bytes(self._container.logs(stdout=True, stderr=True))
+            with contextlib.suppress(Exception):
+                self._container.remove(force=True)
+            _live.pop(self._container.id, None)
+            self._container = None
+        if self._client is not None:  # also when the container could not even be created
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
 
     async def stop(self, timeout: float) -> None:
         """Stop (SIGTERM, then SIGKILL after ``timeout``), keep its logs in the run directory, remove it."""

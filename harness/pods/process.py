@@ -1,12 +1,11 @@
-"""Pods: running instances of a target that faults can act on.
+"""The embedded *process* runtime: a target's command as a pod.
 
-A pod is the unit a fault injector kills and a supervisor restarts. This module
-has the embedded *process* runtime: the target's command as a child process in
-its own session (so a kill takes its whole process group, as a container kill
-would). Every pod ever started is tracked until it is reaped, and an ``atexit``
-hook kills any that remain, so no child outlives the harness even on an
-unexpected exit; on Linux the child also asks the kernel to kill it should the
-harness itself be SIGKILLed.
+A pod is the unit a fault injector kills and a supervisor restarts. Here it is
+the target's command as a child process in its own session (so a kill takes
+its whole process group, as a container kill would). Every pod ever started is
+tracked until it is reaped, and an ``atexit`` hook kills any that remain, so no
+child outlives the harness even on an unexpected exit; on Linux the child also
+asks the kernel to kill it should the harness itself be SIGKILLed.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 from harness.errors import TargetStartError
 
@@ -43,33 +42,6 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-class Pod(Protocol):
-    """What the supervisor and the injector need of any runtime (process now, Docker later)."""
-
-    name: str
-
-    @property
-    def pid(self) -> int | None: ...
-
-    async def start(self) -> int: ...
-
-    def kill(self) -> bool: ...
-
-    def pause(self) -> bool: ...
-
-    def resume(self) -> bool: ...
-
-    async def wait(self) -> int: ...
-
-    async def stop(self, timeout: float) -> None: ...
-
-    def log_tail(self, lines: int = 20) -> str: ...
-
-    def identity(self) -> dict[str, str]:
-        """Extra fields for pod events (a container id, say)."""
-        ...
 
 
 class ProcessPod:

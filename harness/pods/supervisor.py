@@ -12,43 +12,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
-
-from harness.client import PROTOCOL_VERSION
+from harness.client import Readiness, wait_ready
 from harness.errors import TargetError, TargetNotReady
-from harness.faults.pods import Pod
-from harness.history import FAULT, POD_EXITED, POD_READY, POD_RESUMED, POD_STARTED, POD_STOPPED, HistoryWriter
-
-# The readiness probe: a 2026-07-28 server/discover request (servers MUST implement it).
-DISCOVER = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "server/discover",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
-}
-DISCOVER_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": PROTOCOL_VERSION,
-    "Mcp-Method": "server/discover",
-}
-
-
-async def probe(client: httpx.AsyncClient, url: str) -> bool:
-    """One readiness probe: does the endpoint answer ``server/discover`` with a result?"""
-    try:
-        resp = await client.post(url, json=DISCOVER, headers=DISCOVER_HEADERS)
-    except httpx.HTTPError:
-        return False
-    if resp.status_code != 200:
-        return False
-    text = resp.text
-    # JSON, or an SSE stream whose data line carries the result.
-    return '"result"' in text
+from harness.history import EventType, FaultKind, HistoryWriter
+from harness.pods.pod import Pod
 
 
 class Supervisor:
@@ -79,43 +46,50 @@ class Supervisor:
         self.paused = False
         self.restarts = 0
         self._stopping = False
-        self._http = httpx.AsyncClient(timeout=2.0)
 
     async def start(self) -> None:
         """Start the pod and wait until it is ready; TargetNotReady (with its log tail) if it is not."""
         started = time.monotonic()
         pid = await self.pod.start()
-        self.history.emit(POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity())
+        self.history.emit(EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity())
         waiter = asyncio.ensure_future(self.pod.wait())
         try:
-            deadline = started + self.ready_timeout_s
-            while True:
-                if waiter.done():
-                    rc = waiter.result()
-                    if self._stopping:
-                        self.history.emit(POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
-                        return
-                    self.history.emit(POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
-                    raise TargetNotReady(
-                        f"target pod {self.pod.name} exited with code {rc} before it was ready "
-                        f"(log: {getattr(self.pod, 'log_path', '?')})",
-                        details=self.pod.log_tail(),
-                    )
-                if await probe(self._http, self.url):
-                    break
-                if time.monotonic() > deadline:
-                    raise TargetNotReady(
-                        f"target pod {self.pod.name} did not answer server/discover at {self.url} within "
-                        f"{self.ready_timeout_s:g}s (raise target.ready_timeout_s or check the command)",
-                        details=self.pod.log_tail(),
-                    )
-                await asyncio.sleep(0.05)
+            readiness = await wait_ready(
+                self.url, timeout_s=self.ready_timeout_s, alive=lambda: not waiter.done()
+            )
         finally:
             if not waiter.done():
                 waiter.cancel()
-        self.history.emit(POD_READY, pod=self.pod.name, pid=pid, after_s=round(time.monotonic() - started, 4))
+        if not readiness.ready:
+            self._not_ready(readiness, pid, waiter)
+            return
+        self.history.emit(
+            EventType.POD_READY, pod=self.pod.name, pid=pid, after_s=round(time.monotonic() - started, 4)
+        )
         self.ready_since = time.monotonic()
         self.ready.set()
+
+    def _not_ready(self, readiness: Readiness, pid: int, waiter: asyncio.Future[int]) -> None:
+        """Record why a start did not become ready; raises unless the harness is stopping the pod."""
+        if readiness.exited:
+            rc = waiter.result()
+            if self._stopping:
+                self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
+                return
+            self.history.emit(EventType.POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
+            raise TargetNotReady(
+                f"target pod {self.pod.name} exited with code {rc} before it was ready "
+                f"(log: {getattr(self.pod, 'log_path', '?')})",
+                details=self.pod.log_tail(),
+            )
+        answered = ""
+        if readiness.last is not None and readiness.last.message:
+            answered = f"; it last answered: {readiness.last.message}"
+        raise TargetNotReady(
+            f"target pod {self.pod.name} did not answer server/discover at {self.url} within "
+            f"{self.ready_timeout_s:g}s{answered} (raise target.ready_timeout_s or check the command)",
+            details=self.pod.log_tail(),
+        )
 
     async def supervise(self) -> None:
         """Restart the pod whenever it exits, until :meth:`stop`. Raises TargetError if it cannot."""
@@ -124,9 +98,9 @@ class Supervisor:
             rc = await self.pod.wait()
             self.ready.clear()
             if self._stopping:
-                self.history.emit(POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
+                self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
                 return
-            self.history.emit(POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
+            self.history.emit(EventType.POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
             if self.restarts >= self.max_restarts:
                 raise TargetError(
                     f"target pod {self.pod.name} exited (code {rc}) after {self.restarts} restarts, "
@@ -144,12 +118,18 @@ class Supervisor:
         """Set by :meth:`stop`, possibly while another task is in :meth:`supervise`."""
         return self._stopping
 
-    def pause(self, trigger: str, duration_s: float) -> bool:
+    def pause(self, *, duration_s: float, trigger: str, **details: object) -> bool:
         """Freeze the pod, if it is up and ready; records the fault. The caller resumes it."""
         if not self.ready.is_set() or self.pod.pid is None:
             return False
         self.history.emit(
-            FAULT, fault="pause", pod=self.pod.name, pid=self.pod.pid, trigger=trigger, duration_s=duration_s
+            EventType.FAULT,
+            fault=FaultKind.PAUSE,
+            pod=self.pod.name,
+            pid=self.pod.pid,
+            trigger=trigger,
+            duration_s=duration_s,
+            **details,
         )
         if not self.pod.pause():
             return False
@@ -160,9 +140,9 @@ class Supervisor:
         if self.paused:
             self.pod.resume()
             self.paused = False
-            self.history.emit(POD_RESUMED, pod=self.pod.name, pid=self.pod.pid)
+            self.history.emit(EventType.POD_RESUMED, pod=self.pod.name, pid=self.pod.pid)
 
-    def kill(self, trigger: str) -> bool:
+    def kill(self, *, trigger: str, **details: object) -> bool:
         """SIGKILL the pod now, if it is up and ready; records the fault. False when nothing was killed."""
         if not self.ready.is_set() or self.pod.pid is None:
             return False
@@ -171,14 +151,13 @@ class Supervisor:
             return False
         self.kills += 1
         self.ready.clear()
-        self.history.emit(FAULT, fault="kill", pod=self.pod.name, pid=pid, trigger=trigger)
+        self.history.emit(
+            EventType.FAULT, fault=FaultKind.KILL, pod=self.pod.name, pid=pid, trigger=trigger, **details
+        )
         return True
 
     async def stop(self) -> None:
         self._stopping = True
         self.resume()
         self.ready.clear()
-        try:
-            await self.pod.stop(self.stop_timeout_s)
-        finally:
-            await self._http.aclose()
+        await self.pod.stop(self.stop_timeout_s)

@@ -5,8 +5,8 @@ same. After the driver and the faults have stopped, while the pod (and the
 harness's PostgreSQL) are still up, the runner asks the scenario's effect
 source for the effects per marker and writes them to ``effects.json`` in the
 run directory. The auditor reads that file, never the service, so a run can be
-re-audited long after its services are gone. This is the only part of the
-audit package that talks to a target.
+re-audited long after its services are gone. It is the one read of effects
+that talks to the network, which is why it is not part of ``harness.audit``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,16 @@ from typing import Any
 
 import orjson
 
-from harness.audit.effects import COLLECTED_FILE, resolve_url
-from harness.client import McpHttpClient, Outcome
+from harness import rundir
+from harness.audit.effects import count_rows, resolve_url
+from harness.client import McpHttpClient
 from harness.errors import AuditError
-from harness.scenario import Effects, SqlEffects, ToolEffects
+from harness.history import Outcome
+from harness.scenario import READ_TOOL_PLACEHOLDERS, Effects, SqlEffects, ToolEffects
+from harness.template import render_text
 
 
-async def collect(
+async def final_read(
     effects: Effects, run_dir: Path, *, pod_url: str, postgres_url: str | None, namespace: str
 ) -> int:
     """Take the final read into effects.json; returns the number of markers found."""
@@ -40,16 +43,21 @@ async def collect(
         "collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "effects": dict(counts),
     }
-    (run_dir / COLLECTED_FILE).write_bytes(orjson.dumps(record))
+    (run_dir / rundir.COLLECTED).write_bytes(orjson.dumps(record))
     return len(counts)
 
 
 async def _from_tool(tool: ToolEffects, url: str, namespace: str) -> Counter[str]:
     arguments = {
-        k: v.format(namespace=namespace) if isinstance(v, str) else v for k, v in tool.arguments.items()
+        k: render_text(
+            v, {"namespace": namespace}, READ_TOOL_PLACEHOLDERS, f"audit.effects.tool.arguments.{k}"
+        )
+        if isinstance(v, str)
+        else v
+        for k, v in tool.arguments.items()
     }
     async with McpHttpClient(url) as client:
-        res = await client.call_tool(tool.tool, arguments, request_id=0, timeout=60)
+        res = await client.call_tool(tool.tool, arguments, request_id=1, timeout=60)
     if res.outcome is not Outcome.OK or res.result is None:
         raise AuditError(f"read tool {tool.tool!r} failed: {res.outcome.value} {res.detail}")
     return _effects_of(tool.tool, res.result.get("structuredContent"))
@@ -76,19 +84,10 @@ async def _from_postgres(sql: SqlEffects, run_dir: Path, postgres_url: str | Non
     url = resolve_url(sql.url, run_dir, postgres_url or "{postgres_url}")
     try:
         async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn:
+            await conn.set_read_only(True)  # the audit must never change the evidence it reads
             cur = await conn.execute(sql.query)
-            columns = [d.name.lower() for d in cur.description or ()]
+            columns = [d.name for d in cur.description or ()]
             rows = await cur.fetchall()
     except psycopg.Error as exc:
         raise AuditError(f"audit query failed on {url}: {exc}".splitlines()[0]) from None
-    if "marker" not in columns:
-        raise AuditError(
-            f"audit query must return a 'marker' column (and optionally 'effects'); got {columns}"
-        )
-    mi = columns.index("marker")
-    ei = columns.index("effects") if "effects" in columns else None
-    counts: Counter[str] = Counter()
-    for row in rows:
-        if row[mi] is not None:
-            counts[str(row[mi])] += 1 if ei is None else int(row[ei])
-    return counts
+    return count_rows(columns, rows, url)

@@ -1,0 +1,319 @@
+"""The fold: one pass over a history, into one row per intent and the run's fault record.
+
+The fold keeps only what is needed per intent (counters in lists) and per
+in-flight attempt; memory does not grow with the number of attempts. It is also
+where the history is checked the way Jepsen checks one: an attempt that ends
+without having started is an error.
+
+Attribution: an attempt was *hit by a pod fault* when the pod died, or was
+frozen or thawed (a pause), while it was in flight. For a kill this is exact:
+the injector records the ``fault`` event before any attempt the kill breaks can
+end, so every such attempt starts before and ends after that event. A pod that
+dies by itself (a crash, a failpoint) has no such event; its ``pod_exited`` is
+recorded only once the supervisor reaps it, after the broken attempts have
+already ended. So an attempt that ended by its connection closing at most
+``CRASH_WINDOW_S`` before an unannounced ``pod_exited`` is counted as hit by
+that crash. A pause disrupts twice: when the pod freezes and when it thaws.
+
+Faults of the fault proxy name the request id they hit, so they are pinned on
+their intent exactly. Every intent carries the set of faults that hit any of
+its attempts (``faults`` in intents.csv). A ``sever_response`` cut before the
+server had sent its whole response is labelled ``sever_mid_stream``: the
+handler was still running (in SSE mode it was cancelled), so what it left
+behind is a different finding.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
+from harness.errors import HistoryError
+from harness.history import CONNECTION_CLOSED, POD_FAULTS, EventType, FaultKind, Outcome
+
+CRASH_WINDOW_S = 1.0
+"""How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
+MAX_MESSAGES = 100
+"""Distinct error messages kept per outcome; the rest are counted together."""
+OTHER_MESSAGES = "(other messages)"
+_VARIABLE = re.compile(r"[0-9a-fA-F]{8,}|\d+")
+
+
+def message_shape(message: str) -> str:
+    """An error message with its variable parts (numbers, ids, keys) blanked, to count alike ones together."""
+    return _VARIABLE.sub("#", message)
+
+
+@dataclass(frozen=True, slots=True)
+class MissedFault:
+    kind: str
+    trigger: str
+    reason: str
+
+
+@dataclass
+class ErrorTally:
+    """How often one kind of error message was seen, with the first one verbatim."""
+
+    outcome: str
+    code: str | None
+    example: str
+    count: int = 0
+
+
+@dataclass
+class Fold:
+    """What one pass over a history yields, before effects are joined."""
+
+    run: dict[str, Any] = field(default_factory=dict)
+    ended: dict[str, Any] | None = None
+    intents: pd.DataFrame = field(default_factory=pd.DataFrame)
+    faults: Counter[str] = field(default_factory=Counter)
+    """Fault events by kind (what was injected); sever_response split by whether the server had
+    finished (sever_response) or not (sever_mid_stream)."""
+    faults_planned: Counter[str] = field(default_factory=Counter)
+    """Pod faults planned: the counted ones from run_started, plus timed ones that came due."""
+    missed: list[MissedFault] = field(default_factory=list)
+    rule_hits: Counter[int] = field(default_factory=Counter)
+    """Stream fault events per rule index of the scenario."""
+    pod_exits: int = 0
+    crashes: int = 0
+    """Pod exits that no kill explains: the target died by itself."""
+    errors: dict[tuple[str, str | None, str], ErrorTally] = field(default_factory=dict)
+    """(outcome, code, message shape) -> tally, for attempts that ended with an error message."""
+    duration_s: float = 0.0
+    open_attempts: int = 0
+
+
+def _millis(seconds: list[float]) -> pd.api.extensions.ExtensionArray:
+    return pd.array(np.round(np.array(seconds, dtype=np.float64) * 1000), dtype="Int64")
+
+
+OUTCOMES = tuple(o.value for o in Outcome)
+
+
+class _Columns:
+    """Per-intent counters as plain lists (indexing a list is far cheaper than a numpy scalar)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.markers: list[str | None] = []
+        self.keys: list[str | None] = []
+        self.status: list[int] = []
+        self.attempts: list[int] = []
+        self.outcomes: dict[str, list[int]] = {name: [] for name in OUTCOMES}
+        self.hit: list[int] = []
+        self.first_t: list[float] = []
+        self.last_t: list[float] = []
+        self.faults: dict[int, set[str]] = {}
+        """Sparse: intent -> kinds of the faults that hit its attempts (most intents have none)."""
+
+    def grow(self, n: int) -> None:
+        if n <= self.size:
+            return
+        extra = n - self.size
+        for column in (self.markers, self.keys):
+            column.extend([None] * extra)
+        for counts in (self.status, self.attempts, self.hit, *self.outcomes.values()):
+            counts.extend([0] * extra)
+        self.first_t.extend([math.nan] * extra)
+        self.last_t.extend([math.nan] * extra)
+        self.size = n
+
+    def _fault_column(self) -> npt.NDArray[np.object_]:
+        column = np.full(self.size, "", dtype=object)
+        for i, kinds in self.faults.items():
+            column[i] = ";".join(sorted(kinds))
+        return column
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "intent": np.arange(self.size, dtype=np.int64),
+                "marker": self.markers,
+                "key": self.keys,
+                "client_status": np.array(self.status, dtype=np.int8),
+                "attempts": np.array(self.attempts, dtype=np.int32),
+                **{f"n_{name}": np.array(c, dtype=np.int32) for name, c in self.outcomes.items()},
+                "attempts_hit_by_pod_fault": np.array(self.hit, dtype=np.int32),
+                "faults": self._fault_column(),
+                # Whole milliseconds since the run started (formatting floats is a third of a
+                # million-row intents.csv); nullable, as an attempt may never have ended.
+                "first_attempt_ms": _millis(self.first_t),
+                "last_end_ms": _millis(self.last_t),
+            }
+        )
+
+
+def _tally_error(fold: Fold, ev: Mapping[str, Any], outcome: str) -> None:
+    message = ev.get("message")
+    if message is None:
+        return
+    code = ev.get("code")
+    code = None if code is None else str(code)
+    key = (outcome, code, message_shape(str(message)))
+    tally = fold.errors.get(key)
+    if tally is None:
+        if sum(1 for k in fold.errors if k[0] == outcome) >= MAX_MESSAGES:
+            key = (outcome, None, OTHER_MESSAGES)
+            tally = fold.errors.setdefault(key, ErrorTally(outcome, None, OTHER_MESSAGES))
+        else:
+            tally = fold.errors[key] = ErrorTally(outcome, code, str(message))
+    tally.count += 1
+
+
+def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
+    """One pass over the events; returns per-intent columns (index = intent index).
+
+    The loop is the audit's hot path (four events per intent), hence the local
+    names and the most frequent event types first.
+    """
+    fold = Fold()
+    cols = _Columns()
+    status, attempts, hit, first_t, last_t = cols.status, cols.attempts, cols.hit, cols.first_t, cols.last_t
+    markers, keys, outcomes = cols.markers, cols.keys, cols.outcomes
+    protocol_errors = outcomes[Outcome.PROTOCOL_ERROR.value]
+    in_progress, not_started = int(ClientStatus.IN_PROGRESS), int(ClientStatus.NOT_STARTED)
+    status_codes = {name: int(code) for name, code in STATUS_BY_NAME.items()}
+    pending: dict[int, tuple[int, int, float]] = {}  # request id -> (intent, deaths seen at start, start t)
+    recent: deque[tuple[float, float, int]] = deque()  # (end t, start t, intent): connection-closed attempts
+    killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
+    faults = cols.faults
+    death_kinds: list[str] = []  # "kill", "crash" or "pause", one per pod disruption so far
+    deaths = exits = crashes = 0
+    t = 0.0
+    closed = {d.value for d in CONNECTION_CLOSED}
+    ok = Outcome.OK.value
+    pod_fault_kinds = {k.value for k in POD_FAULTS}
+    kill, crash, pause = FaultKind.KILL.value, FaultKind.CRASH.value, FaultKind.PAUSE.value
+    # Locals, not module globals, for the comparisons made per event.
+    attempt_started, attempt_ended, intent_started, intent_ended = (
+        EventType.ATTEMPT_STARTED.value,
+        EventType.ATTEMPT_ENDED.value,
+        EventType.INTENT_STARTED.value,
+        EventType.INTENT_ENDED.value,
+    )
+
+    try:
+        for batch in batches:
+            for ev in batch:
+                typ = ev["type"]
+                if typ == attempt_started:
+                    i = ev["intent"]
+                    if i >= cols.size:
+                        cols.grow(max(i + 1, cols.size * 2))
+                    t = ev["t"]
+                    pending[ev["id"]] = (i, deaths, t)
+                    attempts[i] += 1
+                    if attempts[i] == 1:
+                        first_t[i] = t
+                elif typ == attempt_ended:
+                    started = pending.pop(ev["id"], None)
+                    if started is None:
+                        raise HistoryError(
+                            f"history event seq {ev.get('seq')}: attempt_ended for request id {ev['id']} "
+                            "without its attempt_started"
+                        )
+                    i = started[0]
+                    t = ev["t"]
+                    outcome = ev["outcome"]
+                    outcomes.get(outcome, protocol_errors)[i] += 1
+                    if outcome != ok:
+                        _tally_error(fold, ev, outcome)
+                    if deaths > started[1]:
+                        hit[i] += 1
+                        faults.setdefault(i, set()).update(death_kinds[started[1] : deaths])
+                    elif ev.get("detail") in closed:
+                        recent.append((t, started[2], i))
+                        while recent and recent[0][0] < t - CRASH_WINDOW_S:
+                            recent.popleft()
+                    last_t[i] = t
+                elif typ == intent_started:
+                    i = ev["intent"]
+                    if i >= cols.size:
+                        cols.grow(max(i + 1, cols.size * 2))
+                    markers[i] = ev["marker"]
+                    keys[i] = ev["key"]
+                    status[i] = in_progress
+                elif typ == intent_ended:
+                    i = ev["intent"]
+                    if i >= cols.size or status[i] == not_started:
+                        raise HistoryError(
+                            f"history event seq {ev.get('seq')}: intent_ended for intent {i} "
+                            "without its intent_started"
+                        )
+                    status[i] = status_codes.get(ev["status"], int(ClientStatus.GAVE_UP))
+                elif typ == EventType.POD_EXITED:
+                    t = ev["t"]
+                    exits += 1
+                    pod = ev.get("pod", "")
+                    if pod in killed_pods:
+                        killed_pods.discard(pod)
+                    else:
+                        crashes += 1
+                        deaths += 1
+                        death_kinds.append(crash)
+                        while recent:
+                            end_t, start_t, j = recent.popleft()
+                            if end_t >= t - CRASH_WINDOW_S and start_t <= t:
+                                hit[j] += 1
+                                faults.setdefault(j, set()).add(crash)
+                elif typ == EventType.POD_RESUMED:
+                    deaths += 1
+                    death_kinds.append(pause)
+                elif typ == EventType.POD_STARTED:
+                    killed_pods.discard(ev.get("pod", ""))
+                elif typ == EventType.FAULT:
+                    kind = ev["fault"]
+                    if kind in pod_fault_kinds and ev.get("counted") is False:
+                        fold.faults_planned[kind] += 1  # a timed fault that came due
+                    if kind == kill:
+                        deaths += 1
+                        death_kinds.append(kill)
+                        killed_pods.add(ev.get("pod", ""))
+                    elif kind == pause:
+                        # Attempts in flight when the pod froze; those sent while it was frozen are
+                        # caught by the second disruption, when it thaws (pod_resumed).
+                        deaths += 1
+                        death_kinds.append(pause)
+                    elif "id" in ev:
+                        if kind == FaultKind.SEVER_RESPONSE and ev.get("server_done") is False:
+                            kind = FaultKind.SEVER_MID_STREAM.value
+                        if "rule" in ev:
+                            fold.rule_hits[ev["rule"]] += 1
+                        # A proxy fault names the request it hit; the attempt is in flight
+                        # (the proxy records a fault before it acts).
+                        target = pending.get(ev["id"])
+                        if target is not None:
+                            faults.setdefault(target[0], set()).add(kind)
+                    fold.faults[kind] += 1
+                elif typ == EventType.FAULT_MISSED:
+                    fold.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
+                    if ev.get("counted") is False:
+                        fold.faults_planned[ev["fault"]] += 1
+                elif typ == EventType.RUN_STARTED:
+                    fold.run = dict(ev)
+                    cols.grow(int(ev.get("intents", 0)))
+                    fold.faults_planned.update(ev.get("faults_planned") or {})
+                elif typ == EventType.RUN_ENDED:
+                    fold.ended = dict(ev)
+                    t = ev["t"]
+    except (KeyError, TypeError, AttributeError) as exc:
+        # Not an event object, or one missing a field its type needs: not a history this harness wrote.
+        raise HistoryError(f"malformed history event ({type(exc).__name__}: {exc})") from None
+
+    fold.pod_exits = exits
+    fold.crashes = crashes
+    fold.duration_s = float(t)
+    fold.open_attempts = len(pending)
+    fold.intents = cols.frame()
+    return fold

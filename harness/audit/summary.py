@@ -1,0 +1,260 @@
+"""The typed summary of one audit: what every report, gate and comparison reads.
+
+Built from the fold (the history) and the judged per-intent table, once; every
+renderer (terminal, Markdown, JSON) reads these fields, never a dict by string
+keys, so a field that moves breaks the type check, not a report at run time.
+``Summary.to_json`` is the shape of ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.audit.fold import Fold, MissedFault
+from harness.audit.stats import Rate
+from harness.history import POD_FAULTS, FaultKind, Outcome, RunStatus, Verdict
+from harness.scenario import Scenario
+
+TOP_ERRORS = 10
+"""The most common error messages kept in a summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class IntentCounts:
+    planned: int
+    started: int
+    ended: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptCounts:
+    total: int
+    retries: int
+    open_at_end: int
+    by_outcome: dict[Outcome, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PodCounts:
+    exits: int
+    crashes: int
+    """Exits that no kill explains: the target died by itself."""
+    attempts_hit: int
+    """Attempts in flight when a pod was killed, crashed, froze or thawed."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRow:
+    """One kind of fault: how many were planned and injected, and what became of the intents hit."""
+
+    kind: FaultKind
+    planned: int | None
+    """None for faults that fire by rule (stream faults with a probability, crashes)."""
+    injected: int
+    intents_hit: int
+    verdicts: dict[Verdict, int]
+    duplicate: Rate
+    """Duplicates among the intents this fault hit."""
+
+    @property
+    def lost(self) -> int:
+        return self.verdicts.get(Verdict.LOST, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorMessage:
+    """An error message and how often attempts ended with one like it."""
+
+    outcome: Outcome
+    code: str | None
+    message: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class EffectCounts:
+    total: int
+    foreign: int
+    """Effects whose marker belongs to no intent of this run (another run's, or a wrong query)."""
+    foreign_examples: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    passed: bool
+    violations: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    run_id: str
+    scenario: str
+    seed: int
+    status: RunStatus
+    status_reason: str | None
+    duration_s: float
+    inconclusive: list[str]
+    """Why the run did not test what it planned (faults that did not happen); empty: conclusive."""
+    intents: IntentCounts
+    attempts: AttemptCounts
+    pods: PodCounts
+    faults: list[FaultRow]
+    missed_faults: list[MissedFault]
+    verdicts: dict[Verdict, int]
+    rates: dict[Verdict, Rate]
+    duplicate_causes: dict[str, int]
+    errors: list[ErrorMessage]
+    effects: EffectCounts
+    gate: GateResult = field(default_factory=lambda: GateResult(True, []))
+
+    @property
+    def conclusive(self) -> bool:
+        return not self.inconclusive
+
+    @property
+    def duplicates(self) -> Rate:
+        return self.rates[Verdict.DUPLICATE]
+
+    def fault(self, kind: FaultKind) -> FaultRow | None:
+        return next((row for row in self.faults if row.kind is kind), None)
+
+    def injected(self, kind: FaultKind) -> int:
+        row = self.fault(kind)
+        return row.injected if row is not None else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as plain JSON values: enums as their values, rates with their intervals."""
+        data = _plain(self)
+        assert isinstance(data, dict)
+        data["conclusive"] = self.conclusive
+        return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Rate):
+        return value.as_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _fault_rows(table: pd.DataFrame, fold: Fold, scenario: Scenario) -> list[FaultRow]:
+    """Per fault kind: planned and injected, how many intents it hit, and what became of them."""
+    hit_rows = table[table["faults"] != ""]
+    hit_sets = [set(s.split(";")) for s in hit_rows["faults"]]
+    kinds = (
+        {k for s in hit_sets for k in s} | set(fold.faults) | {k for k, n in fold.faults_planned.items() if n}
+    )
+    if fold.crashes:
+        kinds.add(FaultKind.CRASH)
+    rule_planned = _stream_plan(scenario)
+    rows = []
+    for kind in (k for k in FaultKind if k.value in kinds):
+        mask = [kind.value in s for s in hit_sets]
+        verdicts = hit_rows.loc[mask, "verdict"].value_counts()
+        n = int(sum(mask))
+        if kind in POD_FAULTS:
+            planned: int | None = max(fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0))
+        else:
+            planned = rule_planned.get(kind)
+        rows.append(
+            FaultRow(
+                kind=kind,
+                planned=planned,
+                injected=fold.crashes if kind is FaultKind.CRASH else int(fold.faults.get(kind, 0)),
+                intents_hit=n,
+                verdicts={Verdict(str(v)): int(c) for v, c in verdicts.items()},
+                duplicate=Rate(int(verdicts.get(Verdict.DUPLICATE.value, 0)), n),
+            )
+        )
+    return rows
+
+
+def _stream_plan(scenario: Scenario) -> dict[FaultKind, int]:
+    """Stream faults planned for sure: rules that name an intent (an explicit plan) hit it at least once."""
+    planned: dict[FaultKind, int] = {}
+    for rule in scenario.faults.stream:
+        if rule.intent is not None and rule.probability is None:
+            kind = FaultKind(rule.fault)
+            planned[kind] = planned.get(kind, 0) + 1
+    return planned
+
+
+def _inconclusive(fold: Fold, scenario: Scenario, started: int) -> list[str]:
+    reasons = []
+    for kind in POD_FAULTS:
+        planned, injected = fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0)
+        if injected < planned:
+            why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
+            reasons.append(f"{planned - injected} of {planned} planned {kind.value}s did not happen ({why})")
+    for index, rule in enumerate(scenario.faults.stream):
+        if rule.intent is not None and rule.probability is None and not fold.rule_hits.get(index):
+            if rule.intent < started:
+                why = "its exchange never matched"
+            else:
+                why = f"intent {rule.intent} never started"
+            reasons.append(
+                f"stream fault rule {index} ({rule.fault} on intent {rule.intent}) never fired: {why}"
+            )
+    return reasons
+
+
+def _errors(fold: Fold) -> list[ErrorMessage]:
+    tallies = sorted(fold.errors.values(), key=lambda e: (-e.count, e.outcome, e.example))
+    return [ErrorMessage(Outcome(e.outcome), e.code, e.example, e.count) for e in tallies[:TOP_ERRORS]]
+
+
+def summarize(
+    fold: Fold, table: pd.DataFrame, effects: EffectCounts, scenario: Scenario, run_dir: Path
+) -> Summary:
+    """The summary of a judged run (``table``: one row per started intent, with verdict and cause)."""
+    started = len(table)
+    counts = table["verdict"].value_counts()
+    verdicts = {v: int(counts.get(v.value, 0)) for v in Verdict}
+    total_attempts = int(table["attempts"].sum())
+    dup = table["verdict"] == Verdict.DUPLICATE.value
+    ended = fold.ended or {}
+    return Summary(
+        run_id=str(fold.run.get("run_id", run_dir.name)),
+        scenario=scenario.name,
+        seed=scenario.seed,
+        status=RunStatus(ended.get("status", RunStatus.UNFINISHED)),
+        status_reason=ended.get("reason"),
+        duration_s=round(fold.duration_s, 3),
+        inconclusive=_inconclusive(fold, scenario, started),
+        intents=IntentCounts(
+            planned=int(fold.run.get("intents", scenario.workload.intents)),
+            started=started,
+            ended=int((table["client_status"] != "in_progress").sum()),
+        ),
+        attempts=AttemptCounts(
+            total=total_attempts,
+            retries=total_attempts - started,
+            open_at_end=fold.open_attempts,
+            by_outcome={o: int(table[f"n_{o.value}"].sum()) for o in Outcome},
+        ),
+        pods=PodCounts(
+            exits=fold.pod_exits,
+            crashes=fold.crashes,
+            attempts_hit=int(table["attempts_hit_by_pod_fault"].sum()),
+        ),
+        faults=_fault_rows(table, fold, scenario),
+        missed_faults=list(fold.missed),
+        verdicts=verdicts,
+        rates={v: Rate(c, started) for v, c in verdicts.items()},
+        duplicate_causes={
+            str(k): int(v) for k, v in table.loc[dup, "cause"].value_counts().sort_index().items()
+        },
+        errors=_errors(fold),
+        effects=effects,
+    )

@@ -1,0 +1,62 @@
+"""From a scenario's target to a pod: the runtime it names, with its placeholders filled in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness import rundir
+from harness.pods.container import DockerPod
+from harness.pods.pod import Pod
+from harness.pods.process import ProcessPod
+from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
+from harness.template import render_text
+
+
+def placeholder_values(
+    target: TargetSpec, *, run_dir: Path, port: int, pod: str, urls: Mapping[str, str]
+) -> dict[str, str]:
+    """What the target's ``{placeholders}`` stand for in this run (for an image: inside the container).
+
+    Paths are absolute: a target may change directory, and Docker takes a
+    relative bind source for the name of a volume.
+    """
+    run_dir = run_dir.resolve()
+    return {
+        "python": sys.executable,
+        "port": str(port),
+        "data_dir": target.data_mount if target.runtime == "docker" else str(run_dir / rundir.DATA),
+        "run_dir": str(run_dir),
+        "pod": pod,
+        "scenario_dir": "{scenario_dir}",  # resolved when the scenario was loaded
+        "postgres_url": urls.get("postgres_url", "{postgres_url}"),
+        "sink_url": urls.get("sink_url", "{sink_url}"),
+    }
+
+
+def make_pod(target: TargetSpec, run_dir: Path, *, port: int, name: str, urls: Mapping[str, str]) -> Pod:
+    """The pod for the target's runtime, with its placeholders filled in."""
+    values = placeholder_values(target, run_dir=run_dir, port=port, pod=name, urls=urls)
+
+    def render(text: str, where: str) -> str:
+        return render_text(text, values, TARGET_PLACEHOLDERS, where)
+
+    env = {k: render(v, f"target.env.{k}") for k, v in target.env.items()}
+    env[target.port_env] = str(port)
+    command = [render(part, "target.command") for part in target.command] if target.command else None
+    log_path = run_dir / rundir.PODS / f"{name}.log"
+    if target.image is not None:
+        return DockerPod(
+            name,
+            image=target.image,
+            command=command,
+            env=env,
+            data_dir=run_dir / rundir.DATA,
+            data_mount=target.data_mount,
+            log_path=log_path,
+            run_id=run_dir.name,
+        )
+    assert command is not None
+    return ProcessPod(name, command, {**os.environ, **env}, log_path)

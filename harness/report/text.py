@@ -1,0 +1,184 @@
+"""The human-readable summary of one audit, for the terminal and for report.md."""
+
+from __future__ import annotations
+
+from harness.audit.summary import Summary
+from harness.history import FINDINGS, FaultKind, Outcome, Verdict
+from harness.report.tables import ci, markdown_table, pct
+
+ALWAYS_SHOWN = (Verdict.EXACTLY_ONCE, Verdict.DUPLICATE, Verdict.LOST)
+
+
+def verdict_table(summary: Summary) -> str:
+    rows = []
+    for v in Verdict:
+        count = summary.verdicts[v]
+        if count == 0 and v not in ALWAYS_SHOWN:
+            continue
+        rate = summary.rates[v]
+        rows.append(
+            [v.value + (" !" if v in FINDINGS and count else ""), count, pct(rate.value), ci(rate.ci95)]
+        )
+    return markdown_table(["verdict", "intents", "rate", "95% CI (Wilson)"], rows)
+
+
+def fault_table(summary: Summary) -> str:
+    """Per fault: planned and injected, and verdicts among the intents it hit (where duplicates come from)."""
+    rows = [
+        [
+            row.kind.value,
+            "by rule" if row.planned is None else row.planned,
+            row.injected,
+            row.intents_hit,
+            row.duplicate.count,
+            row.lost,
+            pct(row.duplicate.value),
+            ci(row.duplicate.ci95),
+        ]
+        for row in summary.faults
+    ]
+    if not rows:
+        return ""
+    return markdown_table(
+        [
+            "fault",
+            "planned",
+            "injected",
+            "intents hit",
+            "duplicates",
+            "lost",
+            "duplicate rate among hit",
+            "95% CI",
+        ],
+        rows,
+    )
+
+
+def error_table(summary: Summary) -> str:
+    """The most common error messages: why intents were rejected or retried."""
+    if not summary.errors:
+        return ""
+    rows = [[e.outcome.value, e.code or "", e.count, e.message.replace("|", "\\|")] for e in summary.errors]
+    return markdown_table(["outcome", "code", "attempts", "message (first of its kind)"], rows, align="llrl")
+
+
+def _kills(summary: Summary) -> str:
+    row = summary.fault(FaultKind.KILL)
+    if row is None:
+        return "0 kills"
+    if row.planned is not None and row.planned != row.injected:
+        return f"{row.injected} of {row.planned} planned kills"
+    return f"{row.injected} kills"
+
+
+def headline(summary: Summary) -> str:
+    d = summary.duplicates
+    text = (
+        f"duplicates: {d.count} of {d.n} intents = {pct(d.value)} "
+        f"(95% CI {ci(d.ci95)}) with {_kills(summary)}, {summary.pods.exits} pod exits"
+    )
+    return text + (" (INCONCLUSIVE)" if not summary.conclusive else "")
+
+
+def facts(summary: Summary) -> list[str]:
+    a, i, p, e = summary.attempts, summary.intents, summary.pods, summary.effects
+    by = a.by_outcome
+    lines = [
+        f"run {summary.run_id} ({summary.scenario}, seed {summary.seed}): {summary.status.value}"
+        + (f" ({summary.status_reason})" if summary.status_reason else "")
+        + f" in {summary.duration_s:.1f}s",
+        f"intents: {i.started} started of {i.planned} planned, {i.ended} ended",
+        f"attempts: {a.total} ({a.retries} retries): ok {by[Outcome.OK]}, "
+        f"transport errors {by[Outcome.TRANSPORT_ERROR]}, timeouts {by[Outcome.TIMEOUT]}, "
+        f"tool errors {by[Outcome.TOOL_ERROR]}, protocol errors {by[Outcome.PROTOCOL_ERROR]}",
+        f"pods: {p.exits} exits, {p.crashes} crashes, {p.attempts_hit} attempts in flight at a pod fault",
+        f"effects: {e.total} found" + (f", {e.foreign} not from this run's intents" if e.foreign else ""),
+    ]
+    if summary.duplicate_causes:
+        lines.append(
+            "duplicate causes: " + ", ".join(f"{k} {v}" for k, v in summary.duplicate_causes.items())
+        )
+    for reason in summary.inconclusive:
+        lines.append(f"INCONCLUSIVE: {reason}")
+    if summary.errors:
+        top = summary.errors[0]
+        lines.append(
+            f"most common error: {top.count}× {top.outcome.value}"
+            + (f" {top.code}" if top.code else "")
+            + f": {top.message}"
+        )
+    if summary.gate.violations:
+        lines.append("gate: FAILED: " + "; ".join(summary.gate.violations))
+    return lines
+
+
+def render_text(summary: Summary) -> str:
+    faults = fault_table(summary)
+    return "\n".join(
+        [
+            *facts(summary),
+            "",
+            verdict_table(summary),
+            *(["", faults] if faults else []),
+            "",
+            headline(summary),
+        ]
+    )
+
+
+def render_markdown(summary: Summary, scenario_yaml: str) -> str:
+    gate = summary.gate
+    gate_line = (
+        "Gate: **failed**: " + "; ".join(gate.violations)
+        if gate.violations
+        else "Gate: passed (or none configured)."
+    )
+    errors = error_table(summary)
+    return "\n".join(
+        [
+            f"# Retry-safety report: {summary.scenario} ({summary.run_id})",
+            "",
+            f"**{headline(summary)}**",
+            "",
+            *(f"- {line}" for line in facts(summary)),
+            "",
+            "## Verdicts",
+            "",
+            verdict_table(summary),
+            "",
+            "Rates are intents with the verdict over intents started; "
+            "intervals are 95% Wilson score intervals.",
+            "`!` marks retry-safety violations. "
+            "Per-intent rows: `intents.csv`; machine-readable: `summary.json`.",
+            "",
+            gate_line,
+            "",
+            "## By fault",
+            "",
+            fault_table(summary) or "No fault was planned or hit an attempt.",
+            "",
+            "An intent counts under every fault that hit one of its attempts; a duplicate's cause in",
+            "`intents.csv` is the first of " + ", ".join(k.value for k in FaultKind) + ".",
+            *(
+                [
+                    "",
+                    "Faults that did not happen:",
+                    "",
+                    *(f"- {m.kind} {m.trigger}: {m.reason}" for m in summary.missed_faults),
+                ]
+                if summary.missed_faults
+                else []
+            ),
+            "",
+            "## Errors",
+            "",
+            errors or "No attempt ended with an error message.",
+            "",
+            "## Scenario as run",
+            "",
+            "```yaml",
+            scenario_yaml.rstrip(),
+            "```",
+            "",
+        ]
+    )

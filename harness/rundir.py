@@ -1,0 +1,55 @@
+"""The run directory: one directory per run holds everything written about it.
+
+Its layout is a contract like the history's: the runner, the pods, the effect
+sink and the final read write these files, and the auditor and the reports read
+them, long after the run (see ``results/README.md``). The names live here so
+that writers and readers cannot disagree.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.scenario import Scenario
+
+SCENARIO = "scenario.yaml"
+"""The scenario as run (after overrides); what ``mcp-chaos audit`` reads."""
+HISTORY = "history.jsonl"
+DATA = "data"
+"""The target's data (a process pod's store; an image gets it at ``target.data_mount``)."""
+PODS = "pods"
+"""One log per pod, across its restarts."""
+SINK = "sink.jsonl"
+"""The effect sink's record: one line per call of the target's downstream."""
+COLLECTED = "effects.json"
+"""The final read of a live effect source."""
+POSTGRES_LOG = "postgres.log"
+INTENTS_CSV = "intents.csv"
+SUMMARY_JSON = "summary.json"
+REPORT_MD = "report.md"
+
+
+def new_run_id(scenario: Scenario) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario.name}-{secrets.token_hex(2)}"
+
+
+def prepare_run_dir(results_dir: Path, scenario: Scenario, run_id: str | None = None) -> Path:
+    """Create ``results_dir/<run-id>/`` with the scenario as run; refuses to reuse a directory."""
+    run_dir = results_dir / (run_id or new_run_id(scenario))
+    try:
+        run_dir.mkdir(parents=True)
+    except FileExistsError:
+        raise UsageError(f"run directory {run_dir} already exists; pick another --run-id") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+    (run_dir / DATA).mkdir()
+    (run_dir / PODS).mkdir()
+    (run_dir / SCENARIO).write_text(scenario.dump_yaml(), encoding="utf-8")
+    return run_dir
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / HISTORY).is_file() and (path / SCENARIO).is_file()

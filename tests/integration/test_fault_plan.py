@@ -1,0 +1,107 @@
+"""Planned faults against real pods: both trigger clocks, held dispatching, and faults that never happened."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.audit.auditor import AuditResult
+from harness.faults.injector import Injector
+from harness.faults.schedule import build_schedule
+from harness.history import EventType, FaultKind, HistoryWriter, read_history
+from harness.loopback import free_port
+from harness.pods.factory import make_pod
+from harness.pods.supervisor import Supervisor
+from harness.scenario import parse_scenario
+from tests.conftest import ROOT, fault_row, invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+Run = Callable[[dict[str, Any]], AuditResult]
+FAST = {"INVOICES_PRE_COMMIT_MS": "0", "INVOICES_POST_COMMIT_MS": "0"}
+
+
+def test_timed_kills_do_not_wait_for_a_pause_on_the_progress_clock(tmp_path: Path) -> None:
+    # A pause that waits for workload progress (which never comes here: nothing is dispatched)
+    # and kills on the time clock. One loop for both clocks ran the kills only after the pause.
+    data = invoice_scenario(intents=1000)
+    data["target"]["command"] = ["{python}", str(ROOT / "targets" / "noop" / "server.py")]
+    data["faults"] = {"pause": {"count": 1, "duration_s": 0.2}, "kill": {"mean_interval_s": 0.4}}
+    scenario = parse_scenario(data)
+    schedule = build_schedule(scenario)
+    first_kill = next(f.at_s for f in schedule if f.kind is FaultKind.KILL)
+    assert first_kill is not None
+    assert first_kill < 1.5  # the seed's first timed kill comes early: the test waits past it
+    (tmp_path / "pods").mkdir()
+    port = free_port()
+
+    async def main() -> None:
+        with HistoryWriter(tmp_path / "history.jsonl") as history:
+            pod = make_pod(scenario.target, tmp_path, port=port, name="pod-0", urls={})
+            supervisor = Supervisor(
+                pod,
+                f"http://127.0.0.1:{port}/mcp",
+                history,
+                ready_timeout_s=30,
+                restart_delay_s=0.05,
+                max_restarts=100,
+                stop_timeout_s=5,
+            )
+            await supervisor.start()
+            supervise = asyncio.create_task(supervisor.supervise())
+            injector = Injector(schedule, supervisor, history)
+            injecting = asyncio.create_task(injector.run())
+            try:
+                await asyncio.sleep(first_kill + 1.5 - history.now())
+            finally:
+                injecting.cancel()
+                await asyncio.gather(injecting, return_exceptions=True)
+                await supervisor.stop()
+                with contextlib.suppress(Exception):
+                    await supervise
+
+    asyncio.run(main())
+    faults = [e for e in read_history(tmp_path / "history.jsonl") if e["type"] == EventType.FAULT]
+    assert [e["fault"] for e in faults][:1] == ["kill"]
+    assert all(e["fault"] == "kill" and e["counted"] is False for e in faults)
+
+
+def test_faults_that_never_happen_make_the_run_inconclusive(run: Run) -> None:
+    # The workload (a fast target) is over long before the pod has been up for min_uptime_s.
+    data = invoice_scenario(intents=200, concurrency=8, env=FAST, kills={"count": 4, "min_uptime_s": 30})
+    data["gate"] = {"fail_inconclusive": True}
+    result = run(data)
+    s = result.summary
+    kill = fault_row(s, FaultKind.KILL)
+    assert (kill.planned, kill.injected) == (4, 0)
+    assert not s.conclusive
+    assert s.inconclusive[0].startswith("4 of 4 planned kills did not happen")
+    assert "min_uptime_s=30" in s.inconclusive[0]
+    assert len(s.missed_faults) == 4
+    assert not result.gate_passed
+    report = (result.run_dir / "report.md").read_text()
+    assert "0 of 4 planned kills" in report
+    assert "INCONCLUSIVE" in report
+
+
+def test_held_dispatch_lands_every_kill_exactly_after_its_intent(run: Run) -> None:
+    data = invoice_scenario(
+        intents=200, concurrency=8, env=FAST, kills={"count": 4, "min_uptime_s": 0.2, "hold_dispatch": True}
+    )
+    result = run(data)
+    s = result.summary
+    kill = fault_row(s, FaultKind.KILL)
+    assert (kill.planned, kill.injected) == (4, 4)
+    assert s.conclusive
+    started = 0
+    for event in read_history(result.run_dir / "history.jsonl"):
+        if event["type"] == EventType.INTENT_STARTED:
+            started += 1
+        elif event["type"] == EventType.FAULT:
+            assert event["trigger"].startswith(f"after intent {started} ")
+    assert started == 200

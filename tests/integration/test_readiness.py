@@ -1,0 +1,74 @@
+"""Readiness against servers that answer wrongly: never mistaken for ready, never waited on forever."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+# A real HTTP server (a child process, like any target) that answers every POST with BODY, either
+# at once or as an event stream that never ends.
+SERVER = """
+import os, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+BODY, ENDLESS = sys.argv[1].encode(), sys.argv[2] == "endless"
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        if ENDLESS:
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            while True:
+                self.wfile.write(b": still here\\n\\n")
+                self.wfile.flush()
+                time.sleep(0.2)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+ERROR_SAYING_RESULT = '{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"no \\"result\\" for you"}}'
+
+
+def run_against(tmp_path: Path, body: str, mode: str, ready_timeout_s: float) -> tuple[int, str, float]:
+    data = invoice_scenario()
+    literal = body.replace("{", "{{").replace("}", "}}")  # braces in a command are placeholders
+    data["target"]["command"] = ["{python}", "-c", SERVER, literal, mode]
+    data["target"]["ready_timeout_s"] = ready_timeout_s
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(path), "--results", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return proc.returncode, proc.stderr, time.monotonic() - started
+
+
+def test_an_error_that_mentions_result_is_not_ready(tmp_path: Path) -> None:
+    code, err, _ = run_against(tmp_path, ERROR_SAYING_RESULT, "json", 2)
+    assert code == 3
+    assert "did not answer server/discover" in err
+    assert "it last answered: JSON-RPC error -32601" in err
+
+
+def test_an_answer_that_never_ends_cannot_hold_readiness(tmp_path: Path) -> None:
+    code, err, elapsed = run_against(tmp_path, "", "endless", 3)
+    assert code == 3
+    assert "did not answer server/discover" in err
+    assert elapsed < 3 + 10  # the deadline bounds the whole wait, probes included
