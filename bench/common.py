@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.client import wait_ready as probe_until_ready
+from harness.client.readiness import wait_ready as probe_until_ready
 from harness.loopback import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

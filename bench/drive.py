@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.client import McpHttpClient
+from harness.client.http import McpHttpClient
 from harness.driver import Driver
 from harness.faults.proxy import FaultProxy
 from harness.history import HistoryWriter, Outcome
@@ -52,7 +52,7 @@ async def drive(url: str, calls: int, concurrency: int, history: Path, proxy: bo
             )
             url = f"http://127.0.0.1:{await fault_proxy.start()}/mcp"
         async with McpHttpClient(url) as client:
-            driver = Driver(Workload(s, "bench"), client, h, s.client, concurrency=concurrency, seed=0)
+            driver = Driver(Workload(s, "bench"), [client], h, s.client, concurrency=concurrency, seed=0)
             if fault_proxy is not None:
                 fault_proxy.lookup = driver.attempt_of
             start = time.perf_counter()

@@ -18,6 +18,7 @@ from bench.common import ROOT
 from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.pods.factory import make_pod
+from harness.pods.ready import HttpReady
 from harness.pods.supervisor import Supervisor
 from harness.scenario import parse_scenario
 
@@ -47,7 +48,7 @@ async def _restarts(runtime: str, kills: int, work: Path) -> list[float]:
     with HistoryWriter(work / "history.jsonl") as history:
         supervisor = Supervisor(
             make_pod(_scenario(runtime).target, work, port=port, name="pod-0", urls={}),
-            f"http://127.0.0.1:{port}/mcp",
+            HttpReady(f"http://127.0.0.1:{port}/mcp", protocol="2026-07-28", headers={}),
             history,
             ready_timeout_s=30,
             restart_delay_s=0,

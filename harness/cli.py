@@ -22,7 +22,7 @@ from harness.faults.schedule import build_schedule
 from harness.pods.container import docker_client, remove_containers
 from harness.report.text import render_text
 from harness.reproduce import MODES, VariantResult, plan, render, run_plan
-from harness.runner import audit_and_report, cancel_on_sigterm, execute, run_and_audit
+from harness.runner import audit_and_report, cancel_on_sigterm, check_environment, execute, run_and_audit
 from harness.scenario import Scenario, StreamFault, load_scenario
 
 T = TypeVar("T")
@@ -62,6 +62,7 @@ def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
 
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
+    check_environment(scenario)
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     _announce(scenario, run_dir)
     progress = None if args.quiet else 1.0

@@ -8,9 +8,10 @@ stream; every attempt of an intent carries the intent's idempotency key
 written to the history the moment it happens.
 
 Retried: transport errors and timeouts (the outcome is unknown: the request
-may or may not have taken effect), and tool errors whose contract says
-``retryable: true``. Not retried: other tool errors and protocol errors (the
-server answered; asking again will not change its mind).
+may or may not have taken effect), a lost 2025 session (the call was not
+executed; the client opens a new session), and tool errors whose contract says
+``retryable: true``. Not retried: other tool errors, protocol errors and
+refused credentials (the server answered; asking again will not change its mind).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import hashlib
 import itertools
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import orjson
 
-from harness.client import CallResult, McpHttpClient
+from harness.client import CallResult, McpClient
 from harness.history import EventType, HistoryWriter, IntentStatus, Outcome
 from harness.scenario import Backoff, ClientPolicy
 from harness.workload import Intent, Workload
@@ -62,7 +63,7 @@ class Driver:
     def __init__(
         self,
         workload: Workload,
-        client: McpHttpClient,
+        clients: Sequence[McpClient],
         history: HistoryWriter,
         policy: ClientPolicy,
         *,
@@ -74,7 +75,8 @@ class Driver:
         dispatch_gate: asyncio.Event | None = None,
     ) -> None:
         self.workload = workload
-        self.client = client
+        self.clients = list(clients)
+        """One shared client, or one per worker (2025 sessions per worker); worker i uses i mod n."""
         self.history = history
         self.policy = policy
         self.concurrency = concurrency
@@ -101,7 +103,8 @@ class Driver:
 
     async def run(self) -> DriverStats:
         workers = [
-            asyncio.create_task(self._worker()) for _ in range(min(self.concurrency, len(self.workload)))
+            asyncio.create_task(self._worker(self.clients[i % len(self.clients)]))
+            for i in range(min(self.concurrency, len(self.workload)))
         ]
         try:
             await asyncio.gather(*workers)
@@ -111,7 +114,7 @@ class Driver:
             await asyncio.gather(*workers, return_exceptions=True)
         return self.stats
 
-    async def _worker(self) -> None:
+    async def _worker(self, client: McpClient) -> None:
         gate = self.dispatch_gate
         while True:
             if gate is not None and not gate.is_set():
@@ -122,9 +125,9 @@ class Driver:
             self.stats.dispatched += 1
             if self.on_dispatch is not None:
                 self.on_dispatch(self.stats.dispatched)
-            await self._perform(intent)
+            await self._perform(intent, client)
 
-    async def _perform(self, intent: Intent) -> None:
+    async def _perform(self, intent: Intent, client: McpClient) -> None:
         history, policy, stats = self.history, self.policy, self.stats
         history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
         status = IntentStatus.GAVE_UP
@@ -141,12 +144,13 @@ class Driver:
             stats.in_flight += 1
             self._in_flight[request_id] = (intent.index, attempt)
             try:
-                res = await self.client.call_tool(
+                res = await client.call_tool(
                     self.workload.tool,
                     arguments,
                     request_id=request_id,
                     timeout=policy.attempt_timeout_s,
                     request_progress=self.request_progress,
+                    key=key,
                 )
             finally:
                 stats.in_flight -= 1
@@ -167,7 +171,7 @@ class Driver:
 
     def _retry_after(self, res: CallResult) -> float | None:
         """Seconds the server asked us to wait before retrying, 0 for 'retry normally', None for 'do not'."""
-        if res.outcome in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT):
+        if res.outcome in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT, Outcome.SESSION_LOST):
             return 0.0
         if (
             res.outcome is Outcome.TOOL_ERROR

@@ -11,8 +11,13 @@ that talks to the network, which is why it is not part of ``harness.audit``.
 
 from __future__ import annotations
 
+import asyncio
+import csv
 import datetime as dt
+import io
+import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +25,37 @@ import orjson
 
 from harness import rundir
 from harness.audit.effects import count_rows, resolve_url
-from harness.client import McpHttpClient
+from harness.client.http import McpHttpClient
 from harness.errors import AuditError
 from harness.history import Outcome
-from harness.scenario import READ_TOOL_PLACEHOLDERS, Effects, SqlEffects, ToolEffects
+from harness.scenario import (
+    AUDIT_PLACEHOLDERS,
+    READ_TOOL_PLACEHOLDERS,
+    CommandEffects,
+    Effects,
+    SqlEffects,
+    ToolEffects,
+)
 from harness.template import render_text
 
 
 async def final_read(
-    effects: Effects, run_dir: Path, *, pod_url: str, postgres_url: str | None, namespace: str
+    effects: Effects,
+    run_dir: Path,
+    *,
+    pod_url: str,
+    protocol: str,
+    headers: Mapping[str, str],
+    postgres_url: str | None,
+    namespace: str,
 ) -> int:
     """Take the final read into effects.json; returns the number of markers found."""
     if effects.tool is not None:
-        counts = await _from_tool(effects.tool, pod_url, namespace)
+        counts = await _from_tool(effects.tool, pod_url, protocol, headers, namespace)
         source = f"tool {effects.tool.tool}"
+    elif effects.command is not None:
+        counts = await _from_command(effects.command, run_dir, postgres_url)
+        source = "command " + " ".join(effects.command.command)
     else:
         assert effects.sql is not None
         counts = await _from_postgres(effects.sql, run_dir, postgres_url)
@@ -47,7 +69,9 @@ async def final_read(
     return len(counts)
 
 
-async def _from_tool(tool: ToolEffects, url: str, namespace: str) -> Counter[str]:
+async def _from_tool(
+    tool: ToolEffects, url: str, protocol: str, headers: Mapping[str, str], namespace: str
+) -> Counter[str]:
     arguments = {
         k: render_text(
             v, {"namespace": namespace}, READ_TOOL_PLACEHOLDERS, f"audit.effects.tool.arguments.{k}"
@@ -56,10 +80,12 @@ async def _from_tool(tool: ToolEffects, url: str, namespace: str) -> Counter[str
         else v
         for k, v in tool.arguments.items()
     }
-    async with McpHttpClient(url) as client:
+    async with McpHttpClient(url, protocol=protocol, headers=headers) as client:
         res = await client.call_tool(tool.tool, arguments, request_id=1, timeout=60)
+        await client.end_session()
     if res.outcome is not Outcome.OK or res.result is None:
-        raise AuditError(f"read tool {tool.tool!r} failed: {res.outcome.value} {res.detail}")
+        said = f": {res.message}" if res.message else ""
+        raise AuditError(f"read tool {tool.tool!r} failed: {res.outcome.value} {res.detail}{said}")
     return _effects_of(tool.tool, res.result.get("structuredContent"))
 
 
@@ -91,3 +117,53 @@ async def _from_postgres(sql: SqlEffects, run_dir: Path, postgres_url: str | Non
     except psycopg.Error as exc:
         raise AuditError(f"audit query failed on {url}: {exc}".splitlines()[0]) from None
     return count_rows(columns, rows, url)
+
+
+async def _from_command(spec: CommandEffects, run_dir: Path, postgres_url: str | None) -> Counter[str]:
+    """Run the scenario's command; its stdout is CSV lines ``marker,effects`` (a header is allowed)."""
+    values = {
+        "python": sys.executable,
+        "data_dir": run_dir.resolve() / rundir.DATA,
+        "run_dir": run_dir.resolve(),
+        "scenario_dir": "{scenario_dir}",
+        "postgres_url": postgres_url or "{postgres_url}",
+    }
+    argv = [
+        render_text(part, values, AUDIT_PLACEHOLDERS | {"python"}, "audit.effects.command")
+        for part in spec.command
+    ]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise AuditError(f"cannot run the effects command {argv[0]!r}: {exc.strerror or exc}") from None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), spec.timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AuditError(
+            f"the effects command ran longer than {spec.timeout_s:g}s (audit.effects.command.timeout_s)"
+        ) from None
+    if proc.returncode != 0:
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["(nothing on stderr)"]
+        raise AuditError(f"the effects command exited with {proc.returncode}: {tail[0]}")
+    rows = list(csv.reader(io.StringIO(out.decode("utf-8", "replace"))))
+    if rows and [c.strip().lower() for c in rows[0]] == ["marker", "effects"]:
+        rows = rows[1:]
+    counts: Counter[str] = Counter()
+    for number, row in enumerate(rows, 1):
+        if not row:
+            continue
+        try:
+            marker, effects = row[0].strip(), int(row[1]) if len(row) > 1 else 1
+        except ValueError:
+            raise AuditError(
+                f"the effects command's line {number} is not 'marker,effects': {row!r}"
+            ) from None
+        counts[marker] += effects
+    return counts

@@ -28,6 +28,9 @@ pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
 pod_stopped        pod, pid, returncode (the harness stopped it at the end)
 pod_resumed        pod, pid (the end of a pause fault)
+session_opened     session (a digest of its id, or null), version, client: a 2025-protocol
+                   session (initialize + notifications/initialized), first or after a loss
+session_lost       session, status: the server no longer knew the session (404, or 400 naming it)
 fault              fault (a FaultKind), and for pod faults pod, pid, trigger; for stream
                    faults id, intent, attempt, tool, key and what was done
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
@@ -42,7 +45,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -62,6 +65,8 @@ class EventType(enum.StrEnum):
     POD_EXITED = "pod_exited"
     POD_STOPPED = "pod_stopped"
     POD_RESUMED = "pod_resumed"
+    SESSION_OPENED = "session_opened"
+    SESSION_LOST = "session_lost"
     FAULT = "fault"
     FAULT_MISSED = "fault_missed"
     EFFECTS_COLLECTED = "effects_collected"
@@ -80,6 +85,10 @@ class Outcome(enum.StrEnum):
     TIMEOUT = "timeout"
     PROTOCOL_ERROR = "protocol_error"
     """The server answered, but not with a tool result (HTTP error, JSON-RPC error, garbage)."""
+    SESSION_LOST = "session_lost"
+    """The server did not know the attempt's session (it restarted): the call was not executed."""
+    AUTH_ERROR = "auth_error"
+    """HTTP 401 or 403: the server refused the credentials; retrying will not change that."""
 
 
 class Detail(enum.StrEnum):
@@ -110,6 +119,14 @@ class Detail(enum.StrEnum):
     BAD_RESULT = "bad_result"
     INPUT_REQUIRED = "input_required"
     """``resultType: input_required`` (multi round-trip requests are not driven yet)."""
+    # session_lost
+    SESSION_NOT_FOUND = "session_not_found"
+    """HTTP 404 to a request carrying a session id, as the 2025 specification says."""
+    SESSION_REJECTED = "session_rejected"
+    """HTTP 400 whose answer names the session (some servers answer so instead of 404)."""
+    # auth_error
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     # tool_error
     ERROR_CONTRACT = "error_contract"
     """A tool error carrying a machine-readable ``code`` (and maybe ``retryable``)."""
@@ -187,14 +204,44 @@ FINDINGS = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
 Clock = Callable[[], float]
 
 
-class HistoryWriter:
-    """Appends events to ``history.jsonl``; one unbuffered write per event."""
+class Redactor:
+    """Hides secret values (what ``${VAR}`` in a scenario expanded to) in text the harness writes."""
 
-    def __init__(self, path: Path, *, clock: Clock = time.monotonic) -> None:
+    MIN_LENGTH = 4
+    """Shorter values are not hidden: replacing every "1" would garble a history, not protect it."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        kept = sorted({v for v in values if len(v) >= self.MIN_LENGTH}, key=len, reverse=True)
+        self._text = kept
+        # As they appear inside JSON strings (quotes and backslashes escaped).
+        self._json = [orjson.dumps(v)[1:-1] for v in kept]
+
+    def __bool__(self) -> bool:
+        return bool(self._text)
+
+    def text(self, value: str) -> str:
+        for secret in self._text:
+            value = value.replace(secret, "***")
+        return value
+
+    def json_line(self, line: bytes) -> bytes:
+        for secret in self._json:
+            if secret in line:
+                line = line.replace(secret, b"***")
+        return line
+
+
+class HistoryWriter:
+    """Appends events to ``history.jsonl``; one unbuffered write per event, secrets redacted."""
+
+    def __init__(
+        self, path: Path, *, clock: Clock = time.monotonic, redactor: Redactor | None = None
+    ) -> None:
         self.path = path
         self._clock = clock
         self._t0 = clock()
         self._seq = 0
+        self._redactor = redactor if redactor else None
         self._file: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def now(self) -> float:
@@ -206,7 +253,10 @@ class HistoryWriter:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
         event = {"seq": self._seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1
-        self._file.write(orjson.dumps(event) + b"\n")
+        line = orjson.dumps(event)
+        if self._redactor is not None:
+            line = self._redactor.json_line(line)
+        self._file.write(line + b"\n")
 
     def close(self) -> None:
         if self._file is not None:

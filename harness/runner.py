@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 import secrets
 import signal
 import sys
@@ -30,22 +31,26 @@ from typing import TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
-from harness.client import McpHttpClient
+from harness.client import McpClient
+from harness.client.http import MODERN, McpHttpClient
+from harness.client.stdio import StdioClient
 from harness.driver import Driver
-from harness.errors import HarnessError
+from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.final_read import final_read
-from harness.history import EventType, HistoryWriter, RunStatus
+from harness.history import EventType, HistoryWriter, Redactor, RunStatus
 from harness.loopback import free_port
-from harness.pods.factory import make_pod
+from harness.pods.factory import make_pod, secret_values, target_headers
+from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
 from harness.report.files import write_audit
 from harness.report.live import LiveStatus, Snapshot
 from harness.scenario import Scenario
 from harness.services import Postgres
 from harness.sink import EffectSink
+from harness.template import TemplateError, expand_env
 from harness.workload import Workload
 
 T = TypeVar("T")
@@ -65,6 +70,16 @@ async def cancel_on_sigterm(coro: Awaitable[T]) -> T:
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGTERM)
+
+
+def check_environment(scenario: Scenario) -> None:
+    """ScenarioError (exit 2) now, before anything starts, for a ``${VAR}`` the environment lacks."""
+    try:
+        target_headers(scenario.target)
+        for name, value in scenario.target.env.items():
+            expand_env(value, os.environ, f"target.env.{name}")
+    except TemplateError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 async def execute(
@@ -105,6 +120,15 @@ async def run_and_audit(
     return audit_and_report(run_dir)
 
 
+async def _close_clients(clients: list[McpClient]) -> None:
+    """End 2025 sessions as a client should (DELETE, best effort), then drop every connection."""
+    for client in clients:
+        if isinstance(client, McpHttpClient):
+            with contextlib.suppress(Exception):
+                await client.end_session()
+        await client.aclose()
+
+
 async def _finish(task: asyncio.Task[object] | None) -> None:
     """Cancel a task and wait for it, whatever it raised."""
     if task is not None:
@@ -121,28 +145,40 @@ class _Run:
         self.namespace = namespace
         self.status = RunStatus.FAILED
         self.reason: str | None = None
-        self.history = HistoryWriter(run_dir / rundir.HISTORY)
-        # Every port is chosen now, so every placeholder is known before anything starts.
-        self.port = free_port()
-        self.pod_url = f"http://127.0.0.1:{self.port}{scenario.target.path}"
-        urls: dict[str, str] = {}
-        pg = scenario.services.postgres
-        self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
-        if self.postgres is not None:
-            urls["postgres_url"] = self.postgres.url
-        sink = scenario.audit.effects.sink
-        self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
-        if self.sink is not None:
-            urls["sink_url"] = self.sink.url
-        self.proxy_port = free_port() if scenario.faults.stream else None
+        target = scenario.target
+        try:
+            # ${VAR} of the target's env and headers: expanded now, hidden from everything written.
+            self.headers = target_headers(target)
+            self.redactor = Redactor(secret_values(target))
+            # Every port is chosen now, so every placeholder is known before anything starts.
+            self.port = free_port()
+            self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
+            urls: dict[str, str] = {}
+            pg = scenario.services.postgres
+            self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
+            if self.postgres is not None:
+                urls["postgres_url"] = self.postgres.url
+            sink = scenario.audit.effects.sink
+            self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
+            if self.sink is not None:
+                urls["sink_url"] = self.sink.url
+            pod = make_pod(target, run_dir, port=self.port, name="pod-0", urls=urls)
+        except TemplateError as exc:
+            raise ScenarioError(str(exc)) from None
+        self.history = HistoryWriter(run_dir / rundir.HISTORY, redactor=self.redactor)
+        self.ready_check: HttpReady | StdioReady = (
+            StdioReady(history=self.history, key_meta=scenario.client.key_meta)
+            if target.transport == "stdio"
+            else HttpReady(self.pod_url, protocol=scenario.client.protocol, headers=self.headers)
+        )
         self.supervisor = Supervisor(
-            make_pod(scenario.target, run_dir, port=self.port, name="pod-0", urls=urls),
-            self.pod_url,
+            pod,
+            self.ready_check,
             self.history,
-            ready_timeout_s=scenario.target.ready_timeout_s,
-            restart_delay_s=scenario.target.restart_delay_s,
-            max_restarts=scenario.target.max_restarts,
-            stop_timeout_s=scenario.target.stop_timeout_s,
+            ready_timeout_s=target.ready_timeout_s,
+            restart_delay_s=target.restart_delay_s,
+            max_restarts=target.max_restarts,
+            stop_timeout_s=target.stop_timeout_s,
         )
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
@@ -153,20 +189,7 @@ class _Run:
             min_uptime_s=kill.min_uptime_s if kill else 0.0,
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
         )
-        driver_port = self.port if self.proxy_port is None else self.proxy_port
-        self.client = McpHttpClient(f"http://127.0.0.1:{driver_port}{scenario.target.path}")
-        self.driver = Driver(
-            Workload(scenario, namespace),
-            self.client,
-            self.history,
-            scenario.client,
-            concurrency=scenario.workload.concurrency,
-            seed=scenario.seed,
-            request_progress=scenario.workload.request_progress,
-            deadline_s=scenario.workload.max_duration_s,
-            on_dispatch=self.injector.on_dispatch,
-            dispatch_gate=self.injector.dispatch_gate,
-        )
+        self.proxy_port = free_port() if scenario.faults.stream else None
         self.proxy = (
             None
             if self.proxy_port is None
@@ -175,11 +198,18 @@ class _Run:
                 scenario.faults.stream,
                 seed=scenario.seed,
                 history=self.history,
-                lookup=self.driver.attempt_of,
+                lookup=self._attempt_of,
                 default_hold_s=scenario.client.attempt_timeout_s + 0.5,
+                key_meta=scenario.client.key_meta,
+                key_header=scenario.client.key_header,
             )
         )
+        self.driver: Driver | None = None
+        """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
+
+    def _attempt_of(self, request_id: object) -> tuple[int, int] | None:
+        return None if self.driver is None else self.driver.attempt_of(request_id)
 
     async def execute(self, live: LiveStatus | None) -> RunStatus:
         async with contextlib.AsyncExitStack() as stack:
@@ -192,9 +222,35 @@ class _Run:
                 self.status, self.reason = RunStatus.INTERRUPTED, "cancelled (Ctrl-C or SIGTERM)"
                 raise
             except HarnessError as exc:
+                exc.message = self.redactor.text(exc.message)
+                exc.details = None if exc.details is None else self.redactor.text(exc.details)
                 self.status, self.reason = RunStatus.FAILED, exc.message
                 raise
         return self.status
+
+    def _clients(self) -> list[McpClient]:
+        """The driver's clients, in the protocol the pod answered in."""
+        policy = self.scenario.client
+        if isinstance(self.ready_check, StdioReady):
+            ready = self.ready_check
+            return [StdioClient(lambda: ready.channel)]
+        protocol = self.ready_check.protocol
+        port = self.port if self.proxy_port is None else self.proxy_port
+        count = 1
+        if policy.sessions == "per_worker" and protocol != MODERN:
+            count = self.scenario.workload.concurrency
+        return [
+            McpHttpClient(
+                f"http://127.0.0.1:{port}{self.scenario.target.path}",
+                protocol=protocol,
+                headers=self.headers,
+                key_meta=policy.key_meta,
+                key_header=policy.key_header,
+                history=self.history,
+                name="shared" if count == 1 else f"worker-{i}",
+            )
+            for i in range(count)
+        ]
 
     async def _start_and_drive(self, stack: contextlib.AsyncExitStack, live: LiveStatus | None) -> None:
         if self.postgres is not None:
@@ -215,15 +271,28 @@ class _Run:
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
 
-        stack.push_async_callback(self.client.aclose)
+        clients = self._clients()
+        stack.push_async_callback(_close_clients, clients)
+        driver = self.driver = Driver(
+            Workload(self.scenario, self.namespace),
+            clients,
+            self.history,
+            self.scenario.client,
+            concurrency=self.scenario.workload.concurrency,
+            seed=self.scenario.seed,
+            request_progress=self.scenario.workload.request_progress,
+            deadline_s=self.scenario.workload.max_duration_s,
+            on_dispatch=self.injector.on_dispatch,
+            dispatch_gate=self.injector.dispatch_gate,
+        )
         injecting = asyncio.create_task(self.injector.run())
         stack.callback(self.injector.record_missed)
         stack.push_async_callback(_finish, injecting)
         if live is not None:
             stack.callback(live.finish)
-            stack.callback(lambda: live.show(self._snapshot()))  # where the driver got to
-            stack.push_async_callback(_finish, asyncio.create_task(live.run(self._snapshot)))
-        driving = asyncio.create_task(self.driver.run())
+            stack.callback(lambda: live.show(self._snapshot(driver)))  # where the driver got to
+            stack.push_async_callback(_finish, asyncio.create_task(live.run(lambda: self._snapshot(driver))))
+        driving = asyncio.create_task(driver.run())
         # The driver first: after Ctrl-C it must not go on making attempts during teardown.
         stack.push_async_callback(_finish, driving)
 
@@ -233,7 +302,7 @@ class _Run:
             await _finish(driving)
             self._supervise.result()
         driving.result()
-        if self.driver.deadline_hit:
+        if driver.deadline_hit:
             self.status = RunStatus.DEADLINE
             self.reason = f"workload.max_duration_s={self.scenario.workload.max_duration_s:g} reached"
         else:
@@ -264,8 +333,8 @@ class _Run:
             restarts=self.supervisor.restarts,
         )
 
-    def _snapshot(self) -> Snapshot:
-        s = self.driver.stats
+    def _snapshot(self, driver: Driver) -> Snapshot:
+        s = driver.stats
         return Snapshot(
             t=self.history.now(),
             finished=s.finished,
@@ -291,6 +360,8 @@ class _Run:
                     self.scenario.audit.effects,
                     self.run_dir,
                     pod_url=self.pod_url,
+                    protocol=self.supervisor.protocol or MODERN,
+                    headers=self.headers,
                     postgres_url=self.postgres.url if self.postgres else None,
                     namespace=self.namespace,
                 )

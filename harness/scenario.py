@@ -21,6 +21,8 @@ resolved when they are used:
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -40,8 +42,11 @@ AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres
 READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})
 
 
-def _check_placeholders(text: str, allowed: frozenset[str], where: str) -> None:
-    parse_text(text, allowed, where)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _check_placeholders(text: str, allowed: frozenset[str], where: str, *, env_refs: bool = False) -> None:
+    parse_text(text, allowed, where, env_refs=env_refs)
 
 
 class _Model(BaseModel):
@@ -54,14 +59,22 @@ class TargetSpec(_Model):
     With ``image`` the pod is a container on host networking (it must listen on
     127.0.0.1:$PORT); ``command`` then overrides the image's command. Without it,
     ``command`` is run as a child process (the embedded runtime).
+
+    ``transport: stdio`` runs a server that speaks MCP on its stdin and stdout
+    instead (a local command; the harness is its host).
     """
 
     command: list[str] | None = Field(default=None, min_length=1)
     image: str | None = Field(default=None, min_length=1)
+    transport: Literal["http", "stdio"] = "http"
     data_mount: str = "/data"
     """Docker runtime: where the run's data directory is mounted inside the container."""
     env: dict[str, str] = Field(default_factory=dict)
-    port_env: str = "PORT"
+    """Environment of the target; values may use placeholders and ``${VAR}`` of the harness's own."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers on every request (``Authorization: "Bearer ${TOKEN}"``); ``${VAR}`` is expanded
+    from the harness's environment when the run starts and never written anywhere."""
+    port_env: str = Field(default="PORT", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     path: str = "/mcp"
     ready_timeout_s: float = Field(default=30.0, gt=0, le=600)
     stop_timeout_s: float = Field(default=5.0, gt=0, le=120)
@@ -74,13 +87,34 @@ class TargetSpec(_Model):
     @classmethod
     def _command_placeholders(cls, v: list[str] | None) -> list[str] | None:
         for part in v or ():
+            if "\0" in part:
+                raise ValueError("target.command contains a NUL byte, which no command line can carry")
             _check_placeholders(part, TARGET_PLACEHOLDERS, "target.command")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _header_fields(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"target.headers: {name!r} is not an HTTP header name")
+            if any(c in value for c in "\r\n\0"):
+                raise ValueError(f"target.headers.{name}: a header value cannot hold a line break or NUL")
+            _check_placeholders(value, frozenset(), f"target.headers.{name}", env_refs=True)
         return v
 
     @model_validator(mode="after")
     def _runtime(self) -> TargetSpec:
         if self.command is None and self.image is None:
             raise ValueError("target needs a command (a local server) or an image (a Docker image)")
+        if self.transport == "stdio":
+            if self.image is not None:
+                raise ValueError(
+                    "target.transport: stdio runs a local command; stdio servers in images are not "
+                    "supported yet (serve the image over HTTP, or run its command locally)"
+                )
+            if self.headers:
+                raise ValueError("target.headers are HTTP headers; a stdio target has none")
         if self.image is not None:
             uses_python = any("{python}" in part for part in self.command or ())
             if uses_python or any("{python}" in v for v in self.env.values()):
@@ -110,7 +144,11 @@ class TargetSpec(_Model):
     @classmethod
     def _env_placeholders(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
-            _check_placeholders(value, TARGET_PLACEHOLDERS, f"target.env.{name}")
+            if not name or "=" in name or "\0" in name:
+                raise ValueError(f"target.env: {name!r} cannot be an environment variable's name")
+            if "\0" in value:
+                raise ValueError(f"target.env.{name} contains a NUL byte, which no environment can carry")
+            _check_placeholders(value, TARGET_PLACEHOLDERS, f"target.env.{name}", env_refs=True)
         return v
 
     @field_validator("path")
@@ -169,6 +207,41 @@ class ClientPolicy(_Model):
     """``same``: every attempt of an intent carries its key (correct). ``fresh``: a buggy client."""
     retry_tool_errors: Literal["retryable", "never"] = "retryable"
     """Retry a tool error whose contract says ``retryable: true`` (honouring ``retry_after_ms``)."""
+    protocol: Literal["auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"] = "auto"
+    """``auto`` asks ``server/discover`` (2026-07-28) and falls back to the 2025 ``initialize``
+    handshake, as current clients do; a version pins it. stdio targets always use the handshake."""
+    sessions: Literal["shared", "per_worker"] = "shared"
+    """2025 protocol: one session for the whole driver, or one per concurrent worker."""
+    key_in: Literal["argument", "meta", "header"] = "argument"
+    """Where the intent's idempotency key travels: in an argument (the template's ``{key}``), in the
+    request's ``_meta``, or in an HTTP header."""
+    key_name: str | None = Field(default=None, min_length=1)
+    """The ``_meta`` field or header name (defaults: ``idempotencyKey``, ``Idempotency-Key``)."""
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _version_as_written(cls, v: Any) -> Any:
+        """YAML reads an unquoted 2025-11-25 as a date; the version is meant."""
+        return v.isoformat() if isinstance(v, dt.date) else v
+
+    @property
+    def key_meta(self) -> str | None:
+        return (self.key_name or "idempotencyKey") if self.key_in == "meta" else None
+
+    @property
+    def key_header(self) -> str | None:
+        return (self.key_name or "Idempotency-Key") if self.key_in == "header" else None
+
+    @model_validator(mode="after")
+    def _key_name(self) -> ClientPolicy:
+        if self.key_in == "argument" and self.key_name is not None:
+            raise ValueError(
+                "client.key_name names a _meta field or header; with key_in: argument the "
+                "template's {key} says where the key goes"
+            )
+        if self.key_in == "header" and not _HEADER_NAME.match(self.key_name or "Idempotency-Key"):
+            raise ValueError(f"client.key_name {self.key_name!r} is not an HTTP header name")
+        return self
 
 
 class KillFaults(_Model):
@@ -325,24 +398,66 @@ class ToolEffects(_Model):
         return v
 
 
+class CommandEffects(_Model):
+    """After the run, run a command that prints the effects: one ``marker,effects`` CSV line each.
+
+    For stores no SQL reaches (a file of the target's own format, a remote API): the
+    command may use the target's placeholders, and a header line ``marker,effects`` is
+    allowed. A failing command is an audit error with its stderr.
+    """
+
+    command: list[str] = Field(min_length=1)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders(cls, v: list[str]) -> list[str]:
+        for part in v:
+            _check_placeholders(part, AUDIT_PLACEHOLDERS | {"python"}, "audit.effects.command.command")
+        return v
+
+
+class JsonlEffects(_Model):
+    """Count records per marker in a JSON-lines file the target writes (one effect per line)."""
+
+    path: str
+    marker_field: str = "marker"
+
+    @field_validator("path")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        _check_placeholders(v, AUDIT_PLACEHOLDERS, "audit.effects.jsonl.path")
+        return v
+
+
 class Effects(_Model):
     """Where the auditor finds the effects: exactly one source."""
 
     sql: SqlEffects | None = None
     sink: SinkEffects | None = None
     tool: ToolEffects | None = None
+    command: CommandEffects | None = None
+    jsonl: JsonlEffects | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> Effects:
-        chosen = [name for name in ("sql", "sink", "tool") if getattr(self, name) is not None]
+        chosen = [
+            name for name in ("sql", "sink", "tool", "command", "jsonl") if getattr(self, name) is not None
+        ]
         if len(chosen) != 1:
-            raise ValueError(f"audit.effects needs exactly one of sql, sink, tool (got {chosen or 'none'})")
+            raise ValueError(
+                f"audit.effects needs exactly one of sql, sink, tool, command, jsonl (got {chosen or 'none'})"
+            )
         return self
 
     @property
     def collected_at_end(self) -> bool:
         """Sources read once at the end of the run (into effects.json), not by the auditor."""
-        return self.tool is not None or (self.sql is not None and not self.sql.is_sqlite)
+        return (
+            self.tool is not None
+            or self.command is not None
+            or (self.sql is not None and not self.sql.is_sqlite)
+        )
 
 
 class PostgresService(_Model):
@@ -390,6 +505,22 @@ class Scenario(_Model):
             raise ValueError("{postgres_url} is used but services.postgres is not set")
         if self.audit.effects.sink is None and any("{sink_url}" in t for t in texts):
             raise ValueError("{sink_url} is used but audit.effects.sink is not set")
+        return self
+
+    @model_validator(mode="after")
+    def _transport_fits(self) -> Scenario:
+        if self.target.transport == "stdio":
+            if self.faults.stream:
+                raise ValueError(
+                    "faults.stream needs an HTTP target (the fault proxy sits between the driver and an "
+                    "HTTP server); a stdio target can be killed and paused"
+                )
+            if self.client.key_in == "header":
+                raise ValueError("client.key_in: header needs an HTTP target; use meta or argument")
+            if self.audit.effects.tool is not None:
+                raise ValueError(
+                    "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command"
+                )
         return self
 
     def dump_yaml(self) -> str:

@@ -5,6 +5,11 @@ marker, an intent's key); ``{{`` and ``}}`` are literal braces. Nothing else of
 Python's format language is accepted (no ``!r`` conversions, no ``:d`` specs,
 no attribute access), so a scenario that validates cannot fail to render.
 
+Where a scenario allows it (a target's environment and HTTP headers),
+``${NAME}`` is a variable of the harness's own environment, expanded only when
+a run starts (:func:`expand_env`), so a token never has to be written into a
+scenario, and the scenario as run keeps ``${NAME}``, not the value.
+
 A tool's argument template is a JSON-like value whose strings may use the
 argument placeholders and whose mappings may be *generators*
 (``{random_int: [low, high]}``, ``{choice: [a, b, c]}``), drawn once per intent
@@ -26,7 +31,8 @@ GENERATORS = frozenset({"random_int", "choice"})
 MAX_DEPTH = 32
 """Argument templates nest at most this deep (a real tool's arguments nest a few levels)."""
 
-_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_TOKEN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -51,8 +57,11 @@ class Text:
         return "".join(p if i % 2 == 0 else str(values[p]) for i, p in enumerate(self.parts))
 
 
-def parse_text(text: str, allowed: frozenset[str], where: str) -> Text:
-    """Split ``text`` at its placeholders; TemplateError for bad syntax or a name not in ``allowed``."""
+def parse_text(text: str, allowed: frozenset[str], where: str, *, env_refs: bool = False) -> Text:
+    """Split ``text`` at its placeholders; TemplateError for bad syntax or a name not in ``allowed``.
+
+    With ``env_refs``, ``${NAME}`` stays in the text as it is, for :func:`expand_env`.
+    """
     parts: list[str] = []
     literal: list[str] = []
     pos = 0
@@ -63,7 +72,15 @@ def parse_text(text: str, allowed: frozenset[str], where: str) -> Text:
         if token in ("{{", "}}"):
             literal.append(token[0])
             continue
-        name = match.group(1)
+        if match.group(1) is not None:
+            if not env_refs:
+                raise TemplateError(
+                    f"{token} in {where} {text!r}: environment variables are expanded only in "
+                    "target.env and target.headers"
+                )
+            literal.append(token)
+            continue
+        name = match.group(2)
         if name is None:
             raise TemplateError(
                 f"unmatched {token!r} in {where} {text!r}; write {token * 2} for a literal brace"
@@ -86,9 +103,28 @@ def parse_text(text: str, allowed: frozenset[str], where: str) -> Text:
     return Text(tuple(parts))
 
 
-def render_text(text: str, values: Mapping[str, Any], allowed: frozenset[str], where: str) -> str:
+def render_text(
+    text: str, values: Mapping[str, Any], allowed: frozenset[str], where: str, *, env_refs: bool = False
+) -> str:
     """Parse and render in one step (for values rendered once per run, like a command line)."""
-    return parse_text(text, allowed, where).render(values)
+    return parse_text(text, allowed, where, env_refs=env_refs).render(values)
+
+
+def env_refs_in(text: str) -> list[str]:
+    """The ``${NAME}`` variables a text refers to."""
+    return _ENV_REF.findall(text)
+
+
+def expand_env(text: str, environ: Mapping[str, str], where: str) -> str:
+    """Replace each ``${NAME}`` by its value in ``environ``; TemplateError naming a missing one."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise TemplateError(f"{where} uses ${{{name}}}, which is not set in the environment: export it")
+        return environ[name]
+
+    return _ENV_REF.sub(value, text)
 
 
 # -- argument templates

@@ -17,7 +17,7 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.audit.summary import FaultRow, Summary
-from harness.client import wait_ready as probe_until_ready
+from harness.client.readiness import wait_ready as probe_until_ready
 from harness.history import FaultKind
 from harness.loopback import free_port
 from harness.rundir import prepare_run_dir

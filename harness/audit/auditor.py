@@ -23,6 +23,7 @@ from harness.audit.fold import Fold, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.verdicts import STATUS_NAMES, ClientStatus, cause_of, judge_all
+from harness.errors import AuditError
 from harness.history import Verdict, read_batches
 from harness.scenario import Scenario, load_scenario
 
@@ -84,4 +85,10 @@ def audit_run(run_dir: Path) -> AuditResult:
     with ThreadPoolExecutor(max_workers=1) as pool:
         effects = pool.submit(count_effects, scenario.audit.effects, run_dir)
         fold = fold_history(read_batches(run_dir / rundir.HISTORY))
-        return judge_fold(fold, effects.result(), scenario, run_dir)
+        try:
+            counted = effects.result()
+        except AuditError:
+            if fold.collect_error is None:
+                raise
+            raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
+        return judge_fold(fold, counted, scenario, run_dir)

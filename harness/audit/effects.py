@@ -23,6 +23,13 @@ from harness.scenario import AUDIT_PLACEHOLDERS, Effects
 from harness.template import render_text
 
 
+def resolve_path(path: str, run_dir: Path) -> str:
+    values = {"data_dir": run_dir / rundir.DATA, "run_dir": run_dir, "scenario_dir": "{scenario_dir}"}
+    return render_text(
+        path, {**values, "postgres_url": "{postgres_url}"}, AUDIT_PLACEHOLDERS, "audit.effects"
+    )
+
+
 def resolve_url(url: str, run_dir: Path, postgres_url: str = "{postgres_url}") -> str:
     values = {
         "data_dir": run_dir / rundir.DATA,
@@ -57,6 +64,9 @@ def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
     """Effects per marker, as counted by the scenario's effect source."""
     if effects.sink is not None:
         return count_sink_effects(run_dir)
+    if effects.jsonl is not None:
+        path = Path(resolve_path(effects.jsonl.path, run_dir))
+        return count_jsonl(path, effects.jsonl.marker_field, f"audit.effects.jsonl.path {path}")
     if effects.collected_at_end:
         return read_collected(run_dir)
     assert effects.sql is not None
@@ -75,18 +85,29 @@ def read_collected(run_dir: Path) -> Counter[str]:
 
 
 def count_sink_effects(run_dir: Path) -> Counter[str]:
-    """Effects per marker recorded by the sink of a run (a torn last line is ignored)."""
+    """Effects per marker recorded by the sink of a run."""
     path = run_dir / rundir.SINK
     if not path.is_file():
         raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
+    return count_jsonl(path, "marker", str(path))
+
+
+def count_jsonl(path: Path, marker_field: str, where: str) -> Counter[str]:
+    """One effect per JSON line, of the marker in ``marker_field`` (a torn last line is ignored)."""
+    if not path.is_file():
+        raise AuditError(f"no effects file at {where} (does the target write it there?)")
     counts: Counter[str] = Counter()
     with open(path, "rb") as f:
         for raw in f:
+            if not raw.strip():
+                continue
             try:
-                counts[orjson.loads(raw)["marker"]] += 1
+                counts[str(orjson.loads(raw)[marker_field])] += 1
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 if raw.endswith(b"\n"):
-                    raise AuditError(f"{path}: unreadable line {raw[:80]!r}") from None
+                    raise AuditError(
+                        f"{path}: a line without a {marker_field!r} field: {raw[:80]!r}"
+                    ) from None
     return counts
 
 

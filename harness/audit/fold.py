@@ -88,8 +88,15 @@ class Fold:
     pod_exits: int = 0
     crashes: int = 0
     """Pod exits that no kill explains: the target died by itself."""
+    protocol: str | None = None
+    """The protocol the pod answered in (from pod_ready), or None in histories without it."""
+    sessions_opened: int = 0
+    sessions_lost: Counter[str] = field(default_factory=Counter)
+    """2025 sessions the server forgot, by the pod fault (kill, crash, pause) last before the loss."""
     errors: dict[tuple[str, str | None, str], ErrorTally] = field(default_factory=dict)
     """(outcome, code, message shape) -> tally, for attempts that ended with an error message."""
+    collect_error: str | None = None
+    """Why the final read of a live effect source failed, if it did (effects_collected)."""
     duration_s: float = 0.0
     open_attempts: int = 0
 
@@ -272,6 +279,12 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     death_kinds.append(pause)
                 elif typ == EventType.POD_STARTED:
                     killed_pods.discard(ev.get("pod", ""))
+                elif typ == EventType.POD_READY:
+                    fold.protocol = ev.get("protocol", fold.protocol)
+                elif typ == EventType.SESSION_OPENED:
+                    fold.sessions_opened += 1
+                elif typ == EventType.SESSION_LOST:
+                    fold.sessions_lost[death_kinds[-1] if death_kinds else "none"] += 1
                 elif typ == EventType.FAULT:
                     kind = ev["fault"]
                     if kind in pod_fault_kinds and ev.get("counted") is False:
@@ -300,6 +313,8 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     fold.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
                     if ev.get("counted") is False:
                         fold.faults_planned[ev["fault"]] += 1
+                elif typ == EventType.EFFECTS_COLLECTED:
+                    fold.collect_error = ev.get("error")
                 elif typ == EventType.RUN_STARTED:
                     fold.run = dict(ev)
                     cols.grow(int(ev.get("intents", 0)))

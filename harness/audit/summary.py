@@ -50,6 +50,16 @@ class PodCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionCounts:
+    """2025-protocol sessions: opened (the first, and each after a loss) and lost."""
+
+    opened: int
+    lost: int
+    lost_after: dict[str, int]
+    """Losses by the pod fault last before them (kill, crash, pause; none: no pod fault yet)."""
+
+
+@dataclass(frozen=True, slots=True)
 class FaultRow:
     """One kind of fault: how many were planned and injected, and what became of the intents hit."""
 
@@ -103,6 +113,9 @@ class Summary:
     """Why the run did not test what it planned (faults that did not happen); empty: conclusive."""
     intents: IntentCounts
     attempts: AttemptCounts
+    protocol: str | None
+    """The protocol the target answered in: 2026-07-28, or the 2025 version negotiated."""
+    sessions: SessionCounts
     pods: PodCounts
     faults: list[FaultRow]
     missed_faults: list[MissedFault]
@@ -242,6 +255,12 @@ def summarize(
             retries=total_attempts - started,
             open_at_end=fold.open_attempts,
             by_outcome={o: int(table[f"n_{o.value}"].sum()) for o in Outcome},
+        ),
+        protocol=fold.protocol,
+        sessions=SessionCounts(
+            opened=fold.sessions_opened,
+            lost=sum(fold.sessions_lost.values()),
+            lost_after=dict(sorted(fold.sessions_lost.items())),
         ),
         pods=PodCounts(
             exits=fold.pod_exits,

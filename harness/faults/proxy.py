@@ -36,7 +36,7 @@ from typing import Any
 import httptools
 import orjson
 
-from harness.client import SseParser
+from harness.client.messages import SseParser
 from harness.history import EventType, HistoryWriter
 from harness.loopback import LoopbackServer
 from harness.scenario import StreamFault
@@ -166,8 +166,12 @@ class FaultProxy(LoopbackServer):
         history: HistoryWriter,
         lookup: AttemptLookup,
         default_hold_s: float,
+        key_meta: str | None = None,
+        key_header: str | None = None,
     ) -> None:
         super().__init__()
+        self.key_meta = key_meta
+        self.key_header = key_header
         self.upstream_port = upstream_port
         self.rules = list(rules)
         self.seed = seed
@@ -223,8 +227,18 @@ class FaultProxy(LoopbackServer):
             if isinstance(params, dict):
                 tool = tool or params.get("name")
                 arguments = params.get("arguments")
+                meta = params.get("_meta")
                 if isinstance(arguments, dict) and isinstance(arguments.get("idempotency_key"), str):
                     key = arguments["idempotency_key"]
+                elif (
+                    self.key_meta is not None
+                    and isinstance(meta, dict)
+                    and isinstance(meta.get(self.key_meta), str)
+                ):
+                    key = meta[self.key_meta]
+        if key is None and self.key_header is not None:
+            raw_key = request.headers.get(self.key_header.lower().encode("latin-1"))
+            key = raw_key.decode("latin-1") if raw_key is not None else None
         known = self.lookup(request_id) if isinstance(request_id, int | str) else None
         intent, attempt = known if known is not None else (None, None)
         return Exchange(method, tool, request_id, key, intent, attempt)

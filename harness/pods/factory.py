@@ -12,7 +12,7 @@ from harness.pods.container import DockerPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
-from harness.template import render_text
+from harness.template import env_refs_in, expand_env, render_text
 
 
 def placeholder_values(
@@ -36,14 +36,30 @@ def placeholder_values(
     }
 
 
-def make_pod(target: TargetSpec, run_dir: Path, *, port: int, name: str, urls: Mapping[str, str]) -> Pod:
-    """The pod for the target's runtime, with its placeholders filled in."""
+def make_pod(
+    target: TargetSpec,
+    run_dir: Path,
+    *,
+    port: int,
+    name: str,
+    urls: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> Pod:
+    """The pod for the target's runtime, with its placeholders and ``${VAR}`` (from ``environ``) filled in."""
     values = placeholder_values(target, run_dir=run_dir, port=port, pod=name, urls=urls)
+    environ = os.environ if environ is None else environ
 
     def render(text: str, where: str) -> str:
         return render_text(text, values, TARGET_PLACEHOLDERS, where)
 
-    env = {k: render(v, f"target.env.{k}") for k, v in target.env.items()}
+    env = {
+        k: expand_env(
+            render_text(v, values, TARGET_PLACEHOLDERS, f"target.env.{k}", env_refs=True),
+            environ,
+            f"target.env.{k}",
+        )
+        for k, v in target.env.items()
+    }
     env[target.port_env] = str(port)
     command = [render(part, "target.command") for part in target.command] if target.command else None
     log_path = run_dir / rundir.PODS / f"{name}.log"
@@ -59,4 +75,17 @@ def make_pod(target: TargetSpec, run_dir: Path, *, port: int, name: str, urls: M
             run_id=run_dir.name,
         )
     assert command is not None
-    return ProcessPod(name, command, {**os.environ, **env}, log_path)
+    return ProcessPod(name, command, {**environ, **env}, log_path, stdio=target.transport == "stdio")
+
+
+def target_headers(target: TargetSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The HTTP headers of every request to the target, ``${VAR}`` expanded from ``environ``."""
+    environ = os.environ if environ is None else environ
+    return {k: expand_env(v, environ, f"target.headers.{k}") for k, v in target.headers.items()}
+
+
+def secret_values(target: TargetSpec, environ: Mapping[str, str] | None = None) -> list[str]:
+    """What the target's ``${VAR}`` references expand to: values no file or terminal may show."""
+    environ = os.environ if environ is None else environ
+    names = {n for text in (*target.env.values(), *target.headers.values()) for n in env_refs_in(text)}
+    return [environ[n] for n in sorted(names) if n in environ]

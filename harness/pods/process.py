@@ -25,6 +25,8 @@ from typing import IO
 from harness.errors import TargetStartError
 
 _PR_SET_PDEATHSIG = 1
+STDIO_LINE_LIMIT = 64 << 20
+"""The longest line a stdio server may write (one JSON-RPC message); asyncio's default is 64 KiB."""
 _live_groups: set[int] = set()
 
 
@@ -47,11 +49,15 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
 class ProcessPod:
     """One pod of the process runtime, restartable any number of times."""
 
-    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *, stdio: bool = False
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.env = dict(env)
         self.log_path = log_path
+        self.stdio_pipes = stdio
+        """A stdio server: its stdin and stdout are the MCP channel (see :meth:`stdio`), stderr the log."""
         self.starts = 0
         self._proc: asyncio.subprocess.Process | None = None
 
@@ -77,11 +83,12 @@ class ProcessPod:
                 self._proc = await asyncio.create_subprocess_exec(
                     *self.argv,
                     env=self.env,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=asyncio.subprocess.STDOUT,
+                    stdin=asyncio.subprocess.PIPE if self.stdio_pipes else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE if self.stdio_pipes else log,
+                    stderr=log if self.stdio_pipes else asyncio.subprocess.STDOUT,
                     start_new_session=True,
                     preexec_fn=die_with_parent,
+                    limit=STDIO_LINE_LIMIT,
                 )
             except OSError as exc:
                 raise TargetStartError(
@@ -90,6 +97,12 @@ class ProcessPod:
                 ) from None
         _live_groups.add(self._proc.pid)
         return self._proc.pid
+
+    def stdio(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The current process's stdout and stdin, for a stdio server."""
+        if self._proc is None or self._proc.stdout is None or self._proc.stdin is None:
+            raise RuntimeError(f"pod {self.name} has no stdio pipes (not a stdio target, or not started)")
+        return self._proc.stdout, self._proc.stdin
 
     def kill(self) -> bool:
         """SIGKILL the pod's whole process group; False if it was not running."""
@@ -132,6 +145,8 @@ class ProcessPod:
         if self._proc is None:
             return
         if self._proc.returncode is None:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()  # a stdio server's cue to shut down, as a host gives it
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGCONT)  # a paused pod cannot act on SIGTERM
                 os.killpg(self._proc.pid, signal.SIGTERM)

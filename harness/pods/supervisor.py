@@ -1,10 +1,11 @@
 """The supervisor keeps a pod running the way a kubelet would.
 
-It starts the pod, waits until it answers ``server/discover``, and whenever the
-pod dies (killed by the injector, or crashed on its own) records the exit,
-waits the restart delay, starts it again and waits until it is ready. Kills go
-through the supervisor so that a kill, the exit it causes and the restart are
-all in the history, in order, next to the attempts they broke.
+It starts the pod, waits until it is ready (it answers MCP: see
+``harness.pods.ready``), and whenever the pod dies (killed by the injector, or
+crashed on its own) records the exit, waits the restart delay, starts it again
+and waits until it is ready. Kills go through the supervisor so that a kill, the
+exit it causes and the restart are all in the history, in order, next to the
+attempts they broke.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness.client import Readiness, wait_ready
+from harness.client.readiness import Readiness
 from harness.errors import TargetError, TargetNotReady
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.pods.pod import Pod
+from harness.pods.ready import ReadyCheck
 
 
 class Supervisor:
@@ -24,7 +26,7 @@ class Supervisor:
     def __init__(
         self,
         pod: Pod,
-        url: str,
+        ready_check: ReadyCheck,
         history: HistoryWriter,
         *,
         ready_timeout_s: float,
@@ -33,7 +35,7 @@ class Supervisor:
         stop_timeout_s: float,
     ) -> None:
         self.pod = pod
-        self.url = url
+        self.ready_check = ready_check
         self.history = history
         self.ready_timeout_s = ready_timeout_s
         self.restart_delay_s = restart_delay_s
@@ -42,6 +44,8 @@ class Supervisor:
         self.ready = asyncio.Event()
         self.ready_since = 0.0
         """``time.monotonic()`` when the pod last became ready."""
+        self.protocol: str | None = None
+        """The protocol the pod answered in when it last became ready."""
         self.kills = 0
         self.paused = False
         self.restarts = 0
@@ -54,24 +58,32 @@ class Supervisor:
         self.history.emit(EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity())
         waiter = asyncio.ensure_future(self.pod.wait())
         try:
-            readiness = await wait_ready(
-                self.url, timeout_s=self.ready_timeout_s, alive=lambda: not waiter.done()
+            readiness = await self.ready_check.wait(
+                self.pod, timeout_s=self.ready_timeout_s, alive=lambda: not waiter.done()
             )
+            if readiness.exited and not waiter.done():
+                # The channel closed first (stdio); the exit itself follows at once.
+                await asyncio.wait({waiter}, timeout=self.stop_timeout_s)
         finally:
             if not waiter.done():
                 waiter.cancel()
         if not readiness.ready:
             self._not_ready(readiness, pid, waiter)
             return
+        self.protocol = readiness.protocol
         self.history.emit(
-            EventType.POD_READY, pod=self.pod.name, pid=pid, after_s=round(time.monotonic() - started, 4)
+            EventType.POD_READY,
+            pod=self.pod.name,
+            pid=pid,
+            after_s=round(time.monotonic() - started, 4),
+            protocol=readiness.protocol,
         )
         self.ready_since = time.monotonic()
         self.ready.set()
 
     def _not_ready(self, readiness: Readiness, pid: int, waiter: asyncio.Future[int]) -> None:
         """Record why a start did not become ready; raises unless the harness is stopping the pod."""
-        if readiness.exited:
+        if readiness.exited and waiter.done() and not waiter.cancelled():
             rc = waiter.result()
             if self._stopping:
                 self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
@@ -82,11 +94,18 @@ class Supervisor:
                 f"(log: {getattr(self.pod, 'log_path', '?')})",
                 details=self.pod.log_tail(),
             )
+        if self._stopping:
+            return
+        if readiness.fatal is not None:
+            raise TargetNotReady(
+                f"target pod {self.pod.name} did not {self.ready_check.describe()}: {readiness.fatal}",
+                details=self.pod.log_tail(),
+            )
         answered = ""
         if readiness.last is not None and readiness.last.message:
             answered = f"; it last answered: {readiness.last.message}"
         raise TargetNotReady(
-            f"target pod {self.pod.name} did not answer server/discover at {self.url} within "
+            f"target pod {self.pod.name} did not {self.ready_check.describe()} within "
             f"{self.ready_timeout_s:g}s{answered} (raise target.ready_timeout_s or check the command)",
             details=self.pod.log_tail(),
         )
@@ -161,3 +180,4 @@ class Supervisor:
         self.resume()
         self.ready.clear()
         await self.pod.stop(self.stop_timeout_s)
+        await self.ready_check.close()

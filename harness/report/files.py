@@ -26,6 +26,8 @@ COLUMNS = [
     "n_transport_error",
     "n_timeout",
     "n_protocol_error",
+    "n_session_lost",
+    "n_auth_error",
     "attempts_hit_by_pod_fault",
     "faults",
     "cause",

@@ -80,6 +80,27 @@ def headline(summary: Summary) -> str:
     return text + (" (INCONCLUSIVE)" if not summary.conclusive else "")
 
 
+def _protocol_line(summary: Summary) -> list[str]:
+    """What the target spoke, and for 2025 sessions what became of them."""
+    if summary.protocol is None:
+        return []
+    line = f"protocol: {summary.protocol}"
+    sessions = summary.sessions
+    if sessions.opened:
+        after = ", ".join(
+            f"{n} after a {k}" if k != "none" else f"{n} before any pod fault"
+            for k, n in sessions.lost_after.items()
+        )
+        line += f"; sessions: {sessions.opened} opened, {sessions.lost} lost" + (
+            f" ({after})" if after else ""
+        )
+        if sessions.lost:
+            line += (
+                f"; {summary.attempts.by_outcome[Outcome.SESSION_LOST]} attempts answered 'session not found'"
+            )
+    return [line]
+
+
 def facts(summary: Summary) -> list[str]:
     a, i, p, e = summary.attempts, summary.intents, summary.pods, summary.effects
     by = a.by_outcome
@@ -90,8 +111,14 @@ def facts(summary: Summary) -> list[str]:
         f"intents: {i.started} started of {i.planned} planned, {i.ended} ended",
         f"attempts: {a.total} ({a.retries} retries): ok {by[Outcome.OK]}, "
         f"transport errors {by[Outcome.TRANSPORT_ERROR]}, timeouts {by[Outcome.TIMEOUT]}, "
-        f"tool errors {by[Outcome.TOOL_ERROR]}, protocol errors {by[Outcome.PROTOCOL_ERROR]}",
+        f"tool errors {by[Outcome.TOOL_ERROR]}, protocol errors {by[Outcome.PROTOCOL_ERROR]}"
+        + "".join(
+            f", {o.value.replace('_', ' ')} {by[o]}"
+            for o in (Outcome.SESSION_LOST, Outcome.AUTH_ERROR)
+            if by[o]
+        ),
         f"pods: {p.exits} exits, {p.crashes} crashes, {p.attempts_hit} attempts in flight at a pod fault",
+        *_protocol_line(summary),
         f"effects: {e.total} found" + (f", {e.foreign} not from this run's intents" if e.foreign else ""),
     ]
     if summary.duplicate_causes:

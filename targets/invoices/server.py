@@ -26,8 +26,19 @@ PORT, HOST                      where to listen (HOST must be a loopback address
 INVOICES_DB                     SQLite file (WAL; survives SIGKILL) or a postgresql:// URL
 INVOICES_SINK_URL               optional downstream: every invoice created is POSTed there
                                 ({"marker": memo, ...}), as a payment provider would be called
+INVOICES_LEDGER                 optional JSON-lines file: every invoice created is appended there
+                                ({"marker": memo, ...}), a store that no SQL query reads
 INVOICES_MODE                   naive | keyed | atomic
-INVOICES_TRANSPORT              json | sse (sse streams progress notifications)
+INVOICES_TRANSPORT              json | sse (sse streams progress notifications) | stdio (MCP on
+                                stdin and stdout; PORT is then not needed)
+INVOICES_SESSIONS               stateless (default) | stateful: 2025-protocol clients get a
+                                session (Mcp-Session-Id, kept in this process's memory, so a
+                                restarted server answers 404 to the old id); 2026-07-28 requests
+                                are served stateless either way
+INVOICES_KEY_FROM               argument (default: the idempotency_key argument) | meta (the
+                                request's _meta.idempotencyKey) | header (Idempotency-Key)
+INVOICES_BEARER_TOKEN           if set, HTTP requests need "Authorization: Bearer <token>";
+                                others get 401 with WWW-Authenticate
 INVOICES_PRE_COMMIT_MS          work before the business commit
 INVOICES_BETWEEN_COMMITS_MS     work between the business commit and the key record
 INVOICES_POST_COMMIT_MS         work after the commits, before the response
@@ -72,8 +83,12 @@ class Config:
     port: int
     db: str
     sink_url: str | None
+    ledger: str | None
     mode: str
     transport: str
+    stateful: bool
+    bearer_token: str | None
+    key_from: str
     pre_commit_s: float
     between_commits_s: float
     post_commit_s: float
@@ -92,20 +107,26 @@ class Config:
                 raise ConfigError(f"{name}={raw!r} must be >= 0")
             return value / 1000.0
 
-        if "PORT" not in env or "INVOICES_DB" not in env:
+        transport = env.get("INVOICES_TRANSPORT", "json")
+        if transport not in ("json", "sse", "stdio"):
+            raise ConfigError(f"INVOICES_TRANSPORT={transport!r}; choose json, sse or stdio")
+        if "INVOICES_DB" not in env or ("PORT" not in env and transport != "stdio"):
             raise ConfigError(
                 "PORT and INVOICES_DB must be set (e.g. PORT=8123 INVOICES_DB=/tmp/invoices.db)"
             )
         try:
-            port = int(env["PORT"])
+            port = int(env.get("PORT", "0"))
         except ValueError:
             raise ConfigError(f"PORT={env['PORT']!r} is not a port number") from None
         mode = env.get("INVOICES_MODE", "atomic")
         if mode not in MODES:
             raise ConfigError(f"INVOICES_MODE={mode!r}; choose one of {', '.join(MODES)}")
-        transport = env.get("INVOICES_TRANSPORT", "json")
-        if transport not in ("json", "sse"):
-            raise ConfigError(f"INVOICES_TRANSPORT={transport!r}; choose json or sse")
+        key_from = env.get("INVOICES_KEY_FROM", "argument")
+        if key_from not in ("argument", "meta", "header"):
+            raise ConfigError(f"INVOICES_KEY_FROM={key_from!r}; choose argument, meta or header")
+        sessions = env.get("INVOICES_SESSIONS", "stateless")
+        if sessions not in ("stateless", "stateful"):
+            raise ConfigError(f"INVOICES_SESSIONS={sessions!r}; choose stateless or stateful")
         host = env.get("HOST", "127.0.0.1")
         if not (host.startswith("127.") or host in ("::1", "localhost")):
             raise ConfigError(f"HOST={host!r}: the reference target only listens on loopback")
@@ -129,8 +150,12 @@ class Config:
             port=port,
             db=env["INVOICES_DB"],
             sink_url=env.get("INVOICES_SINK_URL") or None,
+            ledger=env.get("INVOICES_LEDGER") or None,
             mode=mode,
             transport=transport,
+            stateful=sessions == "stateful",
+            bearer_token=env.get("INVOICES_BEARER_TOKEN") or None,
+            key_from=key_from,
             pre_commit_s=number("INVOICES_PRE_COMMIT_MS", "0"),
             between_commits_s=number("INVOICES_BETWEEN_COMMITS_MS", "0"),
             post_commit_s=number("INVOICES_POST_COMMIT_MS", "0"),
@@ -178,6 +203,16 @@ def build_server(config: Config) -> MCPServer[Any]:
                 os._exit(137)
             os.kill(os.getpid(), signal.SIGKILL)
 
+    def key_of(ctx: Context, argument: str | None) -> str | None:
+        """The intent's key from where this server is configured to take it."""
+        if config.key_from == "meta":
+            meta = ctx.request_context.meta or {}
+            key = meta.get("idempotencyKey")
+            return key if isinstance(key, str) else None
+        if config.key_from == "header":
+            return (ctx.headers or {}).get("idempotency-key")
+        return argument
+
     async def work(seconds: float, ctx: Context, step: int) -> None:
         if config.transport == "sse":
             await ctx.report_progress(step, 3)
@@ -185,10 +220,13 @@ def build_server(config: Config) -> MCPServer[Any]:
             await asyncio.sleep(seconds * random.uniform(1 - config.jitter, 1 + config.jitter))
 
     async def notify_downstream(response: str) -> None:
-        """Tell the downstream (the effect sink) about a new invoice: an effect outside our store."""
+        """Tell the downstream (the effect sink, a ledger) of a new invoice: effects outside our store."""
+        invoice = json.loads(response)
+        if config.ledger is not None:
+            with open(config.ledger, "a", encoding="utf-8") as ledger:
+                ledger.write(json.dumps({"marker": invoice["memo"], **invoice}) + "\n")
         if config.sink_url is None:
             return
-        invoice = json.loads(response)
         body = json.dumps({"marker": invoice["memo"], **invoice}).encode()
         request = urllib.request.Request(
             config.sink_url, data=body, headers={"Content-Type": "application/json"}, method="POST"
@@ -221,6 +259,7 @@ def build_server(config: Config) -> MCPServer[Any]:
                 retryable=False,
                 recovery="Send a positive amount.",
             )
+        idempotency_key = key_of(ctx, idempotency_key)
         request_hash = hashlib.sha256(
             json.dumps([customer_id, amount_cents, memo], separators=(",", ":")).encode()
         ).hexdigest()
@@ -299,6 +338,29 @@ def build_server(config: Config) -> MCPServer[Any]:
     return server
 
 
+class BearerAuth:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>``, else 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != self.expected:
+            body = json.dumps(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Unauthorized"}}
+            ).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="invoices"'),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 401, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
 def main() -> int:
     try:
         config = Config.from_env(dict(os.environ))
@@ -306,11 +368,21 @@ def main() -> int:
         print(f"invoices: {exc}", file=sys.stderr)
         return 2
     server = build_server(config)
-    app = server.streamable_http_app(
-        json_response=config.transport == "json", stateless_http=True, host=config.host
+    if config.transport == "stdio":
+        # stdout carries the protocol: everything for people goes to stderr.
+        print(
+            f"invoices: mode={config.mode} db={config.db} serving MCP on stdio", file=sys.stderr, flush=True
+        )
+        asyncio.run(server.run_stdio_async())
+        return 0
+    app: Any = server.streamable_http_app(
+        json_response=config.transport == "json", stateless_http=not config.stateful, host=config.host
     )
+    if config.bearer_token is not None:
+        app = BearerAuth(app, config.bearer_token)
     print(
-        f"invoices: mode={config.mode} transport={config.transport} db={config.db} "
+        f"invoices: mode={config.mode} transport={config.transport} "
+        f"sessions={'stateful' if config.stateful else 'stateless'} db={config.db} "
         f"listening on http://{config.host}:{config.port}/mcp",
         file=sys.stderr,
         flush=True,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.client import McpHttpClient
+from harness.client.http import McpHttpClient
 from harness.history import Detail, Outcome
 from harness.loopback import free_port
 from tests.conftest import Target

@@ -16,6 +16,7 @@ from harness.faults.schedule import build_schedule
 from harness.history import EventType, FaultKind, HistoryWriter, read_history
 from harness.loopback import free_port
 from harness.pods.factory import make_pod
+from harness.pods.ready import HttpReady
 from harness.pods.supervisor import Supervisor
 from harness.scenario import parse_scenario
 from tests.conftest import ROOT, fault_row, invoice_scenario
@@ -45,7 +46,7 @@ def test_timed_kills_do_not_wait_for_a_pause_on_the_progress_clock(tmp_path: Pat
             pod = make_pod(scenario.target, tmp_path, port=port, name="pod-0", urls={})
             supervisor = Supervisor(
                 pod,
-                f"http://127.0.0.1:{port}/mcp",
+                HttpReady(f"http://127.0.0.1:{port}/mcp", protocol="2026-07-28", headers={}),
                 history,
                 ready_timeout_s=30,
                 restart_delay_s=0.05,

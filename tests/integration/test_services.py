@@ -78,7 +78,7 @@ def test_a_failed_final_read_is_recorded_and_named_by_the_audit(run: Run) -> Non
     data["audit"] = {"effects": {"tool": {"tool": "no_such_tool"}}}
     from harness.errors import AuditError
 
-    with pytest.raises(AuditError, match="ended before that final read"):
+    with pytest.raises(AuditError, match="the final read of effects failed: read tool 'no_such_tool' failed"):
         run(data)
 
 

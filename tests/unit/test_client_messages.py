@@ -8,7 +8,8 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.client import McpHttpClient, SseParser, interpret_message
+from harness.client.http import McpHttpClient
+from harness.client.messages import SseParser, interpret_message
 from harness.history import MESSAGE_LIMIT, Detail, Outcome
 
 EVENTS = [
@@ -127,3 +128,36 @@ def test_request_bytes_carry_the_required_headers_and_meta() -> None:
     assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
     assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
     assert meta["progressToken"] == 41
+
+
+def request_parts(raw: bytes) -> tuple[dict[bytes, bytes], dict[str, Any]]:
+    head, body = raw.split(b"\r\n\r\n", 1)
+    return dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:]), orjson.loads(body)
+
+
+def test_a_2025_request_carries_the_session_and_the_agreed_version() -> None:
+    client = McpHttpClient(
+        "http://127.0.0.1:9/mcp",
+        protocol="2025-06-18",
+        headers={"Authorization": "Bearer t"},
+        key_header="Idem",
+    )
+    client.session = "s-1"
+    client._prefix = client._head_prefix()
+    headers, body = request_parts(
+        client.build_request("tools/call", {"name": "t", "arguments": {}}, 5, key="k")
+    )
+    assert headers[b"MCP-Protocol-Version"] == b"2025-06-18"
+    assert headers[b"Mcp-Session-Id"] == b"s-1"
+    assert headers[b"Authorization"] == b"Bearer t"
+    assert headers[b"Idem"] == b"k"
+    assert b"Mcp-Method" not in headers  # a 2026-07-28 header
+    assert "_meta" not in body["params"]  # nothing to say in it
+
+
+def test_the_key_in_meta_in_either_protocol() -> None:
+    for protocol in ("2026-07-28", "2025-03-26"):
+        client = McpHttpClient("http://127.0.0.1:9/mcp", protocol=protocol, key_meta="idem")
+        headers, body = request_parts(client.build_request("tools/call", {"name": "t"}, 5, key="k"))
+        assert body["params"]["_meta"]["idem"] == "k"
+        assert (b"MCP-Protocol-Version" in headers) == (protocol == "2026-07-28")  # 2025-03-26 had none

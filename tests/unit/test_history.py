@@ -17,6 +17,7 @@ from harness.history import (
     HistoryWriter,
     IntentStatus,
     Outcome,
+    Redactor,
     StreamFaultKind,
     excerpt,
     read_history,
@@ -94,3 +95,16 @@ def test_excerpt_is_one_bounded_line() -> None:
     long = excerpt("y" * 1000)
     assert len(long) == MESSAGE_LIMIT
     assert long.endswith("…")
+
+
+def test_secrets_never_reach_the_history(tmp_path: Path) -> None:
+    secret = 'tok-"quoted"\\slash'
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, redactor=Redactor([secret, "abc"])) as h:
+        h.emit(EventType.ATTEMPT_ENDED, message=f"HTTP 401: bad token {secret}", note="abc stays")
+    raw = path.read_bytes()
+    assert b"tok-" not in raw
+    (event,) = read_history(path)
+    assert event["message"] == "HTTP 401: bad token ***"
+    assert event["note"] == "abc stays"  # too short to hide without garbling everything else
+    assert Redactor([secret]).text(f"x {secret} y") == "x *** y"

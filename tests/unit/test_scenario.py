@@ -161,3 +161,46 @@ def test_deeply_nested_arguments_are_refused(scenario_data: dict[str, Any]) -> N
     scenario_data["workload"]["arguments"] = {"deep": deep}
     with pytest.raises(ScenarioError, match="nested more than 32 levels deep"):
         parse_scenario(scenario_data)  # not the deep-copying helper: the copy itself would recurse
+
+
+def test_an_unquoted_protocol_version_is_the_version(scenario_data: dict[str, Any]) -> None:
+    # YAML reads 2025-11-25 as a date; the scenario means the protocol version.
+    assert parse(scenario_data, "client.protocol=2025-11-25").client.protocol == "2025-11-25"
+    assert "client.protocol" in error_of(scenario_data, "client.protocol=2024-11-05")
+
+
+def test_what_a_stdio_target_cannot_have(scenario_data: dict[str, Any]) -> None:
+    scenario_data["target"]["transport"] = "stdio"
+    assert parse(scenario_data).target.transport == "stdio"
+    with_rule = copy.deepcopy(scenario_data)
+    with_rule["faults"]["stream"] = [{"fault": "stall", "probability": 0.1}]
+    assert "faults.stream needs an HTTP target" in error_of(with_rule)
+    with_headers = copy.deepcopy(scenario_data)
+    with_headers["target"]["headers"] = {"Authorization": "Bearer x"}
+    assert "a stdio target has none" in error_of(with_headers)
+    with_image = copy.deepcopy(scenario_data)
+    with_image["target"] = {"image": "x:1", "transport": "stdio"}
+    assert "stdio servers in images are not supported yet" in error_of(with_image)
+
+
+def test_environment_variables_only_where_they_are_expanded(scenario_data: dict[str, Any]) -> None:
+    ok = parse(scenario_data, "target.env.TOKEN=${SECRET}", "target.headers.Authorization=Bearer ${SECRET}")
+    assert ok.target.headers == {"Authorization": "Bearer ${SECRET}"}
+    assert "environment variables are expanded only in" in error_of(
+        scenario_data, "workload.arguments.memo=${X}"
+    )
+    assert "not an HTTP header name" in error_of(scenario_data, "target.headers.bad name=x")
+
+
+@pytest.mark.parametrize("name", ["A=B", "", "A\0B"])
+def test_env_names_that_no_environment_can_hold(scenario_data: dict[str, Any], name: str) -> None:
+    scenario_data["target"]["env"] = {name: "x"}
+    assert "cannot be an environment variable's name" in error_of(scenario_data)
+
+
+def test_key_placement(scenario_data: dict[str, Any]) -> None:
+    meta = parse(scenario_data, "client.key_in=meta")
+    assert (meta.client.key_meta, meta.client.key_header) == ("idempotencyKey", None)
+    header = parse(scenario_data, "client.key_in=header", "client.key_name=X-Key")
+    assert (header.client.key_meta, header.client.key_header) == (None, "X-Key")
+    assert "client.key_name names" in error_of(scenario_data, "client.key_name=k")

@@ -1,0 +1,36 @@
+"""How an attempt reaches a server: Streamable HTTP (2026-07-28 stateless, or 2025 sessions) or stdio.
+
+Every transport offers the same :class:`McpClient` interface and returns a
+typed :class:`CallResult` for every call, never an exception for a failed one:
+
+``messages``   typed outcomes, SSE framing, JSON-RPC answers (pure)
+``http``       the fast HTTP client, both protocol generations
+``stdio``      newline-delimited JSON-RPC over a server process's pipes
+``readiness``  is a server up, in which protocol, and if it never will be, why
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from harness.client.messages import CallResult
+
+
+class McpClient(Protocol):
+    """What the driver needs of any transport: one attempt per call, a typed result, a close."""
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        request_id: int,
+        timeout: float,
+        request_progress: bool = False,
+        key: str | None = None,
+    ) -> CallResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+__all__ = ["CallResult", "McpClient"]

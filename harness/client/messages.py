@@ -1,0 +1,167 @@
+"""MCP messages as the client sees them: typed outcomes, the SSE framing, JSON-RPC answers.
+
+Pure: no sockets, no pipes. Every transport (HTTP in either protocol revision,
+stdio) turns what came back into a :class:`CallResult` through
+:func:`interpret_message`, so an outcome means the same whichever way it came.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from harness.history import Detail, Outcome, excerpt
+
+
+@dataclass(slots=True)
+class CallResult:
+    """The typed outcome of one attempt."""
+
+    outcome: Outcome
+    detail: Detail | None = None
+    status: int | None = None
+    form: str | None = None
+    """``json`` or ``sse``: the response form the server chose."""
+    result: dict[str, Any] | None = None
+    """The JSON-RPC ``result`` object (ok and tool_error)."""
+    error_code: str | int | None = None
+    """A tool error contract's ``code``, or a JSON-RPC error's numeric code."""
+    retryable: bool | None = None
+    retry_after_ms: int | None = None
+    notifications: int = 0
+    message: str | None = None
+    """What the server or the OS said, as an excerpt (tool error text, JSON-RPC error message,
+    the start of an HTTP error body): why an intent was rejected, for people."""
+    session: str | None = None
+    """The ``Mcp-Session-Id`` the server returned (on ``initialize``)."""
+
+
+class SseParser:
+    """Incremental ``text/event-stream`` parser yielding each event's data.
+
+    ``data`` fields make the events; an ``id`` field (2025 servers that support
+    resuming a stream) is kept as :attr:`last_id`, what a client sends back as
+    ``Last-Event-ID``. Comments (keep-alive pings) and other fields are skipped.
+    """
+
+    __slots__ = ("_buf", "_data", "last_id")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self.last_id: bytes | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self._buf + chunk if self._buf else chunk
+        events: list[bytes] = []
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    events.append(b"\n".join(self._data))
+                    self._data = []
+                continue
+            if line[0] == 0x3A:  # ":" comment
+                continue
+            name, _, value = line.partition(b":")
+            if name == b"data":
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+            elif name == b"id":
+                self.last_id = value[1:] if value.startswith(b" ") else value
+        self._buf = buf[start:]
+        return events
+
+
+def text_of(result: dict[str, Any]) -> str:
+    """The text blocks of a tool result, joined: what a person reads as the tool's answer."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ""
+    return " ".join(
+        block["text"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type", "text") == "text"
+        and isinstance(block.get("text"), str)
+    )
+
+
+def _tool_error_contract(result: dict[str, Any], text: str) -> tuple[str | None, bool | None, int | None]:
+    """Read ``code``/``retryable``/``retry_after_ms`` from a tool error, if it follows the contract.
+
+    The contract may sit in ``structuredContent`` or as a JSON object in the text
+    (possibly after a prefix such as the SDK's ``Error executing tool``).
+    """
+    contract: Any = result.get("structuredContent")
+    if not isinstance(contract, dict) or "code" not in contract:
+        contract = None
+        if (brace := text.find("{")) >= 0:
+            try:
+                contract = orjson.loads(text[brace:])
+            except orjson.JSONDecodeError:
+                contract = None
+    if not isinstance(contract, dict):
+        return None, None, None
+    code = contract.get("code")
+    retryable = contract.get("retryable")
+    after = contract.get("retry_after_ms")
+    return (
+        str(code) if code is not None else None,
+        retryable if isinstance(retryable, bool) else None,
+        after if isinstance(after, int) and not isinstance(after, bool) else None,
+    )
+
+
+def interpret_message(msg: Any, request_id: int, *, status: int | None, form: str) -> CallResult:
+    """Turn one JSON-RPC response message into a CallResult."""
+
+    def protocol_error(detail: Detail, message: str, **kw: Any) -> CallResult:
+        return CallResult(
+            Outcome.PROTOCOL_ERROR, detail, status=status, form=form, message=excerpt(message), **kw
+        )
+
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+        return protocol_error(Detail.NOT_JSONRPC, "not a JSON-RPC 2.0 message")
+    if "error" in msg:
+        err = msg["error"] if isinstance(msg["error"], dict) else {}
+        code = err.get("code")
+        return protocol_error(
+            Detail.JSONRPC_ERROR,
+            f"JSON-RPC error {code}: {err.get('message', '')}",
+            error_code=code if isinstance(code, int) else None,
+        )
+    if msg.get("id") != request_id:
+        return protocol_error(Detail.ID_MISMATCH, f"response id {msg.get('id')!r} != request id {request_id}")
+    result = msg.get("result")
+    if not isinstance(result, dict):
+        return protocol_error(Detail.BAD_RESULT, "result is not an object")
+    if result.get("resultType", "complete") != "complete":
+        return protocol_error(
+            Detail.INPUT_REQUIRED,
+            f"resultType {result.get('resultType')!r} (multi round-trip requests are not driven yet)",
+            result=result,
+        )
+    if result.get("isError") is True:
+        text = text_of(result)
+        code, retryable, after = _tool_error_contract(result, text)
+        return CallResult(
+            Outcome.TOOL_ERROR,
+            Detail.ERROR_CONTRACT if code is not None else Detail.NO_ERROR_CONTRACT,
+            status=status,
+            form=form,
+            result=result,
+            error_code=code,
+            retryable=retryable,
+            retry_after_ms=after,
+            message=excerpt(text) if text else None,
+        )
+    return CallResult(Outcome.OK, status=status, form=form, result=result)

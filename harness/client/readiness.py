@@ -1,0 +1,130 @@
+"""Readiness: is a server answering MCP yet, in which protocol, and if it never will, why not.
+
+A probe speaks the scenario's protocol: ``server/discover`` for 2026-07-28, the
+``initialize`` handshake for a 2025 revision, and with ``auto`` both in that
+order, as current clients do (a 2025-only server refuses ``server/discover``
+one way or another: HTTP 400 "unsupported protocol version" or "no session",
+JSON-RPC -32601). The answer decides the protocol of the run.
+
+Waiting only makes sense while nothing listens. A server that answers, but
+not as needed (401/403, 404 at the path, a protocol it does not speak), will
+not change its mind: once the same such answer has held for ``FAIL_FAST_S``,
+the wait ends with what the server said and the scenario field that fixes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from harness.client.http import MODERN, SESSION_VERSIONS, McpHttpClient
+from harness.client.messages import CallResult
+from harness.history import Detail, Outcome
+
+FAIL_FAST_S = 1.0
+"""How long one definitive wrong answer must persist before waiting stops."""
+
+
+@dataclass(slots=True)
+class Readiness:
+    """What waiting for a server came to."""
+
+    ready: bool
+    after_s: float
+    protocol: str | None = None
+    """The version the server answered in: 2026-07-28, or the 2025 version it chose."""
+    last: CallResult | None = None
+    """The last probe's result when not ready: what the server did answer, if anything."""
+    exited: bool = False
+    """The server's process went away while we waited (``alive`` said so)."""
+    fatal: str | None = None
+    """A definitive wrong answer, with the fix: waiting longer would not help."""
+
+
+async def probe(
+    url: str, *, protocol: str, headers: Mapping[str, str] | None, timeout: float
+) -> tuple[str | None, CallResult]:
+    """One probe: the protocol the server answered in (None if it did not) and its last answer."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    if protocol in ("auto", MODERN):
+        async with McpHttpClient(url, protocol=MODERN, headers=headers) as modern:
+            res = await modern.discover(timeout=timeout)
+        if res.outcome is Outcome.OK:
+            return MODERN, res
+        if protocol == MODERN or res.outcome is not Outcome.PROTOCOL_ERROR:
+            return None, res
+    version = SESSION_VERSIONS[0] if protocol == "auto" else protocol
+    async with McpHttpClient(url, protocol=version, headers=headers) as session:
+        failed = await session.initialize(timeout=max(0.001, deadline - loop.time()))
+        if failed is not None:
+            return None, failed
+        await session.end_session()  # the probe's session; the driver opens its own
+        return session.protocol, CallResult(Outcome.OK)
+
+
+def diagnose(protocol: str, res: CallResult) -> str | None:
+    """The fix for an answer that waiting will not change; None when the server may yet come up."""
+    said = res.message or f"{res.outcome.value} {res.detail or ''}".strip()
+    if res.outcome is Outcome.AUTH_ERROR:
+        return (
+            f"it answered {said}: it wants credentials; set target.headers "
+            '(for example Authorization: "Bearer ${TOKEN}", with TOKEN in the environment)'
+        )
+    if res.outcome is not Outcome.PROTOCOL_ERROR or (res.status is not None and res.status >= 500):
+        return None  # not listening yet, or a server error that may pass
+    if res.status == 404 and res.detail is Detail.HTTP_STATUS:
+        return f"it answered {said}: nothing serves MCP at this path; check target.path"
+    if protocol == MODERN:
+        return (
+            f"it answered {said} to server/discover: it does not speak 2026-07-28; "
+            "set client.protocol: auto (or the 2025 version it speaks)"
+        )
+    return (
+        f"it answered {said} to initialize: check client.protocol "
+        "(auto tries 2026-07-28 and then the 2025 handshake)"
+    )
+
+
+async def wait_ready(
+    url: str,
+    *,
+    timeout_s: float,
+    protocol: str = MODERN,
+    headers: Mapping[str, str] | None = None,
+    alive: Callable[[], bool] = lambda: True,
+    interval_s: float = 0.05,
+    probe_timeout_s: float = 2.0,
+) -> Readiness:
+    """Probe ``url`` until it answers, ``alive()`` turns false, a wrong answer persists, or time is up.
+
+    The deadline bounds the whole wait, probes included (each is cut at
+    ``probe_timeout_s`` and at the deadline), so no server can hold it longer.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    last: CallResult | None = None
+    fatal_since: tuple[str, float] | None = None
+    while True:
+        now = time.monotonic()
+        if not alive():
+            return Readiness(False, now - started, last=last, exited=True)
+        left = deadline - now
+        if left <= 0:
+            return Readiness(False, now - started, last=last)
+        spoken, last = await probe(
+            url, protocol=protocol, headers=headers, timeout=min(probe_timeout_s, left)
+        )
+        now = time.monotonic()
+        if spoken is not None:
+            return Readiness(True, now - started, protocol=spoken)
+        fatal = diagnose(protocol, last)
+        if fatal is None:
+            fatal_since = None
+        elif fatal_since is None or fatal_since[0] != fatal:
+            fatal_since = (fatal, now)
+        elif now - fatal_since[1] >= FAIL_FAST_S:
+            return Readiness(False, now - started, last=last, fatal=fatal)
+        await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))

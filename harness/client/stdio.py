@@ -1,0 +1,222 @@
+"""MCP over stdio: newline-delimited JSON-RPC on a server process's stdin and stdout.
+
+About two thirds of published MCP servers speak only this. A :class:`StdioChannel`
+is one server process: requests are written to its stdin, responses read from
+its stdout and matched by id, many in flight at once. It starts with the 2025
+``initialize`` handshake, as a host does, and again after every restart (a new
+process is a new channel). When the process dies, every call in flight ends as
+a transport error whose outcome is unknown, exactly like a severed HTTP
+response; a call with no process to write to certainly did not reach a server.
+
+A timeout cannot close a connection here, so the channel sends
+``notifications/cancelled`` for the request, as the 2025 protocol asks. Lines
+on stdout that are not JSON-RPC (a server that logs to stdout) are counted and
+skipped. Requests from the server (``ping``) are answered; others are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from harness._version import __version__
+from harness.client.http import SESSION_VERSIONS
+from harness.client.messages import CallResult, interpret_message
+from harness.history import Detail, EventType, HistoryWriter, Outcome, excerpt
+
+_FORM = "stdio"
+
+
+class StdioChannel:
+    """One stdio server process's pipes, as an MCP client sees them."""
+
+    def __init__(
+        self,
+        stdout: asyncio.StreamReader,
+        stdin: asyncio.StreamWriter,
+        *,
+        key_meta: str | None = None,
+        history: HistoryWriter | None = None,
+        name: str = "stdio",
+    ) -> None:
+        self._stdout = stdout
+        self._stdin = stdin
+        self._key_meta = key_meta
+        self._history = history
+        self.name = name
+        self.protocol: str | None = None
+        self.closed = False
+        self.stray_lines = 0
+        """Lines on stdout that were not JSON-RPC messages (a server logging to stdout)."""
+        self._pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = {}
+        self._progress: dict[Any, int] = {}
+        self._reading = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while line := await self._stdout.readline():
+                try:
+                    msg = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    self.stray_lines += 1
+                    continue
+                if isinstance(msg, dict):
+                    self._dispatch(msg)
+        except (OSError, ValueError):  # ValueError: a line longer than the reader's limit
+            pass
+        finally:
+            self.closed = True
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_result(None)
+            self._pending.clear()
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        if "method" not in msg:
+            fut = self._pending.pop(msg.get("id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            return
+        if "id" not in msg:  # a notification: progress is counted for the request it is about
+            params = msg.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            if token in self._progress:
+                self._progress[token] += 1
+            return
+        # A request from the server: answer ping, refuse the rest (this client offers no capabilities).
+        if msg["method"] == "ping":
+            self._write({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+        else:
+            error = {"code": -32601, "message": f"mcp-chaos does not offer {msg['method']}"}
+            self._write({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+
+    def _write(self, msg: dict[str, Any]) -> bool:
+        if self.closed or self._stdin.is_closing():
+            return False
+        try:
+            self._stdin.write(orjson.dumps(msg) + b"\n")
+        except (OSError, RuntimeError):
+            return False
+        return True
+
+    async def request(
+        self, method: str, params: dict[str, Any], request_id: int, *, timeout: float, progress: bool = False
+    ) -> CallResult:
+        """One request and its response, classified like any other transport's."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any] | None] = loop.create_future()
+        if progress:
+            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
+            self._progress[request_id] = 0
+        self._pending[request_id] = fut
+        try:
+            if not self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
+                return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._stdin.drain()
+                    msg = await fut
+            except TimeoutError:
+                self._write(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": request_id, "reason": "timeout"},
+                    }
+                )
+                return CallResult(Outcome.TIMEOUT, Detail.TIMEOUT_NO_RESPONSE, form=_FORM)
+            except (OSError, RuntimeError):  # the pipe broke while we wrote
+                return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
+        finally:
+            self._pending.pop(request_id, None)
+            notifications = self._progress.pop(request_id, 0)
+        if msg is None:  # the process went away with the request in flight: outcome unknown
+            return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
+        res = interpret_message(msg, request_id, status=None, form=_FORM)
+        res.notifications = notifications
+        return res
+
+    async def initialize(self, *, timeout: float, version: str = SESSION_VERSIONS[0]) -> CallResult | None:
+        """The handshake a host makes with a server it started; None on success."""
+        params = {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-chaos", "version": __version__},
+        }
+        res = await self.request("initialize", params, -1, timeout=timeout)
+        if res.outcome is not Outcome.OK or res.result is None:
+            return res
+        chosen = res.result.get("protocolVersion")
+        if chosen not in SESSION_VERSIONS:
+            return CallResult(
+                Outcome.PROTOCOL_ERROR,
+                Detail.BAD_RESULT,
+                form=_FORM,
+                message=excerpt(f"initialize: the server chose protocol version {chosen!r}"),
+            )
+        self.protocol = str(chosen)
+        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if self._history is not None:
+            self._history.emit(
+                EventType.SESSION_OPENED, session=None, version=self.protocol, client=self.name
+            )
+        return None
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        request_id: int,
+        timeout: float,
+        request_progress: bool = False,
+        key: str | None = None,
+    ) -> CallResult:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if key is not None and self._key_meta is not None:
+            params["_meta"] = {self._key_meta: key}
+        return await self.request(
+            "tools/call", params, request_id, timeout=timeout, progress=request_progress
+        )
+
+    async def aclose(self) -> None:
+        self._reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reading
+
+
+class StdioClient:
+    """The driver's client for a stdio target: each call goes to the pod's current channel."""
+
+    def __init__(self, channel: Callable[[], StdioChannel | None]) -> None:
+        self._channel = channel
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        request_id: int,
+        timeout: float,
+        request_progress: bool = False,
+        key: str | None = None,
+    ) -> CallResult:
+        channel = self._channel()
+        if channel is None or channel.closed:
+            # No process to write to (it is down): the call certainly did not reach a server.
+            return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
+        return await channel.call_tool(
+            name,
+            arguments,
+            request_id=request_id,
+            timeout=timeout,
+            request_progress=request_progress,
+            key=key,
+        )
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,98 @@
+"""When is a pod ready: the readiness check for each transport, as the supervisor uses it.
+
+HTTP: the pod answers MCP at its URL (``harness.client.readiness``), in the
+scenario's protocol; with ``auto`` the first answer fixes the protocol for the
+rest of the run, so a restarted pod is asked in the protocol it spoke before.
+stdio: the pod's process takes the ``initialize`` handshake on its pipes; the
+channel that did it is the one the driver then uses, until the process dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from harness.client.readiness import Readiness, wait_ready
+from harness.client.stdio import StdioChannel
+from harness.history import HistoryWriter, Outcome
+from harness.pods.pod import Pod
+
+
+class ReadyCheck(Protocol):
+    def describe(self) -> str:
+        """What "ready" means here, for messages: "answer server/discover at URL"."""
+        ...
+
+    async def wait(self, pod: Pod, *, timeout_s: float, alive: Callable[[], bool]) -> Readiness: ...
+
+    async def close(self) -> None: ...
+
+
+class HttpReady:
+    """Ready when the pod answers ``server/discover`` or ``initialize`` at its URL."""
+
+    def __init__(self, url: str, *, protocol: str, headers: Mapping[str, str]) -> None:
+        self.url = url
+        self.protocol = protocol
+        """What to ask in: the scenario's setting until a pod first answered, then what it spoke."""
+        self.headers = dict(headers)
+
+    def describe(self) -> str:
+        probe = {"auto": "server/discover or initialize", "2026-07-28": "server/discover"}
+        return f"answer {probe.get(self.protocol, 'initialize')} at {self.url}"
+
+    async def wait(self, pod: Pod, *, timeout_s: float, alive: Callable[[], bool]) -> Readiness:
+        readiness = await wait_ready(
+            self.url, timeout_s=timeout_s, protocol=self.protocol, headers=self.headers, alive=alive
+        )
+        if readiness.ready and readiness.protocol is not None:
+            self.protocol = readiness.protocol
+        return readiness
+
+    async def close(self) -> None:
+        return None
+
+
+class StdioPod(Pod, Protocol):
+    def stdio(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
+
+
+class StdioReady:
+    """Ready when the pod's process takes the ``initialize`` handshake on its stdin and stdout."""
+
+    def __init__(self, *, history: HistoryWriter, key_meta: str | None) -> None:
+        self.history = history
+        self.key_meta = key_meta
+        self.channel: StdioChannel | None = None
+        """The channel of the current process, once it is initialized."""
+
+    def describe(self) -> str:
+        return "answer initialize on its stdin and stdout"
+
+    async def wait(self, pod: Pod, *, timeout_s: float, alive: Callable[[], bool]) -> Readiness:
+        assert hasattr(pod, "stdio"), "a stdio target runs as a process pod with pipes"
+        stdio_pod: StdioPod = pod  # type: ignore[assignment]
+        await self.close()
+        started = time.monotonic()
+        stdout, stdin = stdio_pod.stdio()
+        channel = StdioChannel(stdout, stdin, key_meta=self.key_meta, history=self.history, name="stdio")
+        # A server reads its stdin when it is ready: one handshake, waited on for the whole timeout.
+        failed = await channel.initialize(timeout=timeout_s)
+        after = time.monotonic() - started
+        if failed is None:
+            self.channel = channel
+            return Readiness(True, after, protocol=channel.protocol)
+        await channel.aclose()
+        if channel.closed or not alive():
+            return Readiness(False, after, last=failed, exited=True)
+        fatal = None
+        if failed.outcome is Outcome.PROTOCOL_ERROR:
+            fatal = f"it answered {failed.message or failed.detail} to initialize"
+        return Readiness(False, after, last=failed, fatal=fatal)
+
+    async def close(self) -> None:
+        if self.channel is not None:
+            await self.channel.aclose()
+            self.channel = None
