@@ -13,7 +13,7 @@ ARGS ?=
 REPRO_RUNS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: chaos reproduce test lint unit integration quality bench image venv clean
+.PHONY: chaos reproduce test lint unit integration quality bench image node venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ bench: $(STAMP)
 ## the default base image is made from Debian packages (targets/images/base-image.sh).
 image: $(STAMP)
 	targets/images/build.sh $(BASE)
+
+## The TypeScript reference target's packages (targets/invoices-ts, from its lockfile; Node 18+).
+node: targets/invoices-ts/node_modules/.package-lock.json
+
+targets/invoices-ts/node_modules/.package-lock.json: targets/invoices-ts/package-lock.json
+	cd targets/invoices-ts && npm ci --no-audit --no-fund --ignore-scripts
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache *.egg-info

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import io
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,11 +142,11 @@ def target(tmp_path: Path) -> Iterator[Callable[..., Target]]:
 
 
 IMAGE = "mcp-chaos/invoices:dev"
+TS_IMAGE = "mcp-chaos/invoices-ts:dev"
 
 
-@pytest.fixture(scope="session")
-def docker_image() -> str:
-    """The reference image on a live Docker engine: built if missing, skipped where no engine runs."""
+def reference_image(name: str) -> str:
+    """A reference image on a live Docker engine: built if missing, skipped where no engine runs."""
     import docker
 
     from harness.errors import TargetStartError
@@ -154,12 +157,26 @@ def docker_image() -> str:
     except TargetStartError as exc:
         pytest.skip(exc.message)
     try:
-        client.images.get(IMAGE)
+        client.images.get(name)
     except docker.errors.ImageNotFound:
         subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
+        try:
+            client.images.get(name)
+        except docker.errors.ImageNotFound:
+            pytest.skip(f"{name} could not be built here (targets/images/build.sh says why)")
     finally:
         client.close()
-    return IMAGE
+    return name
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    return reference_image(IMAGE)
+
+
+@pytest.fixture(scope="session")
+def ts_image() -> str:
+    return reference_image(TS_IMAGE)
 
 
 @pytest.fixture(scope="session")
@@ -224,3 +241,38 @@ def start_cli_run(
     proc.kill()
     proc.communicate()
     raise AssertionError(f"the run did not get going in {timeout:g}s")
+
+
+TS_DIR = ROOT / "targets" / "invoices-ts"
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """Node.js with the target's node_modules installed (`npm ci`, once); skipped where Node is missing."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None:
+        pytest.skip("the TypeScript target needs Node.js 18+ and npm (e.g. apt-get install -y nodejs npm)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    if int(version.lstrip("v").split(".")[0]) < 18:
+        pytest.skip(f"the TypeScript target needs Node.js 18+, found {version}")
+    installed = TS_DIR / "node_modules" / ".package-lock.json"
+    lockfile = TS_DIR / "package-lock.json"
+    # One install at a time on this machine: other test sessions may share the checkout.
+    with open(Path(tempfile.gettempdir()) / "mcp-chaos-invoices-ts-npm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
+            if npm is None:
+                pytest.skip(
+                    "the TypeScript target's node_modules are missing and there is no npm to install them"
+                )
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+                cwd=TS_DIR,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"npm ci in {TS_DIR.relative_to(ROOT)} failed:\n{done.stdout}{done.stderr}")
+    return node

@@ -42,3 +42,22 @@ for target in invoices noop; do
         -t "mcp-chaos/$target:$TAG" "$ctx" >/dev/null
 done
 echo "built mcp-chaos/invoices:$TAG and mcp-chaos/noop:$TAG"
+
+# The TypeScript target: its node_modules come from the lockfile, installed on the host (pure
+# JavaScript, so they run in the image as they are), and Node from the base image.
+if command -v npm >/dev/null; then
+    ctx="$WORK/invoices-ts"
+    mkdir -p "$ctx"
+    (cd targets/invoices-ts && npm ci --no-audit --no-fund --ignore-scripts --silent)
+    cp -r targets/invoices-ts/node_modules targets/invoices-ts/package.json \
+        targets/invoices-ts/package-lock.json targets/invoices-ts/server.mjs targets/invoices-ts/Dockerfile "$ctx/"
+    # The local base has Node.js; a registry's Python base does not: then the SDK's usual Node base.
+    TS_BASE="$BASE"
+    if [ "$BASE" != "mcp-chaos-base:bookworm" ]; then TS_BASE="node:20-bookworm-slim"; fi
+    echo "building mcp-chaos/invoices-ts:$TAG on $TS_BASE"
+    docker build --quiet --network none --build-arg BASE="$TS_BASE" --label mcp-chaos.image=1 \
+        -t "mcp-chaos/invoices-ts:$TAG" "$ctx" >/dev/null
+    echo "built mcp-chaos/invoices-ts:$TAG"
+else
+    echo "no npm here: mcp-chaos/invoices-ts:$TAG not built (it needs Node.js and npm on the host)" >&2
+fi

@@ -11,14 +11,11 @@ PostgreSQL's server binaries too.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,11 +28,11 @@ import pytest
 
 from harness.loopback import free_port
 from harness.services import Postgres
-from tests.conftest import EFFECTS_QUERY, ROOT
+from tests.conftest import EFFECTS_QUERY, TS_DIR
 
 pytestmark = pytest.mark.integration
 
-TS_DIR = ROOT / "targets" / "invoices-ts"
+
 SERVER = TS_DIR / "server.mjs"
 PROTOCOL = "2025-11-25"
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -45,38 +42,6 @@ NO_SESSION = {
     "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"},
     "id": None,
 }
-
-
-@pytest.fixture(scope="session")
-def node() -> str:
-    """Node.js with the target's node_modules installed (`npm ci`, once); skipped where Node is missing."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None:
-        pytest.skip("the TypeScript target needs Node.js 18+ and npm (e.g. apt-get install -y nodejs npm)")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    if int(version.lstrip("v").split(".")[0]) < 18:
-        pytest.skip(f"the TypeScript target needs Node.js 18+, found {version}")
-    installed = TS_DIR / "node_modules" / ".package-lock.json"
-    lockfile = TS_DIR / "package-lock.json"
-    # One install at a time on this machine: other test sessions may share the checkout.
-    with open(Path(tempfile.gettempdir()) / "mcp-chaos-invoices-ts-npm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
-            if npm is None:
-                pytest.skip(
-                    "the TypeScript target's node_modules are missing and there is no npm to install them"
-                )
-            done = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                cwd=TS_DIR,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            if done.returncode != 0:
-                pytest.fail(f"npm ci in {TS_DIR.relative_to(ROOT)} failed:\n{done.stdout}{done.stderr}")
-    return node
 
 
 @pytest.fixture(scope="module")
