@@ -22,7 +22,7 @@ from bench import audit, restart, throughput
 from bench.common import ROOT, Goal
 from harness.report.tables import markdown_table
 
-ALL = ("throughput", "memory", "proxy", "audit", "restart", "reproduce")
+ALL = ("throughput", "memory", "proxy", "sessions", "stdio", "audit", "restart", "reproduce")
 
 
 def machine() -> str:
@@ -118,6 +118,59 @@ def bench_proxy(goals: list[Goal], sections: list[str]) -> None:
     )
 
 
+def bench_sessions(goals: list[Goal], sections: list[str]) -> None:
+    rows = []
+    for wrk, modern, session in throughput.session_mode():
+        for s in (wrk, modern, session):
+            rows.append(
+                [s.client, s.concurrency, f"{s.rate:.0f}", f"{s.client_ms:.3f}", f"{s.server_ms:.3f}"]
+            )
+        c = wrk.concurrency
+        goals.append(
+            Goal(f"session mode: driver vs wrk at concurrency {c}", session.rate / wrk.rate, 0.9, "×", True)
+        )
+        goals.append(
+            Goal(
+                f"session mode vs 2026-07-28 mode, driver CPU per call at concurrency {c}",
+                session.client_ms / modern.client_ms,
+                1.1,
+                "×",
+            )
+        )
+        goals.append(
+            Goal(f"driver CPU per call in session mode at concurrency {c}", session.client_ms, 0.3, " ms")
+        )
+    sections.append(
+        "## 2025 sessions vs 2026-07-28\n\nOne `targets/noop` server in stateful mode serves both: wrk "
+        "calling in a 2025-11-25 session\n(the server's limit in that mode), and the driver in 2026-07-28 "
+        "mode and in a session. Median of 3\nby throughput. The server spends more CPU per call on the "
+        "session path than on the stateless one,\nso the two modes' throughputs differ by the server's "
+        "cost; the driver is compared with wrk in the\nsame mode, and with itself for CPU.\n\n"
+        + markdown_table(
+            ["client", "concurrency", "calls/s", "client CPU ms/call", "server CPU ms/call"], rows
+        )
+    )
+
+
+def bench_stdio(goals: list[Goal], sections: list[str]) -> None:
+    driver, sdk = throughput.stdio_mode()
+    rows = [
+        [s.client, s.concurrency, f"{s.rate:.0f}", f"{s.client_ms:.3f}", f"{s.server_ms:.3f}"]
+        for s in (driver, sdk)
+    ]
+    goals.append(
+        Goal("stdio: driver vs the SDK's stdio client throughput", driver.rate / sdk.rate, 1.0, "×", True)
+    )
+    sections.append(
+        "## stdio\n\nThe driver and the official SDK's stdio client (`Client(StdioServerParameters(...))`), "
+        "each starting\nthe no-op server as its child and calling it over stdin/stdout at concurrency 8; "
+        "median of 3 by\nthroughput. The server's CPU is read from /proc after its start-up.\n\n"
+        + markdown_table(
+            ["client", "concurrency", "calls/s", "client CPU ms/call", "server CPU ms/call"], rows
+        )
+    )
+
+
 def bench_audit(goals: list[Goal], sections: list[str]) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,6 +246,10 @@ def main() -> int:
             bench_proxy(goals, sections)
         elif name == "memory":
             bench_memory(goals, sections)
+        elif name == "sessions":
+            bench_sessions(goals, sections)
+        elif name == "stdio":
+            bench_stdio(goals, sections)
         elif name == "audit":
             bench_audit(goals, sections)
         elif name == "restart":

@@ -11,16 +11,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bench.common import cpu_seconds
 from harness.client.http import McpHttpClient
+from harness.client.stdio import StdioChannel, StdioClient
 from harness.driver import Driver
 from harness.faults.proxy import FaultProxy
 from harness.history import HistoryWriter, Outcome
+from harness.pods.process import STDIO_LINE_LIMIT
 from harness.scenario import StreamFault, parse_scenario
 from harness.workload import Workload
 
@@ -39,7 +44,9 @@ def scenario(calls: int, concurrency: int) -> dict[str, object]:
     }
 
 
-async def drive(url: str, calls: int, concurrency: int, history: Path, proxy: bool) -> dict[str, float]:
+async def drive(
+    url: str, calls: int, concurrency: int, history: Path, proxy: bool, protocol: str
+) -> dict[str, float]:
     s = parse_scenario(scenario(calls, concurrency))
     with HistoryWriter(history) as h:
         fault_proxy: FaultProxy | None = None
@@ -51,7 +58,7 @@ async def drive(url: str, calls: int, concurrency: int, history: Path, proxy: bo
                 urlsplit(url).port or 0, [never], seed=0, history=h, lookup=lambda _: None, default_hold_s=1
             )
             url = f"http://127.0.0.1:{await fault_proxy.start()}/mcp"
-        async with McpHttpClient(url) as client:
+        async with McpHttpClient(url, protocol=protocol, history=h) as client:
             driver = Driver(Workload(s, "bench"), [client], h, s.client, concurrency=concurrency, seed=0)
             if fault_proxy is not None:
                 fault_proxy.lookup = driver.attempt_of
@@ -63,17 +70,68 @@ async def drive(url: str, calls: int, concurrency: int, history: Path, proxy: bo
     return {"calls": stats.attempts, "ok": stats.outcomes[Outcome.OK], "wall_s": wall}
 
 
+async def drive_stdio(command: list[str], calls: int, concurrency: int, history: Path) -> dict[str, float]:
+    """The driver against a stdio server it starts itself, as a run does; also reports the server's CPU."""
+    s = parse_scenario(scenario(calls, concurrency))
+    proc = await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "NOOP_TRANSPORT": "stdio"},
+        limit=STDIO_LINE_LIMIT,
+    )
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+    try:
+        with HistoryWriter(history) as h:
+            channel = StdioChannel(proc.stdout, proc.stdin, history=h)
+            failed = await channel.initialize(timeout=30)
+            if failed is not None:
+                raise RuntimeError(f"stdio server did not take initialize: {failed}")
+            driver = Driver(
+                Workload(s, "bench"),
+                [StdioClient(lambda: channel)],
+                h,
+                s.client,
+                concurrency=concurrency,
+                seed=0,
+            )
+            server_before = cpu_seconds(proc.pid)  # after its start-up and imports
+            start = time.perf_counter()
+            stats = await driver.run()
+            wall = time.perf_counter() - start
+            server_cpu = cpu_seconds(proc.pid) - server_before
+            await channel.aclose()
+    finally:
+        proc.kill()
+        await proc.wait()
+    return {
+        "calls": stats.attempts,
+        "ok": stats.outcomes[Outcome.OK],
+        "wall_s": wall,
+        "server_cpu_s": server_cpu,
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("url")
     p.add_argument("--calls", type=int, required=True)
     p.add_argument("--concurrency", type=int, required=True)
     p.add_argument("--proxy", action="store_true", help="go through an in-process fault proxy")
+    p.add_argument("--protocol", default="2026-07-28", help="2026-07-28, or a 2025 version (a session)")
+    p.add_argument("--stdio", action="store_true", help="url is a server script: run it and talk over stdio")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before = resource.getrusage(resource.RUSAGE_SELF)
         history = Path(tmp) / "history.jsonl"
-        result = asyncio.run(drive(args.url, args.calls, args.concurrency, history, args.proxy))
+        if args.stdio:
+            command = [sys.executable, args.url]
+            result = asyncio.run(drive_stdio(command, args.calls, args.concurrency, history))
+        else:
+            result = asyncio.run(
+                drive(args.url, args.calls, args.concurrency, history, args.proxy, args.protocol)
+            )
         after = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(json.dumps(result))

@@ -200,6 +200,8 @@ class Driver:
             fields["notifications"] = res.notifications
         if res.message is not None:
             fields["message"] = res.message
+        if res.resumed is not None:
+            fields["resumed"] = res.resumed
         self.history.emit(
             EventType.ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields
         )

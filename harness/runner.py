@@ -246,6 +246,7 @@ class _Run:
                 headers=self.headers,
                 key_meta=policy.key_meta,
                 key_header=policy.key_header,
+                resume=policy.resume,
                 history=self.history,
                 name="shared" if count == 1 else f"worker-{i}",
             )

@@ -212,6 +212,9 @@ class ClientPolicy(_Model):
     handshake, as current clients do; a version pins it. stdio targets always use the handshake."""
     sessions: Literal["shared", "per_worker"] = "shared"
     """2025 protocol: one session for the whole driver, or one per concurrent worker."""
+    resume: bool = False
+    """2025 protocol: when an event stream with event ids breaks, first try to resume it (GET with
+    ``Last-Event-ID``), and re-issue the call (with a new id) only if that fails."""
     key_in: Literal["argument", "meta", "header"] = "argument"
     """Where the intent's idempotency key travels: in an argument (the template's ``{key}``), in the
     request's ``_meta``, or in an HTTP header."""
@@ -231,6 +234,12 @@ class ClientPolicy(_Model):
     @property
     def key_header(self) -> str | None:
         return (self.key_name or "Idempotency-Key") if self.key_in == "header" else None
+
+    @model_validator(mode="after")
+    def _resume_needs_2025(self) -> ClientPolicy:
+        if self.resume and self.protocol == "2026-07-28":
+            raise ValueError("client.resume is a 2025-protocol feature; 2026-07-28 removed resumability")
+        return self
 
     @model_validator(mode="after")
     def _key_name(self) -> ClientPolicy:

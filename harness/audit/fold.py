@@ -90,6 +90,8 @@ class Fold:
     """Pod exits that no kill explains: the target died by itself."""
     protocol: str | None = None
     """The protocol the pod answered in (from pod_ready), or None in histories without it."""
+    resumed: Counter[bool] = field(default_factory=Counter)
+    """Broken event streams a 2025 client tried to resume: True resumed, False failed (re-issued)."""
     sessions_opened: int = 0
     sessions_lost: Counter[str] = field(default_factory=Counter)
     """2025 sessions the server forgot, by the pod fault (kill, crash, pause) last before the loss."""
@@ -236,6 +238,8 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     outcomes.get(outcome, protocol_errors)[i] += 1
                     if outcome != ok:
                         _tally_error(fold, ev, outcome)
+                    if "resumed" in ev:
+                        fold.resumed[ev["resumed"]] += 1
                     if deaths > started[1]:
                         hit[i] += 1
                         faults.setdefault(i, set()).update(death_kinds[started[1] : deaths])

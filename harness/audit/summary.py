@@ -57,6 +57,10 @@ class SessionCounts:
     lost: int
     lost_after: dict[str, int]
     """Losses by the pod fault last before them (kill, crash, pause; none: no pod fault yet)."""
+    resumed: int = 0
+    """Broken event streams resumed (GET with Last-Event-ID): the call was not re-issued."""
+    resume_failed: int = 0
+    """Broken event streams that could not be resumed: the call was re-issued."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +265,8 @@ def summarize(
             opened=fold.sessions_opened,
             lost=sum(fold.sessions_lost.values()),
             lost_after=dict(sorted(fold.sessions_lost.items())),
+            resumed=fold.resumed[True],
+            resume_failed=fold.resumed[False],
         ),
         pods=PodCounts(
             exits=fold.pod_exits,

@@ -157,6 +157,12 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_result(None)
 
     @property
+    def last_event_id(self) -> str | None:
+        if self._sse is None or self._sse.last_id is None:
+            return None
+        return self._sse.last_id.decode("utf-8", "replace")
+
+    @property
     def reusable(self) -> bool:
         return not self.lost and self.complete and self.keep_alive and self.parse_error is None
 
@@ -188,6 +194,7 @@ class McpHttpClient:
         headers: Mapping[str, str] | None = None,
         key_meta: str | None = None,
         key_header: str | None = None,
+        resume: bool = False,
         history: HistoryWriter | None = None,
         name: str = "client",
     ) -> None:
@@ -207,6 +214,8 @@ class McpHttpClient:
         self._handshaken = False
         """A 2025 session is open (or the server has none, but took the handshake)."""
         self.name = name
+        self.resume = resume and protocol != MODERN
+        """2025: try to resume a broken event stream (GET with Last-Event-ID) before giving up on it."""
         self._history = history
         self._key_meta = key_meta
         self._key_header = key_header
@@ -281,6 +290,7 @@ class McpHttpClient:
         """One ``tools/call`` attempt (in the 2025 protocol, opening a session first if there is none)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        deadline = started + timeout
         if not self.modern and not self._handshaken:
             failed = await self._ensure_session(timeout)
             if failed is not None:
@@ -296,9 +306,36 @@ class McpHttpClient:
             key=key,
         )
         res = await self.send(request, request_id, timeout=timeout, session=session)
+        if self.resume and res.outcome is Outcome.TRANSPORT_ERROR and res.event_id is not None:
+            res = await self._resume(res, request_id, session, deadline=deadline)
         if res.outcome is Outcome.SESSION_LOST:
             self._lost(session, res)
         return res
+
+    async def _resume(
+        self, broken: CallResult, request_id: int, session: str | None, deadline: float
+    ) -> CallResult:
+        """Ask for the rest of a broken stream (2025 resumability); the broken result if that fails."""
+        request = (
+            f"GET {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            "Accept: text/event-stream\r\n"
+            + (f"MCP-Protocol-Version: {self.protocol}\r\n" if self.protocol >= "2025-06-18" else "")
+            + (f"Mcp-Session-Id: {session}\r\n" if session is not None else "")
+            + f"Last-Event-ID: {broken.event_id}\r\n{self._extra}\r\n"
+        ).encode()
+        left = max(0.001, deadline - asyncio.get_running_loop().time())
+        again = await self.send(request, request_id, timeout=left, session=session)
+        if again.outcome in (Outcome.OK, Outcome.TOOL_ERROR):
+            again.resumed = True
+            return again
+        if again.outcome is Outcome.SESSION_LOST:
+            self._lost(session, again)  # the server restarted: its events went with it
+        broken.resumed = False
+        broken.message = excerpt(
+            f"resuming from event {broken.event_id} failed: {again.outcome.value} "
+            f"{again.detail or ''} {again.message or ''}"
+        )
+        return broken
 
     async def discover(self, *, timeout: float) -> CallResult:
         """One ``server/discover`` request (2026-07-28 servers MUST answer it): a readiness probe.
@@ -440,6 +477,7 @@ class McpHttpClient:
             if conn.final is not None and request_id is not None:
                 res = interpret_message(conn.final, request_id, status=status, form=form)
                 res.notifications = conn.notifications
+                res.session = conn.session.decode("latin-1") if conn.session is not None else None
                 return res
             return CallResult(
                 Outcome.TRANSPORT_ERROR,
@@ -447,6 +485,7 @@ class McpHttpClient:
                 status=status,
                 form=form,
                 notifications=conn.notifications,
+                event_id=conn.last_event_id,
             )
         if not conn.complete:
             detail = Detail.CLOSED_BEFORE_RESPONSE if conn.received == 0 else Detail.CLOSED_MID_RESPONSE
@@ -457,7 +496,11 @@ class McpHttpClient:
             if refused is not None:
                 return refused
         if request_id is None:  # a notification or a DELETE: only the status matters
-            return CallResult(Outcome.OK if status in _OK_STATUSES else Outcome.PROTOCOL_ERROR, status=status)
+            if status in _OK_STATUSES:
+                return CallResult(Outcome.OK, status=status)
+            return CallResult(
+                Outcome.PROTOCOL_ERROR, Detail.HTTP_STATUS, status=status, message=_http_excerpt(status, body)
+            )
         try:
             msg = orjson.loads(body)
         except orjson.JSONDecodeError:

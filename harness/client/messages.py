@@ -36,6 +36,10 @@ class CallResult:
     the start of an HTTP error body): why an intent was rejected, for people."""
     session: str | None = None
     """The ``Mcp-Session-Id`` the server returned (on ``initialize``)."""
+    event_id: str | None = None
+    """The last SSE event id of a broken stream: where a 2025 client may resume it from."""
+    resumed: bool | None = None
+    """True: the broken stream was resumed and this is its answer; False: resuming failed."""
 
 
 class SseParser:

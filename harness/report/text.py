@@ -98,6 +98,11 @@ def _protocol_line(summary: Summary) -> list[str]:
             line += (
                 f"; {summary.attempts.by_outcome[Outcome.SESSION_LOST]} attempts answered 'session not found'"
             )
+    if sessions.resumed or sessions.resume_failed:
+        line += (
+            f"; broken streams: {sessions.resumed} resumed, {sessions.resume_failed} could not be "
+            "resumed and were re-issued"
+        )
     return [line]
 
 

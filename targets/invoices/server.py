@@ -37,6 +37,9 @@ INVOICES_SESSIONS               stateless (default) | stateful: 2025-protocol cl
                                 are served stateless either way
 INVOICES_KEY_FROM               argument (default: the idempotency_key argument) | meta (the
                                 request's _meta.idempotencyKey) | header (Idempotency-Key)
+INVOICES_EVENT_STORE            memory: keep every SSE event of stateful sessions in this process's
+                                memory, with ids, so a 2025 client whose stream broke can resume
+                                it (GET with Last-Event-ID), until the process dies
 INVOICES_BEARER_TOKEN           if set, HTTP requests need "Authorization: Bearer <token>";
                                 others get 401 with WWW-Authenticate
 INVOICES_PRE_COMMIT_MS          work before the business commit
@@ -66,6 +69,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventMessage, EventStore
 from mcp_types import CallToolResult, TextContent
 from stores import open_store
 
@@ -89,6 +93,7 @@ class Config:
     stateful: bool
     bearer_token: str | None
     key_from: str
+    event_store: bool
     pre_commit_s: float
     between_commits_s: float
     post_commit_s: float
@@ -156,6 +161,7 @@ class Config:
             stateful=sessions == "stateful",
             bearer_token=env.get("INVOICES_BEARER_TOKEN") or None,
             key_from=key_from,
+            event_store=env.get("INVOICES_EVENT_STORE", "") == "memory",
             pre_commit_s=number("INVOICES_PRE_COMMIT_MS", "0"),
             between_commits_s=number("INVOICES_BETWEEN_COMMITS_MS", "0"),
             post_commit_s=number("INVOICES_POST_COMMIT_MS", "0"),
@@ -338,6 +344,34 @@ def build_server(config: Config) -> MCPServer[Any]:
     return server
 
 
+class MemoryEventStore(EventStore):
+    """Every SSE event of this process, in order, for resuming a broken stream (2025 resumability).
+
+    In memory, like the SDKs' own examples: a stream can be resumed while this
+    process lives, never after it was killed.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []  # (event id, stream id, message or None)
+        self.position: dict[str, int] = {}
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        event_id = str(len(self.events) + 1)
+        self.position[event_id] = len(self.events)
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        start = self.position.get(last_event_id)
+        if start is None:
+            return None
+        stream_id = self.events[start][1]
+        for event_id, stream, message in self.events[start + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
 class BearerAuth:
     """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>``, else 401."""
 
@@ -376,7 +410,10 @@ def main() -> int:
         asyncio.run(server.run_stdio_async())
         return 0
     app: Any = server.streamable_http_app(
-        json_response=config.transport == "json", stateless_http=not config.stateful, host=config.host
+        json_response=config.transport == "json",
+        stateless_http=not config.stateful,
+        event_store=MemoryEventStore() if config.event_store else None,
+        host=config.host,
     )
     if config.bearer_token is not None:
         app = BearerAuth(app, config.bearer_token)

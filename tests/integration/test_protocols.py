@@ -195,3 +195,40 @@ def test_effects_from_a_json_lines_file(run: Run) -> None:
     s = run(data).summary
     assert s.verdicts[Verdict.DUPLICATE] == 1
     assert s.effects.total == 4
+
+
+def resumable(mode: str, resume: bool, **kw: Any) -> dict[str, Any]:
+    data = sessions(mode, **kw)
+    data["target"]["env"].update(
+        {"INVOICES_TRANSPORT": "sse", "INVOICES_EVENT_STORE": "memory", "INVOICES_PRE_COMMIT_MS": "10"}
+    )
+    data["workload"]["request_progress"] = True
+    data["client"]["resume"] = resume
+    return data
+
+
+SEVER_AFTER_COMMIT = {
+    "fault": "sever_response",
+    "intent": 1,
+    "attempt": 1,
+    "after_events": 2,
+    "wait_for_server": False,
+}
+
+
+@pytest.mark.parametrize(("resume", "duplicates"), [(True, 0), (False, 1)])
+def test_a_cut_stream_is_resumed_instead_of_re_issued(run: Run, resume: bool, duplicates: int) -> None:
+    # The proxy cuts intent 1's stream right after the progress event that follows the commit;
+    # the server lives on and keeps the stream's events. Resumed, the naive design runs once.
+    data = resumable("naive", resume)
+    data["faults"] = {"stream": [SEVER_AFTER_COMMIT]}
+    s = run(data).summary
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert (s.sessions.resumed, s.attempts.retries) == ((1, 0) if resume else (0, 1))
+
+
+def test_a_stream_broken_by_a_crash_cannot_be_resumed(run: Run) -> None:
+    data = resumable("naive", True, env=CRASH_AFTER_COMMIT)
+    s = run(data).summary
+    assert (s.sessions.resumed, s.sessions.resume_failed) == (0, 1)  # the events died with the process
+    assert s.verdicts[Verdict.DUPLICATE] == 1  # so the call was re-issued
