@@ -131,6 +131,15 @@ def bench_sessions(goals: list[Goal], sections: list[str]) -> None:
         )
         goals.append(
             Goal(
+                f"session mode vs 2026-07-28 mode, driver throughput at concurrency {c}",
+                session.rate / modern.rate,
+                0.9,
+                "×",
+                True,
+            )
+        )
+        goals.append(
+            Goal(
                 f"session mode vs 2026-07-28 mode, driver CPU per call at concurrency {c}",
                 session.client_ms / modern.client_ms,
                 1.1,
