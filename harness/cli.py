@@ -173,7 +173,8 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mcp-chaos", description="Retry-safety chaos harness for MCP servers (protocol 2026-07-28)."
+        prog="mcp-chaos",
+        description="Retry-safety chaos harness for MCP servers (2026-07-28 and 2025, HTTP and stdio).",
     )
     parser.add_argument("--version", action="version", version=f"mcp-chaos {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -21,7 +21,7 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
 from harness.history import EventType, Outcome, Verdict, read_history
-from tests.conftest import invoice_scenario
+from tests.conftest import ROOT, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -232,3 +232,20 @@ def test_a_stream_broken_by_a_crash_cannot_be_resumed(run: Run) -> None:
     s = run(data).summary
     assert (s.sessions.resumed, s.sessions.resume_failed) == (0, 1)  # the events died with the process
     assert s.verdicts[Verdict.DUPLICATE] == 1  # so the call was re-issued
+
+
+@pytest.mark.postgres
+def test_a_2025_only_server_refuses_a_pinned_2026_client_in_seconds(
+    tmp_path: Path, node: str, postgres_server: None
+) -> None:
+    data = invoice_scenario()
+    data["target"]["command"] = [node, str(ROOT / "targets" / "invoices-ts" / "server.mjs")]
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["services"] = {"postgres": {}}
+    data["audit"]["effects"]["sql"]["url"] = "{postgres_url}"
+    data["client"]["protocol"] = "2026-07-28"
+    proc, elapsed = cli(tmp_path, data)
+    assert proc.returncode == 3
+    assert "it does not speak 2026-07-28; set client.protocol: auto" in proc.stderr
+    assert "No valid session ID provided" in proc.stderr  # the server's own answer
+    assert elapsed < 20
