@@ -61,7 +61,8 @@ class TargetSpec(_Model):
     ``command`` is run as a child process (the embedded runtime).
 
     ``transport: stdio`` runs a server that speaks MCP on its stdin and stdout
-    instead (a local command; the harness is its host).
+    instead (a local command, or an image's, attached through the engine; the
+    harness is its host).
     """
 
     command: list[str] | None = Field(default=None, min_length=1)
@@ -107,14 +108,8 @@ class TargetSpec(_Model):
     def _runtime(self) -> TargetSpec:
         if self.command is None and self.image is None:
             raise ValueError("target needs a command (a local server) or an image (a Docker image)")
-        if self.transport == "stdio":
-            if self.image is not None:
-                raise ValueError(
-                    "target.transport: stdio runs a local command; stdio servers in images are not "
-                    "supported yet (serve the image over HTTP, or run its command locally)"
-                )
-            if self.headers:
-                raise ValueError("target.headers are HTTP headers; a stdio target has none")
+        if self.transport == "stdio" and self.headers:
+            raise ValueError("target.headers are HTTP headers; a stdio target has none")
         if self.image is not None:
             uses_python = any("{python}" in part for part in self.command or ())
             if uses_python or any("{python}" in v for v in self.env.values()):

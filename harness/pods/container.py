@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TargetStartError
+from harness.pods.process import STDIO_LINE_LIMIT
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 LABEL = "mcp-chaos"
@@ -113,9 +114,12 @@ class DockerPod:
         data_mount: str,
         log_path: Path,
         run_id: str,
+        stdio: bool = False,
     ) -> None:
         self.name = name
         self.image = image
+        self.stdio_pipes = stdio
+        """A stdio server: its stdin and stdout, attached through the engine, are the MCP channel."""
         self.command = list(command) if command else None
         self.env = dict(env)
         # Docker takes a relative bind source for a named volume (and refuses "results/..."):
@@ -127,6 +131,10 @@ class DockerPod:
         self._client: Any = None
         self._container: Any = None
         self._pid: int | None = None
+        self._attached: Any = None  # the engine's attach socket object (kept: it owns the socket)
+        self._stdout: asyncio.StreamReader | None = None
+        self._stdin: asyncio.StreamWriter | None = None
+        self._demux: asyncio.Task[None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -146,6 +154,7 @@ class DockerPod:
                 volumes={str(self.data_dir): {"bind": self.data_mount, "mode": "rw"}},
                 labels={LABEL: "1", RUN_LABEL: self.run_id},
                 detach=True,
+                stdin_open=self.stdio_pipes,
             )
         except docker.errors.ImageNotFound:
             raise TargetStartError(
@@ -167,7 +176,63 @@ class DockerPod:
         return self._pid or 0
 
     async def start(self) -> int:
-        return await asyncio.to_thread(self._start)
+        pid = await asyncio.to_thread(self._start)
+        if self.stdio_pipes:
+            await self._attach()
+        return pid
+
+    # -- stdio through the engine's attach endpoint
+    async def _attach(self) -> None:
+        """Attach to the container's stdin, stdout and stderr (multiplexed: no TTY) after a start."""
+        await self._detach()
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        self._attached = await asyncio.to_thread(self._container.attach_socket, params=params)
+        raw = getattr(self._attached, "_sock", self._attached)
+        reader, self._stdin = await asyncio.open_connection(sock=raw, limit=STDIO_LINE_LIMIT)
+        self._stdout = asyncio.StreamReader(limit=STDIO_LINE_LIMIT)
+        self._demux = asyncio.ensure_future(self._demultiplex(reader, self._stdout))
+
+    async def _demultiplex(self, stream: asyncio.StreamReader, stdout: asyncio.StreamReader) -> None:
+        """Split the engine's frames (1 byte stream, 3 padding, 4 length) into stdout and the pod log."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(self.log_path, "ab") as log:
+                while True:
+                    header = await stream.readexactly(8)
+                    payload = await stream.readexactly(int.from_bytes(header[4:8], "big"))
+                    if header[0] == 1:
+                        stdout.feed_data(payload)
+                    else:
+                        log.write(payload)
+                        log.flush()
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            stdout.feed_eof()
+
+    async def _detach(self) -> None:
+        if self._stdin is not None:
+            self._stdin.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._stdin.wait_closed(), 5)  # the socket is closed once this returns
+            self._stdin = None
+        if self._demux is not None:
+            self._demux.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._demux
+            self._demux = None
+        if self._attached is not None:
+            # The engine's socket has a file object on it (http.client's); the descriptor is only
+            # released once that is closed too.
+            with contextlib.suppress(Exception):
+                self._attached.close()
+            self._attached = None
+
+    def stdio(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The current container's stdout and stdin, for a stdio server."""
+        if self._stdout is None or self._stdin is None:
+            raise RuntimeError(f"pod {self.name} has no stdio (not a stdio target, or not started)")
+        return self._stdout, self._stdin
 
     def _state(self) -> dict[str, Any]:
         self._container.reload()
@@ -208,7 +273,8 @@ class DockerPod:
                 self._container.stop(timeout=max(1, round(timeout)))
             with contextlib.suppress(Exception):
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                self.log_path.write_bytes(self._container.logs(stdout=True, stderr=True))
+                # A stdio server's stdout is the protocol, not a log: keep its stderr only.
+                self.log_path.write_bytes(self._container.logs(stdout=not self.stdio_pipes, stderr=True))
             with contextlib.suppress(Exception):
                 self._container.remove(force=True)
             _live.pop(self._container.id, None)
@@ -220,6 +286,7 @@ class DockerPod:
 
     async def stop(self, timeout: float) -> None:
         """Stop (SIGTERM, then SIGKILL after ``timeout``), keep its logs in the run directory, remove it."""
+        await self._detach()
         await asyncio.to_thread(self._stop, timeout)
 
     def identity(self) -> dict[str, str]:

@@ -73,6 +73,7 @@ def make_pod(
             data_mount=target.data_mount,
             log_path=log_path,
             run_id=run_dir.name,
+            stdio=target.transport == "stdio",
         )
     assert command is not None
     return ProcessPod(name, command, {**environ, **env}, log_path, stdio=target.transport == "stdio")

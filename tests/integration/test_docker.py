@@ -21,6 +21,7 @@ from harness.scenario import parse_scenario
 from tests.conftest import invoice_scenario, labelled_containers, start_cli_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
+CRASH = {"INVOICES_FAILPOINT": "after_business_commit@2"}
 
 Run = Callable[[dict[str, Any]], AuditResult]
 
@@ -173,4 +174,18 @@ def test_a_relative_results_directory_reaches_docker_as_an_absolute_path(
     assert proc.returncode == 0, proc.stderr
     assert "| exactly_once |       5 |" in proc.stdout
     assert (tmp_path / "results" / "rel" / "data" / "invoices.db").is_file()
+    assert labelled_containers() == []
+
+
+@pytest.mark.parametrize(("mode", "duplicates"), [("naive", 1), ("atomic", 0)])
+def test_a_stdio_server_in_an_image(run: Run, docker_image: str, mode: str, duplicates: int) -> None:
+    # stdin and stdout attached through the engine; the crash is the failpoint's exit as PID 1.
+    data = image_scenario(docker_image, mode, env={**CRASH, "INVOICES_TRANSPORT": "stdio"})
+    data["target"]["transport"] = "stdio"
+    result = run(data)
+    s = result.summary
+    assert s.verdicts[Verdict.DUPLICATE] == duplicates
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3 - duplicates
+    assert (s.pods.crashes, s.sessions.opened) == (1, 2)
+    assert "serving MCP on stdio" in (result.run_dir / "pods" / "pod-0.log").read_text()  # its stderr
     assert labelled_containers() == []
