@@ -42,11 +42,20 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return sets
 
 
+def _planned(scenario: Scenario) -> str:
+    """The pod faults a run plans: counted ones, and timed kills by their rate (planned once due)."""
+    counted = sum(1 for f in build_schedule(scenario) if f.counted)
+    text = f"{counted} pod faults planned"
+    kill = scenario.faults.kill
+    if kill is not None and kill.mean_interval_s is not None:
+        text += f", kills every {kill.mean_interval_s:g}s on average while intents are dispatched"
+    return text
+
+
 def _announce(scenario: Scenario, run_dir: Path) -> None:
-    faults = len(build_schedule(scenario))
     sys.stderr.write(
         f"run {run_dir.name}: {scenario.workload.intents} intents, "
-        f"concurrency {scenario.workload.concurrency}, {faults} pod faults planned"
+        f"concurrency {scenario.workload.concurrency}, {_planned(scenario)}"
         f"{', stream faults by rule' if scenario.faults.stream else ''}\n"
     )
     sys.stderr.flush()
@@ -116,7 +125,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     shown = ", ".join(f"{f.kind} {f.describe()}" for f in schedule[:10])
     more = f", ... ({len(schedule) - 10} more)" if len(schedule) > 10 else ""
-    print(f"  {len(schedule)} pod faults" + (f": {shown}{more}" if schedule else ""))
+    print(f"  {_planned(scenario)}" + (f": {shown}{more}" if schedule else ""))
     for index, rule in enumerate(scenario.faults.stream):
         print(_describe_rule(index, rule))
     return 0
@@ -131,6 +140,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise UsageError(f"--runs must be at least 1, got {args.runs}")
     plans = plan(Path(args.scenario), modes, args.runs, _overrides(args))
+    for scenarios in plans.values():
+        check_environment(scenarios[0])
     started = time.monotonic()
     run_dirs: list[Path] = []
     progress = None if args.quiet else 1.0
@@ -162,11 +173,13 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     """Remove containers a crashed or killed harness left behind (found by label)."""
     client = docker_client()
     try:
-        removed = remove_containers(client, args.run)
+        removed, kept = remove_containers(client, args.run, force=args.force)
     finally:
         client.close()
     for name in removed:
         print(f"removed container {name}")
+    for name in kept:
+        print(f"kept container {name}: its harness still runs (--force removes it anyway)")
     print(f"{len(removed)} container(s) removed")
     return 0
 
@@ -213,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cleanup", help="remove containers left by runs that did not clean up (by label)"
     )
     cleanup.add_argument("--run", help="only those of this run id")
+    cleanup.add_argument("--force", action="store_true", help="also those of runs whose harness still runs")
     cleanup.set_defaults(func=cmd_cleanup)
     return parser
 

@@ -131,8 +131,10 @@ class Driver:
         history, policy, stats = self.history, self.policy, self.stats
         history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
         status = IntentStatus.GAVE_UP
-        attempt = 0
-        while attempt < policy.max_attempts:
+        attempt = charged = 0
+        # An attempt whose session the server no longer knew was not executed: it does not use up
+        # the policy's attempts (but a server that forgets every session cannot keep us forever).
+        while charged < policy.max_attempts and attempt < 2 * policy.max_attempts:
             attempt += 1
             key = intent.key if policy.key_reuse == "same" or attempt == 1 else f"{intent.key}-r{attempt}"
             arguments = self.workload.arguments(intent, key)
@@ -156,6 +158,8 @@ class Driver:
                 stats.in_flight -= 1
                 del self._in_flight[request_id]
             self._record(intent, attempt, request_id, res)
+            if res.outcome is not Outcome.SESSION_LOST:
+                charged += 1
             if res.outcome is Outcome.OK:
                 status = IntentStatus.OK
                 break
@@ -163,9 +167,9 @@ class Driver:
             if retry_after is None:
                 status = IntentStatus.REJECTED
                 break
-            if attempt >= policy.max_attempts or self._past_deadline():
+            if charged >= policy.max_attempts or self._past_deadline():
                 break
-            await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, attempt, self._rng)))
+            await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, charged or 1, self._rng)))
         stats.finished += 1
         history.emit(EventType.INTENT_ENDED, intent=intent.index, status=status, attempts=attempt)
 

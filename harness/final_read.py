@@ -27,7 +27,7 @@ from harness import rundir
 from harness.audit.effects import count_rows, resolve_url
 from harness.client.http import McpHttpClient
 from harness.errors import AuditError
-from harness.history import Outcome
+from harness.history import Outcome, excerpt
 from harness.scenario import (
     AUDIT_PLACEHOLDERS,
     READ_TOOL_PLACEHOLDERS,
@@ -152,7 +152,10 @@ async def _from_command(spec: CommandEffects, run_dir: Path, postgres_url: str |
     if proc.returncode != 0:
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["(nothing on stderr)"]
         raise AuditError(f"the effects command exited with {proc.returncode}: {tail[0]}")
-    rows = list(csv.reader(io.StringIO(out.decode("utf-8", "replace"))))
+    try:
+        rows = list(csv.reader(io.StringIO(out.decode("utf-8", "replace"))))
+    except csv.Error as exc:
+        raise AuditError(f"the effects command's output is not CSV lines 'marker,effects': {exc}") from None
     if rows and [c.strip().lower() for c in rows[0]] == ["marker", "effects"]:
         rows = rows[1:]
     counts: Counter[str] = Counter()
@@ -162,8 +165,11 @@ async def _from_command(spec: CommandEffects, run_dir: Path, postgres_url: str |
         try:
             marker, effects = row[0].strip(), int(row[1]) if len(row) > 1 else 1
         except ValueError:
+            effects = -1
+        if effects < 0:
+            shown = excerpt(",".join(row), 80)
             raise AuditError(
-                f"the effects command's line {number} is not 'marker,effects': {row!r}"
-            ) from None
+                f"the effects command's line {number} is not 'marker,effects' (a count >= 0): {shown}"
+            )
         counts[marker] += effects
     return counts

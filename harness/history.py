@@ -44,6 +44,7 @@ run_ended          status (a RunStatus), [reason], kills, restarts
 from __future__ import annotations
 
 import enum
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -205,30 +206,39 @@ Clock = Callable[[], float]
 
 
 class Redactor:
-    """Hides secret values (what ``${VAR}`` in a scenario expanded to) in text the harness writes."""
+    """Hides secret values (what ``${VAR}`` in a scenario expanded to) in text for people.
 
-    MIN_LENGTH = 4
-    """Shorter values are not hidden: replacing every "1" would garble a history, not protect it."""
+    Secrets reach the harness's output only through text a server or the OS
+    wrote (an error body echoing a token, a log line), so only free text is
+    redacted, never identifiers or numbers. Besides the value itself, the forms
+    such text usually carries it in are hidden too: JSON-escaped (with and
+    without escaped non-ASCII), Python-repr escaped, and each of those of the UTF-8
+    bytes read as Latin-1 (what an HTTP server makes of a header).
+    """
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        kept = sorted({v for v in values if len(v) >= self.MIN_LENGTH}, key=len, reverse=True)
-        self._text = kept
-        # As they appear inside JSON strings (quotes and backslashes escaped).
-        self._json = [orjson.dumps(v)[1:-1] for v in kept]
+        forms: set[str] = set()
+        for value in filter(None, values):
+            for read in (value, value.encode("utf-8", "surrogatepass").decode("latin-1")):
+                forms |= {
+                    read,
+                    json.dumps(read)[1:-1],  # non-ASCII escaped too
+                    json.dumps(read, ensure_ascii=False)[1:-1],
+                    repr(read)[1:-1],
+                }
+        self._forms = sorted(forms - {""}, key=len, reverse=True)
 
     def __bool__(self) -> bool:
-        return bool(self._text)
+        return bool(self._forms)
 
     def text(self, value: str) -> str:
-        for secret in self._text:
-            value = value.replace(secret, "***")
+        for form in self._forms:
+            value = value.replace(form, "***")
         return value
 
-    def json_line(self, line: bytes) -> bytes:
-        for secret in self._json:
-            if secret in line:
-                line = line.replace(secret, b"***")
-        return line
+
+FREE_TEXT_FIELDS = ("message", "reason", "error")
+"""Event fields that hold what a server or the OS said: redacted, and ``message`` cut to MESSAGE_LIMIT."""
 
 
 class HistoryWriter:
@@ -251,12 +261,17 @@ class HistoryWriter:
     def emit(self, type_: EventType, **fields: Any) -> None:
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
+        if self._redactor is not None:
+            for name in FREE_TEXT_FIELDS:
+                value = fields.get(name)
+                if isinstance(value, str):
+                    fields[name] = self._redactor.text(value)
+        message = fields.get("message")
+        if message is not None:
+            fields["message"] = excerpt(message)  # redacted first: a cut never leaves half a secret
         event = {"seq": self._seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1
-        line = orjson.dumps(event)
-        if self._redactor is not None:
-            line = self._redactor.json_line(line)
-        self._file.write(line + b"\n")
+        self._file.write(orjson.dumps(event) + b"\n")
 
     def close(self) -> None:
         if self._file is not None:
@@ -270,10 +285,24 @@ class HistoryWriter:
         self.close()
 
 
-def excerpt(text: str) -> str:
-    """An error text as kept in the history: one line, at most MESSAGE_LIMIT characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+CLIP_LIMIT = 1 << 16
+"""How much of a server's text a result keeps before it is redacted and cut for people."""
+_CONTROL = dict.fromkeys([*range(0x20), 0x7F], "?")
+
+
+def clip(text: str) -> str:
+    """A server's or the OS's text as a result carries it: one line, no control bytes, bounded.
+
+    Not yet cut to MESSAGE_LIMIT: that happens after secrets are redacted, so a
+    cut can never leave part of a secret behind.
+    """
+    return " ".join(text[:CLIP_LIMIT].split()).translate(_CONTROL)
+
+
+def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Text for people: one line, no control bytes, at most ``limit`` characters."""
+    line = clip(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import os
 import secrets
 import signal
 import sys
@@ -40,9 +39,9 @@ from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.final_read import final_read
-from harness.history import EventType, HistoryWriter, Redactor, RunStatus
+from harness.history import EventType, HistoryWriter, Redactor, RunStatus, excerpt
 from harness.loopback import free_port
-from harness.pods.factory import make_pod, secret_values, target_headers
+from harness.pods.factory import make_pod, require_env_refs, secret_values, target_headers
 from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
 from harness.report.files import write_audit
@@ -50,10 +49,12 @@ from harness.report.live import LiveStatus, Snapshot
 from harness.scenario import Scenario
 from harness.services import Postgres
 from harness.sink import EffectSink
-from harness.template import TemplateError, expand_env
+from harness.template import TemplateError
 from harness.workload import Workload
 
 T = TypeVar("T")
+TERMINAL_LIMIT = 1000
+"""The longest error line the harness prints (a server's answer in it is cut to fit)."""
 
 
 async def cancel_on_sigterm(coro: Awaitable[T]) -> T:
@@ -75,9 +76,7 @@ async def cancel_on_sigterm(coro: Awaitable[T]) -> T:
 def check_environment(scenario: Scenario) -> None:
     """ScenarioError (exit 2) now, before anything starts, for a ``${VAR}`` the environment lacks."""
     try:
-        target_headers(scenario.target)
-        for name, value in scenario.target.env.items():
-            expand_env(value, os.environ, f"target.env.{name}")
+        require_env_refs(scenario.target)
     except TemplateError as exc:
         raise ScenarioError(str(exc)) from None
 
@@ -188,6 +187,7 @@ class _Run:
             self.history,
             min_uptime_s=kill.min_uptime_s if kill else 0.0,
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
+            workload_size=scenario.workload.intents,
         )
         self.proxy_port = free_port() if scenario.faults.stream else None
         self.proxy = (
@@ -215,6 +215,7 @@ class _Run:
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(self.history)
             stack.callback(self._record_end)
+            stack.callback(self._redact_logs)  # once every pod and service has stopped writing
             self._record_start()
             try:
                 await self._start_and_drive(stack, live)
@@ -222,7 +223,8 @@ class _Run:
                 self.status, self.reason = RunStatus.INTERRUPTED, "cancelled (Ctrl-C or SIGTERM)"
                 raise
             except HarnessError as exc:
-                exc.message = self.redactor.text(exc.message)
+                # For the terminal: what a server said may hold a secret, and may be long.
+                exc.message = excerpt(self.redactor.text(exc.message), TERMINAL_LIMIT)
                 exc.details = None if exc.details is None else self.redactor.text(exc.details)
                 self.status, self.reason = RunStatus.FAILED, exc.message
                 raise
@@ -308,6 +310,17 @@ class _Run:
             self.reason = f"workload.max_duration_s={self.scenario.workload.max_duration_s:g} reached"
         else:
             self.status = RunStatus.COMPLETED
+
+    def _redact_logs(self) -> None:
+        """Hide secrets in the logs the target and services wrote (they write them directly)."""
+        if not self.redactor:
+            return
+        for path in [*(self.run_dir / rundir.PODS).glob("*.log"), self.run_dir / rundir.POSTGRES_LOG]:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+                redacted = self.redactor.text(text)
+                if redacted != text:
+                    path.write_text(redacted, encoding="utf-8", errors="surrogateescape")
 
     def _record_start(self) -> None:
         s = self.scenario

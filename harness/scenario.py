@@ -43,10 +43,38 @@ READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "upgrade",
+        "accept",
+        "last-event-id",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+    }
+)
+"""Headers the harness's client writes itself: a scenario cannot set them (or carry a key in them)."""
 
 
 def _check_placeholders(text: str, allowed: frozenset[str], where: str, *, env_refs: bool = False) -> None:
     parse_text(text, allowed, where, env_refs=env_refs)
+
+
+def _as_shell_word(value: Any) -> Any:
+    """A YAML scalar as the string a shell would pass (true, 3, 0.3, 2026-07-28); others unchanged."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
 
 
 class _Model(BaseModel):
@@ -99,6 +127,10 @@ class TargetSpec(_Model):
         for name, value in v.items():
             if not _HEADER_NAME.match(name):
                 raise ValueError(f"target.headers: {name!r} is not an HTTP header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValueError(
+                    f"target.headers: {name} is set by the harness itself (it frames every request)"
+                )
             if any(c in value for c in "\r\n\0"):
                 raise ValueError(f"target.headers.{name}: a header value cannot hold a line break or NUL")
             _check_placeholders(value, frozenset(), f"target.headers.{name}", env_refs=True)
@@ -129,10 +161,7 @@ class TargetSpec(_Model):
     def _env_scalars_are_strings(cls, v: Any) -> Any:
         """``INVOICES_MODE: 3`` or ``--set target.env.X=0.3`` mean the string, as in a shell."""
         if isinstance(v, dict):
-            return {
-                k: str(x).lower() if isinstance(x, bool) else str(x) if isinstance(x, int | float) else x
-                for k, x in v.items()
-            }
+            return {k: _as_shell_word(x) for k, x in v.items()}
         return v
 
     @field_validator("env")
@@ -243,8 +272,11 @@ class ClientPolicy(_Model):
                 "client.key_name names a _meta field or header; with key_in: argument the "
                 "template's {key} says where the key goes"
             )
-        if self.key_in == "header" and not _HEADER_NAME.match(self.key_name or "Idempotency-Key"):
-            raise ValueError(f"client.key_name {self.key_name!r} is not an HTTP header name")
+        header = self.key_name or "Idempotency-Key"
+        if self.key_in == "header" and (not _HEADER_NAME.match(header) or header.lower() in RESERVED_HEADERS):
+            raise ValueError(
+                f"client.key_name {self.key_name!r} cannot be the key's header: use another name"
+            )
         return self
 
 
@@ -572,7 +604,7 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
         msg = "unknown field (check the spelling; see scenarios/README.md for the fields)"
     elif first["type"] == "missing":
         msg = "required field is missing"
-    elif "input" in first and first["type"] not in ("model_type", "dict_type"):
+    elif "input" in first and not isinstance(first["input"], dict | list):
         msg = f"{msg} (got {first['input']!r})"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {loc}: {msg}{more}"

@@ -87,8 +87,13 @@ def audit_run(run_dir: Path) -> AuditResult:
         fold = fold_history(read_batches(run_dir / rundir.HISTORY))
         try:
             counted = effects.result()
-        except AuditError:
-            if fold.collect_error is None:
-                raise
-            raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
+        except AuditError as exc:
+            if fold.collect_error is not None:
+                raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
+            ended = fold.ended or {}
+            if ended.get("status") == "failed":
+                raise AuditError(
+                    f"this run failed before it measured anything ({ended.get('reason')}); {exc.message}"
+                ) from None
+            raise
         return judge_fold(fold, counted, scenario, run_dir)

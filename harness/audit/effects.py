@@ -93,22 +93,50 @@ def count_sink_effects(run_dir: Path) -> Counter[str]:
 
 
 def count_jsonl(path: Path, marker_field: str, where: str) -> Counter[str]:
-    """One effect per JSON line, of the marker in ``marker_field`` (a torn last line is ignored)."""
+    """One effect per JSON line, of the marker in ``marker_field``.
+
+    A writer killed mid-line leaves a torn line; the next writer appends to it, so
+    the line holds the torn start and then a whole record. The whole record is
+    counted, the torn part is not (it never became an effect anyone could see).
+    """
+    if path.is_dir():
+        raise AuditError(f"{where} is a directory; name the JSON-lines file the target writes")
     if not path.is_file():
-        raise AuditError(f"no effects file at {where} (does the target write it there?)")
+        raise AuditError(
+            f"no effects file at {where} (the target never wrote it: no effects, or another path)"
+        )
     counts: Counter[str] = Counter()
     with open(path, "rb") as f:
-        for raw in f:
+        for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
-            try:
-                counts[str(orjson.loads(raw)[marker_field])] += 1
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                if raw.endswith(b"\n"):
-                    raise AuditError(
-                        f"{path}: a line without a {marker_field!r} field: {raw[:80]!r}"
-                    ) from None
+            record = _record(raw)
+            if record is None:  # torn: count the whole record appended to it, if there is one
+                record = _appended_record(raw)
+                if record is None:
+                    continue
+            if not isinstance(record, dict) or record.get(marker_field) is None:
+                raise AuditError(f"{path}:{number}: a record without a {marker_field!r} field: {raw[:80]!r}")
+            counts[str(record[marker_field])] += 1
     return counts
+
+
+def _record(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _appended_record(raw: bytes) -> Any:
+    """The record after a torn write on the same line: the last '{' that starts valid JSON."""
+    start = raw.rfind(b"{")
+    while start > 0:
+        record = _record(raw[start:])
+        if record is not None:
+            return record
+        start = raw.rfind(b"{", 0, start)
+    return None
 
 
 def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:

@@ -207,8 +207,19 @@ def _stream_plan(scenario: Scenario) -> dict[FaultKind, int]:
     return planned
 
 
-def _inconclusive(fold: Fold, scenario: Scenario, started: int) -> list[str]:
+NOTHING_MEASURED = 0.5
+"""A run is inconclusive when more than this share of its intents never took effect (rejected or given up):
+a typo in the tool's name, credentials that expired, a server that refused the protocol."""
+
+
+def _inconclusive(fold: Fold, scenario: Scenario, table: pd.DataFrame) -> list[str]:
     reasons = []
+    started = len(table)
+    refused = int(table["verdict"].isin([Verdict.REJECTED.value, Verdict.UNFINISHED.value]).sum())
+    if started and refused > NOTHING_MEASURED * started:
+        common = max(fold.errors.values(), key=lambda e: e.count, default=None)
+        said = f"; most common answer: {common.example}" if common is not None else ""
+        reasons.append(f"{refused} of {started} intents never took effect (rejected or given up){said}")
     for kind in POD_FAULTS:
         planned, injected = fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0)
         if injected < planned:
@@ -248,7 +259,7 @@ def summarize(
         status=RunStatus(ended.get("status", RunStatus.UNFINISHED)),
         status_reason=ended.get("reason"),
         duration_s=round(fold.duration_s, 3),
-        inconclusive=_inconclusive(fold, scenario, started),
+        inconclusive=_inconclusive(fold, scenario, table),
         intents=IntentCounts(
             planned=int(fold.run.get("intents", scenario.workload.intents)),
             started=started,

@@ -46,7 +46,7 @@ import orjson
 
 from harness._version import __version__
 from harness.client.messages import CallResult, SseParser, interpret_message
-from harness.history import Detail, EventType, HistoryWriter, Outcome, excerpt
+from harness.history import Detail, EventType, HistoryWriter, Outcome, clip
 
 MODERN = "2026-07-28"
 SESSION_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -55,6 +55,8 @@ PROTOCOLS = (MODERN, *SESSION_VERSIONS)
 DISCOVER_ID = 0
 """The request id of readiness probes; the driver's ids start at 1, handshakes count down from -1."""
 _OK_STATUSES = (200, 202, 204)
+SSE_END_GRACE_S = 0.05
+"""How long an event stream may stay open after it carried the response."""
 
 
 def session_digest(session: str | None) -> str | None:
@@ -142,10 +144,11 @@ class _Connection(asyncio.Protocol):
                 self.notifications += 1
             elif "result" in msg or "error" in msg:
                 self.final = msg
-                # A compliant server ends the stream right after its response; one
-                # that does not must not hold the attempt until its timeout.
+                # A compliant server ends the stream right after its response; one that does
+                # not must not hold the attempt (nor widen the window a kill counts in): after
+                # a moment the answer is taken and the connection dropped.
                 if self._grace is None:
-                    self._grace = self._loop.call_later(1.0, self._wake)
+                    self._grace = self._loop.call_later(SSE_END_GRACE_S, self._wake)
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -331,7 +334,7 @@ class McpHttpClient:
         if again.outcome is Outcome.SESSION_LOST:
             self._lost(session, again)  # the server restarted: its events went with it
         broken.resumed = False
-        broken.message = excerpt(
+        broken.message = clip(
             f"resuming from event {broken.event_id} failed: {again.outcome.value} "
             f"{again.detail or ''} {again.message or ''}"
         )
@@ -379,13 +382,18 @@ class McpHttpClient:
                 Outcome.PROTOCOL_ERROR,
                 Detail.BAD_RESULT,
                 status=res.status,
-                message=excerpt(f"initialize: the server chose protocol version {version!r}"),
+                message=clip(f"initialize: the server chose protocol version {version!r}"),
             )
         self.protocol = str(version)
         self.session = res.session
         self._prefix = self._head_prefix()
         done = await self._notify("notifications/initialized", timeout=max(0.001, deadline - loop.time()))
         if done is not None:
+            said = f": {done.message}" if done.message else ""
+            done.message = clip(
+                f"it answered initialize, but not notifications/initialized ({done.outcome.value} "
+                f"{done.detail or ''}{said})"
+            )
             return done
         self._handshaken = True
         if self._history is not None:
@@ -446,12 +454,17 @@ class McpHttpClient:
             conn.abort()
             self._open.discard(conn)
             detail = Detail.TIMEOUT_NO_RESPONSE if conn.status is None else Detail.TIMEOUT_MID_RESPONSE
-            return CallResult(Outcome.TIMEOUT, detail, status=conn.status)
+            said = None
+            if conn.is_sse:
+                said = (
+                    f"an event stream that carried no response in time ({conn.notifications} notifications)"
+                )
+            return CallResult(Outcome.TIMEOUT, detail, status=conn.status, message=said)
         except ConnectionRefusedError:
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
         except OSError as exc:
             return CallResult(
-                Outcome.TRANSPORT_ERROR, Detail.CONNECT_FAILED, message=excerpt(str(exc.strerror or exc))
+                Outcome.TRANSPORT_ERROR, Detail.CONNECT_FAILED, message=clip(str(exc.strerror or exc))
             )
         except BaseException:
             if conn is not None:
@@ -469,7 +482,7 @@ class McpHttpClient:
     def _classify(self, conn: _Connection, request_id: int | None, session: str | None) -> CallResult:
         if conn.parse_error is not None:
             return CallResult(
-                Outcome.PROTOCOL_ERROR, Detail.BAD_HTTP, status=conn.status, message=excerpt(conn.parse_error)
+                Outcome.PROTOCOL_ERROR, Detail.BAD_HTTP, status=conn.status, message=clip(conn.parse_error)
             )
         form = "sse" if conn.is_sse else "json"
         status = conn.status
@@ -499,7 +512,7 @@ class McpHttpClient:
             if status in _OK_STATUSES:
                 return CallResult(Outcome.OK, status=status)
             return CallResult(
-                Outcome.PROTOCOL_ERROR, Detail.HTTP_STATUS, status=status, message=_http_excerpt(status, body)
+                Outcome.PROTOCOL_ERROR, Detail.HTTP_STATUS, status=status, message=_http_text(status, body)
             )
         try:
             msg = orjson.loads(body)
@@ -508,17 +521,19 @@ class McpHttpClient:
                 Outcome.PROTOCOL_ERROR,
                 Detail.NOT_JSON if status == 200 else Detail.HTTP_STATUS,
                 status=status,
-                message=_http_excerpt(status, body),
+                message=_http_text(status, body),
             )
         res = interpret_message(msg, request_id, status=status, form=form)
         res.session = conn.session.decode("latin-1") if conn.session is not None else None
+        if status != 200 and res.message is not None:
+            res.message = f"HTTP {status}: {res.message}"  # the status says as much as the body
         if status != 200 and res.outcome is not Outcome.PROTOCOL_ERROR:
             return CallResult(
                 Outcome.PROTOCOL_ERROR,
                 Detail.HTTP_STATUS,
                 status=status,
                 form=form,
-                message=_http_excerpt(status, body),
+                message=_http_text(status, body),
             )
         return res
 
@@ -527,12 +542,10 @@ class McpHttpClient:
         """401/403 (credentials) and, for a request in a session, 404 or a 400 naming the session."""
         if status in (401, 403):
             detail = Detail.UNAUTHORIZED if status == 401 else Detail.FORBIDDEN
-            return CallResult(Outcome.AUTH_ERROR, detail, status=status, message=_http_excerpt(status, body))
+            return CallResult(Outcome.AUTH_ERROR, detail, status=status, message=_http_text(status, body))
         if session is not None and (status == 404 or (status == 400 and b"session" in body.lower())):
             detail = Detail.SESSION_NOT_FOUND if status == 404 else Detail.SESSION_REJECTED
-            return CallResult(
-                Outcome.SESSION_LOST, detail, status=status, message=_http_excerpt(status, body)
-            )
+            return CallResult(Outcome.SESSION_LOST, detail, status=status, message=_http_text(status, body))
         return None
 
     async def _acquire(self) -> _Connection:
@@ -561,5 +574,5 @@ class McpHttpClient:
         await self.aclose()
 
 
-def _http_excerpt(status: int | None, body: bytes) -> str:
-    return excerpt(f"HTTP {status}: {body[:400].decode('utf-8', 'replace')}")
+def _http_text(status: int | None, body: bytes) -> str:
+    return clip(f"HTTP {status}: {body[:4096].decode('utf-8', 'replace')}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from harness.history import Detail, Outcome, excerpt
+from harness.history import Detail, Outcome, clip
 
 
 @dataclass(slots=True)
@@ -130,7 +130,7 @@ def interpret_message(msg: Any, request_id: int, *, status: int | None, form: st
 
     def protocol_error(detail: Detail, message: str, **kw: Any) -> CallResult:
         return CallResult(
-            Outcome.PROTOCOL_ERROR, detail, status=status, form=form, message=excerpt(message), **kw
+            Outcome.PROTOCOL_ERROR, detail, status=status, form=form, message=clip(message), **kw
         )
 
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
@@ -166,6 +166,6 @@ def interpret_message(msg: Any, request_id: int, *, status: int | None, form: st
             error_code=code,
             retryable=retryable,
             retry_after_ms=after,
-            message=excerpt(text) if text else None,
+            message=clip(text) if text else None,
         )
     return CallResult(Outcome.OK, status=status, form=form, result=result)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from harness.client.http import MODERN, SESSION_VERSIONS, McpHttpClient
 from harness.client.messages import CallResult
-from harness.history import Detail, Outcome
+from harness.history import Detail, Outcome, clip
 
 FAIL_FAST_S = 1.0
 """How long one definitive wrong answer must persist before waiting stops."""
@@ -53,7 +53,15 @@ async def probe(
         async with McpHttpClient(url, protocol=MODERN, headers=headers) as modern:
             res = await modern.discover(timeout=timeout)
         if res.outcome is Outcome.OK:
-            return MODERN, res
+            supported = (res.result or {}).get("supportedVersions")
+            if not isinstance(supported, list) or MODERN in supported:
+                return MODERN, res
+            res = CallResult(
+                Outcome.PROTOCOL_ERROR,
+                Detail.BAD_RESULT,
+                status=res.status,
+                message=clip(f"server/discover lists supportedVersions {supported}, without {MODERN}"),
+            )
         if protocol == MODERN or res.outcome is not Outcome.PROTOCOL_ERROR:
             return None, res
     version = SESSION_VERSIONS[0] if protocol == "auto" else protocol
@@ -65,24 +73,40 @@ async def probe(
         return session.protocol, CallResult(Outcome.OK)
 
 
-def diagnose(protocol: str, res: CallResult) -> str | None:
-    """The fix for an answer that waiting will not change; None when the server may yet come up."""
+TRANSIENT_STATUSES = frozenset({408, 425, 429})
+"""Answers that say "not now": waited out like a server that does not listen yet (as are 5xx)."""
+
+
+def diagnose(protocol: str, res: CallResult) -> tuple[str, str] | None:
+    """(kind, the fix) for an answer that waiting will not change; None when the server may yet come up.
+
+    The kind (auth, path, protocol, refused) is what must persist for the wait to
+    end: a server that puts a request id in every answer still answers the same.
+    """
     said = res.message or f"{res.outcome.value} {res.detail or ''}".strip()
+    status = res.status
     if res.outcome is Outcome.AUTH_ERROR:
-        return (
+        return "auth", (
             f"it answered {said}: it wants credentials; set target.headers "
             '(for example Authorization: "Bearer ${TOKEN}", with TOKEN in the environment)'
         )
-    if res.outcome is not Outcome.PROTOCOL_ERROR or (res.status is not None and res.status >= 500):
-        return None  # not listening yet, or a server error that may pass
-    if res.status == 404 and res.detail is Detail.HTTP_STATUS:
-        return f"it answered {said}: nothing serves MCP at this path; check target.path"
+    if res.outcome is not Outcome.PROTOCOL_ERROR:
+        return None  # not listening yet (transport errors, timeouts)
+    if status is not None and (status >= 500 or status in TRANSIENT_STATUSES):
+        return None  # a server error or "not now" that may pass
+    if status == 404:
+        return "path", f"it answered {said}: nothing serves MCP at this path; check target.path"
+    refuses_protocol = res.detail in (Detail.JSONRPC_ERROR, Detail.BAD_RESULT, Detail.NOT_JSONRPC) or any(
+        word in said.lower() for word in ("version", "session", "initializ")
+    )
+    if not refuses_protocol:
+        return "refused", f"it answered {said}: check the target (its URL, headers and what it expects)"
     if protocol == MODERN:
-        return (
+        return "protocol", (
             f"it answered {said} to server/discover: it does not speak 2026-07-28; "
             "set client.protocol: auto (or the 2025 version it speaks)"
         )
-    return (
+    return "protocol", (
         f"it answered {said} to initialize: check client.protocol "
         "(auto tries 2026-07-28 and then the 2025 handshake)"
     )
@@ -123,8 +147,8 @@ async def wait_ready(
         fatal = diagnose(protocol, last)
         if fatal is None:
             fatal_since = None
-        elif fatal_since is None or fatal_since[0] != fatal:
-            fatal_since = (fatal, now)
+        elif fatal_since is None or fatal_since[0] != fatal[0]:
+            fatal_since = (fatal[0], now)
         elif now - fatal_since[1] >= FAIL_FAST_S:
-            return Readiness(False, now - started, last=last, fatal=fatal)
+            return Readiness(False, now - started, last=last, fatal=fatal[1])
         await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))

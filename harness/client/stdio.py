@@ -26,7 +26,7 @@ import orjson
 from harness._version import __version__
 from harness.client.http import SESSION_VERSIONS
 from harness.client.messages import CallResult, interpret_message
-from harness.history import Detail, EventType, HistoryWriter, Outcome, excerpt
+from harness.history import Detail, EventType, HistoryWriter, Outcome, clip
 
 _FORM = "stdio"
 
@@ -50,6 +50,10 @@ class StdioChannel:
         self.name = name
         self.protocol: str | None = None
         self.closed = False
+        self.close_reason: str | None = None
+        """Why the channel broke while its process may live on (a line too long to read)."""
+        self.on_close: Callable[[StdioChannel], None] | None = None
+        """Called once when stdout ends or breaks: the host's cue that this server is gone."""
         self.stray_lines = 0
         """Lines on stdout that were not JSON-RPC messages (a server logging to stdout)."""
         self._pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = {}
@@ -66,14 +70,30 @@ class StdioChannel:
                     continue
                 if isinstance(msg, dict):
                     self._dispatch(msg)
-        except (OSError, ValueError):  # ValueError: a line longer than the reader's limit
-            pass
+        except ValueError:
+            self.close_reason = "it wrote a line on stdout longer than the harness reads (64 MiB)"
+        except OSError as exc:
+            self.close_reason = f"its stdout broke: {exc.strerror or exc}"
+        except asyncio.CancelledError:
+            self.closed = True  # closed by us (aclose): not the server's doing
+            raise
         finally:
-            self.closed = True
+            was_open, self.closed = not self.closed, True
             for fut in self._pending.values():
                 if not fut.done():
                     fut.set_result(None)
             self._pending.clear()
+            if was_open:
+                self._lost()
+
+    def _lost(self) -> None:
+        """The server's stdout ended: the session ends with it (recorded), and the host is told."""
+        if self._history is not None and self.protocol is not None:
+            self._history.emit(
+                EventType.SESSION_LOST, session=None, status=None, client=self.name, reason=self.close_reason
+            )
+        if self.on_close is not None:
+            self.on_close(self)
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         if "method" not in msg:
@@ -156,7 +176,7 @@ class StdioChannel:
                 Outcome.PROTOCOL_ERROR,
                 Detail.BAD_RESULT,
                 form=_FORM,
-                message=excerpt(f"initialize: the server chose protocol version {chosen!r}"),
+                message=clip(f"initialize: the server chose protocol version {chosen!r}"),
             )
         self.protocol = str(chosen)
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})

@@ -35,8 +35,12 @@ class Injector:
         *,
         min_uptime_s: float = 0.0,
         pause_min_uptime_s: float = 0.0,
+        workload_size: int | None = None,
     ) -> None:
         self.schedule = list(schedule)
+        self.workload_size = workload_size
+        self._dispatch_ended: float | None = None
+        """When the last intent was dispatched: timed faults due later were never planned for the run."""
         self.min_uptime_s = min_uptime_s
         self.pause_min_uptime_s = pause_min_uptime_s
         self.supervisor = supervisor
@@ -63,6 +67,8 @@ class Injector:
         self._dispatched = dispatched
         self._progress.set()
         self._hold_if_due()
+        if dispatched == self.workload_size:
+            self._dispatch_ended = self.history.now()
 
     def _hold_if_due(self) -> None:
         if self._next_progress < len(self._progress_faults):
@@ -133,10 +139,10 @@ class Injector:
         """After the loops stopped: a ``fault_missed`` for each planned fault that did not happen.
 
         Counted faults are planned whatever the run's length; a timed fault only
-        if it came due while the run lasted.
+        if it came due while intents were being dispatched.
         """
         self.dispatch_gate.set()
-        now = self.history.now()
+        now = self.history.now() if self._dispatch_ended is None else self._dispatch_ended
         for fault in self.schedule:
             if id(fault) in self._injected:
                 continue

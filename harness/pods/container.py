@@ -30,6 +30,7 @@ from harness.pods.process import STDIO_LINE_LIMIT
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 LABEL = "mcp-chaos"
 RUN_LABEL = "mcp-chaos.run"
+HARNESS_LABEL = "mcp-chaos.harness-pid"
 _live: dict[str, Any] = {}  # container id -> container, until removed
 
 
@@ -88,16 +89,38 @@ def docker_client() -> Any:
     return client
 
 
-def remove_containers(client: Any, run_id: str | None = None) -> list[str]:
-    """Remove this harness's containers (of one run, or all); returns their names."""
+def _harness_alive(container: Any) -> bool:
+    """Whether the harness that started the container still runs (on this machine)."""
+    raw = container.labels.get(HARNESS_LABEL, "")
+    if not raw.isdigit() or int(raw) == os.getpid():
+        return False
+    try:
+        os.kill(int(raw), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_containers(
+    client: Any, run_id: str | None = None, *, force: bool = False
+) -> tuple[list[str], list[str]]:
+    """Remove this harness's containers (of one run, or all): (names removed, names kept).
+
+    A container whose harness still runs is a run in progress: it is kept unless ``force``.
+    """
     selector = f"{RUN_LABEL}={run_id}" if run_id else LABEL
-    removed = []
+    removed, kept = [], []
     for container in client.containers.list(all=True, filters={"label": selector}):
+        if not force and _harness_alive(container):
+            kept.append(container.name)
+            continue
         with contextlib.suppress(Exception):
             container.remove(force=True)
             removed.append(container.name)
             _live.pop(container.id, None)
-    return removed
+    return removed, kept
 
 
 class DockerPod:
@@ -152,7 +175,7 @@ class DockerPod:
                 environment=self.env,
                 network_mode="host",
                 volumes={str(self.data_dir): {"bind": self.data_mount, "mode": "rw"}},
-                labels={LABEL: "1", RUN_LABEL: self.run_id},
+                labels={LABEL: "1", RUN_LABEL: self.run_id, HARNESS_LABEL: str(os.getpid())},
                 detach=True,
                 stdin_open=self.stdio_pipes,
             )
@@ -168,10 +191,21 @@ class DockerPod:
         return container
 
     def _start(self) -> int:
+        import docker.errors
+
         if self._container is None:
             self._container = self._create()
-        self._container.start()
-        self._container.reload()
+        try:
+            self._container.start()
+            self._container.reload()
+        except docker.errors.NotFound:
+            raise TargetStartError(
+                f"the container of pod {self.name} is gone (removed by `mcp-chaos cleanup --force`?)"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise TargetStartError(
+                f"cannot start a container of {self.image!r}: {exc.explanation} (check target.command)"
+            ) from None
         self._pid = int(self._container.attrs["State"]["Pid"]) or None
         return self._pid or 0
 
@@ -261,8 +295,11 @@ class DockerPod:
         return self._act("unpause")
 
     async def wait(self) -> int:
-        """Wait for the container to stop; returns its exit code (137 after a kill)."""
-        result = await asyncio.to_thread(self._container.wait)
+        """Wait for the container to stop; returns its exit code (137 after a kill, -1 if it is gone)."""
+        try:
+            result = await asyncio.to_thread(self._container.wait)
+        except Exception:
+            return -1  # removed under us: the next start says so
         return int(result.get("StatusCode", -1))
 
     def _stop(self, timeout: float) -> None:

@@ -12,7 +12,7 @@ from harness.pods.container import DockerPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
-from harness.template import env_refs_in, expand_env, render_text
+from harness.template import TemplateError, env_refs_in, expand_env, render_text
 
 
 def placeholder_values(
@@ -80,9 +80,32 @@ def make_pod(
 
 
 def target_headers(target: TargetSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The HTTP headers of every request to the target, ``${VAR}`` expanded from ``environ``."""
+    """The HTTP headers of every request to the target, ``${VAR}`` expanded from ``environ``.
+
+    TemplateError when an expanded value cannot be a header value (a line break
+    would end the header, and start another or a whole request); the value is
+    never quoted, it is a secret.
+    """
     environ = os.environ if environ is None else environ
-    return {k: expand_env(v, environ, f"target.headers.{k}") for k, v in target.headers.items()}
+    headers = {k: expand_env(v, environ, f"target.headers.{k}") for k, v in target.headers.items()}
+    for name, value in headers.items():
+        if any(c in value for c in "\r\n\0"):
+            raise TemplateError(
+                f"target.headers.{name}: a variable it uses holds a line break or NUL, "
+                "which no header value may carry"
+            )
+    return headers
+
+
+def require_env_refs(target: TargetSpec, environ: Mapping[str, str] | None = None) -> None:
+    """TemplateError naming the first ``${VAR}`` of the target's env or headers the environment lacks."""
+    environ = os.environ if environ is None else environ
+    for name, text in target.env.items():
+        if "\0" in expand_env(text, environ, f"target.env.{name}"):
+            raise TemplateError(
+                f"target.env.{name}: a variable it uses holds a NUL, which no environment can"
+            )
+    target_headers(target, environ)
 
 
 def secret_values(target: TargetSpec, environ: Mapping[str, str] | None = None) -> list[str]:

@@ -40,6 +40,43 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
+Process = tuple[int, int]
+"""(pid, start time in clock ticks since boot): a process, told apart from a later one with its pid."""
+
+
+def _stat(pid: int | str) -> tuple[int, int] | None:
+    """(parent pid, start time) from /proc, or None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def descendants(pid: int) -> list[Process]:
+    """Every live descendant of ``pid`` (empty where there is no /proc)."""
+    children: dict[int, list[Process]] = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if entry.name.isdigit() and (stat := _stat(entry.name)) is not None:
+            children.setdefault(stat[0], []).append((int(entry.name), stat[1]))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+def signal_if_same(process: Process, sig: signal.Signals) -> None:
+    """Signal a process only if it is still the one seen (its pid may belong to another by now)."""
+    pid, started = process
+    stat = _stat(pid)
+    if stat is not None and stat[1] == started:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
@@ -105,29 +142,32 @@ class ProcessPod:
         return self._proc.stdout, self._proc.stdin
 
     def kill(self) -> bool:
-        """SIGKILL the pod's whole process group; False if it was not running."""
-        if not self.running:
-            return False
-        assert self._proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        return True
+        """SIGKILL the pod's whole process tree; False if it was not running."""
+        return self._signal(signal.SIGKILL)
 
     def pause(self) -> bool:
-        """Freeze the pod (SIGSTOP to its group): connections stay open, nothing is served."""
+        """Freeze the pod (SIGSTOP to its tree): connections stay open, nothing is served."""
         return self._signal(signal.SIGSTOP)
 
     def resume(self) -> bool:
         return self._signal(signal.SIGCONT)
 
     def _signal(self, sig: signal.Signals) -> bool:
+        """Signal the process group and every descendant, as a container's cgroup would take them all.
+
+        A descendant may have left the group (its own session: a daemonising server); it is
+        still a descendant while its parent lives, so it is found by walking the tree.
+        """
         if not self.running:
             return False
         assert self._proc is not None
+        escaped = descendants(self._proc.pid)
         try:
             os.killpg(self._proc.pid, sig)
         except ProcessLookupError:
             return False
+        for process in escaped:
+            signal_if_same(process, sig)
         return True
 
     async def wait(self) -> int:
@@ -144,17 +184,20 @@ class ProcessPod:
         """SIGTERM, then SIGKILL after ``timeout`` seconds; reaps the process."""
         if self._proc is None:
             return
+        escaped: list[Process] = []
         if self._proc.returncode is None:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()  # a stdio server's cue to shut down, as a host gives it
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGCONT)  # a paused pod cannot act on SIGTERM
-                os.killpg(self._proc.pid, signal.SIGTERM)
+            escaped = descendants(self._proc.pid)
+            self._signal(signal.SIGCONT)  # a paused pod cannot act on SIGTERM
+            self._signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(self._proc.wait(), timeout)
             except TimeoutError:
                 self.kill()
         await self.wait()
+        for process in escaped:  # orphaned by now, so no longer found as descendants
+            signal_if_same(process, signal.SIGKILL)
 
     def identity(self) -> dict[str, str]:
         return {}

@@ -78,19 +78,28 @@ class StdioReady:
         started = time.monotonic()
         stdout, stdin = stdio_pod.stdio()
         channel = StdioChannel(stdout, stdin, key_meta=self.key_meta, history=self.history, name="stdio")
+
+        # A channel that breaks while its process lives on (an unreadable line) is a dead server to
+        # a host: the process is killed, the supervisor records the exit and starts it again.
+        def broken(closed: StdioChannel) -> None:
+            if closed.close_reason is not None:
+                pod.kill()
+
+        channel.on_close = broken
         # A server reads its stdin when it is ready: one handshake, waited on for the whole timeout.
         failed = await channel.initialize(timeout=timeout_s)
         after = time.monotonic() - started
         if failed is None:
             self.channel = channel
             return Readiness(True, after, protocol=channel.protocol)
+        ended = channel.closed  # before aclose, which closes it too
         await channel.aclose()
-        if channel.closed or not alive():
-            return Readiness(False, after, last=failed, exited=True)
-        fatal = None
+        if channel.close_reason is not None:
+            return Readiness(False, after, last=failed, fatal=channel.close_reason)
         if failed.outcome is Outcome.PROTOCOL_ERROR:
             fatal = f"it answered {failed.message or failed.detail} to initialize"
-        return Readiness(False, after, last=failed, fatal=fatal)
+            return Readiness(False, after, last=failed, fatal=fatal, exited=ended or not alive())
+        return Readiness(False, after, last=failed, exited=ended or not alive())
 
     async def close(self) -> None:
         if self.channel is not None:

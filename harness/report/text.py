@@ -27,7 +27,7 @@ def fault_table(summary: Summary) -> str:
     rows = [
         [
             row.kind.value,
-            "by rule" if row.planned is None else row.planned,
+            row.planned if row.planned is not None else "—" if row.kind is FaultKind.CRASH else "by rule",
             row.injected,
             row.intents_hit,
             row.duplicate.count,

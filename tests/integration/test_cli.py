@@ -220,7 +220,7 @@ def test_validate_shows_stream_rules() -> None:
     proc = mcp_chaos("validate", "scenarios/sever-streams.yaml")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert "  0 pod faults" in lines
+    assert "  0 pod faults planned" in lines
     assert any(
         line.startswith("  stream rule 0: sever_response on tools/call create_invoice (p=0.05)")
         for line in lines

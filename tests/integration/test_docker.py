@@ -189,3 +189,40 @@ def test_a_stdio_server_in_an_image(run: Run, docker_image: str, mode: str, dupl
     assert (s.pods.crashes, s.sessions.opened) == (1, 2)
     assert "serving MCP on stdio" in (result.run_dir / "pods" / "pod-0.log").read_text()  # its stderr
     assert labelled_containers() == []
+
+
+def test_cleanup_keeps_the_container_of_a_run_in_progress(tmp_path: Path, docker_image: str) -> None:
+    data = image_scenario(docker_image, "atomic", intents=100_000, concurrency=4)
+    proc, _ = start_cli_run(tmp_path, data, run_id="busy")
+    try:
+        cleanup = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "cleanup"], capture_output=True, text=True, check=False
+        )
+        assert cleanup.returncode == 0, cleanup.stderr
+        assert "kept container mcp-chaos-busy-pod-0: its harness still runs" in cleanup.stdout
+        assert labelled_containers() == ["mcp-chaos-busy-pod-0"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert labelled_containers() == []
+
+
+def test_an_image_command_that_does_not_exist_is_one_line_and_exit_3(
+    tmp_path: Path, docker_image: str
+) -> None:
+    data = image_scenario(docker_image, "atomic")
+    data["target"]["command"] = ["no-such-program", "/app/server.py"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(tmp_path / "s.yaml"), "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 3
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("mcp-chaos: error:")]
+    assert error.startswith(f"mcp-chaos: error: cannot start a container of {docker_image!r}:")
+    assert error.endswith("(check target.command)")
+    assert labelled_containers() == []

@@ -68,18 +68,26 @@ def test_stdio_under_kills(run: Run, mode: str, expect_duplicates: bool) -> None
     assert result.summary.sessions.opened == 4  # a handshake with each process
 
 
+def on_the_typescript_target(mode: str, **target: Any) -> dict[str, Any]:
+    """The kill scenario against the TypeScript SDK target on the harness's PostgreSQL; ``target`` sets
+    how it runs (a command, or an image)."""
+    data = invoice_scenario(mode=mode, intents=300, concurrency=8, env=AFTER_COMMIT, kills=KILLS)
+    del data["target"]["command"]
+    data["target"].update(target)
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"  # on host networking from an image too
+    data["services"] = {"postgres": {}}
+    data["audit"]["effects"]["sql"]["url"] = "{postgres_url}"
+    return data
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize(("mode", "expect_duplicates"), CASES)
 def test_the_typescript_sdk_server_under_kills(
     run: Run, node: str, postgres_server: None, mode: str, expect_duplicates: bool
 ) -> None:
-    data = invoice_scenario(mode=mode, intents=300, concurrency=8, env=AFTER_COMMIT, kills=KILLS)
-    data["target"]["command"] = [node, str(ROOT / "targets" / "invoices-ts" / "server.mjs")]
-    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
-    data["services"] = {"postgres": {}}
-    data["audit"]["effects"]["sql"]["url"] = "{postgres_url}"
-    result = run(data)  # client.protocol auto: the TypeScript SDK 1.x refuses 2026-07-28
-    check(result, expect_duplicates)
+    command = [node, str(ROOT / "targets" / "invoices-ts" / "server.mjs")]
+    result = run(on_the_typescript_target(mode, command=command))
+    check(result, expect_duplicates)  # client.protocol auto: the TypeScript SDK 1.x refuses 2026-07-28
     s = result.summary
     assert s.protocol == "2025-11-25"
     assert s.sessions.lost == 3
@@ -91,12 +99,6 @@ def test_the_typescript_sdk_server_under_kills(
 def test_the_typescript_sdk_image_under_kills(
     run: Run, ts_image: str, postgres_server: None, mode: str, expect_duplicates: bool
 ) -> None:
-    data = invoice_scenario(mode=mode, intents=300, concurrency=8, env=AFTER_COMMIT, kills=KILLS)
-    data["target"] = {**data["target"], "image": ts_image}
-    del data["target"]["command"]
-    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"  # the harness's PostgreSQL, on host networking
-    data["services"] = {"postgres": {}}
-    data["audit"]["effects"]["sql"]["url"] = "{postgres_url}"
-    result = run(data)
+    result = run(on_the_typescript_target(mode, image=ts_image))
     check(result, expect_duplicates)
     assert result.summary.sessions.lost == 3

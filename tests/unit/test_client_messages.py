@@ -79,19 +79,16 @@ def test_tool_error_without_contract() -> None:
     assert res.message == "Sorry, something went wrong"  # why it was rejected, for the report
 
 
-def test_error_text_is_kept_as_a_bounded_one_line_excerpt() -> None:
-    text = "line one\nline two " + "x" * 1000
-    res = interpret_message(
-        ok({"isError": True, "content": [{"type": "text", "text": text}]}), 3, status=200, form="json"
-    )
+def test_error_text_is_kept_on_one_line_without_control_bytes() -> None:
+    text = "line one\nline two\x00\x1b[31m " + "x" * 1000
+    msg = ok({"isError": True, "content": [{"type": "text", "text": text}]})
+    res = interpret_message(msg, 3, status=200, form="json")
     assert res.message is not None
-    assert res.message.startswith("line one line two xxx")
-    assert len(res.message) == MESSAGE_LIMIT
+    assert res.message.startswith("line one line two??[31m xxx")
+    assert len(res.message) > MESSAGE_LIMIT  # cut only when written, after secrets are redacted
     err = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "Method not found"}}
-    assert (
-        interpret_message(err, 3, status=200, form="json").message
-        == "JSON-RPC error -32601: Method not found"
-    )
+    res = interpret_message(err, 3, status=200, form="json")
+    assert res.message == "JSON-RPC error -32601: Method not found"
 
 
 def test_jsonrpc_error_and_id_mismatch_are_protocol_errors() -> None:

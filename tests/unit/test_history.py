@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import get_args
 
+import orjson
 import pytest
 
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
@@ -98,13 +99,21 @@ def test_excerpt_is_one_bounded_line() -> None:
 
 
 def test_secrets_never_reach_the_history(tmp_path: Path) -> None:
-    secret = 'tok-"quoted"\\slash'
+    secret = 'tok-"quoted"\\slash-ünï'
     path = tmp_path / "history.jsonl"
-    with HistoryWriter(path, redactor=Redactor([secret, "abc"])) as h:
-        h.emit(EventType.ATTEMPT_ENDED, message=f"HTTP 401: bad token {secret}", note="abc stays")
+    echoed = (
+        f"bad token {secret} json {orjson.dumps(secret).decode()} repr {secret!r} "
+        f"latin-1 {secret.encode().decode('latin-1')}"
+    )
+    with HistoryWriter(path, redactor=Redactor([secret, "type", "2026"])) as h:
+        h.emit(EventType.RUN_STARTED, seed=20260728, scenario="type-2026")  # identifiers stay as they are
+        h.emit(EventType.ATTEMPT_ENDED, message="x" * 290 + secret, outcome="auth_error")
+        h.emit(EventType.RUN_ENDED, reason=f"HTTP 401: {echoed}")
     raw = path.read_bytes()
     assert b"tok-" not in raw
-    (event,) = read_history(path)
-    assert event["message"] == "HTTP 401: bad token ***"
-    assert event["note"] == "abc stays"  # too short to hide without garbling everything else
+    assert b"\\xc3" not in raw  # no UTF-8-as-Latin-1 remains either
+    started, attempt, ended = read_history(path)
+    assert (started["type"], started["seed"], started["scenario"]) == ("run_started", 20260728, "type-2026")
+    assert attempt["message"] == "x" * 290 + "***"  # redacted before the cut: no half secret left
+    assert ended["reason"] == "HTTP 401: bad token *** json \"***\" repr '***' latin-1 ***"
     assert Redactor([secret]).text(f"x {secret} y") == "x *** y"

@@ -1,0 +1,82 @@
+"""A deliberately unhelpful MCP server, run as a real target process by the tests that need one.
+
+``python hostile.py MODE`` serves on 127.0.0.1:$PORT (HTTP modes) or on stdin and
+stdout (stdio modes). It is not a fake of anything the harness runs: it is the
+kind of server users point the harness at by mistake, or that misbehaves.
+
+HTTP modes: ``echo401`` (401 whose JSON body and stderr log quote the
+Authorization header), ``nonce401`` (401 with a new request id in every body),
+``json404`` (404 with a JSON body), ``busy429`` (429 to everything).
+stdio modes: ``stdio_huge`` (serves the reference tool, but answers its first
+call with a line of 70 MB, then behaves).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE = sys.argv[1]
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        token = self.headers.get("Authorization", "")
+        if MODE == "echo401":
+            print(f"rejected credentials {token!r}", file=sys.stderr, flush=True)
+            self.answer(401, {"error": f"invalid token {token}"})
+        elif MODE == "nonce401":
+            self.answer(401, {"error": "unauthorized", "request_id": uuid.uuid4().hex})
+        elif MODE == "json404":
+            self.answer(404, {"error": "no route", "request_id": uuid.uuid4().hex})
+        else:
+            self.answer(429, {"error": "slow down"})
+
+    def answer(self, status: int, body: object) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def stdio_huge() -> None:
+    """One tool that records each call in a ledger; its first answer is a line too long to read."""
+    calls = 0
+    ledger = os.environ["LEDGER"]
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "id" not in msg:
+            continue
+        if msg["method"] == "initialize":
+            result: dict[str, object] = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            }
+        else:
+            calls += 1
+            marker = msg["params"]["arguments"]["memo"]
+            with open(ledger, "a") as f:
+                f.write(json.dumps({"marker": marker}) + "\n")
+            text = "x" * (70 << 20) if calls == 1 and not os.path.exists(ledger + ".huge") else "ok"
+            if calls == 1:
+                open(ledger + ".huge", "w").close()
+            result = {"content": [{"type": "text", "text": text}], "isError": False}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    if MODE == "stdio_huge":
+        stdio_huge()
+    else:
+        ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()

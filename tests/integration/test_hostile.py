@@ -1,0 +1,206 @@
+"""Hostile targets and bad input, each found by an adversarial pass, kept as a reproduction.
+
+Secrets that servers echo back, in every form they echo them; header values that
+would inject requests; answers that say "no" in ways that must not be waited
+out, and ones that must; a stdio server that breaks its channel; a target that
+leaves its process group; effect sources with torn or garbage content.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from harness.audit.auditor import AuditResult
+from harness.errors import AuditError
+from harness.history import EventType, FaultKind, Outcome, Verdict, read_history
+from tests.conftest import alive, fault_row, invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+Run = Callable[[dict[str, Any]], AuditResult]
+HOSTILE = str(Path(__file__).with_name("hostile.py"))
+SECRET = 'Tok"en\\9-ünï'  # quotes, a backslash and non-ASCII: escaped or mangled forms get echoed
+
+
+def hostile(mode: str, **target: Any) -> dict[str, Any]:
+    data = invoice_scenario()
+    data["target"] = {**data["target"], "command": ["{python}", HOSTILE, mode], **target}
+    return data
+
+
+def cli(tmp_path: Path, data: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args, str(path), "--results", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    return proc, time.monotonic() - started
+
+
+def test_a_token_the_server_echoes_back_is_written_nowhere(tmp_path: Path) -> None:
+    data = hostile("echo401", headers={"Authorization": "Bearer ${HOSTILE_TOKEN}"})
+    proc, elapsed = cli(tmp_path, data, "run", env={"HOSTILE_TOKEN": SECRET})
+    assert proc.returncode == 3
+    assert "it wants credentials" in proc.stderr
+    assert elapsed < 15
+    forms = [SECRET, orjson.dumps(SECRET).decode()[1:-1], repr(SECRET)[1:-1], "Tok"]
+    written = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
+    assert any(p.name == "pod-0.log" for p in written)  # the server logged the token: redacted there too
+    for form in forms:
+        assert form not in proc.stdout + proc.stderr
+        assert not [p for p in written if form.encode() in p.read_bytes()], form
+
+
+def test_a_variable_that_would_inject_a_header_is_refused(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["target"]["headers"] = {"Authorization": "Bearer ${HOSTILE_TOKEN}"}
+    proc, _ = cli(tmp_path, data, "run", env={"HOSTILE_TOKEN": "abcd\r\nX-Evil: 1"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "mcp-chaos: error: target.headers.Authorization: a variable it uses holds a line break or NUL, "
+        "which no header value may carry"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "fix"), [("nonce401", "set target.headers"), ("json404", "check target.path")]
+)
+def test_answers_that_vary_but_say_the_same_fail_fast(tmp_path: Path, mode: str, fix: str) -> None:
+    proc, elapsed = cli(tmp_path, hostile(mode), "run")
+    assert proc.returncode == 3
+    assert fix in proc.stderr
+    assert elapsed < 15  # not the 30 s ready_timeout_s, although no two answers are the same
+
+
+def test_a_busy_server_is_waited_for(tmp_path: Path) -> None:
+    proc, elapsed = cli(tmp_path, hostile("busy429", ready_timeout_s=3), "run")
+    assert proc.returncode == 3
+    assert "within 3s; it last answered: HTTP 429" in proc.stderr  # "not now" is not a wrong answer
+    assert elapsed >= 3
+
+
+def test_a_stdio_server_whose_channel_breaks_is_restarted(run: Run, tmp_path: Path) -> None:
+    data = hostile("stdio_huge", transport="stdio", env={"LEDGER": str(tmp_path / "ledger.jsonl")})
+    data["audit"] = {"effects": {"jsonl": {"path": str(tmp_path / "ledger.jsonl")}}}
+    result = run(data)
+    s = result.summary
+    # The first answer could not be read: the host killed the server and started it again, and
+    # the retry ran it a second time (the server keeps no keys). Nothing was left unfinished.
+    assert s.pods.crashes == 1
+    assert s.verdicts[Verdict.DUPLICATE] == 1
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 2
+    lost = [e for e in read_history(result.run_dir / "history.jsonl") if e["type"] == EventType.SESSION_LOST]
+    assert lost[0]["reason"] == "it wrote a line on stdout longer than the harness reads (64 MiB)"
+
+
+ESCAPER = (
+    "import os, subprocess, sys, time; "
+    "server = subprocess.Popen([sys.executable, sys.argv[1]], start_new_session=True); "
+    "print('server', server.pid, flush=True); server.wait()"
+)
+
+
+def test_a_server_that_leaves_its_process_group_is_killed_with_it(run: Run) -> None:
+    data = invoice_scenario(mode="naive", intents=60, concurrency=4, kills={"count": 1, "min_uptime_s": 0.3})
+    data["target"]["env"]["INVOICES_POST_COMMIT_MS"] = "30"
+    data["target"]["command"] = ["{python}", "-c", ESCAPER, data["target"]["command"][1]]
+    result = run(data)
+    s = result.summary
+    assert s.injected(FaultKind.KILL) == 1
+    assert s.attempts.retries > 0  # the kill reached the server that served the calls
+    log = (result.run_dir / "pods" / "pod-0.log").read_text()
+    servers = [int(line.split()[1]) for line in log.splitlines() if line.startswith("server ")]
+    assert len(servers) == 2  # started twice: once, and again after the kill
+    assert not any(alive(pid) for pid in servers)
+
+
+def test_most_intents_rejected_is_inconclusive(run: Run) -> None:
+    data = invoice_scenario(intents=6)
+    data["workload"]["tool"] = "create_invoicez"  # a typo: every call is refused
+    s = run(data).summary
+    assert s.verdicts[Verdict.REJECTED] == 6
+    assert not s.conclusive
+    assert s.inconclusive[0].startswith("6 of 6 intents never took effect")
+    assert "Unknown tool" in s.inconclusive[0]
+
+
+def test_a_torn_line_inside_a_ledger_counts_the_record_after_it(run: Run, tmp_path: Path) -> None:
+    data = invoice_scenario(mode="naive", intents=2, env={"INVOICES_LEDGER": "{data_dir}/ledger.jsonl"})
+    data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl"}}}
+    result = run(data)
+    ledger = result.run_dir / "data" / "ledger.jsonl"
+    first, second = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(first[:9] + second)  # a writer killed mid-line, then one appended to it
+    audit = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "audit", str(result.run_dir)], capture_output=True, check=False
+    )
+    assert audit.returncode == 0, audit.stderr
+    summary = orjson.loads((result.run_dir / "summary.json").read_bytes())
+    assert (summary["verdicts"]["exactly_once"], summary["verdicts"]["lost"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("output", "error"),
+    [
+        (r"import sys; sys.stdout.write('a\rb,1\n')", "not CSV lines 'marker,effects'"),
+        ("print('m,-5')", "not 'marker,effects' (a count >= 0)"),
+    ],
+)
+def test_garbage_from_an_effects_command_is_an_audit_error(run: Run, output: str, error: str) -> None:
+    data = invoice_scenario(intents=1)
+    data["audit"] = {"effects": {"command": {"command": ["{python}", "-c", output]}}}
+    with pytest.raises(AuditError, match=re.escape(error)):
+        run(data)
+
+
+def test_auditing_a_run_that_failed_says_why_it_failed(tmp_path: Path) -> None:
+    data = hostile("json404")
+    data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl"}}}
+    proc, _ = cli(tmp_path, data, "run")
+    assert proc.returncode == 3
+    (run_dir,) = (tmp_path / "r").iterdir()
+    audit = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "audit", str(run_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert audit.returncode == 4
+    assert "this run failed before it measured anything (target pod pod-0 did not answer" in audit.stderr
+
+
+def test_a_lost_session_does_not_use_up_the_attempts(run: Run) -> None:
+    data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data["target"]["env"]["INVOICES_SESSIONS"] = "stateful"
+    # The retry waits until the restarted pod is up (no jitter): it meets the server that forgot.
+    data["client"].update(
+        {"protocol": "2025-11-25", "max_attempts": 2, "backoff": {"initial_s": 3, "jitter": "none"}}
+    )
+    s = run(data).summary
+    # Intent 1: broken by the crash (1), told its session was gone (not charged), replayed (2).
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3
+    assert s.attempts.by_outcome[Outcome.SESSION_LOST] == 1
+
+
+def test_fault_rows_for_crashes_have_no_plan(run: Run) -> None:
+    data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    result = run(data)
+    assert fault_row(result.summary, FaultKind.CRASH).planned is None
+    assert "| crash |       — |" in (result.run_dir / "report.md").read_text()
