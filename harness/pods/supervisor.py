@@ -179,5 +179,5 @@ class Supervisor:
         self._stopping = True
         self.resume()
         self.ready.clear()
+        await self.ready_check.close()  # first: a stdio channel that ends with the stop is no loss
         await self.pod.stop(self.stop_timeout_s)
-        await self.ready_check.close()

@@ -94,7 +94,7 @@ def _protocol_line(summary: Summary) -> list[str]:
         line += f"; sessions: {sessions.opened} opened, {sessions.lost} lost" + (
             f" ({after})" if after else ""
         )
-        if sessions.lost:
+        if summary.attempts.by_outcome[Outcome.SESSION_LOST]:
             line += (
                 f"; {summary.attempts.by_outcome[Outcome.SESSION_LOST]} attempts answered 'session not found'"
             )

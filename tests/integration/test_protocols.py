@@ -82,7 +82,7 @@ def test_a_stdio_server_dies_and_is_started_again(run: Run, mode: str, duplicate
     assert s.verdicts[Verdict.EXACTLY_ONCE] == 3 - duplicates
     assert s.pods.crashes == 1
     assert s.protocol == "2025-11-25"
-    assert s.sessions.opened == 2  # one handshake per process
+    assert (s.sessions.opened, s.sessions.lost) == (2, 1)  # one handshake per process; one died
     assert "serving MCP on stdio" in (result.run_dir / "pods" / "pod-0.log").read_text()  # stderr is the log
 
 
