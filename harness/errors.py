@@ -21,13 +21,22 @@ fix it; multi-line context (a log tail) lives in ``details``.
 
 from __future__ import annotations
 
+_ONE_LINE = {c: repr(chr(c))[1:-1] for c in (*range(32), 127) if c != 32}
+"""Control characters as the escapes a person can read (a newline in a YAML key becomes ``\\n``)."""
+
 
 class HarnessError(Exception):
-    """Base class; carries the process exit code the CLI should use."""
+    """Base class; carries the process exit code the CLI should use.
+
+    The message is always one line: what users wrote (field names, values) ends up
+    in it, and may hold newlines or control bytes; those are shown escaped. Longer
+    text (a server's log, a traceback of the target) belongs in ``details``.
+    """
 
     exit_code = 1
 
     def __init__(self, message: str, *, details: str | None = None) -> None:
+        message = message.translate(_ONE_LINE)
         super().__init__(message)
         self.message = message
         self.details = details

@@ -8,6 +8,7 @@ that writers and readers cannot disagree.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from pathlib import Path
@@ -32,12 +33,20 @@ SUMMARY_JSON = "summary.json"
 REPORT_MD = "report.md"
 
 
+_SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+
 def new_run_id(scenario: Scenario) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario.name}-{secrets.token_hex(2)}"
 
 
 def prepare_run_dir(results_dir: Path, scenario: Scenario, run_id: str | None = None) -> Path:
     """Create ``results_dir/<run-id>/`` with the scenario as run; refuses to reuse a directory."""
+    if run_id is not None and not _SAFE_RUN_ID.fullmatch(run_id):
+        raise UsageError(
+            f"--run-id {run_id!r} is not a plain directory name: use letters, digits, '.', '_' and '-' "
+            "(at most 128, not starting with '.' or '-'); it is created inside --results"
+        )
     run_dir = results_dir / (run_id or new_run_id(scenario))
     try:
         run_dir.mkdir(parents=True)

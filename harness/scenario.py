@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness import bounded_yaml
 from harness.errors import ScenarioError
 from harness.history import StreamFaultKind
 from harness.template import Template, parse_template, parse_text
@@ -117,7 +119,7 @@ class TargetSpec(_Model):
     def _command_placeholders(cls, v: list[str] | None) -> list[str] | None:
         for part in v or ():
             if "\0" in part:
-                raise ValueError("target.command contains a NUL byte, which no command line can carry")
+                raise ValueError("it contains a NUL byte, which no command line can carry")
             _check_placeholders(part, TARGET_PLACEHOLDERS, "target.command")
         return v
 
@@ -169,9 +171,9 @@ class TargetSpec(_Model):
     def _env_placeholders(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
             if not name or "=" in name or "\0" in name:
-                raise ValueError(f"target.env: {name!r} cannot be an environment variable's name")
+                raise ValueError(f"{name!r} cannot be an environment variable's name")
             if "\0" in value:
-                raise ValueError(f"target.env.{name} contains a NUL byte, which no environment can carry")
+                raise ValueError(f"{name} contains a NUL byte, which no environment can carry")
             _check_placeholders(value, TARGET_PLACEHOLDERS, f"target.env.{name}", env_refs=True)
         return v
 
@@ -387,6 +389,36 @@ class Faults(_Model):
     """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
 
 
+_SQL_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|;|[A-Za-z_]+", re.S)
+
+
+def single_select(query: str) -> str:
+    """Accept one SELECT (or WITH ... SELECT) statement; the audit must never run anything else.
+
+    Stores are opened read-only as well; this check says what is wrong before a
+    run starts instead of failing its audit. Quotes and comments are skipped, so
+    a ``;`` or a keyword inside a string literal does not count.
+    """
+    words: list[str] = []
+    statements = 1
+    for token in _SQL_TOKENS.findall(query):
+        if token == ";":
+            statements += 1
+        elif token[0].isalpha() or token[0] == "_":
+            if statements > 1:
+                raise ValueError("must be a single SELECT statement; it has more after a ';'")
+            words.append(token.upper())
+    if not words or words[0] not in ("SELECT", "WITH"):
+        raise ValueError(
+            "must be a single SELECT (or WITH ... SELECT) statement that reads effects; "
+            f"got one starting with {words[0] if words else 'nothing'!r}"
+        )
+    writes = sorted(set(words) & {"INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "CREATE", "ATTACH"})
+    if writes:
+        raise ValueError(f"must only read; it uses {', '.join(writes)}")
+    return query
+
+
 class SqlEffects(_Model):
     """Count effects with a SQL query; it must yield ``marker`` and optionally ``effects`` columns."""
 
@@ -401,6 +433,11 @@ class SqlEffects(_Model):
         if not v.startswith(("sqlite:///", "postgresql://", "postgres://", "{postgres_url}")):
             raise ValueError(f"unsupported database URL {v!r}; use sqlite:///PATH or postgresql://...")
         return v
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str) -> str:
+        return single_select(v)
 
     @property
     def is_sqlite(self) -> bool:
@@ -560,8 +597,40 @@ class Scenario(_Model):
         return self
 
     def dump_yaml(self) -> str:
-        """The scenario as run, loadable again (placeholders other than scenario_dir kept)."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        """The scenario as run, loadable again (placeholders other than scenario_dir kept).
+
+        Passwords in URLs are replaced with ``***``: this text goes into the run
+        directory and the report. The audit never needs them again, since live
+        stores are read once, at the end of the run, into ``effects.json``.
+        """
+        data = _map_strings(self.model_dump(mode="json"), lambda s: _URL_PASSWORD.sub(r"\1***\3", s))
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+    def url_passwords(self) -> list[str]:
+        """Passwords written into URLs anywhere in the scenario, as written and URL-decoded."""
+        found: set[str] = set()
+
+        def collect(text: str) -> str:
+            for match in _URL_PASSWORD.finditer(text):
+                found.update((match[2], unquote(match[2])))
+            return text
+
+        _map_strings(self.model_dump(mode="json"), collect)
+        return sorted(found)
+
+
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)([^@/\s]+)(@)")
+"""``scheme://user:password@``: the password is group 2."""
+
+
+def _map_strings(node: Any, change: Callable[[str], str]) -> Any:
+    if isinstance(node, str):
+        return change(node)
+    if isinstance(node, dict):
+        return {k: _map_strings(v, change) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_map_strings(v, change) for v in node]
+    return node
 
 
 def _substitute_scenario_dir(node: Any, scenario_dir: str) -> Any:
@@ -580,9 +649,11 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     if not sep or not path:
         raise ScenarioError(f"override {assignment!r} is not PATH=VALUE (e.g. workload.intents=100)")
     try:
-        value = yaml.safe_load(raw) if raw else ""
+        value = bounded_yaml.load(raw) if raw else ""
     except yaml.YAMLError:
         value = raw
+    except bounded_yaml.YamlTooLarge as exc:
+        raise ScenarioError(f"override {assignment!r}: {exc}") from None
     node: dict[str, Any] = data
     parts = path.split(".")
     for part in parts[:-1]:
@@ -633,7 +704,9 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     if not p.is_file():
         raise ScenarioError(f"scenario file not found: {p} (pass a YAML file, e.g. scenarios/pod-kill.yaml)")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = bounded_yaml.load(p.read_text(encoding="utf-8"))
+    except bounded_yaml.YamlTooLarge as exc:
+        raise ScenarioError(f"{p}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
