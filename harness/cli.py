@@ -17,13 +17,14 @@ from typing import Any, TypeVar
 
 from harness import rundir
 from harness._version import __version__
-from harness.errors import HarnessError, UsageError
+from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.schedule import build_schedule
 from harness.pods.container import docker_client, remove_containers
 from harness.report.text import render_text
 from harness.reproduce import MODES, VariantResult, plan, render, run_plan
-from harness.runner import audit_and_report, cancel_on_sigterm, check_environment, execute, run_and_audit
+from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, execute, run_and_audit
 from harness.scenario import Scenario, StreamFault, load_scenario
+from harness.services import remove_stale_clusters
 
 T = TypeVar("T")
 EXIT_GATE_FAILED = 1
@@ -62,9 +63,9 @@ def _announce(scenario: Scenario, run_dir: Path) -> None:
 
 
 def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
-    """Run the event loop; Ctrl-C or SIGTERM become _Interrupted naming the (partial) run directories."""
+    """Run the event loop; Ctrl-C, SIGTERM or SIGHUP become _Interrupted naming the partial runs."""
     try:
-        return asyncio.run(cancel_on_sigterm(coro))
+        return asyncio.run(cancel_on_stop_signals(coro))
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise _Interrupted(run_dirs) from None
 
@@ -170,8 +171,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """Remove containers a crashed or killed harness left behind (found by label)."""
-    client = docker_client()
+    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters and containers (by label)."""
+    for path in remove_stale_clusters():
+        print(f"removed temporary PostgreSQL cluster {path}")
+    try:
+        client = docker_client()
+    except TargetError as exc:
+        print(f"containers not checked: {exc.message}")
+        return 0
     try:
         removed, kept = remove_containers(client, args.run, force=args.force)
     finally:
@@ -223,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_reproduce)
 
     cleanup = sub.add_parser(
-        "cleanup", help="remove containers left by runs that did not clean up (by label)"
+        "cleanup", help="remove what a killed harness left: temporary PostgreSQL clusters, containers"
     )
     cleanup.add_argument("--run", help="only those of this run id")
     cleanup.add_argument("--force", action="store_true", help="also those of runs whose harness still runs")
@@ -243,6 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"(audit it with: mcp-chaos audit {run_dir})",
                 file=sys.stderr,
             )
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        # Outside a run (validate, audit, cleanup) there is no partial run to point at; reports are
+        # written through renames, so an interrupted audit leaves the previous ones whole.
+        print(f"\nmcp-chaos: interrupted during {args.command}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except HarnessError as exc:
         print(f"mcp-chaos: error: {exc.message}", file=sys.stderr)

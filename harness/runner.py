@@ -6,7 +6,7 @@ logs, the effect sink's record or the final read of effects, and after the audit
 ``intents.csv``, ``summary.json`` and ``report.md``.
 
 A run's parts start in one order and stop in the reverse, whatever happens
-(success, a target that will not start, Ctrl-C, SIGTERM), because each is
+(success, a target that will not start, Ctrl-C, SIGTERM, SIGHUP), because each is
 entered into one ``AsyncExitStack`` as it starts: services (PostgreSQL, the
 effect sink), the fault proxy, the pod and its supervisor, the final read of
 effects, then the injector, the live status line and the driver. So on the way
@@ -57,20 +57,29 @@ TERMINAL_LIMIT = 1000
 """The longest error line the harness prints (a server's answer in it is cut to fit)."""
 
 
-async def cancel_on_sigterm(coro: Awaitable[T]) -> T:
-    """Await ``coro`` with SIGTERM cancelling it, as Ctrl-C does under ``asyncio.run``."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end a run as Ctrl-C does: a service manager's stop, and a terminal that closed."""
+
+
+async def cancel_on_stop_signals(coro: Awaitable[T]) -> T:
+    """Await ``coro`` with SIGTERM or SIGHUP cancelling it, as Ctrl-C does under ``asyncio.run``.
+
+    Cancelled, a run still cleans up, writes ``run_ended`` and keeps its partial
+    history; without this SIGHUP would end the harness at once and leave its pods.
+    """
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    installed = False
+    installed: list[signal.Signals] = []
     if task is not None:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            installed = True
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, task.cancel)
+                installed.append(sig)
     try:
         return await coro
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGTERM)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
 def check_environment(scenario: Scenario) -> None:
@@ -92,7 +101,7 @@ async def execute(
     """Run the scenario into ``run_dir`` (made by ``rundir.prepare_run_dir``); how the run ended.
 
     Raises HarnessError subclasses for infrastructure failures and lets
-    cancellation (Ctrl-C, SIGTERM) through, always after cleaning up.
+    cancellation (Ctrl-C, SIGTERM, SIGHUP) through, always after cleaning up.
     ``progress_interval_s=None`` shows no live status line.
     """
     live = LiveStatus(out, progress_interval_s) if progress_interval_s is not None else None
@@ -146,9 +155,10 @@ class _Run:
         self.reason: str | None = None
         target = scenario.target
         try:
-            # ${VAR} of the target's env and headers: expanded now, hidden from everything written.
+            # ${VAR} of the target's env and headers (expanded now) and passwords in URLs: hidden
+            # from everything written.
             self.headers = target_headers(target)
-            self.redactor = Redactor(secret_values(target))
+            self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
             # Every port is chosen now, so every placeholder is known before anything starts.
             self.port = free_port()
             self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
@@ -220,7 +230,7 @@ class _Run:
             try:
                 await self._start_and_drive(stack, live)
             except asyncio.CancelledError:
-                self.status, self.reason = RunStatus.INTERRUPTED, "cancelled (Ctrl-C or SIGTERM)"
+                self.status, self.reason = RunStatus.INTERRUPTED, "cancelled (Ctrl-C, SIGTERM or SIGHUP)"
                 raise
             except HarnessError as exc:
                 # For the terminal: what a server said may hold a secret, and may be long.

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from harness import rundir
 from harness.errors import TargetStartError
-from harness.pods.process import die_with_parent
+from harness.pods.proctree import die_with_parent, identify
+from harness.pods.watchdog import guard
 
 
 def postgres_binaries() -> Path:
@@ -41,11 +42,34 @@ def postgres_binaries() -> Path:
     return Path(found).resolve().parent
 
 
+CLUSTER_PREFIX = "mcp-chaos-postgres-"
+"""Temporary clusters are named ``<prefix><harness pid>.<its start time>-<random>``: whose they are."""
+
+
+def _owner_tag() -> str:
+    me = identify(os.getpid())
+    return f"{os.getpid()}.{me[1] if me else 0}"
+
+
+def remove_stale_clusters() -> list[Path]:
+    """Delete temporary clusters whose harness is gone (SIGKILLed, and its watchdog with it)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{CLUSTER_PREFIX}*"):
+        pid, _, started = path.name.removeprefix(CLUSTER_PREFIX).split("-", 1)[0].partition(".")
+        if not (pid.isdigit() and started.isdigit()) or not path.is_dir():
+            continue  # not one of ours, or from an older version: left alone
+        if identify(int(pid)) != (int(pid), int(started)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 class Postgres:
     """A throwaway PostgreSQL cluster for one run."""
 
     def __init__(self, run_dir: Path, database: str, port: int) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="mcp-chaos-postgres-"))
+        remove_stale_clusters()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{_owner_tag()}-"))
         self.database = database
         self.port = port
         self.log_path = run_dir / rundir.POSTGRES_LOG
@@ -123,6 +147,7 @@ class Postgres:
             )
         finally:
             log.close()
+        guard.directory(self._proc.pid, self.dir)  # deleted once postgres exits, should the harness die
         await self._wait_ready(timeout_s)
         return self.url
 
@@ -164,3 +189,4 @@ class Postgres:
                 self._proc.kill()
                 await self._proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+        guard.undirectory(self.dir)

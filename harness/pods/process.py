@@ -4,8 +4,9 @@ A pod is the unit a fault injector kills and a supervisor restarts. Here it is
 the target's command as a child process in its own session (so a kill takes
 its whole process group, as a container kill would). Every pod ever started is
 tracked until it is reaped, and an ``atexit`` hook kills any that remain, so no
-child outlives the harness even on an unexpected exit; on Linux the child also
-asks the kernel to kill it should the harness itself be SIGKILLed.
+child outlives the harness even on an unexpected exit. Should the harness itself
+be SIGKILLed, the kernel kills the direct child (``PR_SET_PDEATHSIG``) and the
+watchdog (:mod:`harness.pods.watchdog`) the rest of its group and descendants.
 """
 
 from __future__ import annotations
@@ -13,18 +14,17 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import os
 import signal
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 from harness.errors import TargetStartError
+from harness.pods.proctree import Process, descendants, die_with_parent, signal_if_same
+from harness.pods.watchdog import guard
 
-_PR_SET_PDEATHSIG = 1
 STDIO_LINE_LIMIT = 64 << 20
 """The longest line a stdio server may write (one JSON-RPC message); asyncio's default is 64 KiB."""
 _live_groups: set[int] = set()
@@ -38,49 +38,6 @@ def _kill_leftovers() -> None:
 
 
 atexit.register(_kill_leftovers)
-
-
-Process = tuple[int, int]
-"""(pid, start time in clock ticks since boot): a process, told apart from a later one with its pid."""
-
-
-def _stat(pid: int | str) -> tuple[int, int] | None:
-    """(parent pid, start time) from /proc, or None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), int(fields[19])
-
-
-def descendants(pid: int) -> list[Process]:
-    """Every live descendant of ``pid`` (empty where there is no /proc)."""
-    children: dict[int, list[Process]] = {}
-    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if entry.name.isdigit() and (stat := _stat(entry.name)) is not None:
-            children.setdefault(stat[0], []).append((int(entry.name), stat[1]))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child[0])
-    return found
-
-
-def signal_if_same(process: Process, sig: signal.Signals) -> None:
-    """Signal a process only if it is still the one seen (its pid may belong to another by now)."""
-    pid, started = process
-    stat = _stat(pid)
-    if stat is not None and stat[1] == started:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class ProcessPod:
@@ -133,6 +90,7 @@ class ProcessPod:
                     "(check target.command in the scenario)"
                 ) from None
         _live_groups.add(self._proc.pid)
+        guard.group(self._proc.pid)
         return self._proc.pid
 
     def stdio(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -174,10 +132,12 @@ class ProcessPod:
         """Wait for the current process to exit and reap it; returns its return code."""
         assert self._proc is not None, "pod was never started"
         rc = await self._proc.wait()
-        _live_groups.discard(self._proc.pid)
         # Anything the target forked into its group goes with it, as in a container.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
+        if self._proc.pid in _live_groups:
+            _live_groups.discard(self._proc.pid)
+            guard.ungroup(self._proc.pid)
         return rc
 
     async def stop(self, timeout: float) -> None:

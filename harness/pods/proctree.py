@@ -1,0 +1,66 @@
+"""Process trees on Linux: who descends from whom, signalled without hitting a recycled pid.
+
+A pod's kill must take what a container's cgroup would: its process group and
+any descendant that left it. These helpers read /proc; where there is none
+they find nothing, and a kill still takes the process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+Process = tuple[int, int]
+"""(pid, start time in clock ticks since boot): a process, told apart from a later one with its pid."""
+
+
+def _stat(pid: int | str) -> tuple[int, int] | None:
+    """(parent pid, start time) from /proc, or None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def identify(pid: int) -> Process | None:
+    """The process now behind ``pid`` (None when there is none, or no /proc to ask)."""
+    stat = _stat(pid)
+    return None if stat is None else (pid, stat[1])
+
+
+def descendants(pid: int) -> list[Process]:
+    """Every live descendant of ``pid`` (empty where there is no /proc)."""
+    children: dict[int, list[Process]] = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if entry.name.isdigit() and (stat := _stat(entry.name)) is not None:
+            children.setdefault(stat[0], []).append((int(entry.name), stat[1]))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+def signal_if_same(process: Process, sig: signal.Signals) -> None:
+    """Signal a process only if it is still the one seen (its pid may belong to another by now)."""
+    pid, started = process
+    stat = _stat(pid)
+    if stat is not None and stat[1] == started:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask the kernel to SIGKILL this (child) process when its parent dies, whatever kills the parent."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

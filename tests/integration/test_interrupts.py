@@ -1,0 +1,151 @@
+"""However the harness ends, nothing it started outlives it, and what it saw can be audited.
+
+Two targets that make this hard: one started through a shell wrapper (the server
+is a grandchild, which ``PR_SET_PDEATHSIG`` does not reach), and one whose store
+is the harness's own PostgreSQL cluster (a server process tree and a temporary
+directory of ~40 MB). Each is interrupted with SIGINT, SIGTERM, SIGHUP (a closed
+terminal) and SIGKILL (no code of the harness runs; its watchdog and
+``mcp-chaos cleanup`` do the rest).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harness.services import CLUSTER_PREFIX
+from tests.conftest import INVOICES, alive, invoice_scenario, start_cli_run
+
+pytestmark = pytest.mark.integration
+
+QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+WRAPPER = f'"$0" {INVOICES} & echo server $!; wait'
+"""A shell that starts the server in the background and waits: the server is the harness's grandchild."""
+
+
+def wrapper_target() -> dict[str, Any]:
+    data = invoice_scenario(intents=100_000, concurrency=8, env={"INVOICES_PRE_COMMIT_MS": "20"})
+    data["target"]["command"] = ["sh", "-c", WRAPPER, "{python}"]
+    return data
+
+
+def postgres_target() -> dict[str, Any]:
+    data = invoice_scenario(intents=100_000, concurrency=8, env={"INVOICES_PRE_COMMIT_MS": "20"})
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    return data
+
+
+def mcp_chaos(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def started_processes(run_dir: Path, harness_pid: int) -> tuple[list[int], list[str]]:
+    """Every process the run started that is known from outside, and its cluster directories."""
+    pids = [
+        e["pid"]
+        for e in map(orjson.loads, (run_dir / "history.jsonl").read_bytes().splitlines())
+        if e["type"] == "pod_started"
+    ]
+    for line in (run_dir / "pods" / "pod-0.log").read_text().splitlines():
+        if line.startswith("server "):
+            pids.append(int(line.split()[1]))
+    clusters = glob.glob(os.path.join(tempfile.gettempdir(), f"{CLUSTER_PREFIX}{harness_pid}.*"))
+    for cluster in clusters:
+        pids.append(int(Path(cluster, "postmaster.pid").read_text().split()[0]))
+    return pids, clusters
+
+
+def gone(pids: list[int], paths: list[str], timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(alive(pid) for pid in pids) and not any(os.path.exists(p) for p in paths):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
+
+
+def interrupt(tmp_path: Path, data: dict[str, Any], sig: signal.Signals) -> tuple[Path, list[int], list[str]]:
+    proc, run_dir = start_cli_run(tmp_path, data, run_id="interrupted", attempts=40, timeout=60)
+    pids, clusters = started_processes(run_dir, proc.pid)
+    assert len(pids) >= 2  # the pod and what it started
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if sig is signal.SIGKILL:
+        cleanup = mcp_chaos("cleanup")
+        assert cleanup.returncode == 0, cleanup.stderr
+    else:
+        assert proc.returncode == 130, err
+        assert f"audit it with: mcp-chaos audit {run_dir}" in err
+        last = orjson.loads((run_dir / "history.jsonl").read_bytes().splitlines()[-1])
+        assert (last["type"], last["status"]) == ("run_ended", "interrupted")
+    return run_dir, pids, clusters
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_wrapped_server_dies_with_the_harness(tmp_path: Path, sig: signal.Signals) -> None:
+    run_dir, pids, _ = interrupt(tmp_path, wrapper_target(), sig)
+    assert gone(pids, []), f"still running: {[p for p in pids if alive(p)]}"
+    audit = mcp_chaos("audit", str(run_dir))
+    assert audit.returncode == 0, audit.stderr
+    summary = orjson.loads((run_dir / "summary.json").read_bytes())
+    assert summary["status"] == ("unfinished" if sig is signal.SIGKILL else "interrupted")
+    assert summary["intents"]["started"] >= 20
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_the_postgres_service_leaves_nothing_behind(
+    tmp_path: Path, sig: signal.Signals, postgres_server: None
+) -> None:
+    run_dir, pids, clusters = interrupt(tmp_path, postgres_target(), sig)
+    assert clusters, "the run's cluster directory was not found"
+    assert gone(pids, clusters), (
+        f"left: {[p for p in pids if alive(p)]}, {[c for c in clusters if os.path.exists(c)]}"
+    )
+    audit = mcp_chaos("audit", str(run_dir))
+    if sig is signal.SIGKILL:
+        # The effects lived in the cluster and the final read never ran: said plainly, exit 4.
+        assert audit.returncode == 4
+        assert "ended before that final read" in audit.stderr
+    else:
+        assert audit.returncode == 0, audit.stderr
+        assert orjson.loads((run_dir / "summary.json").read_bytes())["verdicts"]["duplicate"] == 0
+
+
+def test_cleanup_removes_clusters_of_harnesses_that_are_gone(tmp_path: Path) -> None:
+    # A dead owner: a pid with a start time no live process has. Our own: this test's process.
+    ours = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
+    stale = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{os.getpid()}.1-"))
+    foreign = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}not-ours-"))
+    try:
+        result = mcp_chaos("cleanup")
+        assert result.returncode == 0, result.stderr
+        assert f"removed temporary PostgreSQL cluster {stale}" in result.stdout
+        assert not stale.exists()
+        assert ours.exists()
+        assert foreign.exists()
+    finally:
+        for path in (ours, stale, foreign):
+            if path.exists():
+                path.rmdir()
+
+
+def _start_time(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
