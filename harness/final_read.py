@@ -89,15 +89,25 @@ async def _from_tool(
     return _effects_of(tool.tool, res.result.get("structuredContent"))
 
 
+def _count(value: Any) -> int:
+    """A count of effects as a read tool gives it; ValueError for anything but a whole number >= 0."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{excerpt(repr(value), 60)} is not a count of effects (a whole number >= 0)")
+    return value
+
+
 def _effects_of(name: str, structured: Any) -> Counter[str]:
     effects = structured.get("effects") if isinstance(structured, dict) else None
-    if isinstance(effects, dict):
-        return Counter({str(k): int(v) for k, v in effects.items()})
-    if isinstance(effects, list) and all(isinstance(e, dict) and "marker" in e for e in effects):
-        counts: Counter[str] = Counter()
-        for e in effects:
-            counts[str(e["marker"])] += int(e.get("effects", 1))
-        return counts
+    try:
+        if isinstance(effects, dict):
+            return Counter({str(k): _count(v) for k, v in effects.items()})
+        if isinstance(effects, list) and all(isinstance(e, dict) and "marker" in e for e in effects):
+            counts: Counter[str] = Counter()
+            for e in effects:
+                counts[str(e["marker"])] += _count(e.get("effects", 1))
+            return counts
+    except ValueError as exc:
+        raise AuditError(f"read tool {name!r} answered {exc}") from None
     raise AuditError(
         f"read tool {name!r} must return structured content with 'effects': "
         "an object marker -> count, or a list of {marker, effects}"

@@ -23,7 +23,7 @@ from harness.audit.fold import Fold, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.verdicts import STATUS_NAMES, ClientStatus, cause_of, judge_all
-from harness.errors import AuditError
+from harness.errors import AuditError, ScenarioError
 from harness.history import Verdict, read_batches
 from harness.scenario import Scenario, load_scenario
 
@@ -80,7 +80,10 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
 
 def audit_run(run_dir: Path) -> AuditResult:
     """Audit a run directory, complete or partial."""
-    scenario = load_scenario(run_dir / rundir.SCENARIO)
+    try:
+        scenario = load_scenario(run_dir / rundir.SCENARIO)
+    except ScenarioError as exc:
+        raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
     # The effect query runs in a thread while the history is folded: sqlite releases the GIL.
     with ThreadPoolExecutor(max_workers=1) as pool:
         effects = pool.submit(count_effects, scenario.audit.effects, run_dir)

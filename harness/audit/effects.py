@@ -19,6 +19,7 @@ import orjson
 
 from harness import rundir
 from harness.errors import AuditError
+from harness.history import excerpt
 from harness.scenario import AUDIT_PLACEHOLDERS, Effects
 from harness.template import render_text
 
@@ -80,8 +81,17 @@ def read_collected(run_dir: Path) -> Counter[str]:
             f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and this "
             "run ended before that final read (its history can still be read; its effects cannot)"
         )
-    data = orjson.loads(path.read_bytes())
-    return Counter({str(k): int(v) for k, v in data["effects"].items()})
+    try:
+        counts = orjson.loads(path.read_bytes())["effects"]
+        effects = Counter({str(k): int(v) for k, v in counts.items()})
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AuditError(
+            f"{path} is damaged ({type(exc).__name__}: {excerpt(str(exc), 120)}): it holds the final read "
+            "of effects, which cannot be taken again; restore it from a copy of the run directory"
+        ) from None
+    if any(v < 0 for v in effects.values()):
+        raise AuditError(f"{path} is damaged: it holds a negative count of effects")
+    return effects
 
 
 def count_sink_effects(run_dir: Path) -> Counter[str]:
@@ -163,6 +173,7 @@ def _sqlite_effects(url: str, query: str) -> Counter[str]:
     except sqlite3.Error as exc:
         raise AuditError(f"cannot open effects store {path}: {exc}") from None
     try:
+        db.execute("PRAGMA query_only = ON")  # and nothing attached later can be written either
         cur = db.execute(query)
         columns = [d[0].lower() for d in cur.description or ()]
         if columns == ["marker", "effects"]:

@@ -180,6 +180,23 @@ def _tally_error(fold: Fold, ev: Mapping[str, Any], outcome: str) -> None:
     tally.count += 1
 
 
+MAX_UNPLANNED_INTENTS = 10_000_000
+"""Intents a history without a ``run_started`` may index (one that has one may index only its plan)."""
+
+
+def _make_room(cols: _Columns, fold: Fold, ev: Mapping[str, Any]) -> None:
+    """Grow the columns for an intent index beyond them, or a HistoryError if no run had that intent."""
+    i = ev["intent"]
+    planned = fold.run.get("intents")
+    limit = planned if type(planned) is int and planned > 0 else MAX_UNPLANNED_INTENTS
+    if type(i) is not int or not 0 <= i < limit:
+        raise HistoryError(
+            f"history event seq {ev.get('seq')}: intent {i!r} is not one of the run's "
+            f"{limit:,} intents (0 to {limit - 1:,}); the history is damaged"
+        )
+    cols.grow(max(i + 1, min(cols.size * 2, limit)))
+
+
 def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     """One pass over the events; returns per-intent columns (index = intent index).
 
@@ -218,8 +235,8 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                 typ = ev["type"]
                 if typ == attempt_started:
                     i = ev["intent"]
-                    if i >= cols.size:
-                        cols.grow(max(i + 1, cols.size * 2))
+                    if not 0 <= i < cols.size:
+                        _make_room(cols, fold, ev)
                     t = ev["t"]
                     pending[ev["id"]] = (i, deaths, t)
                     attempts[i] += 1
@@ -250,14 +267,14 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     last_t[i] = t
                 elif typ == intent_started:
                     i = ev["intent"]
-                    if i >= cols.size:
-                        cols.grow(max(i + 1, cols.size * 2))
+                    if not 0 <= i < cols.size:
+                        _make_room(cols, fold, ev)
                     markers[i] = ev["marker"]
                     keys[i] = ev["key"]
                     status[i] = in_progress
                 elif typ == intent_ended:
                     i = ev["intent"]
-                    if i >= cols.size or status[i] == not_started:
+                    if not 0 <= i < cols.size or status[i] == not_started:
                         raise HistoryError(
                             f"history event seq {ev.get('seq')}: intent_ended for intent {i} "
                             "without its intent_started"

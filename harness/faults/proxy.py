@@ -104,11 +104,17 @@ class _Request:
 
 
 class _Response:
-    """Follows a response as it passes: where it ends, and where each SSE event ends."""
+    """Follows a response as it passes: where it ends, and where each SSE event ends.
+
+    A response that is not valid HTTP is still relayed byte for byte, to its end
+    of connection: the client must see what the server sent and call it a
+    protocol error, not a dropped connection it would retry.
+    """
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
         self.complete = False
+        self.malformed = False
         self.events = 0
         self._sse: SseParser | None = None
 
@@ -124,7 +130,12 @@ class _Response:
         self.complete = True
 
     def feed(self, data: bytes) -> None:
-        self.parser.feed_data(data)
+        if self.malformed:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.malformed = True
 
 
 def events_cut(response: _Response, data: bytes, after_events: int) -> int | None:

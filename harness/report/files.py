@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -50,10 +52,22 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
             writer.write_batch(pa.RecordBatch.from_pandas(chunk, schema=first.schema, preserve_index=False))
 
 
+def _replace(path: Path, write: Callable[[Path], object]) -> None:
+    """Write through a temporary file and rename it: an interrupted audit leaves no half a report."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_audit(audit: AuditResult) -> list[Path]:
     run_dir = audit.run_dir
     paths = [run_dir / rundir.INTENTS_CSV, run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD]
-    _write_csv(audit.intents[COLUMNS], paths[0])
-    paths[1].write_bytes(orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
-    paths[2].write_text(render_markdown(audit.summary, audit.scenario.dump_yaml()), encoding="utf-8")
+    summary = orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+    markdown = render_markdown(audit.summary, audit.scenario.dump_yaml())
+    _replace(paths[0], lambda tmp: _write_csv(audit.intents[COLUMNS], tmp))
+    _replace(paths[1], lambda tmp: tmp.write_bytes(summary))
+    _replace(paths[2], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
     return paths

@@ -6,7 +6,11 @@ kind of server users point the harness at by mistake, or that misbehaves.
 
 HTTP modes: ``echo401`` (401 whose JSON body and stderr log quote the
 Authorization header), ``nonce401`` (401 with a new request id in every body),
-``json404`` (404 with a JSON body), ``busy429`` (429 to everything).
+``json404`` (404 with a JSON body), ``busy429`` (429 to everything), ``bad_http``
+(answers ``server/discover`` properly and every tool call with a response that is not
+HTTP, recording the call in ``$LEDGER`` first), ``bad_counts`` (serves tool calls, but its read
+tool answers counts that are not numbers), ``trickle`` (answers ``server/discover`` one byte a
+second, forever).
 stdio modes: ``stdio_huge`` (serves the reference tool, but answers its first
 call with a line of 70 MB, then behaves).
 """
@@ -16,17 +20,30 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 MODE = sys.argv[1]
 
 
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         token = self.headers.get("Authorization", "")
-        if MODE == "echo401":
+        if MODE in ("bad_http", "bad_counts"):
+            self.serve(json.loads(body))
+        elif MODE == "trickle":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while True:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(1)
+        elif MODE == "echo401":
             print(f"rejected credentials {token!r}", file=sys.stderr, flush=True)
             self.answer(401, {"error": f"invalid token {token}"})
         elif MODE == "nonce401":
@@ -35,6 +52,23 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(404, {"error": "no route", "request_id": uuid.uuid4().hex})
         else:
             self.answer(429, {"error": "slow down"})
+
+    def serve(self, msg: dict[str, Any]) -> None:
+        result: dict[str, Any]
+        if msg["method"] == "server/discover":
+            info = {"name": "hostile", "version": "1"}
+            result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "serverInfo": info}
+        elif msg["params"]["name"] == "count_invoices":
+            result = {"content": [], "structuredContent": {"effects": {"m": "many"}}, "isError": False}
+        else:
+            with open(os.environ["LEDGER"], "a") as f:
+                f.write(json.dumps({"marker": msg["params"]["arguments"]["memo"]}) + "\n")
+            if MODE == "bad_http":
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: zebra\r\n\r\n{}")
+                self.close_connection = True
+                return
+            result = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+        self.answer(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
 
     def answer(self, status: int, body: object) -> None:
         raw = json.dumps(body).encode()

@@ -204,3 +204,52 @@ def test_fault_rows_for_crashes_have_no_plan(run: Run) -> None:
     result = run(data)
     assert fault_row(result.summary, FaultKind.CRASH).planned is None
     assert "| crash |       — |" in (result.run_dir / "report.md").read_text()
+
+
+@pytest.mark.parametrize("through_proxy", [False, True])
+def test_a_response_that_is_not_http_is_a_protocol_error_not_retried(run: Run, through_proxy: bool) -> None:
+    data = hostile("bad_http", env={"LEDGER": "{data_dir}/ledger.jsonl"})
+    data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl"}}}
+    data["client"]["max_attempts"] = 3
+    if through_proxy:  # any stream rule puts the fault proxy between driver and pod
+        data["faults"] = {
+            "stream": [{"fault": "delay", "tool": "create_invoice", "delay_s": 0.001, "probability": 1.0}]
+        }
+    result = run(data)
+    attempts = [e for e in read_history(result.run_dir / "history.jsonl") if e["type"] == "attempt_ended"]
+    assert len(attempts) == 3  # one per intent: a protocol error is not a dropped connection to retry
+    assert {e["outcome"] for e in attempts} == {Outcome.PROTOCOL_ERROR.value}
+    assert {e["detail"] for e in attempts} == {"bad_http"}
+
+
+def test_a_read_tool_that_answers_nonsense_counts_is_named_by_the_audit(run: Run) -> None:
+    data = hostile("bad_counts", env={"LEDGER": "{data_dir}/ledger.jsonl"})
+    data["audit"] = {"effects": {"tool": {"tool": "count_invoices"}}}
+    with pytest.raises(
+        AuditError, match="read tool 'count_invoices' answered 'many' is not a count of effects"
+    ):
+        run(data)
+
+
+def test_an_answer_that_trickles_forever_cannot_hold_readiness(tmp_path: Path) -> None:
+    proc, took = cli(tmp_path, hostile("trickle", ready_timeout_s=3), "run")
+    assert proc.returncode == 3, proc.stderr
+    assert "not ready" in proc.stderr or "did not answer" in proc.stderr, proc.stderr
+    assert took < 20  # 3 s of patience, then the pod is stopped; a per-read timeout waited forever
+
+
+def test_passwords_in_urls_are_written_nowhere(run: Run, tmp_path: Path) -> None:
+    data = invoice_scenario(intents=2)
+    data["target"]["env"]["UPSTREAM_URL"] = "https://svc:s3cr%40t@127.0.0.1:1/api"
+    data["audit"] = {
+        "effects": {"sql": {"url": "postgresql://app:hunter2@127.0.0.1:1/x", "query": "SELECT 1"}}
+    }
+    with pytest.raises(
+        AuditError, match=re.escape("audit query failed on postgresql://app:***@127.0.0.1:1/x")
+    ):
+        run(data)
+    (run_dir,) = (tmp_path / "results").iterdir()
+    written = b"".join(p.read_bytes() for p in run_dir.rglob("*") if p.is_file())
+    assert b"postgresql://app:***@127.0.0.1:1/x" in (run_dir / "scenario.yaml").read_bytes()
+    for secret in (b"hunter2", b"s3cr%40t", b"s3cr@t"):
+        assert secret not in written

@@ -1,0 +1,132 @@
+"""Damaged run directories: each damage is a one-line audit error (exit 4), never a traceback or a
+silent wrong answer. The run is real (a few intents against the reference target, effects taken by
+a read tool into effects.json); each case damages a copy of it the way disks, editors and people do.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from harness.cli import main
+from tests.conftest import invoice_scenario, run_scenario
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = invoice_scenario(mode="atomic", intents=4)
+    data["audit"] = {
+        "effects": {"tool": {"tool": "count_invoices", "arguments": {"memo_prefix": "{namespace}"}}}
+    }
+    return run_scenario(data, tmp_path_factory.mktemp("results")).run_dir
+
+
+def _history(run_dir: Path) -> list[dict[str, object]]:
+    return [orjson.loads(line) for line in (run_dir / "history.jsonl").read_bytes().splitlines()]
+
+
+def _rewrite(run_dir: Path, change: Callable[[dict[str, object]], None]) -> None:
+    events = _history(run_dir)
+    for event in events:
+        change(event)
+    (run_dir / "history.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+
+
+def _intent(value: int) -> Callable[[Path], None]:
+    def damage(run_dir: Path) -> None:
+        def change(event: dict[str, object]) -> None:
+            if event.get("intent") == 1:
+                event["intent"] = value
+
+        _rewrite(run_dir, change)
+
+    return damage
+
+
+def _truncate(name: str, keep: int) -> Callable[[Path], None]:
+    def damage(run_dir: Path) -> None:
+        path = run_dir / name
+        path.write_bytes(path.read_bytes()[:keep])
+
+    return damage
+
+
+def _write(name: str, content: bytes) -> Callable[[Path], None]:
+    def damage(run_dir: Path) -> None:
+        (run_dir / name).write_bytes(content)
+
+    return damage
+
+
+def _line(number: int, content: bytes) -> Callable[[Path], None]:
+    def damage(run_dir: Path) -> None:
+        lines = (run_dir / "history.jsonl").read_bytes().splitlines(keepends=True)
+        lines[number] = content
+        (run_dir / "history.jsonl").write_bytes(b"".join(lines))
+
+    return damage
+
+
+def _drop_attempt_started(run_dir: Path) -> None:
+    lines = (run_dir / "history.jsonl").read_bytes().splitlines(keepends=True)
+    (run_dir / "history.jsonl").write_bytes(b"".join(x for x in lines if b'"attempt_started"' not in x))
+
+
+DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "effects-truncated": (_truncate("effects.json", 30), "effects.json is damaged (JSONDecodeError"),
+    "effects-not-counts": (_write("effects.json", b'{"effects": {"m": "many"}}'), "effects.json is damaged"),
+    "effects-negative": (_write("effects.json", b'{"effects": {"m": -2}}'), "a negative count of effects"),
+    "effects-missing": (lambda d: (d / "effects.json").unlink(), "ended before that final read"),
+    "intent-huge": (_intent(10**12), "intent 1000000000000 is not one of the run's 4 intents"),
+    "intent-negative": (_intent(-1), "intent -1 is not one of the run's 4 intents"),
+    "intent-a-string": (_intent("1"), "malformed history event"),  # type: ignore[arg-type]
+    "line-not-json": (_line(3, b"{not json\n"), "history.jsonl:4: not a JSON event"),
+    "line-not-an-event": (_line(3, b"[1, 2]\n"), "malformed history event"),
+    "attempt-without-start": (_drop_attempt_started, "without its attempt_started"),
+    "scenario-damaged": (
+        _write("scenario.yaml", b"name: [\n"),
+        "the run's copy of its scenario cannot be read",
+    ),
+    "scenario-emptied": (_write("scenario.yaml", b""), "the run's copy of its scenario cannot be read"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGES))
+def test_a_damaged_run_is_a_one_line_audit_error(
+    name: str, good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damage, message = DAMAGES[name]
+    run_dir = tmp_path / "run"
+    shutil.copytree(good_run, run_dir)
+    damage(run_dir)
+    assert main(["audit", str(run_dir)]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("mcp-chaos: error: "), err
+    assert err.count("\n") == 1, err
+    assert message in err
+
+
+def test_the_undamaged_copy_audits(
+    good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(good_run, run_dir)
+    assert main(["audit", str(run_dir)]) == 0
+    assert "exactly_once |       4 |" in capsys.readouterr().out
+
+
+def test_a_torn_last_line_is_a_harness_killed_mid_write_and_audits(
+    good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(good_run, run_dir)
+    history = run_dir / "history.jsonl"
+    history.write_bytes(history.read_bytes() + b'{"seq": 999, "t": 1.0, "ty')
+    assert main(["audit", str(run_dir)]) == 0
+    assert "exactly_once |       4 |" in capsys.readouterr().out
