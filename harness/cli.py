@@ -19,7 +19,10 @@ from harness import rundir
 from harness._version import __version__
 from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.schedule import build_schedule
+from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
+from harness.preflight import SUFFIX as PREFLIGHT_SUFFIX
+from harness.preflight import preflight
 from harness.report.text import render_text
 from harness.reproduce import MODES, VariantResult, plan, render, run_plan
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, execute, run_and_audit
@@ -70,10 +73,20 @@ def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
         raise _Interrupted(run_dirs) from None
 
 
+def _preflight(scenario: Scenario, parent: Path, run_id: str, run_dirs: Sequence[Path]) -> None:
+    """One real call whose effect must be counted once; PreflightError (exit 2) otherwise."""
+    sys.stderr.write(f"preflight: one call of {scenario.workload.tool} ...\n")
+    sys.stderr.flush()
+    done = _drive(preflight(scenario, parent, run_id), run_dirs)
+    sys.stderr.write(done.describe() + "\n")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
     check_environment(scenario)
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
+    if not args.no_preflight:
+        _preflight(scenario, run_dir, run_dir.name, [run_dir])
     _announce(scenario, run_dir)
     progress = None if args.quiet else 1.0
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
@@ -85,6 +98,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not rundir.is_run_dir(run_dir):
+        preflights = sorted(p for p in run_dir.glob(f"*{PREFLIGHT_SUFFIX}") if rundir.is_run_dir(p))
+        if preflights:
+            raise UsageError(
+                f"{run_dir} stopped at its preflight, before the run began; audit that: "
+                f"mcp-chaos audit {preflights[0]}"
+            )
         raise UsageError(
             f"{run_dir} is not a run directory (it needs {rundir.HISTORY} and {rundir.SCENARIO})"
         )
@@ -129,6 +148,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"  {_planned(scenario)}" + (f": {shown}{more}" if schedule else ""))
     for index, rule in enumerate(scenario.faults.stream):
         print(_describe_rule(index, rule))
+    if args.preflight:
+        check_environment(scenario)
+        sys.stdout.flush()
+        _preflight(scenario, Path(args.results), rundir.new_run_id(scenario), [])
     return 0
 
 
@@ -147,9 +170,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     run_dirs: list[Path] = []
     progress = None if args.quiet else 1.0
 
+    first_of_variant = set() if args.no_preflight else {id(scenarios[0]) for scenarios in plans.values()}
+
     async def run_one(scenario: Scenario) -> Path:
         run_dir = rundir.prepare_run_dir(results_dir, scenario)
         run_dirs.append(run_dir)
+        if id(scenario) in first_of_variant:
+            sys.stderr.write((await preflight(scenario, run_dir, run_dir.name)).describe() + "\n")
         _announce(scenario, run_dir)
         await execute(scenario, run_dir, progress_interval_s=progress)
         return run_dir
@@ -191,6 +218,53 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pairs(values: Sequence[str] | None, sep: str, flag: str) -> dict[str, str]:
+    pairs = {}
+    for item in values or ():
+        name, found, value = item.partition(sep)
+        if not found or not name.strip():
+            raise UsageError(f"{flag} {item!r} is not NAME{sep}VALUE")
+        pairs[name.strip()] = value.strip() if sep == ":" else value
+    return pairs
+
+
+def _ask(names: Sequence[str]) -> str:
+    """Which tool to test, asked at a terminal (``init`` only asks where one is attached)."""
+    for number, name in enumerate(names, 1):
+        print(f"  {number}. {name}", file=sys.stderr)
+    while True:
+        answer = input(f"Which tool should the workload call? [1-{len(names)}, default 1] ").strip() or "1"
+        if answer.isdigit() and 1 <= int(answer) <= len(names):
+            return names[int(answer) - 1]
+        if answer in names:
+            return answer
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    if output.exists() and not args.force:
+        raise UsageError(f"{output} already exists; pass -o with another file, or --force to overwrite it")
+    origin = Origin(
+        image=args.image,
+        command=args.command_line,
+        url=args.url,
+        transport=args.transport,
+        env=_pairs(args.env, "=", "--env"),
+        headers=_pairs(args.header, ":", "--header"),
+    )
+    doing = f"asking {origin.url}" if origin.url else f"starting {origin.describe()}"
+    sys.stderr.write(f"init: {doing} for its tools (no tool is called) ...\n")
+    prompt = _ask if sys.stdin.isatty() and sys.stderr.isatty() else None
+    text = _drive(init_scenario(origin, name=args.name, tool=args.tool, prompt=prompt), [])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    todos = sum(1 for line in text.splitlines() if "TODO" in line and not line.lstrip().startswith("#"))
+    print(f"wrote {output}" + (f": fill in its {todos} TODO value(s), then" if todos else "; next:"))
+    print(f"  mcp-chaos validate --preflight {output}")
+    print(f"  mcp-chaos run {output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-chaos",
@@ -209,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default="results", help="directory for run directories (default: results)")
     run.add_argument("--run-id", help="name of the run directory (default: time-scenario-random)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument(
+        "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"
+    )
     run.set_defaults(func=cmd_run)
 
     audit = sub.add_parser("audit", help="(re-)audit a run directory, complete or partial")
@@ -217,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a scenario file and print its fault schedule")
     validate.add_argument("scenario")
+    validate.add_argument(
+        "--preflight", action="store_true", help="also start the target, make one call, count its effect"
+    )
+    validate.add_argument("--results", default="results", help="where the preflight's run directory goes")
     scenario_options(validate)
     validate.set_defaults(func=cmd_validate)
 
@@ -226,8 +307,31 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--modes", default=",".join(MODES))
     rep.add_argument("--results", default="results")
     rep.add_argument("--quiet", action="store_true", help="no progress line")
+    rep.add_argument("--no-preflight", action="store_true", help="skip each variant's preflight call")
     scenario_options(rep)
     rep.set_defaults(func=cmd_reproduce)
+
+    init = sub.add_parser("init", help="start a server, list its tools and draft a scenario for it")
+    where = init.add_mutually_exclusive_group(required=True)
+    where.add_argument("--image", help="a Docker image whose server the harness starts")
+    where.add_argument(
+        "--command", dest="command_line", help='the command that starts it, e.g. "python server.py"'
+    )
+    where.add_argument(
+        "--url", help="a server already serving MCP over HTTP (its start command is left as TODO)"
+    )
+    init.add_argument("--transport", choices=["http", "stdio"], default="http")
+    init.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment for the server")
+    init.add_argument(
+        "--header", action="append", metavar="NAME:VALUE", help='e.g. "Authorization: Bearer ${TOKEN}"'
+    )
+    init.add_argument("--tool", help="the tool the workload calls (default: asked, or the likeliest)")
+    init.add_argument("--name", help="the scenario's name")
+    init.add_argument(
+        "-o", "--output", default="scenario.yaml", help="where to write it (default: scenario.yaml)"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite the output file")
+    init.set_defaults(func=cmd_init)
 
     cleanup = sub.add_parser(
         "cleanup", help="remove what a killed harness left: temporary PostgreSQL clusters, containers"

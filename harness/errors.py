@@ -9,6 +9,7 @@ successful run.
     HarnessError                  base; ``exit_code`` tells the CLI what to return
     ├── UsageError                a command line that cannot be acted on        (2)
     ├── ScenarioError             a scenario file missing, unparsable, invalid  (2)
+    │   └── PreflightError        valid, but one real call shows it does not fit the target
     ├── TargetError               the system under test could not be run        (3)
     │   ├── TargetStartError      the pod's command could not be started
     │   └── TargetNotReady        the pod never answered ``server/discover``
@@ -52,6 +53,10 @@ class ScenarioError(HarnessError):
     """The scenario file is missing, is not YAML, or fails validation."""
 
     exit_code = 2
+
+
+class PreflightError(ScenarioError):
+    """The scenario's one preflight call failed, or its effect was not counted exactly once."""
 
 
 class TargetError(HarnessError):

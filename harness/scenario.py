@@ -681,6 +681,18 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
     return f"{source}: {loc}: {msg}{more}"
 
 
+def _first_todo(node: Any, path: str = "") -> str | None:
+    """The first field whose value is a ``TODO`` that ``mcp-chaos init`` left for the user."""
+    if isinstance(node, str):
+        return (path or "(top level)") if node.startswith("TODO") else None
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        found = _first_todo(value, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def parse_scenario(
     data: Any, *, source: str = "<scenario>", scenario_dir: Path | None = None, overrides: Sequence[str] = ()
 ) -> Scenario:
@@ -692,6 +704,9 @@ def parse_scenario(
         apply_override(data, assignment)
     if scenario_dir is not None:
         data = _substitute_scenario_dir(data, str(scenario_dir))
+    todo = _first_todo({k: v for k, v in data.items() if k != "description"})
+    if todo is not None:
+        raise ScenarioError(f"{source}: {todo} still says TODO (left by mcp-chaos init): fill it in")
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

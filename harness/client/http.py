@@ -315,6 +315,17 @@ class McpHttpClient:
             self._lost(session, res)
         return res
 
+    async def request(
+        self, method: str, params: dict[str, Any], request_id: int, *, timeout: float
+    ) -> CallResult:
+        """Any other request (``tools/list`` for ``mcp-chaos init``); a 2025 session is opened first."""
+        if not self.modern and not self._handshaken:
+            failed = await self._ensure_session(timeout)
+            if failed is not None:
+                return failed
+        request = self.build_request(method, params, request_id)
+        return await self.send(request, request_id, timeout=timeout, session=self.session)
+
     async def _resume(
         self, broken: CallResult, request_id: int, session: str | None, deadline: float
     ) -> CallResult:

@@ -104,7 +104,17 @@ def test_target_that_never_gets_ready(tmp_path: Path) -> None:
         "import time; print('warming up', flush=True); time.sleep(60)",
     ]
     data["target"]["ready_timeout_s"] = 1.5
-    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"), "--run-id", "x")
+    # Without the preflight, which would meet the same target first: the run's own record is tested.
+    run = (
+        "run",
+        str(write(tmp_path, data)),
+        "--results",
+        str(tmp_path / "r"),
+        "--run-id",
+        "x",
+        "--no-preflight",
+    )
+    proc = mcp_chaos(*run)
     assert proc.returncode == 3
     lines = proc.stderr.splitlines()
     error = next(i for i, line in enumerate(lines) if line.startswith("mcp-chaos: error:"))
@@ -230,8 +240,9 @@ def test_validate_shows_stream_rules() -> None:
 def test_the_report_says_why_intents_were_rejected(tmp_path: Path) -> None:
     data = invoice_scenario(intents=6, concurrency=2)
     data["workload"]["arguments"]["amount_cents"] = {"random_int": [-9, -1]}
-    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"), "--run-id", "no")
-    assert proc.returncode == 0, proc.stderr
+    path = str(write(tmp_path, data))
+    proc = mcp_chaos("run", path, "--results", str(tmp_path / "r"), "--run-id", "no", "--no-preflight")
+    assert proc.returncode == 0, proc.stderr  # (the preflight would refuse this run: it is the point)
     assert "most common error: 6× tool_error invalid_amount:" in proc.stdout
     assert "amount_cents must be positive" in proc.stdout
     report = (tmp_path / "r" / "no" / "report.md").read_text()

@@ -173,7 +173,7 @@ def test_garbage_from_an_effects_command_is_an_audit_error(run: Run, output: str
 def test_auditing_a_run_that_failed_says_why_it_failed(tmp_path: Path) -> None:
     data = hostile("json404")
     data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl"}}}
-    proc, _ = cli(tmp_path, data, "run")
+    proc, _ = cli(tmp_path, data, "run", "--no-preflight")
     assert proc.returncode == 3
     (run_dir,) = (tmp_path / "r").iterdir()
     audit = subprocess.run(

@@ -1,0 +1,145 @@
+"""``mcp-chaos init``: from an image, a command or a URL to a scenario that needs only its TODOs.
+
+``connect`` starts the server and learns what it offers (no tool is called),
+``draft`` decides tool, arguments, marker, key and effect source (pure), and
+``render`` writes the commented YAML.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.errors import UsageError
+from harness.init.connect import learn
+from harness.init.draft import Classified, choose_key, choose_source, classify, draft_arguments, leaves
+from harness.init.render import render
+from harness.scenario import TargetSpec
+
+URL_TARGET_TODO = "TODO: the command that starts this server on 127.0.0.1:$PORT"
+
+
+@dataclass(slots=True)
+class Origin:
+    """Where the server comes from, as the command line gave it."""
+
+    image: str | None = None
+    command: str | None = None
+    url: str | None = None
+    transport: str = "http"
+    env: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def target(self) -> dict[str, Any]:
+        """The scenario's ``target`` section."""
+        spec: dict[str, Any] = {}
+        if self.image is not None:
+            spec["image"] = self.image
+        elif self.command is not None:
+            try:
+                spec["command"] = shlex.split(self.command)
+            except ValueError as exc:
+                raise UsageError(f"--command {self.command!r} is not a command line: {exc}") from None
+            if not spec["command"]:
+                raise UsageError("--command is empty: give the command that starts the server")
+        else:
+            spec["command"] = [URL_TARGET_TODO]
+        if self.transport != "http":
+            spec["transport"] = self.transport
+        if self.env:
+            spec["env"] = dict(self.env)
+        if self.headers:
+            spec["headers"] = dict(self.headers)
+        return spec
+
+    def describe(self) -> str:
+        return (
+            f"image {self.image}"
+            if self.image
+            else f"command {self.command!r}"
+            if self.command
+            else f"{self.url}"
+        )
+
+    def default_name(self) -> str:
+        if self.image:
+            base = self.image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+        elif self.command:
+            words = shlex.split(self.command)
+            script = next(
+                (w for w in reversed(words) if "/" in w or w.endswith((".py", ".js", ".ts"))), words[-1]
+            )
+            path = Path(script)
+            base = path.parent.name if path.stem in ("server", "main", "index", "app") else path.stem
+        else:
+            base = "server"
+        cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in base).strip("-._")
+        return (cleaned or "server")[:50] + "-chaos"
+
+
+def _pick(
+    candidates: Sequence[Classified],
+    tools: Mapping[str, Mapping[str, Any]],
+    asked: str | None,
+    prompt: Callable[[Sequence[str]], str] | None,
+) -> str:
+    if asked is not None:
+        if asked not in tools:
+            raise UsageError(f"--tool {asked!r} is not one of the server's tools: {', '.join(tools)}")
+        return asked
+    if not candidates:
+        raise UsageError(
+            f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}); "
+            "name the one to test with --tool"
+        )
+    ranked = sorted(
+        candidates,
+        key=lambda c: choose_key(list(leaves(tools[c.name].get("inputSchema") or {}))) is None,
+    )
+    names = [c.name for c in ranked]
+    if prompt is not None and len(names) > 1:
+        return prompt(names)
+    return names[0]
+
+
+async def init_scenario(
+    origin: Origin,
+    *,
+    name: str | None = None,
+    tool: str | None = None,
+    ready_timeout_s: float = 30.0,
+    prompt: Callable[[Sequence[str]], str] | None = None,
+) -> str:
+    """The drafted scenario's text. ``prompt`` (terminal only) picks among several candidate tools."""
+    target = origin.target()
+    try:
+        # Reached at a URL, the server is not started: the spec only carries the headers.
+        spec = TargetSpec.model_validate(
+            {"command": ["-"], "headers": origin.headers} if origin.url else target
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"the server's options make no valid target ({where}: {first['msg']})") from None
+    facts = await learn(spec, url=origin.url, ready_timeout_s=ready_timeout_s)
+    tools = {str(t["name"]): t for t in facts.tools}
+    classified = [classify(t) for t in facts.tools]
+    chosen = _pick([c for c in classified if c.changes_state], tools, tool, prompt)
+    draft = draft_arguments(tools[chosen].get("inputSchema") or {})
+    source = choose_source([(s.url, s.tables) for s in facts.stores], facts.jsonl_paths, draft.marker)
+    return render(
+        name=name or origin.default_name(),
+        origin=origin.describe(),
+        protocol=facts.protocol,
+        target=target,
+        tools=classified,
+        tool=chosen,
+        draft=draft,
+        source=source,
+        uses_postgres=facts.uses_postgres,
+    )

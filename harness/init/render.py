@@ -1,0 +1,117 @@
+"""The drafted scenario as a commented YAML file a person edits.
+
+Sections are dumped with PyYAML and joined with comments that say where each
+value came from and what is left to do; ``TODO`` marks what only the user can
+know, and a scenario that still holds one does not validate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from harness.init.draft import Classified, Draft, Source
+
+
+def _section(name: str, value: Any) -> str:
+    return yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _comment(lines: Sequence[str]) -> str:
+    wrapped = [part for line in lines for part in (textwrap.wrap(line, 96, subsequent_indent="  ") or [""])]
+    return "".join(f"# {line}\n" if line else "#\n" for line in wrapped)
+
+
+def render(
+    *,
+    name: str,
+    origin: str,
+    protocol: str,
+    target: Mapping[str, Any],
+    tools: Sequence[Classified],
+    tool: str,
+    draft: Draft,
+    source: Source,
+    uses_postgres: bool,
+) -> str:
+    changing = [t for t in tools if t.changes_state]
+    reading = [t for t in tools if not t.changes_state]
+    head = [
+        f"Drafted by `mcp-chaos init` on {dt.date.today().isoformat()} from {origin} (it spoke {protocol}).",
+        "Fill in every TODO, then: mcp-chaos validate --preflight THIS_FILE, then: mcp-chaos run THIS_FILE",
+        "",
+        "Tools that change state (the workload calls one; switch with workload.tool):",
+        *[f"  {t.name}: {t.why}" for t in changing],
+        "Read-only tools (never the workload's):" if reading else "No read-only tools.",
+        *[f"  {t.name}: {t.why}" for t in reading],
+    ]
+    where = draft.marker.shown() if draft.marker else "nowhere yet"
+    key = (
+        f"the intent's idempotency key goes in {draft.key.shown()}"
+        if draft.key
+        else "no argument takes a key"
+    )
+    workload = {
+        "intents": 2000,
+        "concurrency": 8,
+        "tool": tool,
+        "arguments": draft.arguments,
+    }
+    parts = [
+        _comment(head),
+        _section("name", name),
+        "seed: 1\n",
+        _comment(["How the harness starts the server: it picks the port and passes it in $PORT."]),
+        _section("target", dict(target)),
+    ]
+    if uses_postgres:
+        parts += [
+            _comment(["A throwaway PostgreSQL for the run; {postgres_url} points at it."]),
+            _section("services", {"postgres": {}}),
+        ]
+    parts += [
+        _comment(
+            [
+                f"Arguments drafted from {tool}'s inputSchema. The marker ({where}) is how the audit "
+                f"finds each intent's effects; {key}.",
+                *draft.notes,
+            ]
+        ),
+        _section("workload", workload),
+        _comment(
+            [
+                "Every attempt that breaks is retried with a new request id and the same key, backing off",
+                "while the server restarts (as an agent's client would).",
+            ]
+        ),
+        _section(
+            "client",
+            {
+                "attempt_timeout_s": 10,
+                "max_attempts": 30,
+                "backoff": {"initial_s": 0.05, "max_s": 1.0, "multiplier": 2, "jitter": "full"},
+                "key_reuse": "same",
+            },
+        ),
+        _comment(
+            [
+                "Four SIGKILLs of the server, spread over the workload; it is started again after each.",
+                "A report that says INCONCLUSIVE (a kill never came): raise workload.intents.",
+            ]
+        ),
+        _section("faults", {"kill": {"count": 4, "min_uptime_s": 0.2}}),
+        _comment(
+            [
+                f"How the audit counts effects per marker ({source.why}).",
+                *([f"TODO: {source.todo}"] if source.todo else []),
+            ]
+        ),
+        _section("audit", {"effects": source.section}),
+        _comment(["Exit 1 on any duplicate: what CI gates on."]),
+        _section("gate", {"max_duplicates": 0}),
+    ]
+    return "".join(parts)

@@ -1,0 +1,113 @@
+"""Preflight: one real call before a run, proving the audit sees exactly one effect for it.
+
+A scenario that gets the tool's arguments, the marker's field or the effect
+query wrong costs a whole run and then reports every intent as lost. The
+preflight runs the scenario itself, cut to one intent without faults, into a
+small run directory of its own (``<run-id>.preflight/`` inside the run's, kept
+as evidence), and audits it: the call must succeed and the effect source must
+count exactly one effect under its marker. Anything else fails in seconds with
+what was seen. It is a real call with a real effect; its marker carries a
+namespace of its own, so it never mixes with the run's intents.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import rundir
+from harness.audit.effects import count_effects
+from harness.errors import AuditError, PreflightError
+from harness.history import EventType, Outcome, excerpt, read_history
+from harness.runner import audit_and_report, execute
+from harness.scenario import Scenario
+
+SUFFIX = ".preflight"
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """A preflight that passed: what it called and how long it took."""
+
+    tool: str
+    marker: str
+    source: str
+    run_dir: Path
+    seconds: float
+
+    def describe(self) -> str:
+        return (
+            f"preflight: 1 call of {self.tool}, 1 effect under its marker ({self.source}), "
+            f"{self.seconds:.1f}s; kept in {self.run_dir}"
+        )
+
+
+def preflight_scenario(scenario: Scenario) -> Scenario:
+    """The scenario cut to one intent, one worker, no faults and no gate."""
+    data = scenario.model_dump(mode="json")
+    data["workload"].update(intents=1, concurrency=1)
+    data["client"]["max_attempts"] = min(3, data["client"]["max_attempts"])
+    data["faults"] = {}
+    data["gate"] = {}
+    return Scenario.model_validate(data)
+
+
+def source_name(scenario: Scenario) -> str:
+    effects = scenario.audit.effects
+    return next(
+        f"audit.effects.{n}" for n in ("sql", "sink", "tool", "command", "jsonl") if getattr(effects, n)
+    )
+
+
+async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
+    """Run the preflight into ``<parent>/<run_id>.preflight``; PreflightError says what went wrong.
+
+    ``run`` puts it inside the run's directory; ``validate --preflight`` under ``--results``.
+    """
+    started = time.monotonic()
+    single = preflight_scenario(scenario)
+    pf_dir = rundir.prepare_run_dir(parent, single, f"{run_id}{SUFFIX}")
+    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None)
+    source = source_name(scenario)
+    tool = scenario.workload.tool
+    attempts = [e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.ATTEMPT_ENDED]
+    started_events = [
+        e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.INTENT_STARTED
+    ]
+    marker = str(started_events[0]["marker"]) if started_events else "?"
+    if not any(a["outcome"] == Outcome.OK for a in attempts):
+        last = attempts[-1] if attempts else {}
+        said = f": {excerpt(str(last['message']), 200)}" if last.get("message") else ""
+        what = f"{last.get('outcome', 'no answer')} ({last.get('detail', '')})" if last else "no answer"
+        raise PreflightError(
+            f"preflight: the call of {tool} did not succeed: {what}{said} "
+            f"(check workload.tool and workload.arguments; the preflight run is in {pf_dir})"
+        )
+    try:
+        audit_and_report(pf_dir)  # its report.md is the evidence a person reads
+        counts: Counter[str] = count_effects(single.audit.effects, pf_dir)
+    except AuditError as exc:
+        raise PreflightError(f"preflight: {tool} answered OK, but {source} failed: {exc.message}") from None
+    found = counts.get(marker, 0)
+    if found == 1:
+        return Preflight(tool, marker, source, pf_dir, time.monotonic() - started)
+    if found == 0:
+        others = sorted(m for m in counts if counts[m])
+        seen = (
+            f"it counted effects only under other markers ({len(others)}, "
+            f"e.g. {excerpt(repr(others[0]), 60)})"
+            if others
+            else "it counted no effects at all"
+        )
+        raise PreflightError(
+            f"preflight: {tool} answered OK, but {source} found 0 effects for the preflight marker "
+            f"{marker!r}; {seen}: check the query (or path, or field) and that the argument holding "
+            "{marker} is what the store keeps"
+        )
+    raise PreflightError(
+        f"preflight: one call of {tool} made {found} effects under marker {marker!r} by {source}; "
+        "it must count one effect per call (group by the marker, count rows of the business table)"
+    )

@@ -1,0 +1,157 @@
+"""Preflight: one real call against the real reference target, and its effect counted exactly once.
+
+Each scenario below is valid, and each is wrong about the target in a way that a
+full run would only show as 2,700 lost intents; the preflight must say so in
+one line within seconds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+
+def validate_preflight(
+    tmp_path: Path, data: dict[str, Any]
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "validate",
+            "--preflight",
+            str(path),
+            "--results",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return proc, time.monotonic() - started
+
+
+def error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("mcp-chaos: error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def with_query(query: str) -> dict[str, Any]:
+    data = invoice_scenario(intents=100)
+    data["audit"]["effects"]["sql"]["query"] = query
+    return data
+
+
+def test_a_scenario_that_fits_passes_and_keeps_its_evidence(tmp_path: Path) -> None:
+    proc, took = validate_preflight(tmp_path, invoice_scenario(intents=100))
+    assert proc.returncode == 0, proc.stderr
+    assert "preflight: 1 call of create_invoice, 1 effect under its marker (audit.effects.sql)" in proc.stderr
+    (kept,) = (tmp_path / "r").iterdir()
+    assert kept.name.endswith(".preflight")
+    assert (kept / "report.md").is_file()
+    assert took < 30
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            with_query(
+                "SELECT customer_id AS marker, COUNT(*) AS effects FROM invoices GROUP BY customer_id"
+            ),
+            "found 0 effects for the preflight marker",
+        ),
+        (
+            with_query("SELECT memo AS marker FROM no_such_table"),
+            "create_invoice answered OK, but audit.effects.sql failed: audit query failed",
+        ),
+        (
+            with_query("SELECT memo AS marker FROM invoices UNION ALL SELECT memo FROM invoices"),
+            "one call of create_invoice made 2 effects under marker",
+        ),
+    ],
+    ids=["wrong-column", "query-fails", "counts-twice"],
+)
+def test_a_query_that_does_not_count_one_effect_per_call(
+    tmp_path: Path, data: dict[str, Any], message: str
+) -> None:
+    proc, took = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    assert message in error_line(proc)
+    assert took < 30
+
+
+def test_a_marker_in_an_argument_the_store_does_not_keep(tmp_path: Path) -> None:
+    data = invoice_scenario(intents=100)
+    data["workload"]["arguments"].update(customer_id="{marker}", memo="fixed memo")
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "found 0 effects for the preflight marker" in line
+    assert "it counted effects only under other markers (1, e.g. 'fixed memo')" in line
+
+
+def test_a_tool_that_rejects_the_arguments(tmp_path: Path) -> None:
+    data = invoice_scenario(intents=100)
+    data["workload"]["arguments"]["amount_cents"] = "a lot"
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "preflight: the call of create_invoice did not succeed: tool_error" in line
+    assert "check workload.tool and workload.arguments" in line
+
+
+def test_a_server_that_needs_a_token(tmp_path: Path) -> None:
+    proc, took = validate_preflight(
+        tmp_path, invoice_scenario(intents=100, env={"INVOICES_BEARER_TOKEN": "t0k"})
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "target.headers" in error_line(proc)
+    assert took < 30
+
+
+def test_a_run_starts_with_its_preflight_unless_told_not_to(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(invoice_scenario(intents=5)))
+    argv = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        str(path),
+        "--results",
+        str(tmp_path / "r"),
+        "--quiet",
+    ]
+    first = subprocess.run(
+        [*argv, "--run-id", "with"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "r" / "with" / "with.preflight" / "history.jsonl").is_file()
+    assert "exactly_once |       5 |" in first.stdout  # the preflight's effect is not the run's
+    second = subprocess.run(
+        [*argv, "--run-id", "without", "--no-preflight"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    assert not (tmp_path / "r" / "without" / "without.preflight").exists()
+    assert "preflight" not in second.stderr
