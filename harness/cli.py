@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Coroutine, Sequence
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 
 from harness import rundir
 from harness._version import __version__
+from harness.contract import CHECKS, CheckResult, CheckVerdict, run_contract, select
+from harness.contract.report import CONTRACT_MD, as_json, junit, render_table, summary_line, write_reports
 from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.schedule import build_schedule
 from harness.init import Origin, init_scenario
@@ -265,6 +268,38 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ids(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def cmd_contract(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario, _overrides(args))
+    check_environment(scenario)
+    ids = select(_ids(args.only), _ids(args.skip))
+    if not ids:
+        raise UsageError("--only and --skip leave no check to run")
+    run_dir = rundir.prepare_run_dir(
+        Path(args.results), scenario, args.run_id or f"{rundir.new_run_id(scenario)}-contract"
+    )
+    sys.stderr.write(f"contract {run_dir.name}: {len(ids)} checks of {scenario.workload.tool}\n")
+
+    def progress(result: CheckResult, seconds: float) -> None:
+        sys.stderr.write(f"  {result.id}: {result.verdict.value} ({seconds:.1f}s)\n")
+
+    started = time.monotonic()
+    results = _drive(run_contract(scenario, run_dir, ids, on_result=progress), [])
+    seconds = time.monotonic() - started
+    write_reports(run_dir, results, scenario=scenario.name, seconds=seconds)
+    if args.junit:
+        Path(args.junit).write_text(junit(results, scenario=scenario.name, seconds=seconds), encoding="utf-8")
+    if args.json:
+        payload = as_json(results, scenario=scenario.name, seconds=seconds)
+        Path(args.json).write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    print(render_table(results))
+    print(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
+    return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-chaos",
@@ -310,6 +345,19 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-preflight", action="store_true", help="skip each variant's preflight call")
     scenario_options(rep)
     rep.set_defaults(func=cmd_reproduce)
+
+    contract = sub.add_parser("contract", help="check the promises of a retry-safe tool (no chaos needed)")
+    contract.add_argument("scenario", help="scenario YAML file: its target, tool and argument template")
+    contract.add_argument("--only", metavar="ID,...", help=f"run only these checks ({', '.join(CHECKS)})")
+    contract.add_argument("--skip", metavar="ID,...", help="skip these checks")
+    contract.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one test case per check)")
+    contract.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    contract.add_argument(
+        "--results", default="results", help="directory for run directories (default: results)"
+    )
+    contract.add_argument("--run-id", help="name of the run directory")
+    scenario_options(contract)
+    contract.set_defaults(func=cmd_contract)
 
     init = sub.add_parser("init", help="start a server, list its tools and draft a scenario for it")
     where = init.add_mutually_exclusive_group(required=True)

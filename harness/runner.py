@@ -32,24 +32,20 @@ from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
 from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
-from harness.client.stdio import StdioClient
 from harness.driver import Driver
 from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.final_read import final_read
-from harness.history import EventType, HistoryWriter, Redactor, RunStatus, excerpt
+from harness.history import EventType, HistoryWriter, RunStatus, excerpt
 from harness.loopback import free_port
-from harness.pods.factory import make_pod, require_env_refs, secret_values, target_headers
-from harness.pods.ready import HttpReady, StdioReady
-from harness.pods.supervisor import Supervisor
+from harness.pods.factory import require_env_refs
 from harness.report.files import write_audit
 from harness.report.live import LiveStatus, Snapshot
 from harness.scenario import Scenario
-from harness.services import Postgres
-from harness.sink import EffectSink
 from harness.template import TemplateError
+from harness.wiring import TargetWiring
 from harness.workload import Workload
 
 T = TypeVar("T")
@@ -153,42 +149,12 @@ class _Run:
         self.namespace = namespace
         self.status = RunStatus.FAILED
         self.reason: str | None = None
-        target = scenario.target
-        try:
-            # ${VAR} of the target's env and headers (expanded now) and passwords in URLs: hidden
-            # from everything written.
-            self.headers = target_headers(target)
-            self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
-            # Every port is chosen now, so every placeholder is known before anything starts.
-            self.port = free_port()
-            self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
-            urls: dict[str, str] = {}
-            pg = scenario.services.postgres
-            self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
-            if self.postgres is not None:
-                urls["postgres_url"] = self.postgres.url
-            sink = scenario.audit.effects.sink
-            self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
-            if self.sink is not None:
-                urls["sink_url"] = self.sink.url
-            pod = make_pod(target, run_dir, port=self.port, name="pod-0", urls=urls)
-        except TemplateError as exc:
-            raise ScenarioError(str(exc)) from None
+        # ${VAR} of the target's env and headers (expanded now) and passwords in URLs: hidden
+        # from everything written.
+        self.wiring = TargetWiring(scenario, run_dir)
+        self.redactor = self.wiring.redactor
         self.history = HistoryWriter(run_dir / rundir.HISTORY, redactor=self.redactor)
-        self.ready_check: HttpReady | StdioReady = (
-            StdioReady(history=self.history, key_meta=scenario.client.key_meta)
-            if target.transport == "stdio"
-            else HttpReady(self.pod_url, protocol=scenario.client.protocol, headers=self.headers)
-        )
-        self.supervisor = Supervisor(
-            pod,
-            self.ready_check,
-            self.history,
-            ready_timeout_s=target.ready_timeout_s,
-            restart_delay_s=target.restart_delay_s,
-            max_restarts=target.max_restarts,
-            stop_timeout_s=target.stop_timeout_s,
-        )
+        self.supervisor = self.wiring.supervise(self.history)
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
         self.injector = Injector(
@@ -204,7 +170,7 @@ class _Run:
             None
             if self.proxy_port is None
             else FaultProxy(
-                self.port,
+                self.wiring.port,
                 scenario.faults.stream,
                 seed=scenario.seed,
                 history=self.history,
@@ -241,46 +207,18 @@ class _Run:
         return self.status
 
     def _clients(self) -> list[McpClient]:
-        """The driver's clients, in the protocol the pod answered in."""
-        policy = self.scenario.client
-        if isinstance(self.ready_check, StdioReady):
-            ready = self.ready_check
-            return [StdioClient(lambda: ready.channel)]
-        protocol = self.ready_check.protocol
-        port = self.port if self.proxy_port is None else self.proxy_port
+        """The driver's clients, in the protocol the pod answered in (through the proxy, if any)."""
         count = 1
-        if policy.sessions == "per_worker" and protocol != MODERN:
+        if self.scenario.client.sessions == "per_worker" and self.wiring.protocol != MODERN:
             count = self.scenario.workload.concurrency
-        return [
-            McpHttpClient(
-                f"http://127.0.0.1:{port}{self.scenario.target.path}",
-                protocol=protocol,
-                headers=self.headers,
-                key_meta=policy.key_meta,
-                key_header=policy.key_header,
-                resume=policy.resume,
-                history=self.history,
-                name="shared" if count == 1 else f"worker-{i}",
-            )
-            for i in range(count)
-        ]
+        return self.wiring.clients(port=self.proxy_port, count=count)
 
     async def _start_and_drive(self, stack: contextlib.AsyncExitStack, live: LiveStatus | None) -> None:
-        if self.postgres is not None:
-            stack.push_async_callback(self._stop_postgres)
-            await self.postgres.start()
-            self.history.emit(
-                EventType.SERVICE_STARTED, service="postgres", pid=self.postgres.pid, url=self.postgres.url
-            )
-        if self.sink is not None:
-            stack.push_async_callback(self.sink.close)
-            await self.sink.start()
+        await self.wiring.start_services(stack)
         if self.proxy is not None:
             stack.push_async_callback(self.proxy.close)
             await self.proxy.start(self.proxy_port)
-        stack.push_async_callback(self._stop_pod)  # before start: a pod that never got ready is stopped too
-        await self.supervisor.start()
-        self._supervise = asyncio.create_task(self.supervisor.supervise())
+        self._supervise = await self.wiring.start_pod(stack)
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
 
@@ -383,25 +321,13 @@ class _Run:
                 markers = await final_read(
                     self.scenario.audit.effects,
                     self.run_dir,
-                    pod_url=self.pod_url,
-                    protocol=self.supervisor.protocol or MODERN,
-                    headers=self.headers,
-                    postgres_url=self.postgres.url if self.postgres else None,
+                    pod_url=self.wiring.pod_url,
+                    protocol=self.wiring.protocol,
+                    headers=self.wiring.headers,
+                    postgres_url=self.wiring.postgres.url if self.wiring.postgres else None,
                     namespace=self.namespace,
                 )
             self.history.emit(EventType.EFFECTS_COLLECTED, markers=markers)
         except (HarnessError, TimeoutError, OSError) as exc:
             reason = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
             self.history.emit(EventType.EFFECTS_COLLECTED, markers=None, error=reason)
-
-    async def _stop_pod(self) -> None:
-        await self.supervisor.stop()
-        if self._supervise is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._supervise
-
-    async def _stop_postgres(self) -> None:
-        assert self.postgres is not None
-        await self.postgres.stop()
-        if self.postgres.pid is not None:
-            self.history.emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)

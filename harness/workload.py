@@ -33,10 +33,11 @@ class Intent:
 class Workload:
     """The intents of a scenario, and the arguments each attempt of an intent sends."""
 
-    def __init__(self, scenario: Scenario, namespace: str) -> None:
+    def __init__(self, scenario: Scenario, namespace: str, *, size: int | None = None) -> None:
+        """``size`` overrides the scenario's intent count (the contract checks draw as many as they need)."""
         self.scenario = scenario
         self.namespace = namespace
-        self.size = scenario.workload.intents
+        self.size = scenario.workload.intents if size is None else size
         self.tool = scenario.workload.tool
         self._template = scenario.workload.template
         self._seed = scenario.seed

@@ -145,6 +145,18 @@ IMAGE = "mcp-chaos/invoices:dev"
 TS_IMAGE = "mcp-chaos/invoices-ts:dev"
 
 
+def source_hash(image: str) -> str:
+    """What targets/images/build.sh labels an image with: a hash of the sources it was built from."""
+    import hashlib
+
+    if image == TS_IMAGE:
+        files = [TS_DIR / "server.mjs", TS_DIR / "package-lock.json", TS_DIR / "Dockerfile"]
+    else:
+        target = ROOT / "targets" / image.split("/", 1)[1].split(":", 1)[0]
+        files = [*sorted(target.glob("*.py")), target / "Dockerfile"]
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+
+
 def reference_image(name: str) -> str:
     """A reference image on a live Docker engine: built if missing, skipped where no engine runs."""
     import docker
@@ -157,7 +169,8 @@ def reference_image(name: str) -> str:
     except TargetStartError as exc:
         pytest.skip(exc.message)
     try:
-        client.images.get(name)
+        if client.images.get(name).labels.get("mcp-chaos.source") != source_hash(name):
+            raise docker.errors.ImageNotFound("built from other sources")  # stale: build it again
     except docker.errors.ImageNotFound:
         subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
         try:

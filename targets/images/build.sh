@@ -37,9 +37,11 @@ for target in invoices noop; do
     mkdir -p "$ctx"
     cp -r "$WORK/wheels" "$ctx/wheels"
     cp targets/"$target"/*.py "targets/$target/Dockerfile" "$ctx/"
+    # What the image was built from, so tests can tell a stale image (tests/conftest.py: source_hash).
+    source="$(cat targets/"$target"/*.py targets/"$target"/Dockerfile | sha256sum | cut -c1-16)"
     echo "building mcp-chaos/$target:$TAG on $BASE"
     docker build --quiet --network none --build-arg BASE="$BASE" --label mcp-chaos.image=1 \
-        -t "mcp-chaos/$target:$TAG" "$ctx" >/dev/null
+        --label mcp-chaos.source="$source" -t "mcp-chaos/$target:$TAG" "$ctx" >/dev/null
 done
 echo "built mcp-chaos/invoices:$TAG and mcp-chaos/noop:$TAG"
 
@@ -55,8 +57,10 @@ if command -v npm >/dev/null; then
     TS_BASE="$BASE"
     if [ "$BASE" != "mcp-chaos-base:bookworm" ]; then TS_BASE="node:20-bookworm-slim"; fi
     echo "building mcp-chaos/invoices-ts:$TAG on $TS_BASE"
+    source="$(cat targets/invoices-ts/server.mjs targets/invoices-ts/package-lock.json \
+        targets/invoices-ts/Dockerfile | sha256sum | cut -c1-16)"
     docker build --quiet --network none --build-arg BASE="$TS_BASE" --label mcp-chaos.image=1 \
-        -t "mcp-chaos/invoices-ts:$TAG" "$ctx" >/dev/null
+        --label mcp-chaos.source="$source" -t "mcp-chaos/invoices-ts:$TAG" "$ctx" >/dev/null
     echo "built mcp-chaos/invoices-ts:$TAG"
 else
     echo "no npm here: mcp-chaos/invoices-ts:$TAG not built (it needs Node.js and npm on the host)" >&2

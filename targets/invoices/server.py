@@ -51,6 +51,15 @@ INVOICES_FAILPOINT              POINT@N: SIGKILL this process the N-th time (1-b
                                 counted per store) a call reaches POINT, one of
                                 before_business_commit, after_business_commit,
                                 after_key_record, before_response
+INVOICES_FLAW                   one contract bug on top of keyed or atomic, for the contract checks
+                                to find: payload_dedup (a payload seen before is a replay, whatever
+                                its key), rerender (a replay is rendered again, with a new
+                                timestamp), exists_error (a replay is an "already exists" error),
+                                memory_keys (atomic, but the keys live in this process's memory),
+                                apologize (answers success and does nothing), sloppy_errors
+                                (errors as bare text, no code or recovery)
+INVOICES_ANNOTATIONS            what create_invoice declares of itself: idempotent (idempotentHint:
+                                true) or readonly (readOnlyHint: true, a lie); default none
 """
 
 from __future__ import annotations
@@ -70,10 +79,11 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventMessage, EventStore
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from stores import open_store
 
 MODES = ("naive", "keyed", "atomic")
+FLAWS = ("payload_dedup", "rerender", "exists_error", "memory_keys", "apologize", "sloppy_errors")
 FAILPOINTS = ("before_business_commit", "after_business_commit", "after_key_record", "before_response")
 
 
@@ -99,6 +109,8 @@ class Config:
     post_commit_s: float
     jitter: float
     failpoint: tuple[str, int] | None
+    flaw: str | None
+    annotations: str | None
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Config:
@@ -150,6 +162,14 @@ class Config:
                     f"INVOICES_FAILPOINT={raw!r}; use POINT@N with POINT in {', '.join(FAILPOINTS)}"
                 )
             failpoint = (point, int(nth))
+        flaw = env.get("INVOICES_FLAW") or None
+        if flaw is not None and (flaw not in FLAWS or mode == "naive"):
+            raise ConfigError(
+                f"INVOICES_FLAW={flaw!r}; choose one of {', '.join(FLAWS)}, with mode keyed or atomic"
+            )
+        annotations = env.get("INVOICES_ANNOTATIONS") or None
+        if annotations not in (None, "idempotent", "readonly"):
+            raise ConfigError(f"INVOICES_ANNOTATIONS={annotations!r}; choose idempotent or readonly")
         return cls(
             host=host,
             port=port,
@@ -167,6 +187,8 @@ class Config:
             post_commit_s=number("INVOICES_POST_COMMIT_MS", "0"),
             jitter=jitter,
             failpoint=failpoint,
+            flaw=flaw,
+            annotations=annotations,
         )
 
 
@@ -209,6 +231,33 @@ def build_server(config: Config) -> MCPServer[Any]:
                 os._exit(137)
             os.kill(os.getpid(), signal.SIGKILL)
 
+    memory_keys: dict[str, tuple[str, str]] = {}  # flaw memory_keys: key -> (request hash, response)
+
+    def refuse(code: str, message: str, **contract: Any) -> CallToolResult:
+        if config.flaw == "sloppy_errors":
+            return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
+        return error_result(code, message, **contract)
+
+    def find(idempotency_key: str, request_hash: str) -> tuple[str, str] | None:
+        """A recorded call: by key, or with the flaws, by payload or from this process's memory."""
+        found: tuple[str, str] | None
+        if config.flaw == "payload_dedup":
+            found = store.find_hash(request_hash)
+        elif config.flaw == "memory_keys":
+            found = memory_keys.get(idempotency_key)
+        else:
+            found = store.find_key(idempotency_key)
+        return found
+
+    def replay(found: tuple[str, str], now: str) -> CallToolResult:
+        if config.flaw == "exists_error":
+            return refuse(
+                "already_exists", "an invoice with this key already exists", retryable=False, recovery="None."
+            )
+        if config.flaw == "rerender":
+            return stored_result(json.dumps({**json.loads(found[1]), "created_at": now}))
+        return stored_result(found[1])
+
     def key_of(ctx: Context, argument: str | None) -> str | None:
         """The intent's key from where this server is configured to take it."""
         if config.key_from == "meta":
@@ -249,17 +298,25 @@ def build_server(config: Config) -> MCPServer[Any]:
             structured_content={"effects": effects},
         )
 
+    declared = {
+        "idempotent": ToolAnnotations(idempotent_hint=True, read_only_hint=False),
+        "readonly": ToolAnnotations(read_only_hint=True),
+    }.get(config.annotations or "")
+
     @server.tool(
+        annotations=declared,
         description=(
             "Creates an invoice. Pass an idempotency_key that is unique per business intent; "
             "a retry with the same key returns the first invoice instead of creating a new one."
-        )
+        ),
     )
     async def create_invoice(
         customer_id: str, amount_cents: int, memo: str, ctx: Context, idempotency_key: str | None = None
     ) -> CallToolResult:
+        if config.flaw == "apologize":
+            return CallToolResult(content=[TextContent(type="text", text="Sorry, something went wrong.")])
         if amount_cents <= 0:
-            return error_result(
+            return refuse(
                 "invalid_amount",
                 "amount_cents must be positive",
                 retryable=False,
@@ -272,25 +329,25 @@ def build_server(config: Config) -> MCPServer[Any]:
         now = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
         if config.mode != "naive":
             if not idempotency_key:
-                return error_result(
+                return refuse(
                     "idempotency_key_required",
                     "create_invoice needs an idempotency_key",
                     retryable=False,
                     recovery="Generate a unique key for this invoice and call again with it.",
                 )
-            found = store.find_key(idempotency_key)
+            found = find(idempotency_key, request_hash)
             if found is not None:
                 if found[0] != request_hash:
-                    return error_result(
+                    return refuse(
                         "idempotency_key_reused",
                         "this idempotency_key was used for a different invoice",
                         retryable=False,
                         recovery="Use a new key for a new invoice; reuse a key only to retry the same one.",
                     )
-                return stored_result(found[1])
+                return replay(found, now)
             if config.mode == "atomic":
                 if idempotency_key in in_flight:
-                    return error_result(
+                    return refuse(
                         "idempotency_key_in_use",
                         "another call with this idempotency_key is still in progress",
                         retryable=True,
@@ -318,7 +375,7 @@ def build_server(config: Config) -> MCPServer[Any]:
         """The work and the commit(s), after the key checks."""
         await work(config.pre_commit_s, ctx, 1)
         failpoint("before_business_commit")
-        if config.mode == "atomic":
+        if config.mode == "atomic" and config.flaw != "memory_keys":
             assert idempotency_key is not None
             response, created = store.create_invoice_with_key(
                 idempotency_key, request_hash, customer_id, amount_cents, memo, now
@@ -333,7 +390,10 @@ def build_server(config: Config) -> MCPServer[Any]:
             failpoint("after_business_commit")
             await notify_downstream(response)
             await work(config.between_commits_s, ctx, 2)
-            if config.mode == "keyed":
+            if config.flaw == "memory_keys":
+                assert idempotency_key is not None
+                memory_keys[idempotency_key] = (request_hash, response)
+            elif config.mode != "naive":
                 assert idempotency_key is not None
                 store.record_key(idempotency_key, request_hash, response, now)
             failpoint("after_key_record")

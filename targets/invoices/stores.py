@@ -108,6 +108,14 @@ class Store:
         ).fetchone()
         return None if row is None else (str(row[0]), str(row[1]))
 
+    def find_hash(self, request_hash: str) -> tuple[str, str] | None:
+        """The flaw payload_dedup: a recorded call with the same payload, whatever its key."""
+        row = self._execute(
+            self._q("SELECT request_hash, response FROM idempotency_keys WHERE request_hash = ? LIMIT 1"),
+            (request_hash,),
+        ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
     def _insert_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
         invoice_id = self._insert_returning_id(
             self._q("INSERT INTO invoices (customer_id, amount_cents, memo, created_at) VALUES (?, ?, ?, ?)"),

@@ -1,0 +1,50 @@
+"""``mcp-chaos contract``: the promises of a retry-safe tool, checked on any target a scenario describes.
+
+``session`` starts the scenario's target and makes the calls; ``checks`` holds
+the promises, one function each; ``report`` writes what a person and CI read.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.contract.checks import CHECKS, CheckResult, CheckVerdict, Seen
+from harness.contract.session import ContractSession
+from harness.errors import UsageError
+from harness.scenario import Scenario
+
+
+def select(only: Sequence[str], skip: Sequence[str]) -> list[str]:
+    """The check ids to run, in suite order; UsageError naming an unknown id."""
+    unknown = sorted((set(only) | set(skip)) - set(CHECKS))
+    if unknown:
+        raise UsageError(f"unknown check {', '.join(unknown)}; the checks are: {', '.join(CHECKS)}")
+    return [c for c in CHECKS if (not only or c in only) and c not in skip]
+
+
+async def run_contract(
+    scenario: Scenario,
+    run_dir: Path,
+    ids: Sequence[str],
+    *,
+    on_result: Callable[[CheckResult, float], None] | None = None,
+) -> list[CheckResult]:
+    """Start the target once and run the checks in order; each result as it comes."""
+    session = ContractSession(scenario, run_dir, secrets.token_hex(4))
+    seen = Seen()
+    results = []
+    async with session.started():
+        for check_id in ids:
+            started = time.monotonic()
+            result = await CHECKS[check_id](session, seen)
+            seen.verdicts[check_id] = result.verdict
+            results.append(result)
+            if on_result is not None:
+                on_result(result, time.monotonic() - started)
+    return results
+
+
+__all__ = ["CHECKS", "CheckResult", "CheckVerdict", "run_contract", "select"]

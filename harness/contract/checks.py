@@ -1,0 +1,317 @@
+"""The promises a retry-safe tool makes, each a check that needs no chaos, only the right calls.
+
+From the source article (sections 02 to 08) and the idempotency reference:
+the same key replays the first result, byte for byte, without a second
+effect; the same payload under another key is another intent; a key reused
+for another payload is refused, not silently replayed; concurrent calls with
+one key make one effect; keys outlive the process; tool errors say what to do.
+Each check makes fresh intents (markers and keys of their own), reads effects
+through the scenario's source and returns a verdict with the evidence a
+person needs: the responses side by side, the effect counts, the error text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.client.messages import CallResult
+from harness.contract.session import ContractSession
+from harness.history import Outcome, excerpt
+
+CONCURRENT_CALLS = 8
+SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+APOLOGY = re.compile(r"\b(sorry|something went wrong|unable to|could not|couldn't|failed to)\b", re.I)
+JSONRPC_STANDARD = {-32700, -32600, -32601, -32602, -32603}
+
+
+class CheckVerdict(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_APPLICABLE = "not_applicable"
+
+
+@dataclass(slots=True)
+class CheckResult:
+    id: str
+    title: str
+    verdict: CheckVerdict
+    why: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Seen:
+    """What the checks saw along the way, for the checks that judge it (errors, annotations)."""
+
+    errors: list[tuple[str, CallResult]] = field(default_factory=list)
+    empty_successes: list[tuple[str, CallResult]] = field(default_factory=list)
+    verdicts: dict[str, CheckVerdict] = field(default_factory=dict)
+    made_effects: bool = False
+
+
+def shown(res: CallResult) -> dict[str, Any]:
+    """A response as evidence: outcome, and what the server said."""
+    out: dict[str, Any] = {"outcome": res.outcome.value}
+    if res.detail:
+        out["detail"] = str(res.detail)
+    if res.result is not None:
+        out["content"] = res.result.get("content")
+        if "structuredContent" in res.result:
+            out["structuredContent"] = res.result.get("structuredContent")
+    elif res.message:
+        out["message"] = res.message
+    return out
+
+
+def same_result(a: CallResult, b: CallResult) -> bool:
+    """Identical content and structuredContent, compared exactly."""
+    ra, rb = a.result or {}, b.result or {}
+    return ra.get("content") == rb.get("content") and ra.get("structuredContent") == rb.get(
+        "structuredContent"
+    )
+
+
+def _note(seen: Seen, check: str, *results: CallResult) -> None:
+    for res in results:
+        if res.outcome is Outcome.TOOL_ERROR or (res.outcome is Outcome.PROTOCOL_ERROR and res.error_code):
+            seen.errors.append((check, res))
+
+
+Check = Callable[[ContractSession, Seen], Awaitable[CheckResult]]
+
+
+async def replay(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "the same key twice: one effect, the same result"
+    intent = s.intent()
+    first = await s.call(intent)
+    second = await s.call(intent)
+    _note(seen, "replay", first, second)
+    effects = (await s.effects())[intent.marker]
+    evidence = {"key": intent.key, "first": shown(first), "second": shown(second), "effects": effects}
+    if first.outcome is not Outcome.OK:
+        return CheckResult(
+            "replay", title, CheckVerdict.FAIL, f"the first call failed: {_said(first)}", evidence
+        )
+    seen.made_effects = seen.made_effects or effects > 0
+    if effects == 0:
+        seen.empty_successes.append(("replay", first))
+    if second.outcome is not Outcome.OK:
+        why = f"the retry with the same key answered {_said(second)} instead of the first result"
+        return CheckResult("replay", title, CheckVerdict.FAIL, why, evidence)
+    if effects != 1:
+        return CheckResult("replay", title, CheckVerdict.FAIL, f"{effects} effects for one key", evidence)
+    if not same_result(first, second):
+        why = "the replay differs from the first result (content or structuredContent)"
+        return CheckResult("replay", title, CheckVerdict.FAIL, why, evidence)
+    return CheckResult("replay", title, CheckVerdict.PASS, "one effect; the replay is identical", evidence)
+
+
+async def twins(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "identical payloads under two keys: two effects"
+    intent = s.intent()
+    other = s.intent()  # only its key is used
+    first = await s.call(intent)
+    second = await s.call(intent, key=other.key)
+    _note(seen, "twins", first, second)
+    effects = (await s.effects())[intent.marker]
+    evidence = {
+        "keys": [intent.key, other.key],
+        "first": shown(first),
+        "second": shown(second),
+        "effects": effects,
+    }
+    if first.outcome is not Outcome.OK or second.outcome is not Outcome.OK:
+        bad = first if first.outcome is not Outcome.OK else second
+        why = f"a call with a new key was refused: {_said(bad)}"
+        return CheckResult("twins", title, CheckVerdict.FAIL, why, evidence)
+    if effects != 2:
+        why = f"{effects} effect(s) for two intents with two keys" + (
+            ": the server deduplicates by payload" if effects == 1 else ""
+        )
+        return CheckResult("twins", title, CheckVerdict.FAIL, why, evidence)
+    return CheckResult("twins", title, CheckVerdict.PASS, "two keys, two effects", evidence)
+
+
+async def key_reuse(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "one key, another payload: a clear non-retryable error, no second effect"
+    intent = s.intent()
+    other = s.intent()
+    first = await s.call(intent)
+    second = await s.call(intent, payload_of=other)
+    _note(seen, "key_reuse", first, second)
+    counts = await s.effects()
+    evidence = {
+        "key": intent.key,
+        "first": shown(first),
+        "second (other payload)": shown(second),
+        "effects": {"first payload": counts[intent.marker], "other payload": counts[other.marker]},
+    }
+    if first.outcome is not Outcome.OK:
+        return CheckResult(
+            "key_reuse", title, CheckVerdict.FAIL, f"the first call failed: {_said(first)}", evidence
+        )
+    if counts[other.marker] > 0:
+        why = f"the other payload took effect ({counts[other.marker]}) under a key already used"
+        return CheckResult("key_reuse", title, CheckVerdict.FAIL, why, evidence)
+    if second.outcome is Outcome.OK:
+        why = "the other payload got a success: the first result, silently, for a different request"
+        return CheckResult("key_reuse", title, CheckVerdict.FAIL, why, evidence)
+    if second.retryable:
+        why = "the refusal says retryable: retrying cannot make a reused key right"
+        return CheckResult("key_reuse", title, CheckVerdict.FAIL, why, evidence)
+    return CheckResult("key_reuse", title, CheckVerdict.PASS, f"refused: {_said(second)}", evidence)
+
+
+async def concurrent_same_key(s: ContractSession, seen: Seen) -> CheckResult:
+    title = f"{CONCURRENT_CALLS} simultaneous calls with one key: one effect"
+    intent = s.intent()
+    results = await asyncio.gather(*(s.call(intent) for _ in range(CONCURRENT_CALLS)))
+    _note(seen, "concurrent_same_key", *results)
+    effects = (await s.effects())[intent.marker]
+    oks = [r for r in results if r.outcome is Outcome.OK]
+    refused = [r for r in results if r.outcome is not Outcome.OK]
+    evidence = {"key": intent.key, "effects": effects, "answers": [shown(r) for r in results]}
+    if effects != 1:
+        why = f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key"
+        return CheckResult("concurrent_same_key", title, CheckVerdict.FAIL, why, evidence)
+    if any(not same_result(oks[0], r) for r in oks[1:]):
+        why = "the successful answers differ from each other"
+        return CheckResult("concurrent_same_key", title, CheckVerdict.FAIL, why, evidence)
+    wrong = [r for r in refused if not (r.outcome is Outcome.TOOL_ERROR and r.retryable)]
+    if wrong:
+        why = f"a concurrent call got a refusal that is not retryable: {_said(wrong[0])}"
+        return CheckResult("concurrent_same_key", title, CheckVerdict.FAIL, why, evidence)
+    why = f"one effect; {len(oks)} replays, {len(refused)} retryable 'in use' answers"
+    return CheckResult("concurrent_same_key", title, CheckVerdict.PASS, why, evidence)
+
+
+async def restart_keeps_keys(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "a key outlives the process: replay after a restart"
+    intent = s.intent()
+    first = await s.call(intent)
+    await s.restart()
+    second = await s.call(intent)
+    _note(seen, "restart_keeps_keys", first, second)
+    effects = (await s.effects())[intent.marker]
+    evidence = {"key": intent.key, "before": shown(first), "after restart": shown(second), "effects": effects}
+    if first.outcome is not Outcome.OK:
+        why = f"the first call failed: {_said(first)}"
+        return CheckResult("restart_keeps_keys", title, CheckVerdict.FAIL, why, evidence)
+    if effects != 1:
+        why = f"{effects} effects" + (": the key was forgotten with the process" if effects > 1 else "")
+        return CheckResult("restart_keeps_keys", title, CheckVerdict.FAIL, why, evidence)
+    if second.outcome is not Outcome.OK:
+        why = f"after the restart the replay answered {_said(second)}, not the first result"
+        return CheckResult("restart_keeps_keys", title, CheckVerdict.FAIL, why, evidence)
+    if not same_result(first, second):
+        why = "after the restart the replay differs from the first result"
+        return CheckResult("restart_keeps_keys", title, CheckVerdict.FAIL, why, evidence)
+    return CheckResult("restart_keeps_keys", title, CheckVerdict.PASS, "one effect, same result", evidence)
+
+
+def error_body(res: CallResult) -> Mapping[str, Any] | None:
+    """A tool error's machine-readable body: structuredContent, or JSON in its first text block."""
+    result = res.result or {}
+    if isinstance(result.get("structuredContent"), dict):
+        return result["structuredContent"]  # type: ignore[no-any-return]
+    for block in result.get("content") or ():
+        if isinstance(block, dict) and block.get("type") == "text":
+            try:
+                body = json.loads(block.get("text", ""))
+            except (ValueError, TypeError):
+                return None
+            return body if isinstance(body, dict) else None
+    return None
+
+
+def contract_problem(res: CallResult) -> str | None:
+    """What a tool error lacks of the error contract, or None."""
+    if res.outcome is Outcome.PROTOCOL_ERROR:
+        code = res.error_code
+        if isinstance(code, int) and code not in JSONRPC_STANDARD and not -32099 <= code <= -32000:
+            return f"JSON-RPC error code {code} is outside the standard codes and -32099..-32000"
+        return None
+    body = error_body(res)
+    if body is None:
+        return "no machine-readable body (structuredContent or JSON text)"
+    code = body.get("code")
+    if not isinstance(code, str) or not SNAKE_CASE.match(code):
+        return f"code {code!r} is not a stable snake_case string"
+    if not isinstance(body.get("retryable"), bool):
+        return f"{code}: no boolean 'retryable'"
+    if not isinstance(body.get("recovery"), str) or not body["recovery"].strip():
+        return f"{code}: no 'recovery' saying what to do"
+    if body["retryable"] and not isinstance(body.get("retry_after_ms"), int):
+        return f"{code}: retryable without 'retry_after_ms'"
+    return None
+
+
+async def error_contract(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "errors say what happened and what to do (code, retryable, recovery)"
+    evidence: dict[str, Any] = {"errors seen": [{"check": c, **shown(r)} for c, r in seen.errors]}
+    for check, res in seen.empty_successes:
+        text = json.dumps((res.result or {}).get("content"))
+        if APOLOGY.search(text):
+            why = f"in {check}, a success that apologises and made no effect: {excerpt(text, 120)}"
+            return CheckResult("error_contract", title, CheckVerdict.FAIL, why, evidence)
+    if not seen.errors:
+        why = "no check provoked an error (run key_reuse and concurrent_same_key with it)"
+        return CheckResult("error_contract", title, CheckVerdict.NOT_APPLICABLE, why, evidence)
+    for check, res in seen.errors:
+        problem = contract_problem(res)
+        if problem is not None:
+            return CheckResult("error_contract", title, CheckVerdict.FAIL, f"in {check}: {problem}", evidence)
+    return CheckResult(
+        "error_contract", title, CheckVerdict.PASS, f"{len(seen.errors)} error(s), all keep it", evidence
+    )
+
+
+async def annotations_hold(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "annotations match behaviour (idempotentHint, readOnlyHint, destructiveHint)"
+    tools = {str(t.get("name")): t for t in await s.tools()}
+    tool = tools.get(s.tool)
+    if tool is None:
+        why = f"{s.tool} is not in tools/list ({', '.join(tools) or 'empty'})"
+        return CheckResult("annotations", title, CheckVerdict.FAIL, why, {"tools": list(tools)})
+    ann = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
+    assert isinstance(ann, dict)
+    evidence = {"tool": s.tool, "annotations": ann, "destructiveHint": ann.get("destructiveHint")}
+    if ann.get("readOnlyHint") is True and seen.made_effects:
+        why = f"{s.tool} says readOnlyHint: true, and the checks saw it make effects"
+        return CheckResult("annotations", title, CheckVerdict.FAIL, why, evidence)
+    if ann.get("idempotentHint") is True and seen.verdicts.get("replay") is CheckVerdict.FAIL:
+        why = f"{s.tool} says idempotentHint: true, and replay failed"
+        return CheckResult("annotations", title, CheckVerdict.FAIL, why, evidence)
+    if not ann:
+        return CheckResult(
+            "annotations", title, CheckVerdict.NOT_APPLICABLE, f"{s.tool} declares none", evidence
+        )
+    return CheckResult("annotations", title, CheckVerdict.PASS, "what it declares holds", evidence)
+
+
+def _said(res: CallResult) -> str:
+    """An answer in a few words: ``tool_error idempotency_key_reused: this key was used for ...``."""
+    body = error_body(res) if res.outcome is Outcome.TOOL_ERROR else None
+    if body is not None and isinstance(body.get("code"), str):
+        text = body.get("message")
+        return f"{res.outcome.value} {body['code']}" + (f": {excerpt(str(text), 100)}" if text else "")
+    said = f": {excerpt(res.message, 100)}" if res.message else ""
+    return f"{res.outcome.value}{said}"
+
+
+CHECKS: dict[str, Check] = {
+    "replay": replay,
+    "twins": twins,
+    "key_reuse": key_reuse,
+    "concurrent_same_key": concurrent_same_key,
+    "restart_keeps_keys": restart_keeps_keys,
+    "error_contract": error_contract,
+    "annotations": annotations_hold,
+}
+"""In the order they run: error_contract and annotations judge what the others saw."""

@@ -1,0 +1,129 @@
+"""A live target for contract checks: calls with chosen keys and payloads, effects read at will.
+
+The target is the scenario's (process or image, HTTP or stdio, its services),
+wired and supervised as in a run, into a run directory whose history records
+every call. Payloads come from the scenario's argument template, so a check
+that needs "the same payload" or "another payload" takes an intent's arguments
+and sends them with the key it chooses. Effects are read through the
+scenario's effect source whenever a check asks, a live source (PostgreSQL, a
+read tool, a command) by a final read each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness import rundir
+from harness.audit.effects import count_effects, read_collected
+from harness.client import McpClient
+from harness.client.http import McpHttpClient
+from harness.client.messages import CallResult
+from harness.client.stdio import StdioClient
+from harness.errors import TargetError
+from harness.final_read import final_read
+from harness.history import HistoryWriter
+from harness.pods.ready import StdioReady
+from harness.scenario import Scenario
+from harness.wiring import TargetWiring
+from harness.workload import Intent, Workload
+
+INTENTS = 1000
+"""Intents a contract run may draw (the checks use a dozen); independent of the scenario's workload size."""
+
+
+class ContractSession:
+    """One started target and what the checks do with it."""
+
+    def __init__(self, scenario: Scenario, run_dir: Path, namespace: str) -> None:
+        self.scenario = scenario
+        self.run_dir = run_dir
+        self.namespace = namespace
+        self.tool = scenario.workload.tool
+        self.wiring = TargetWiring(scenario, run_dir)
+        self.history = HistoryWriter(run_dir / rundir.HISTORY, redactor=self.wiring.redactor)
+        self.supervisor = self.wiring.supervise(self.history)
+        self.client: McpClient | None = None
+        self._ids = itertools.count(1)
+        self.workload = Workload(scenario, namespace, size=INTENTS)
+        self._intents: Iterator[Intent] = iter(self.workload)
+
+    @contextlib.asynccontextmanager
+    async def started(self) -> AsyncIterator[ContractSession]:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.enter_context(self.history)
+            await self.wiring.start_services(stack)
+            await self.wiring.start_pod(stack)
+            (client,) = self.wiring.clients()
+            self.client = client
+            stack.push_async_callback(client.aclose)
+            yield self
+
+    def intent(self) -> Intent:
+        """A fresh intent: its own marker, key and payload."""
+        return next(self._intents)
+
+    def payload(self, intent: Intent, key: str | None = None) -> dict[str, Any]:
+        return self.workload.arguments(intent, key)
+
+    async def call(
+        self, intent: Intent, *, key: str | None = None, payload_of: Intent | None = None
+    ) -> CallResult:
+        """One ``tools/call`` of the workload's tool: ``intent``'s key (or ``key``) with the payload of
+        ``payload_of`` (default: the intent's own)."""
+        assert self.client is not None, "call inside started()"
+        key = intent.key if key is None else key
+        arguments = self.payload(payload_of or intent, key)
+        return await self.client.call_tool(
+            self.tool,
+            arguments,
+            request_id=next(self._ids),
+            timeout=self.scenario.client.attempt_timeout_s,
+            key=key,
+        )
+
+    async def effects(self) -> Counter[str]:
+        """Effects per marker now, through the scenario's effect source."""
+        effects = self.scenario.audit.effects
+        if effects.collected_at_end:
+            await final_read(
+                effects,
+                self.run_dir,
+                pod_url=self.wiring.pod_url,
+                protocol=self.wiring.protocol,
+                headers=self.wiring.headers,
+                postgres_url=self.wiring.postgres.url if self.wiring.postgres else None,
+                namespace=self.namespace,
+            )
+            return read_collected(self.run_dir)
+        return await asyncio.to_thread(count_effects, effects, self.run_dir)
+
+    async def restart(self) -> None:
+        """SIGKILL the pod and wait until the supervisor has it ready again."""
+        if not self.supervisor.kill(trigger="contract restart_keeps_keys"):
+            raise TargetError("the pod was not running when the check meant to kill it")
+        timeout = self.scenario.target.restart_delay_s + self.scenario.target.ready_timeout_s + 5
+        try:
+            async with asyncio.timeout(timeout):
+                await self.supervisor.ready.wait()
+        except TimeoutError:
+            raise TargetError(f"the pod was not ready again {timeout:g}s after it was killed") from None
+
+    async def tools(self) -> list[dict[str, Any]]:
+        """The server's tool catalog (``tools/list``, first page)."""
+        request_id = next(self._ids)
+        if isinstance(self.client, McpHttpClient):
+            res = await self.client.request("tools/list", {}, request_id, timeout=30)
+        else:
+            assert isinstance(self.client, StdioClient)
+            ready = self.wiring.ready_check
+            assert isinstance(ready, StdioReady)
+            assert ready.channel is not None
+            res = await ready.channel.request("tools/list", {}, request_id, timeout=30)
+        tools = (res.result or {}).get("tools") if res.result else None
+        return [t for t in tools or [] if isinstance(t, dict)]

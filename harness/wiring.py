@@ -1,0 +1,141 @@
+"""A scenario's target, wired: its pod, services, readiness check, supervisor and clients.
+
+A chaos run (:mod:`harness.runner`) and a contract check (:mod:`harness.contract`)
+need the same parts, started in the same order and stopped in reverse: the
+harness's PostgreSQL and effect sink, then the pod under its supervisor. Every
+port is chosen when the wiring is made, so every placeholder is known before
+anything starts; ``${VAR}`` values and passwords in URLs go into the redactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from harness.client import McpClient
+from harness.client.http import MODERN, McpHttpClient
+from harness.client.stdio import StdioClient
+from harness.errors import ScenarioError
+from harness.history import EventType, HistoryWriter, Redactor
+from harness.loopback import free_port
+from harness.pods.factory import make_pod, secret_values, target_headers
+from harness.pods.pod import Pod
+from harness.pods.ready import HttpReady, StdioReady
+from harness.pods.supervisor import Supervisor
+from harness.scenario import Scenario
+from harness.services import Postgres
+from harness.sink import EffectSink
+from harness.template import TemplateError
+
+
+class TargetWiring:
+    """The parts that run a scenario's target; :meth:`start` enters them into an exit stack."""
+
+    def __init__(self, scenario: Scenario, run_dir: Path) -> None:
+        self.scenario = scenario
+        target = scenario.target
+        try:
+            self.headers = target_headers(target)
+            self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
+            self.port = free_port()
+            self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
+            urls: dict[str, str] = {}
+            pg = scenario.services.postgres
+            self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
+            if self.postgres is not None:
+                urls["postgres_url"] = self.postgres.url
+            sink = scenario.audit.effects.sink
+            self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
+            if self.sink is not None:
+                urls["sink_url"] = self.sink.url
+            self.pod: Pod = make_pod(target, run_dir, port=self.port, name="pod-0", urls=urls)
+        except TemplateError as exc:
+            raise ScenarioError(str(exc)) from None
+        self.history: HistoryWriter | None = None
+        self.ready_check: HttpReady | StdioReady | None = None
+        self.supervisor: Supervisor | None = None
+        self._supervise: asyncio.Task[None] | None = None
+
+    def supervise(self, history: HistoryWriter) -> Supervisor:
+        """The readiness check and supervisor, writing to ``history``."""
+        target, client = self.scenario.target, self.scenario.client
+        self.history = history
+        self.ready_check = (
+            StdioReady(history=history, key_meta=client.key_meta)
+            if target.transport == "stdio"
+            else HttpReady(self.pod_url, protocol=client.protocol, headers=self.headers)
+        )
+        self.supervisor = Supervisor(
+            self.pod,
+            self.ready_check,
+            history,
+            ready_timeout_s=target.ready_timeout_s,
+            restart_delay_s=target.restart_delay_s,
+            max_restarts=target.max_restarts,
+            stop_timeout_s=target.stop_timeout_s,
+        )
+        return self.supervisor
+
+    async def start_services(self, stack: contextlib.AsyncExitStack) -> None:
+        """PostgreSQL and the effect sink, where the scenario has them; stopped by ``stack``."""
+        if self.postgres is not None:
+            stack.push_async_callback(self._stop_postgres)
+            await self.postgres.start()
+            pg = self.postgres
+            self._emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
+        if self.sink is not None:
+            stack.push_async_callback(self.sink.close)
+            await self.sink.start()
+
+    async def start_pod(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
+        """The pod under its supervisor, ready; the supervising task (it ends if the pod gives up)."""
+        assert self.supervisor is not None, "supervise() first"
+        stack.push_async_callback(self._stop_pod)  # before start: a pod that never got ready is stopped too
+        await self.supervisor.start()
+        self._supervise = asyncio.create_task(self.supervisor.supervise())
+        return self._supervise
+
+    @property
+    def protocol(self) -> str:
+        """What the pod answered in (HTTP), or what the stdio handshake agreed."""
+        assert self.supervisor is not None
+        return self.supervisor.protocol or MODERN
+
+    def clients(self, *, port: int | None = None, count: int = 1) -> list[McpClient]:
+        """Clients in the protocol the pod answered in, to ``port`` (a fault proxy) or the pod."""
+        policy = self.scenario.client
+        if isinstance(self.ready_check, StdioReady):
+            ready = self.ready_check
+            return [StdioClient(lambda: ready.channel)]
+        assert isinstance(self.ready_check, HttpReady)
+        return [
+            McpHttpClient(
+                f"http://127.0.0.1:{port or self.port}{self.scenario.target.path}",
+                protocol=self.ready_check.protocol,
+                headers=self.headers,
+                key_meta=policy.key_meta,
+                key_header=policy.key_header,
+                resume=policy.resume,
+                history=self.history,
+                name="shared" if count == 1 else f"worker-{i}",
+            )
+            for i in range(count)
+        ]
+
+    def _emit(self, event: EventType, **fields: object) -> None:
+        if self.history is not None:
+            self.history.emit(event, **fields)
+
+    async def _stop_pod(self) -> None:
+        assert self.supervisor is not None
+        await self.supervisor.stop()
+        if self._supervise is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._supervise
+
+    async def _stop_postgres(self) -> None:
+        assert self.postgres is not None
+        await self.postgres.stop()
+        if self.postgres.pid is not None:
+            self._emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)

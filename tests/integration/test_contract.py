@@ -1,0 +1,156 @@
+"""`mcp-chaos contract` against the reference target, and against versions of it built to break one
+promise each: every check passes on the atomic design and fails where it should, so each can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+ALL = {
+    "replay",
+    "twins",
+    "key_reuse",
+    "concurrent_same_key",
+    "restart_keeps_keys",
+    "error_contract",
+    "annotations",
+}
+
+
+def contract(
+    tmp_path: Path, data: dict[str, Any], *args: str
+) -> tuple[subprocess.CompletedProcess[str], Any]:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "contract.json"
+    out.unlink(missing_ok=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "contract",
+            str(path),
+            "--results",
+            str(tmp_path / "r"),
+            "--json",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def verdicts(report: Any) -> dict[str, str]:
+    return {c["id"]: c["verdict"] for c in report["checks"]}
+
+
+def target(mode: str, **env: str) -> dict[str, Any]:
+    # 100 ms of work before the commit: the concurrent calls all arrive while the first is in flight,
+    # so what each design answers them is the same every time.
+    return invoice_scenario(mode=mode, env={"INVOICES_PRE_COMMIT_MS": "100", **env})
+
+
+CASES = {
+    "atomic": (target("atomic"), set()),
+    "keyed": (target("keyed"), {"concurrent_same_key"}),
+    "naive": (target("naive"), {"replay", "key_reuse", "concurrent_same_key", "restart_keeps_keys"}),
+    "payload_dedup": (target("atomic", INVOICES_FLAW="payload_dedup"), {"twins", "key_reuse"}),
+    "rerender": (target("atomic", INVOICES_FLAW="rerender"), {"replay", "restart_keeps_keys"}),
+    "exists_error": (target("atomic", INVOICES_FLAW="exists_error"), {"replay", "restart_keeps_keys"}),
+    "memory_keys": (target("atomic", INVOICES_FLAW="memory_keys"), {"restart_keeps_keys"}),
+    "sloppy_errors": (
+        target("atomic", INVOICES_FLAW="sloppy_errors"),
+        {"concurrent_same_key", "error_contract"},
+    ),
+    "apologize": (target("atomic", INVOICES_FLAW="apologize"), ALL - {"annotations"}),
+    "idempotent_hint_lies": (target("naive", INVOICES_ANNOTATIONS="idempotent"), {"annotations"}),
+    "read_only_hint_lies": (target("atomic", INVOICES_ANNOTATIONS="readonly"), {"annotations"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: str) -> None:
+    data, failing = CASES[case]
+    proc, report = contract(tmp_path, data)
+    got = {check for check, verdict in verdicts(report).items() if verdict == "fail"}
+    if case == "idempotent_hint_lies":  # naive fails the others too; this case is about annotations
+        assert "annotations" in got
+    else:
+        assert got == failing, proc.stdout
+    assert proc.returncode == (1 if got else 0), proc.stderr
+    assert report["seconds"] < 30
+
+
+def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
+    data = target("atomic", INVOICES_ANNOTATIONS="idempotent")
+    proc, report = contract(tmp_path, data, "--junit", str(tmp_path / "junit.xml"))
+    assert proc.returncode == 0, proc.stderr
+    assert set(verdicts(report).values()) == {"pass"}
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert by_id["concurrent_same_key"]["why"].startswith("one effect; ")
+    assert "idempotency_key_in_use" in json.dumps(by_id["concurrent_same_key"]["evidence"])
+    assert by_id["key_reuse"]["why"].startswith("refused: tool_error idempotency_key_reused")
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert "## replay: pass" in (run_dir / "contract.md").read_text()
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("tests") == "7"
+    assert suite.get("failures") == "0"
+    assert [case.get("name") for case in suite.iter("testcase")] == list(by_id)
+
+
+def test_a_failure_carries_its_evidence_into_junit(tmp_path: Path) -> None:
+    proc, _ = contract(
+        tmp_path, target("naive"), "--only", "replay,twins", "--junit", str(tmp_path / "j.xml")
+    )
+    assert proc.returncode == 1
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "1"
+    failure = suite.find("testcase[@name='replay']/failure")
+    assert failure is not None
+    assert failure.get("message") == "2 effects for one key"
+    assert '"effects": 2' in (failure.text or "")
+
+
+def test_only_and_skip_select_checks_and_unknown_ids_are_usage_errors(tmp_path: Path) -> None:
+    _, report = contract(tmp_path, target("atomic"), "--skip", "restart_keeps_keys,annotations")
+    assert set(verdicts(report)) == ALL - {"restart_keeps_keys", "annotations"}
+    proc, report = contract(tmp_path, target("atomic"), "--only", "replay,nope")
+    assert proc.returncode == 2
+    assert "unknown check nope; the checks are: replay, twins" in proc.stderr
+    assert report is None
+
+
+def test_a_stdio_target(tmp_path: Path) -> None:
+    data = target("atomic", INVOICES_TRANSPORT="stdio")
+    data["target"]["transport"] = "stdio"
+    proc, report = contract(tmp_path, data)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert verdicts(report)["restart_keeps_keys"] == "pass"
+
+
+@pytest.mark.docker
+def test_an_image_restarts_for_the_check_that_needs_it(tmp_path: Path, docker_image: str) -> None:
+    data = target("atomic", INVOICES_FLAW="memory_keys")
+    data["target"]["image"] = docker_image
+    data["target"].pop("command")
+    proc, report = contract(tmp_path, data, "--only", "replay,restart_keeps_keys")
+    assert verdicts(report) == {"replay": "pass", "restart_keeps_keys": "fail"}, proc.stderr
