@@ -287,7 +287,8 @@ def cmd_contract(args: argparse.Namespace) -> int:
         sys.stderr.write(f"  {result.id}: {result.verdict.value} ({seconds:.1f}s)\n")
 
     started = time.monotonic()
-    results = _drive(run_contract(scenario, run_dir, ids, on_result=progress), [])
+    crash_env = _pairs(args.crash_env, "=", "--crash-env")
+    results = _drive(run_contract(scenario, run_dir, ids, crash_env=crash_env, on_result=progress), [])
     seconds = time.monotonic() - started
     write_reports(run_dir, results, scenario=scenario.name, seconds=seconds)
     if args.junit:
@@ -350,6 +351,12 @@ def build_parser() -> argparse.ArgumentParser:
     contract.add_argument("scenario", help="scenario YAML file: its target, tool and argument template")
     contract.add_argument("--only", metavar="ID,...", help=f"run only these checks ({', '.join(CHECKS)})")
     contract.add_argument("--skip", metavar="ID,...", help="skip these checks")
+    contract.add_argument(
+        "--crash-env",
+        action="append",
+        metavar="NAME=VALUE",
+        help="for crash_window: environment that makes the target crash between effect and key record",
+    )
     contract.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one test case per check)")
     contract.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     contract.add_argument(

@@ -30,11 +30,12 @@ async def run_contract(
     run_dir: Path,
     ids: Sequence[str],
     *,
+    crash_env: dict[str, str] | None = None,
     on_result: Callable[[CheckResult, float], None] | None = None,
 ) -> list[CheckResult]:
     """Start the target once and run the checks in order; each result as it comes."""
     session = ContractSession(scenario, run_dir, secrets.token_hex(4))
-    seen = Seen()
+    seen = Seen(crash_env=dict(crash_env or {}))
     results = []
     async with session.started():
         for check_id in ids:

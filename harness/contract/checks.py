@@ -53,6 +53,8 @@ class Seen:
     empty_successes: list[tuple[str, CallResult]] = field(default_factory=list)
     verdicts: dict[str, CheckVerdict] = field(default_factory=dict)
     made_effects: bool = False
+    crash_env: dict[str, str] = field(default_factory=dict)
+    """Environment that makes the target crash between its effect and its key record (--crash-env)."""
 
 
 def shown(res: CallResult) -> dict[str, Any]:
@@ -215,6 +217,42 @@ async def restart_keeps_keys(s: ContractSession, seen: Seen) -> CheckResult:
     return CheckResult("restart_keeps_keys", title, CheckVerdict.PASS, "one effect, same result", evidence)
 
 
+async def crash_window(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "a crash between the effect and the key record: the retry still makes no second effect"
+    if not seen.crash_env:
+        why = "needs --crash-env NAME=VALUE: how the target crashes at that point (a failpoint)"
+        return CheckResult("crash_window", title, CheckVerdict.NOT_APPLICABLE, why, {})
+    crashing = s.variant(seen.crash_env, "crash_window")
+    async with crashing.started():
+        intent = crashing.intent()
+        first = await crashing.call(intent)
+        retry = await crashing.retry(intent)  # while the supervisor starts it again, as a kubelet would
+        effects = (await crashing.effects())[intent.marker]
+    _note(seen, "crash_window", retry)
+    evidence = {
+        "env": seen.crash_env,
+        "first (crashes)": shown(first),
+        "retry": shown(retry),
+        "effects": effects,
+    }
+    if first.outcome is Outcome.OK:
+        why = f"the first call succeeded: {', '.join(seen.crash_env)} did not crash the target"
+        return CheckResult("crash_window", title, CheckVerdict.NOT_APPLICABLE, why, evidence)
+    if effects > 1:
+        why = f"{effects} effects: the retry did the work again after a crash left the key unrecorded"
+        return CheckResult("crash_window", title, CheckVerdict.FAIL, why, evidence)
+    if retry.outcome is not Outcome.OK:
+        why = f"after the crash the retry answered {_said(retry)}"
+        return CheckResult("crash_window", title, CheckVerdict.FAIL, why, evidence)
+    if effects == 0:
+        return CheckResult(
+            "crash_window", title, CheckVerdict.FAIL, "the retry answered OK with no effect", evidence
+        )
+    return CheckResult(
+        "crash_window", title, CheckVerdict.PASS, "the crash cost nothing: one effect", evidence
+    )
+
+
 def error_body(res: CallResult) -> Mapping[str, Any] | None:
     """A tool error's machine-readable body: structuredContent, or JSON in its first text block."""
     result = res.result or {}
@@ -311,6 +349,7 @@ CHECKS: dict[str, Check] = {
     "key_reuse": key_reuse,
     "concurrent_same_key": concurrent_same_key,
     "restart_keeps_keys": restart_keeps_keys,
+    "crash_window": crash_window,
     "error_contract": error_contract,
     "annotations": annotations_hold,
 }

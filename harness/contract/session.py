@@ -27,12 +27,14 @@ from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
 from harness.errors import TargetError
 from harness.final_read import final_read
-from harness.history import HistoryWriter
+from harness.history import HistoryWriter, Outcome
 from harness.pods.ready import StdioReady
 from harness.scenario import Scenario
 from harness.wiring import TargetWiring
 from harness.workload import Intent, Workload
 
+RETRIED = frozenset({Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT, Outcome.SESSION_LOST})
+"""What a client retries: the call may not have reached a server that was not there."""
 INTENTS = 1000
 """Intents a contract run may draw (the checks use a dozen); independent of the scenario's workload size."""
 
@@ -63,6 +65,34 @@ class ContractSession:
             self.client = client
             stack.push_async_callback(client.aclose)
             yield self
+
+    def variant(self, env: dict[str, str], name: str) -> ContractSession:
+        """Another session of the same target with more environment, in ``<run_dir>/<name>/``."""
+        data = self.scenario.model_dump(mode="json")
+        data["target"]["env"] = {**data["target"]["env"], **env}
+        run_dir = self.run_dir / name
+        (run_dir / rundir.DATA).mkdir(parents=True)
+        (run_dir / rundir.PODS).mkdir()
+        return ContractSession(Scenario.model_validate(data), run_dir, f"{self.namespace}c")
+
+    async def wait_ready(self) -> None:
+        """Until the supervisor has the pod ready (again, after it died)."""
+        timeout = self.scenario.target.restart_delay_s + self.scenario.target.ready_timeout_s + 5
+        try:
+            async with asyncio.timeout(timeout):
+                await self.supervisor.ready.wait()
+        except TimeoutError:
+            raise TargetError(f"the pod was not ready again within {timeout:g}s") from None
+
+    async def retry(self, intent: Intent) -> CallResult:
+        """Call again, as a client does after a broken attempt: new request id, same key, until the
+        pod answers (it may be restarting); the last answer."""
+        deadline = asyncio.get_running_loop().time() + self.scenario.target.ready_timeout_s + 10
+        while True:
+            res = await self.call(intent)
+            if res.outcome not in RETRIED or asyncio.get_running_loop().time() > deadline:
+                return res
+            await asyncio.sleep(0.2)
 
     def intent(self) -> Intent:
         """A fresh intent: its own marker, key and payload."""
@@ -107,12 +137,7 @@ class ContractSession:
         """SIGKILL the pod and wait until the supervisor has it ready again."""
         if not self.supervisor.kill(trigger="contract restart_keeps_keys"):
             raise TargetError("the pod was not running when the check meant to kill it")
-        timeout = self.scenario.target.restart_delay_s + self.scenario.target.ready_timeout_s + 5
-        try:
-            async with asyncio.timeout(timeout):
-                await self.supervisor.ready.wait()
-        except TimeoutError:
-            raise TargetError(f"the pod was not ready again {timeout:g}s after it was killed") from None
+        await self.wait_ready()
 
     async def tools(self) -> list[dict[str, Any]]:
         """The server's tool catalog (``tools/list``, first page)."""

@@ -24,9 +24,11 @@ ALL = {
     "key_reuse",
     "concurrent_same_key",
     "restart_keeps_keys",
+    "crash_window",
     "error_contract",
     "annotations",
 }
+CRASH = ("--crash-env", "INVOICES_FAILPOINT=after_business_commit@1")
 
 
 def contract(
@@ -79,7 +81,7 @@ CASES = {
         target("atomic", INVOICES_FLAW="sloppy_errors"),
         {"concurrent_same_key", "error_contract"},
     ),
-    "apologize": (target("atomic", INVOICES_FLAW="apologize"), ALL - {"annotations"}),
+    "apologize": (target("atomic", INVOICES_FLAW="apologize"), ALL - {"annotations", "crash_window"}),
     "idempotent_hint_lies": (target("naive", INVOICES_ANNOTATIONS="idempotent"), {"annotations"}),
     "read_only_hint_lies": (target("atomic", INVOICES_ANNOTATIONS="readonly"), {"annotations"}),
 }
@@ -100,7 +102,7 @@ def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: st
 
 def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     data = target("atomic", INVOICES_ANNOTATIONS="idempotent")
-    proc, report = contract(tmp_path, data, "--junit", str(tmp_path / "junit.xml"))
+    proc, report = contract(tmp_path, data, *CRASH, "--junit", str(tmp_path / "junit.xml"))
     assert proc.returncode == 0, proc.stderr
     assert set(verdicts(report).values()) == {"pass"}
     by_id = {c["id"]: c for c in report["checks"]}
@@ -111,7 +113,7 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     assert "## replay: pass" in (run_dir / "contract.md").read_text()
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "7"
+    assert suite.get("tests") == "8"
     assert suite.get("failures") == "0"
     assert [case.get("name") for case in suite.iter("testcase")] == list(by_id)
 
@@ -154,3 +156,30 @@ def test_an_image_restarts_for_the_check_that_needs_it(tmp_path: Path, docker_im
     data["target"].pop("command")
     proc, report = contract(tmp_path, data, "--only", "replay,restart_keeps_keys")
     assert verdicts(report) == {"replay": "pass", "restart_keeps_keys": "fail"}, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("mode", "crash", "verdict"),
+    [
+        ("atomic", "after_business_commit@1", "pass"),
+        ("keyed", "after_business_commit@1", "fail"),
+        ("naive", "before_response@1", "fail"),
+        ("atomic", "before_response@99", "not_applicable"),  # it never crashes: nothing was tested
+    ],
+)
+def test_crash_window(tmp_path: Path, mode: str, crash: str, verdict: str) -> None:
+    proc, report = contract(
+        tmp_path, target(mode), "--only", "crash_window", "--crash-env", f"INVOICES_FAILPOINT={crash}"
+    )
+    assert verdicts(report) == {"crash_window": verdict}, proc.stdout
+    (check,) = report["checks"]
+    if verdict == "fail":
+        assert check["why"] == "2 effects: the retry did the work again after a crash left the key unrecorded"
+        assert check["evidence"]["first (crashes)"]["outcome"] == "transport_error"
+
+
+def test_crash_window_without_a_way_to_crash_is_not_applicable(tmp_path: Path) -> None:
+    proc, report = contract(tmp_path, target("atomic"), "--only", "crash_window")
+    assert proc.returncode == 0
+    assert verdicts(report) == {"crash_window": "not_applicable"}
+    assert "needs --crash-env NAME=VALUE" in report["checks"][0]["why"]
