@@ -288,7 +288,17 @@ def cmd_contract(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     crash_env = _pairs(args.crash_env, "=", "--crash-env")
-    results = _drive(run_contract(scenario, run_dir, ids, crash_env=crash_env, on_result=progress), [])
+    snapshot = Path(args.snapshot) if args.snapshot else None
+    checking = run_contract(
+        scenario,
+        run_dir,
+        ids,
+        crash_env=crash_env,
+        token_budget=args.token_budget,
+        snapshot=snapshot,
+        on_result=progress,
+    )
+    results = _drive(checking, [])
     seconds = time.monotonic() - started
     write_reports(run_dir, results, scenario=scenario.name, seconds=seconds)
     if args.junit:
@@ -356,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME=VALUE",
         help="for crash_window: environment that makes the target crash between effect and key record",
+    )
+    contract.add_argument(
+        "--token-budget", type=int, default=4000, help="catalog: most o200k_base tokens (default 4000)"
+    )
+    contract.add_argument(
+        "--snapshot", metavar="FILE", help="catalog: compare tools/list with FILE (written when missing)"
     )
     contract.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one test case per check)")
     contract.add_argument("--json", metavar="FILE", help="also write the results as JSON")

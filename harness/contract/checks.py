@@ -16,8 +16,9 @@ import asyncio
 import enum
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.client.messages import CallResult
@@ -25,6 +26,7 @@ from harness.contract.session import ContractSession
 from harness.history import Outcome, excerpt
 
 CONCURRENT_CALLS = 8
+MAX_TOOLS = 15
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 APOLOGY = re.compile(r"\b(sorry|something went wrong|unable to|could not|couldn't|failed to)\b", re.I)
 JSONRPC_STANDARD = {-32700, -32600, -32601, -32602, -32603}
@@ -55,6 +57,10 @@ class Seen:
     made_effects: bool = False
     crash_env: dict[str, str] = field(default_factory=dict)
     """Environment that makes the target crash between its effect and its key record (--crash-env)."""
+    token_budget: int = 4000
+    """Tokens (o200k_base) the whole catalog may cost every agent, every session (--token-budget)."""
+    snapshot: Path | None = None
+    """A catalog to compare with (written when missing): a changed description is a contract diff."""
 
 
 def shown(res: CallResult) -> dict[str, Any]:
@@ -253,6 +259,95 @@ async def crash_window(s: ContractSession, seen: Seen) -> CheckResult:
     )
 
 
+SESSION_STYLE = re.compile(
+    r"^(start|begin|open|end|close)_?session|^(log_?in|connect|set_?context|use_|select_)"
+)
+RETRY_WORDS = re.compile(r"\bretr(y|ies|ying)\b|\breuse\b|\bsame key\b", re.I)
+
+
+def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What a catalog breaks of the advice: keys where effects are, none where they are not, rules
+    in the description, sentences, few tools, no hidden session state."""
+    from harness.init.draft import choose_key, classify, leaves
+
+    findings = []
+    if len(tools) > MAX_TOOLS:
+        findings.append(f"{len(tools)} tools: past {MAX_TOOLS}, tool selection degrades")
+    for tool in tools:
+        name = str(tool.get("name"))
+        description = str(tool.get("description") or "").strip()
+        key = choose_key(list(leaves(tool.get("inputSchema") or {})))
+        if classify(tool).changes_state:
+            if key is None:
+                findings.append(f"{name} changes state but takes no idempotency key")
+            elif not RETRY_WORDS.search(description + " " + str(key.schema.get("description") or "")):
+                findings.append(
+                    f"{name}: nothing says to reuse {key.name} only for retries of the same intent"
+                )
+        elif key is not None:
+            findings.append(f"{name} only reads but takes a key ({key.name}): schema noise")
+        if not description:
+            findings.append(f"{name} has no description")
+        elif not (description[0].isupper() and description.endswith((".", "!", "?"))):
+            findings.append(f"{name}: its description is not written as sentences")
+        if SESSION_STYLE.search(name.lower()):
+            findings.append(f"{name} looks like a session-style tool that needs hidden state")
+    return findings
+
+
+def _snapshot_diff(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[str]:
+    before, after = {str(t.get("name")): t for t in old}, {str(t.get("name")): t for t in new}
+    changes = [f"{n} added" for n in after if n not in before] + [
+        f"{n} removed" for n in before if n not in after
+    ]
+    changes += [f"{n} changed" for n in after if n in before and before[n] != after[n]]
+    if not changes and [str(t.get("name")) for t in old] != [str(t.get("name")) for t in new]:
+        changes.append("the order changed")
+    return changes
+
+
+async def catalog(s: ContractSession, seen: Seen) -> CheckResult:
+    from harness.contract.tokens import count
+
+    title = "the catalog: the same every time, keys where effects are, within its token budget"
+    first, second = await s.catalog(), await s.catalog()
+    await s.restart()
+    third = await s.catalog()
+    tools = [t for t in first.get("tools") or [] if isinstance(t, dict)]
+    costs = {str(t.get("name")): count(json.dumps(t, separators=(",", ":"))) for t in tools}
+    total = count(json.dumps(tools, separators=(",", ":")))
+    evidence: dict[str, Any] = {
+        "tools": len(tools),
+        "tokens": {"total": total, **costs},
+        "budget": seen.token_budget,
+    }
+    problems = []
+    if first.get("tools") != second.get("tools"):
+        problems.append("tools/list differs between two calls")
+    if first.get("tools") != third.get("tools"):
+        problems.append("tools/list differs after a restart")
+    if s.wiring.protocol >= "2026" and not ("ttlMs" in first and "cacheScope" in first):
+        problems.append("no ttlMs/cacheScope on tools/list (2026-07-28 results carry them)")
+    if total > seen.token_budget:
+        problems.append(f"the catalog costs {total} tokens, over the budget of {seen.token_budget}")
+    problems += catalog_findings(tools)
+    if seen.snapshot is not None:
+        if seen.snapshot.is_file():
+            changes = _snapshot_diff(json.loads(seen.snapshot.read_text(encoding="utf-8")), tools)
+            problems += [f"since the snapshot {seen.snapshot}: {c}" for c in changes]
+        else:
+            seen.snapshot.write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            evidence["snapshot"] = f"written to {seen.snapshot}"
+    evidence["problems"] = problems
+    if problems:
+        why = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+        return CheckResult("catalog", title, CheckVerdict.FAIL, why, evidence)
+    why = (
+        f"{len(tools)} tools, {total} tokens (budget {seen.token_budget}), stable across calls and a restart"
+    )
+    return CheckResult("catalog", title, CheckVerdict.PASS, why, evidence)
+
+
 def error_body(res: CallResult) -> Mapping[str, Any] | None:
     """A tool error's machine-readable body: structuredContent, or JSON in its first text block."""
     result = res.result or {}
@@ -352,5 +447,6 @@ CHECKS: dict[str, Check] = {
     "crash_window": crash_window,
     "error_contract": error_contract,
     "annotations": annotations_hold,
+    "catalog": catalog,
 }
 """In the order they run: error_contract and annotations judge what the others saw."""

@@ -139,8 +139,8 @@ class ContractSession:
             raise TargetError("the pod was not running when the check meant to kill it")
         await self.wait_ready()
 
-    async def tools(self) -> list[dict[str, Any]]:
-        """The server's tool catalog (``tools/list``, first page)."""
+    async def catalog(self) -> dict[str, Any]:
+        """The server's ``tools/list`` result (first page), as it sent it; TargetError if it will not."""
         request_id = next(self._ids)
         if isinstance(self.client, McpHttpClient):
             res = await self.client.request("tools/list", {}, request_id, timeout=30)
@@ -150,5 +150,11 @@ class ContractSession:
             assert isinstance(ready, StdioReady)
             assert ready.channel is not None
             res = await ready.channel.request("tools/list", {}, request_id, timeout=30)
-        tools = (res.result or {}).get("tools") if res.result else None
+        if res.result is None:
+            raise TargetError(f"the server did not list its tools: {res.outcome.value} {res.message or ''}")
+        return res.result
+
+    async def tools(self) -> list[dict[str, Any]]:
+        """The server's tools (``tools/list``, first page)."""
+        tools = (await self.catalog()).get("tools")
         return [t for t in tools or [] if isinstance(t, dict)]

@@ -1,0 +1,46 @@
+"""Token counts of a tool catalog with o200k_base, offline.
+
+tiktoken downloads its BPE file at first use, which a machine that reaches only
+package registries cannot do. The wheel of ``bpe-openai`` ships the same file
+(gzipped; its sha256 is what tiktoken checks), so it is unpacked once into a
+cache directory of this project's and tiktoken is pointed at it.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.resources
+import os
+from pathlib import Path
+from typing import Any
+
+ENCODING = "o200k_base"
+CACHE_NAME = "fb374d419588a4632f3f557e76b4b70aebbca790"
+"""The sha1 of the encoding's download URL: the file name tiktoken looks for in its cache."""
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mcp-chaos" / "tiktoken"
+
+
+@functools.cache
+def encoding() -> Any:
+    """The o200k_base encoding, prepared from bpe-openai's copy of its file on first use."""
+    import tiktoken
+
+    cache = Path(os.environ.get("TIKTOKEN_CACHE_DIR") or _cache_dir())
+    target = cache / CACHE_NAME
+    if not target.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        packed = importlib.resources.files("bpe_openai") / "data" / f"{ENCODING}.tiktoken.gz"
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(gzip.decompress(packed.read_bytes()))
+        tmp.replace(target)
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    return tiktoken.get_encoding(ENCODING)
+
+
+def count(text: str) -> int:
+    return len(encoding().encode(text, disallowed_special=()))
