@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Coroutine, Sequence
@@ -26,7 +27,7 @@ from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import SUFFIX as PREFLIGHT_SUFFIX
 from harness.preflight import preflight
-from harness.report.text import render_text
+from harness.report.text import render_step_summary, render_text
 from harness.reproduce import MODES, VariantResult, plan, render, run_plan
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, execute, run_and_audit
 from harness.scenario import Scenario, StreamFault, load_scenario
@@ -42,11 +43,35 @@ class _Interrupted(Exception):
         self.run_dirs = list(run_dirs)
 
 
+GATE_FLAGS = ("max_duplicates", "max_duplicate_rate", "max_lost", "fail_on", "expect")
+
+
 def _overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` and the flags that stand for scenario fields (``--seed``, the gate's)."""
     sets = list(args.set or [])
     if getattr(args, "seed", None) is not None:
         sets.append(f"seed={args.seed}")
+    for flag in GATE_FLAGS:
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if flag in ("fail_on", "expect"):
+            value = "[" + ", ".join(v.strip() for v in value.split(",") if v.strip()) + "]"
+        sets.append(f"gate.{flag}={value}")
     return sets
+
+
+def _gate_options(p: argparse.ArgumentParser) -> None:
+    """The scenario's gate from the command line, for CI (they override the scenario's)."""
+    p.add_argument("--max-duplicates", type=int, metavar="N", help="fail (exit 1) above N duplicates")
+    p.add_argument("--max-duplicate-rate", type=float, metavar="RATE", help="fail above this rate (0.001)")
+    p.add_argument("--max-lost", type=int, metavar="N", help="fail above N lost intents")
+    p.add_argument(
+        "--fail-on", metavar="LIST", help="fail on any of: duplicate,lost,applied_despite_error,inconclusive"
+    )
+    p.add_argument(
+        "--expect", metavar="LIST", help="a canary: fail unless the run shows each (duplicate,lost,...)"
+    )
 
 
 def _planned(scenario: Scenario) -> str:
@@ -84,6 +109,14 @@ def _preflight(scenario: Scenario, parent: Path, run_id: str, run_dirs: Sequence
     sys.stderr.write(done.describe() + "\n")
 
 
+def _step_summary(markdown: str) -> None:
+    """Append to the CI job's summary page when the CI offers one (GitHub Actions does)."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as summary:
+            summary.write(markdown)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
     check_environment(scenario)
@@ -93,6 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _announce(scenario, run_dir)
     progress = None if args.quiet else 1.0
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
+    _step_summary(render_step_summary(audit.summary))
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -329,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default="results", help="directory for run directories (default: results)")
     run.add_argument("--run-id", help="name of the run directory (default: time-scenario-random)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    _gate_options(run)
     run.add_argument(
         "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"
     )

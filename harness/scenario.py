@@ -555,6 +555,13 @@ class Gate(_Model):
     max_lost: int | None = Field(default=None, ge=0)
     fail_inconclusive: bool = False
     """Fail when the run did not test what it planned (a planned fault that never happened)."""
+    fail_on: list[Literal["duplicate", "lost", "applied_despite_error", "inconclusive"]] = Field(
+        default_factory=list
+    )
+    """Fail on any intent with one of these verdicts (or an inconclusive run)."""
+    expect: list[Literal["duplicate", "lost", "applied_despite_error"]] = Field(default_factory=list)
+    """A canary: fail unless the run shows each of these. A target known to be broken that looks
+    fine means the harness is what broke."""
 
 
 class Scenario(_Model):

@@ -25,6 +25,15 @@ def evaluate_gate(gate: Gate, summary: Summary) -> GateResult:
         )
     if gate.max_lost is not None and lost > gate.max_lost:
         violations.append(f"{lost} lost > max_lost {gate.max_lost}")
-    if gate.fail_inconclusive and summary.inconclusive:
-        violations.append("inconclusive (fail_inconclusive): " + "; ".join(summary.inconclusive))
+    if (gate.fail_inconclusive or "inconclusive" in gate.fail_on) and summary.inconclusive:
+        violations.append("inconclusive: " + "; ".join(summary.inconclusive))
+    for name in gate.fail_on:
+        if name != "inconclusive" and (count := summary.verdicts[Verdict(name)]):
+            violations.append(f"{count} {name} (fail_on {name})")
+    for name in gate.expect:
+        if not summary.verdicts[Verdict(name)]:
+            violations.append(
+                f"expected {name} (a canary) and saw none: against a target known to be broken, "
+                "that means the harness, not the target, is what broke"
+            )
     return GateResult(passed=not violations, violations=violations)

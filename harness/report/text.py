@@ -214,3 +214,8 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
             "",
         ]
     )
+
+
+def render_step_summary(summary: Summary) -> str:
+    """What a CI job page shows (``$GITHUB_STEP_SUMMARY`` on GitHub): the report without its scenario."""
+    return render_markdown(summary, "").split("## Scenario as run", 1)[0].rstrip() + "\n\n"

@@ -270,3 +270,49 @@ def test_an_image_without_an_engine_is_one_line_and_exit_3(tmp_path: Path) -> No
     assert proc.stderr.splitlines()[-1].startswith(
         f"mcp-chaos: error: no Docker engine answers at unix://{tmp_path}/no-engine.sock"
     )
+
+
+def gated(tmp_path: Path, mode: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    # One duplicate for naive, deterministically: the target dies right after its 2nd commit.
+    data = invoice_scenario(mode=mode, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    path = str(write(tmp_path, data, f"{mode}-{len(flags)}.yaml"))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            path,
+            "--results",
+            str(tmp_path / "r"),
+            "--quiet",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")},
+        check=False,
+    )
+
+
+def test_gates_from_the_command_line_and_canaries(tmp_path: Path) -> None:
+    canary = gated(tmp_path, "naive", "--expect", "duplicate")
+    assert canary.returncode == 0, canary.stdout  # the known-bad target showed its duplicate
+    broken_canary = gated(tmp_path, "atomic", "--expect", "duplicate")
+    assert broken_canary.returncode == 1
+    assert "expected duplicate (a canary) and saw none" in broken_canary.stdout
+    fail_on = gated(tmp_path, "naive", "--fail-on", "lost,duplicate")
+    assert fail_on.returncode == 1
+    assert "gate: FAILED: 1 duplicate (fail_on duplicate)" in fail_on.stdout
+    rate = gated(tmp_path, "naive", "--max-duplicate-rate", "0.5")
+    assert rate.returncode == 0, rate.stdout
+    summary = (tmp_path / "step-summary.md").read_text()
+    assert summary.count("# Retry-safety report") == 4  # one per run, appended
+    assert "Scenario as run" not in summary
+
+
+def test_a_bad_gate_flag_is_a_usage_error(tmp_path: Path) -> None:
+    proc = gated(tmp_path, "naive", "--fail-on", "duplicates")
+    assert proc.returncode == 2
+    assert "gate.fail_on.0" in proc.stderr
