@@ -27,6 +27,7 @@ from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import SUFFIX as PREFLIGHT_SUFFIX
 from harness.preflight import preflight
+from harness.report.junit import run_junit
 from harness.report.text import render_step_summary, render_text
 from harness.reproduce import MODES, VariantResult, plan, render, run_plan
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, execute, run_and_audit
@@ -127,6 +128,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else 1.0
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
     _step_summary(render_step_summary(audit.summary))
+    if args.junit:
+        junit_xml = run_junit(audit.summary, audit.scenario.gate, audit.summary.duration_s)
+        Path(args.junit).write_text(junit_xml, encoding="utf-8")
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -364,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="name of the run directory (default: time-scenario-random)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     _gate_options(run)
+    run.add_argument(
+        "--junit", metavar="FILE", help="also write JUnit XML: a case per gate criterion and fault"
+    )
     run.add_argument(
         "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"
     )

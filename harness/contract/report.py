@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.contract.checks import CheckResult, CheckVerdict
+from harness.report.junit import Case, document
 from harness.report.tables import markdown_table
 
 CONTRACT_MD = "contract.md"
@@ -61,25 +61,16 @@ def render_markdown(results: Sequence[CheckResult], *, scenario: str, seconds: f
 
 def junit(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> str:
     """One test case per check; failures carry the why and the evidence, n/a is skipped."""
-    suite = ET.Element(
-        "testsuite",
-        name=f"mcp-chaos contract {scenario}",
-        tests=str(len(results)),
-        failures=str(sum(r.verdict is CheckVerdict.FAIL for r in results)),
-        skipped=str(sum(r.verdict is CheckVerdict.NOT_APPLICABLE for r in results)),
-        errors="0",
-        time=f"{seconds:.3f}",
-    )
-    for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"contract.{scenario}", name=r.id)
-        if r.verdict is CheckVerdict.FAIL:
-            failure = ET.SubElement(case, "failure", message=r.why, type="contract")
-            failure.text = json.dumps(r.evidence, indent=2, ensure_ascii=False, default=str)
-        elif r.verdict is CheckVerdict.NOT_APPLICABLE:
-            ET.SubElement(case, "skipped", message=r.why)
-    suites = ET.Element("testsuites")
-    suites.append(suite)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    cases = [
+        Case(
+            r.id,
+            failure=r.why if r.verdict is CheckVerdict.FAIL else None,
+            details=json.dumps(r.evidence, indent=2, ensure_ascii=False, default=str),
+            skipped=r.why if r.verdict is CheckVerdict.NOT_APPLICABLE else None,
+        )
+        for r in results
+    ]
+    return document(f"mcp-chaos contract {scenario}", f"contract.{scenario}", cases, seconds)
 
 
 def write_reports(

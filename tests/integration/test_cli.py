@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +317,24 @@ def test_a_bad_gate_flag_is_a_usage_error(tmp_path: Path) -> None:
     proc = gated(tmp_path, "naive", "--fail-on", "duplicates")
     assert proc.returncode == 2
     assert "gate.fail_on.0" in proc.stderr
+
+
+def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tmp_path: Path) -> None:
+    import xmlschema
+
+    junit = tmp_path / "run.xml"
+    proc = gated(tmp_path, "naive", "--max-duplicates", "0", "--fail-on", "lost", "--junit", str(junit))
+    assert proc.returncode == 1
+    xmlschema.XMLSchema(str(Path(__file__).parents[1] / "schemas" / "junit.xsd")).validate(str(junit))
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert list(cases) == ["gate.max_duplicates=0", "gate.fail_on.lost", "fault.crash"]
+    failure = cases["gate.max_duplicates=0"].find("failure")
+    assert failure is not None
+    assert failure.get("message") == "1 duplicates > max_duplicates 0"
+    assert cases["gate.fail_on.lost"].find("failure") is None
+    crash = cases["fault.crash"].find("failure")
+    assert crash is not None
+    assert (crash.get("message") or "").startswith("1 duplicates, 0 lost among 1 intents hit")
+    assert suite.get("failures") == "2"

@@ -116,6 +116,11 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     assert by_id["key_reuse"]["why"].startswith("refused: tool_error idempotency_key_reused")
     (run_dir,) = (tmp_path / "r").iterdir()
     assert "## replay: pass" in (run_dir / "contract.md").read_text()
+    import xmlschema
+
+    xmlschema.XMLSchema(str(Path(__file__).parents[1] / "schemas" / "junit.xsd")).validate(
+        str(tmp_path / "junit.xml")
+    )
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
     assert suite.get("tests") == "9"

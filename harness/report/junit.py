@@ -1,0 +1,96 @@
+"""JUnit XML, the format every CI shows as tests: one test case per thing a team gates on.
+
+For a run: one case per gate criterion (each judged alone, so the failing one is
+named) and one per fault row (failing when the intents it hit show duplicates or
+lost effects, with the numbers). ``mcp-chaos contract`` writes one case per check
+with the same builder.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.audit.gate import evaluate_gate
+from harness.audit.summary import Summary
+from harness.history import Verdict
+from harness.scenario import Gate
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    name: str
+    failure: str | None = None
+    """Why it failed (the message CI shows), or None."""
+    details: str = ""
+    skipped: str | None = None
+
+
+def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) -> str:
+    """A ``<testsuites>`` document with one suite."""
+    node = ET.Element(
+        "testsuite",
+        name=suite,
+        tests=str(len(cases)),
+        failures=str(sum(c.failure is not None for c in cases)),
+        errors="0",
+        skipped=str(sum(c.skipped is not None for c in cases)),
+        time=f"{seconds:.3f}",
+    )
+    for c in cases:
+        case = ET.SubElement(node, "testcase", classname=classname, name=c.name, time="0")
+        if c.failure is not None:
+            failure = ET.SubElement(case, "failure", message=c.failure, type="finding")
+            failure.text = c.details or c.failure
+        elif c.skipped is not None:
+            ET.SubElement(case, "skipped", message=c.skipped)
+        elif c.details:
+            ET.SubElement(case, "system-out").text = c.details
+    root = ET.Element(
+        "testsuites", name=suite, tests=node.get("tests", "0"), failures=node.get("failures", "0")
+    )
+    root.append(node)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _criteria(gate: Gate) -> list[tuple[str, Gate]]:
+    """Each criterion the gate sets, as a gate of its own."""
+    found: list[tuple[str, Gate]] = []
+    for name in ("max_duplicates", "max_duplicate_rate", "max_lost"):
+        value = getattr(gate, name)
+        if value is not None:
+            found.append((f"gate.{name}={value:g}", Gate(**{name: value})))
+    if gate.fail_inconclusive:
+        found.append(("gate.fail_inconclusive", Gate(fail_inconclusive=True)))
+    found += [(f"gate.fail_on.{v}", Gate(fail_on=[v])) for v in gate.fail_on]
+    found += [(f"gate.expect.{v}", Gate(expect=[v])) for v in gate.expect]
+    return found
+
+
+def run_cases(summary: Summary, gate: Gate) -> list[Case]:
+    cases = []
+    for name, alone in _criteria(gate):
+        violations = evaluate_gate(alone, summary).violations
+        cases.append(Case(name, "; ".join(violations) if violations else None))
+    if not cases:
+        cases.append(Case("gate", details="the scenario sets no gate (see --max-duplicates, --fail-on)"))
+    for row in summary.faults:
+        planned = f"{row.injected} of {row.planned} planned" if row.planned is not None else f"{row.injected}"
+        low, high = row.duplicate.ci95
+        numbers = (
+            f"{row.duplicate.count} duplicates, {row.lost} lost among {row.intents_hit} intents hit "
+            f"({row.duplicate.value:.2%} duplicate, 95% CI {low:.2%}-{high:.2%}); {planned} injected"
+        )
+        bad = row.duplicate.count or row.lost or row.verdicts.get(Verdict.APPLIED_DESPITE_ERROR, 0)
+        cases.append(Case(f"fault.{row.kind.value}", numbers if bad else None, details=numbers))
+    return cases
+
+
+def run_junit(summary: Summary, gate: Gate, seconds: float) -> str:
+    return document(
+        f"mcp-chaos run {summary.scenario}",
+        f"mcp-chaos.{summary.scenario}",
+        run_cases(summary, gate),
+        seconds,
+    )
