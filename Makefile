@@ -13,7 +13,7 @@ ARGS ?=
 REPRO_RUNS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: chaos reproduce test lint unit integration quality bench image node venv clean
+.PHONY: chaos reproduce nightly test lint unit integration quality bench image node venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,21 @@ chaos: $(STAMP)
 ## One run per variant, as in the article; REPRO_RUNS=3 pools three (keyed expects ~1 duplicate a run).
 reproduce: $(STAMP)
 	$(BIN)/mcp-chaos reproduce --scenario $(SCENARIO) --results $(RESULTS) --runs $(REPRO_RUNS) --quiet $(ARGS)
+
+## What the nightly CI job runs (.github/workflows/nightly.yml), here as there: the reproduction, then the
+## stream-fault scenarios twice: the atomic design must show no finding, the broken one (a canary) must
+## show duplicates, or the harness is what broke. Run directories and JUnit files go to $(NIGHTLY).
+NIGHTLY ?= results/nightly
+nightly: $(STAMP)
+	mkdir -p $(NIGHTLY)
+	$(BIN)/mcp-chaos reproduce --results $(NIGHTLY) --quiet
+	set -e; for s in sever-streams stall-race cancel-mid-stream; do \
+		$(BIN)/mcp-chaos run scenarios/$$s.yaml --results $(NIGHTLY) --quiet \
+			--set target.env.INVOICES_MODE=atomic --fail-on duplicate,lost,inconclusive \
+			--junit $(NIGHTLY)/$$s-atomic.xml; \
+		$(BIN)/mcp-chaos run scenarios/$$s.yaml --results $(NIGHTLY) --quiet \
+			--expect duplicate --junit $(NIGHTLY)/$$s-canary.xml; \
+	done
 
 ## Lint, type-check, then every test (unit, integration with real processes, quality).
 test: lint
