@@ -27,9 +27,10 @@ from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import SUFFIX as PREFLIGHT_SUFFIX
 from harness.preflight import preflight
+from harness.report.compare import counts_of, render_comparison
 from harness.report.junit import run_junit
 from harness.report.text import render_step_summary, render_text
-from harness.reproduce import MODES, VariantResult, plan, render, run_plan
+from harness.reproduce import MODES, VariantResult, plan, render, render_differences, run_plan
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, execute, run_and_audit
 from harness.scenario import Scenario, StreamFault, load_scenario
 from harness.services import remove_stale_clusters
@@ -225,6 +226,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     done = _drive(run_plan(plans, run_one), run_dirs)
     variants = [VariantResult(mode, [audit_and_report(d) for d in dirs]) for mode, dirs in done.items()]
     table = render(variants)
+    differences = render_differences(variants)
+    if differences:
+        table += "\n\n" + differences
     elapsed = time.monotonic() - started
     text = (
         "# Reproduction of the article's pod-kill experiment\n\n"
@@ -349,6 +353,15 @@ def cmd_contract(args: argparse.Namespace) -> int:
     return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    runs = [counts_of(Path(d)) for d in args.run_dirs]
+    text = render_comparison(runs)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(f"# Comparison\n\n{text}\n", encoding="utf-8")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-chaos",
@@ -398,6 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-preflight", action="store_true", help="skip each variant's preflight call")
     scenario_options(rep)
     rep.set_defaults(func=cmd_reproduce)
+
+    compare = sub.add_parser(
+        "compare", help="runs side by side: rates, intervals, Fisher's test, sample size"
+    )
+    compare.add_argument("run_dirs", nargs="+", help="audited run directories; the first is the baseline")
+    compare.add_argument("-o", "--output", metavar="FILE", help="also write the comparison as Markdown")
+    compare.set_defaults(func=cmd_compare)
 
     contract = sub.add_parser("contract", help="check the promises of a retry-safe tool (no chaos needed)")
     contract.add_argument("scenario", help="scenario YAML file: its target, tool and argument template")

@@ -25,6 +25,7 @@ from typing import TextIO
 from harness.audit.auditor import AuditResult
 from harness.audit.stats import Rate
 from harness.history import FaultKind, Verdict
+from harness.report.compare import Counts, render_comparison
 from harness.report.tables import ci, markdown_table, pct
 from harness.scenario import Scenario, load_scenario
 
@@ -104,6 +105,13 @@ def render(results: Sequence[VariantResult]) -> str:
         ],
         rows,
     )
+
+
+def render_differences(results: Sequence[VariantResult]) -> str:
+    """Each variant against the next (naive vs keyed, keyed vs atomic): are they told apart?"""
+    counts = [Counts(r.mode, r.duplicates, r.intents) for r in results]
+    pairs = [(i, i + 1) for i in range(len(counts) - 1)]
+    return render_comparison(counts, pairs) if pairs else ""
 
 
 def plan(path: Path, modes: Sequence[str], runs: int, overrides: Sequence[str]) -> dict[str, list[Scenario]]:

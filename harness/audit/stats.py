@@ -51,3 +51,47 @@ class Rate:
     def describe(self) -> str:
         low, high = self.ci95
         return f"{self.count}/{self.n} = {self.value:.2%} (95% CI {low:.2%}–{high:.2%})"
+
+
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fisher_exact(a: int, n1: int, b: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test: ``a`` of ``n1`` against ``b`` of ``n2``.
+
+    Exact, because the counts compared here are small (37 against 1): the
+    normal approximation of a two-proportion z-test is poor there. The p-value
+    sums the probabilities of every table with the same margins that is at most
+    as likely as the observed one (the usual two-sided definition, as in R and
+    SciPy), with a relative tolerance for ties in floating point.
+    """
+    if not (0 <= a <= n1 and 0 <= b <= n2):
+        raise ValueError(f"need 0 <= a <= n1 and 0 <= b <= n2, got {a}/{n1} and {b}/{n2}")
+    events, total = a + b, n1 + n2
+    if total == 0:
+        return 1.0
+    low, high = max(0, events - n2), min(events, n1)
+
+    def log_p(x: int) -> float:
+        return _log_choose(n1, x) + _log_choose(n2, events - x) - _log_choose(total, events)
+
+    observed = log_p(a)
+    p = sum(math.exp(log_p(x)) for x in range(low, high + 1) if log_p(x) <= observed + 1e-7)
+    return min(1.0, p)
+
+
+Z80 = 0.8416212335729143
+"""The standard normal quantile for 80% power."""
+
+
+def intents_to_tell_apart(p1: float, p2: float, z_alpha: float = Z95, z_beta: float = Z80) -> int | None:
+    """Intents per design for a two-sided test at 5% to tell rates ``p1`` and ``p2`` apart with 80%
+    power (the two-proportion formula); None when they are equal (no number of intents will)."""
+    if p1 == p2:
+        return None
+    pooled = (p1 + p2) / 2
+    numerator = z_alpha * math.sqrt(2 * pooled * (1 - pooled)) + z_beta * math.sqrt(
+        p1 * (1 - p1) + p2 * (1 - p2)
+    )
+    return math.ceil(numerator**2 / (p1 - p2) ** 2)

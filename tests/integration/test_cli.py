@@ -209,16 +209,28 @@ def test_reproduce_puts_variants_beside_the_article(tmp_path: Path) -> None:
         str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr
-    rows = [
-        line for line in proc.stdout.splitlines() if line.startswith("| naive") or line.startswith("| atomic")
-    ]
+    first_table = proc.stdout.split("\n\n", 1)[0]
+    rows = [line for line in first_table.splitlines() if line.startswith(("| naive", "| atomic"))]
     assert len(rows) == 2
     assert "37/2,700 = 1.37%" in rows[0]
     assert rows[1].split("|")[2].strip() == "2"  # two runs pooled
     assert "0/60" in rows[1]  # atomic: no duplicate in 2 x 30 intents
     assert len(list(tmp_path.glob("reproduce-*.md"))) == 1
-    assert len([d for d in tmp_path.iterdir() if (d / "summary.json").is_file()]) == 4
+    run_dirs = sorted(d for d in tmp_path.iterdir() if (d / "summary.json").is_file())
+    assert len(run_dirs) == 4
     assert proc.stderr.count("== naive: run") == 2
+    assert proc.stderr.count("preflight: 1 call of create_invoice") == 2  # once per variant
+    (pair,) = [line for line in proc.stdout.splitlines() if line.startswith("| naive vs atomic")]
+    assert "intents per design to tell apart" in proc.stdout
+    assert pair.split("|")[4].strip() in ("different", "not told apart")
+
+    compared = mcp_chaos("compare", *map(str, run_dirs[:2]), "-o", str(tmp_path / "cmp.md"))
+    assert compared.returncode == 0, compared.stderr
+    assert f"| {run_dirs[0].name} (itest) vs {run_dirs[1].name} (itest) |" in compared.stdout
+    assert (tmp_path / "cmp.md").read_text().startswith("# Comparison")
+    refused = mcp_chaos("compare", str(tmp_path / "nothing"))
+    assert refused.returncode == 2
+    assert "has no summary.json: audit it first" in refused.stderr
 
 
 def test_reproduce_rejects_unknown_modes(tmp_path: Path) -> None:
