@@ -109,10 +109,11 @@ class AuditSample:
     peak_rss_mb: float
 
 
-def audit(run_dir: Path) -> AuditSample:
+def audit(run_dir: Path, *, html: bool = False) -> AuditSample:
+    """``mcp-chaos audit`` of the run; with ``html``, report.html (its plots) too."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "audit", str(run_dir)],
+        [sys.executable, "-m", "harness.cli", "audit", str(run_dir), *([] if html else ["--no-html"])],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -104,10 +104,10 @@ async def execute(
     return await _Run(scenario, run_dir, namespace or secrets.token_hex(4)).execute(live)
 
 
-def audit_and_report(run_dir: Path) -> AuditResult:
-    """Audit a run directory and write its reports (intents.csv, summary.json, report.md)."""
+def audit_and_report(run_dir: Path, *, html: bool = True) -> AuditResult:
+    """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html)."""
     audit = audit_run(run_dir)
-    write_audit(audit)
+    write_audit(audit, html=html)
     return audit
 
 
@@ -118,10 +118,11 @@ async def run_and_audit(
     out: TextIO = sys.stderr,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
+    html: bool = True,
 ) -> AuditResult:
     """The whole job: run the scenario into ``run_dir``, audit it, write the reports."""
     await execute(scenario, run_dir, out=out, progress_interval_s=progress_interval_s, namespace=namespace)
-    return audit_and_report(run_dir)
+    return audit_and_report(run_dir, html=html)
 
 
 async def _close_clients(clients: list[McpClient]) -> None:

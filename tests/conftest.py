@@ -75,7 +75,10 @@ def run_scenario(data: dict[str, Any], results: Path) -> AuditResult:
     """A whole run (real target process, driver, supervisor, injector), its audit and reports."""
     scenario = parse_scenario(data)
     run_dir = prepare_run_dir(results, scenario)
-    return asyncio.run(run_and_audit(scenario, run_dir, out=io.StringIO(), progress_interval_s=3600))
+    # report.html is left to the tests about it (tests/integration/test_reports.py): it costs a second.
+    return asyncio.run(
+        run_and_audit(scenario, run_dir, out=io.StringIO(), progress_interval_s=3600, html=False)
+    )
 
 
 def fault_row(summary: Summary, kind: FaultKind) -> FaultRow:

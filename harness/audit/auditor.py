@@ -36,6 +36,8 @@ class AuditResult:
     scenario: Scenario
     intents: pd.DataFrame
     summary: Summary
+    pod_events: list[tuple[float, str]] = dataclasses.field(default_factory=list)
+    """(t, what): pod faults by kind, ``pod_exited`` and ``pod_ready``, as the history has them."""
 
     @property
     def gate_passed(self) -> bool:
@@ -74,7 +76,11 @@ def judge_fold(fold: Fold, effects: Counter[str], scenario: Scenario, run_dir: P
     summary = summarize(fold, table, counted, scenario, run_dir)
     summary = dataclasses.replace(summary, gate=evaluate_gate(scenario.gate, summary))
     return AuditResult(
-        run_dir=run_dir, scenario=scenario, intents=table.reset_index(drop=True), summary=summary
+        run_dir=run_dir,
+        scenario=scenario,
+        intents=table.reset_index(drop=True),
+        summary=summary,
+        pod_events=fold.pod_events,
     )
 
 

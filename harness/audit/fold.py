@@ -101,6 +101,9 @@ class Fold:
     """Why the final read of a live effect source failed, if it did (effects_collected)."""
     duration_s: float = 0.0
     open_attempts: int = 0
+    pod_events: list[tuple[float, str]] = field(default_factory=list)
+    """(t, what) of every pod fault (its kind) and pod exit and readiness, in order: the timeline
+    that report.html draws (a few per run, so collecting them costs the fold nothing)."""
 
 
 def _millis(seconds: list[float]) -> pd.api.extensions.ExtensionArray:
@@ -282,6 +285,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     status[i] = status_codes.get(ev["status"], int(ClientStatus.GAVE_UP))
                 elif typ == EventType.POD_EXITED:
                     t = ev["t"]
+                    fold.pod_events.append((t, "pod_exited"))
                     exits += 1
                     pod = ev.get("pod", "")
                     if pod in killed_pods:
@@ -302,12 +306,14 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     killed_pods.discard(ev.get("pod", ""))
                 elif typ == EventType.POD_READY:
                     fold.protocol = ev.get("protocol", fold.protocol)
+                    fold.pod_events.append((ev["t"], "pod_ready"))
                 elif typ == EventType.SESSION_OPENED:
                     fold.sessions_opened += 1
                 elif typ == EventType.SESSION_LOST:
                     fold.sessions_lost[death_kinds[-1] if death_kinds else "none"] += 1
                 elif typ == EventType.FAULT:
                     kind = ev["fault"]
+                    fold.pod_events.append((ev["t"], kind))
                     if kind in pod_fault_kinds and ev.get("counted") is False:
                         fold.faults_planned[kind] += 1  # a timed fault that came due
                     if kind == kill:

@@ -13,6 +13,7 @@ import pyarrow.csv as pa_csv
 
 from harness import rundir
 from harness.audit.auditor import AuditResult
+from harness.report.html import REPORT_HTML, render_html
 from harness.report.text import render_markdown
 
 COLUMNS = [
@@ -62,7 +63,8 @@ def _replace(path: Path, write: Callable[[Path], object]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_audit(audit: AuditResult) -> list[Path]:
+def write_audit(audit: AuditResult, *, html: bool = True) -> list[Path]:
+    """intents.csv, summary.json, report.md, and (unless ``html`` is False) report.html."""
     run_dir = audit.run_dir
     paths = [run_dir / rundir.INTENTS_CSV, run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD]
     summary = orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
@@ -70,4 +72,8 @@ def write_audit(audit: AuditResult) -> list[Path]:
     _replace(paths[0], lambda tmp: _write_csv(audit.intents[COLUMNS], tmp))
     _replace(paths[1], lambda tmp: tmp.write_bytes(summary))
     _replace(paths[2], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
+    if html:
+        page = render_html(audit)
+        paths.append(run_dir / REPORT_HTML)
+        _replace(paths[3], lambda tmp: tmp.write_text(page, encoding="utf-8"))
     return paths

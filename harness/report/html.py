@@ -1,0 +1,238 @@
+"""``report.html``: one self-contained page per run, plots embedded, readable without a network.
+
+Jepsen's rate and latency plots are the model: a timeline of completed intents
+per second with every pod fault marked, the pod's down-time shaded and each
+duplicate or lost intent as a point where it began, so a person sees at a glance
+whether the anomalies sit right after the kills. Then the verdict rates with
+their intervals, anomalies by fault kind, intent latency per client outcome,
+attempts per intent, and the recovery after each kill.
+
+The plots are drawn with matplotlib (Agg, no display) from the audit's per-intent
+table and the pod events the audit's fold collected on its one pass (faults,
+pod exits and readiness), so a run of a million intents is read only once. The page is a Jinja2 template.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.audit.auditor import AuditResult
+from harness.history import FINDINGS, Verdict
+from harness.report.compare import Counts, difference_row
+from harness.report.text import facts, headline
+
+REPORT_HTML = "report.html"
+COLORS = {"kill": "#c0392b", "pause": "#8e44ad", "crash": "#e67e22"}
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Pod faults and readiness from the history, in seconds since the run started."""
+
+    faults: list[tuple[float, str]] = field(default_factory=list)
+    down: list[tuple[float, float]] = field(default_factory=list)
+
+
+def timeline_of(pod_events: Sequence[tuple[float, str]]) -> Timeline:
+    """Pod faults, and the spans the pod was down (from a kill, pause or exit until ready again)."""
+    timeline = Timeline()
+    down_since: float | None = None
+    for t, what in pod_events:
+        if what in ("pod_exited", "kill", "pause"):
+            down_since = t if down_since is None else down_since
+        elif what == "pod_ready" and down_since is not None:
+            timeline.down.append((down_since, t))
+            down_since = None
+        if what not in ("pod_exited", "pod_ready"):
+            timeline.faults.append((t, what))
+    return timeline
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _figure(width: float = 10, height: float = 3.2) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(width, height))
+
+
+def plot_timeline(intents: pd.DataFrame, timeline: Timeline) -> str:
+    fig, ax = _figure()
+    ended = intents["last_end_ms"].dropna().to_numpy() / 1000.0
+    if len(ended):
+        seconds = np.arange(0, max(1.0, float(ended.max())) + 1.0)
+        counts, edges = np.histogram(ended, bins=seconds)
+        ax.step(edges[:-1], counts, where="post", color="#2c3e50", linewidth=1, label="intents completed / s")
+    for start, end in timeline.down:
+        ax.axvspan(start, end, color="#bdc3c7", alpha=0.6, linewidth=0)
+    for t, kind in timeline.faults:
+        if kind in COLORS:
+            ax.axvline(t, color=COLORS[kind], linewidth=1, alpha=0.8)
+    top = ax.get_ylim()[1] or 1.0
+    for verdict, marker, color in ((Verdict.DUPLICATE, "v", "#c0392b"), (Verdict.LOST, "x", "#2980b9")):
+        rows = intents[intents["verdict"] == verdict.value]
+        if len(rows):
+            xs = rows["first_attempt_ms"].fillna(0).to_numpy() / 1000.0
+            ax.scatter(
+                xs,
+                np.full(len(xs), top * 0.97),
+                marker=marker,
+                color=color,
+                s=18,
+                label=verdict.value,
+                zorder=3,
+            )
+    from matplotlib.lines import Line2D
+
+    handles = [
+        *ax.get_legend_handles_labels()[0],
+        *[Line2D([], [], color=c, label=k) for k, c in COLORS.items()],
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_xlabel("seconds since the run started (grey: pod down)")
+    ax.set_ylabel("intents completed / s")
+    return _png(fig)
+
+
+def plot_rates(result: AuditResult) -> str:
+    fig, ax = _figure(6, 2.8)
+    names = [v.value for v in FINDINGS]
+    rates = [result.summary.rates[v] for v in FINDINGS]
+    values = np.array([r.value for r in rates]) * 100
+    lows = values - np.array([r.ci95[0] for r in rates]) * 100
+    highs = np.array([r.ci95[1] for r in rates]) * 100 - values
+    ax.bar(names, values, color=["#c0392b", "#2980b9", "#e67e22"])
+    ax.errorbar(names, values, yerr=[lows, highs], fmt="none", ecolor="black", capsize=6)
+    ax.set_ylabel("% of intents (95% CI, Wilson)")
+    return _png(fig)
+
+
+def plot_faults(result: AuditResult) -> str | None:
+    rows = result.summary.faults
+    if not rows:
+        return None
+    fig, ax = _figure(6, 2.8)
+    kinds = [r.kind.value for r in rows]
+    x = np.arange(len(kinds))
+    ax.bar(x - 0.2, [r.duplicate.count for r in rows], width=0.4, color="#c0392b", label="duplicates")
+    ax.bar(x + 0.2, [r.lost for r in rows], width=0.4, color="#2980b9", label="lost")
+    ax.set_xticks(x, kinds)
+    ax.set_ylabel("intents hit")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def latency_table(intents: pd.DataFrame) -> list[dict[str, Any]]:
+    """Intent latency (first attempt to last end) per client outcome: p50, p90, p99, max."""
+    span = (intents["last_end_ms"] - intents["first_attempt_ms"]).rename("ms")
+    rows = []
+    for status, group in span.groupby(intents["client_status"]):
+        values = group.dropna()
+        if len(values):
+            q = values.quantile([0.5, 0.9, 0.99])
+            rows.append(
+                {
+                    "status": status,
+                    "n": len(values),
+                    "p50": q[0.5],
+                    "p90": q[0.9],
+                    "p99": q[0.99],
+                    "max": values.max(),
+                }
+            )
+    return rows
+
+
+def plot_attempts(intents: pd.DataFrame) -> str:
+    fig, ax = _figure(6, 2.8)
+    counts = intents["attempts"].value_counts().sort_index()
+    ax.bar(counts.index.astype(str), counts.to_numpy(), color="#16a085")
+    ax.set_yscale("log")
+    ax.set_xlabel("attempts per intent")
+    ax.set_ylabel("intents (log)")
+    return _png(fig)
+
+
+def recovery(intents: pd.DataFrame, timeline: Timeline) -> list[dict[str, Any]]:
+    """After each kill: seconds until the pod was ready again, and until the first intent that
+    completed after that (answers already on their way when the pod died do not count)."""
+    ok = intents.loc[intents["client_status"] == "ok", "last_end_ms"].dropna().to_numpy() / 1000.0
+    ok_ends = np.sort(ok)
+    rows = []
+    for t, kind in timeline.faults:
+        if kind != "kill":
+            continue
+        ready = next((end for start, end in timeline.down if start <= t + 0.001 and end >= t), t)
+        after = ok_ends[np.searchsorted(ok_ends, ready, side="right") :]
+        first_ok = None if not len(after) else float(after[0] - t)
+        rows.append({"at": t, "ready_after": ready - t, "recovered_after": first_ok})
+    return rows
+
+
+def render_html(result: AuditResult) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("harness.report"), autoescape=select_autoescape(["html", "j2"]))
+    timeline = timeline_of(result.pod_events)
+    intents = result.intents
+    summary = result.summary
+    return env.get_template("report.html.j2").render(
+        summary=summary,
+        headline=headline(summary),
+        facts=facts(summary),
+        timeline=plot_timeline(intents, timeline),
+        rates=plot_rates(result),
+        faults=plot_faults(result),
+        attempts=plot_attempts(intents),
+        latency=latency_table(intents),
+        recovery=recovery(intents, timeline),
+        verdicts=[(v.value, summary.verdicts[v], summary.rates[v]) for v in Verdict if summary.verdicts[v]],
+        scenario_yaml=result.scenario.dump_yaml(),
+    )
+
+
+def plot_comparison(runs: Sequence[Counts]) -> str:
+    """Duplicate rate of each run or variant with its Wilson interval."""
+    fig, ax = _figure(8, 0.5 + 0.45 * max(2, len(runs)))
+    values = np.array([r.rate.value for r in runs]) * 100
+    lows = values - np.array([r.rate.ci95[0] for r in runs]) * 100
+    highs = np.array([r.rate.ci95[1] for r in runs]) * 100 - values
+    y = np.arange(len(runs))[::-1]
+    ax.errorbar(values, y, xerr=[lows, highs], fmt="o", color="#c0392b", ecolor="#2c3e50", capsize=5)
+    ax.set_yticks(y, [r.label for r in runs])
+    ax.set_xlabel("duplicate rate, % of intents (95% CI, Wilson)")
+    ax.set_xlim(left=0)
+    return _png(fig)
+
+
+def render_comparison_html(
+    title: str, runs: Sequence[Counts], pairs: Sequence[tuple[int, int]], links: Sequence[str] = ()
+) -> str:
+    """The comparison page (``compare -o X.html``, and reproduce's): the rates plot, the pairs."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("harness.report"), autoescape=select_autoescape(["html", "j2"]))
+    return env.get_template("compare.html.j2").render(
+        title=title,
+        plot=plot_comparison(runs),
+        runs=runs,
+        pairs=[difference_row(runs[i], runs[j]) for i, j in pairs],
+        links=list(links),
+    )
