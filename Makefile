@@ -36,7 +36,8 @@ reproduce: $(STAMP)
 
 ## What the nightly CI job runs (.github/workflows/nightly.yml), here as there: the reproduction, then the
 ## stream-fault scenarios twice: the atomic design must show no finding, the broken one (a canary) must
-## show duplicates, or the harness is what broke. Run directories and JUnit files go to $(NIGHTLY).
+## show duplicates, or the harness is what broke. Run directories, JUnit files and the trend file (one row
+## per run, kept between nights) go to $(NIGHTLY).
 NIGHTLY ?= results/nightly
 nightly: $(STAMP)
 	mkdir -p $(NIGHTLY)
@@ -44,10 +45,11 @@ nightly: $(STAMP)
 	set -e; for s in sever-streams stall-race cancel-mid-stream; do \
 		$(BIN)/mcp-chaos run scenarios/$$s.yaml --results $(NIGHTLY) --quiet \
 			--set target.env.INVOICES_MODE=atomic --fail-on duplicate,lost,inconclusive \
-			--junit $(NIGHTLY)/$$s-atomic.xml; \
+			--junit $(NIGHTLY)/$$s-atomic.xml --trend $(NIGHTLY)/trend.csv; \
 		$(BIN)/mcp-chaos run scenarios/$$s.yaml --results $(NIGHTLY) --quiet \
-			--expect duplicate --junit $(NIGHTLY)/$$s-canary.xml; \
+			--expect duplicate --junit $(NIGHTLY)/$$s-canary.xml --trend $(NIGHTLY)/trend.csv; \
 	done
+	$(BIN)/mcp-chaos trend $(NIGHTLY)/trend.csv -o $(NIGHTLY)/trend.html || echo "trend: a rate moved beyond its interval (see trend.html)"
 
 ## Lint, type-check, then every test (unit, integration with real processes, quality).
 test: lint

@@ -27,7 +27,9 @@ from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import SUFFIX as PREFLIGHT_SUFFIX
 from harness.preflight import preflight
-from harness.report.compare import counts_of, render_comparison
+from harness.report import trend
+from harness.report.compare import Counts, counts_of, render_comparison
+from harness.report.html import REPORT_HTML, render_comparison_html
 from harness.report.junit import run_junit
 from harness.report.text import render_step_summary, render_text
 from harness.reproduce import MODES, VariantResult, plan, render, render_differences, run_plan
@@ -132,6 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.junit:
         junit_xml = run_junit(audit.summary, audit.scenario.gate, audit.summary.duration_s)
         Path(args.junit).write_text(junit_xml, encoding="utf-8")
+    if args.trend:
+        trend.append(Path(args.trend), audit)
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -149,7 +153,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{run_dir} is not a run directory (it needs {rundir.HISTORY} and {rundir.SCENARIO})"
         )
-    audit = audit_and_report(run_dir)
+    audit = audit_and_report(run_dir, html=not args.no_html)
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -237,6 +241,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     )
     out = results_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.md"
     out.write_text(text, encoding="utf-8")
+    counts = [Counts(v.mode, v.duplicates, v.intents) for v in variants]
+    links = [f"{d.name}/{REPORT_HTML}" for dirs in done.values() for d in dirs]
+    page = render_comparison_html(
+        "Reproduction of the article's pod-kill experiment",
+        counts,
+        [(i, i + 1) for i in range(len(counts) - 1)],
+        links,
+    )
+    out.with_suffix(".html").write_text(page, encoding="utf-8")
     print(table)
     print(f"\nwall time {elapsed:.0f}s; table saved to {out}")
     return 0
@@ -353,12 +366,34 @@ def cmd_contract(args: argparse.Namespace) -> int:
     return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
 
 
+def cmd_trend(args: argparse.Namespace) -> int:
+    """The trend table; exit 1 when the newest run of a scenario moved beyond its interval."""
+    path = Path(args.file)
+    table, moved = trend.render(path)
+    print(table)
+    if args.output:
+        out = Path(args.output)
+        page = f'<!doctype html><meta charset="utf-8"><title>Trend</title><img src="{trend.plot(path)}">'
+        out.write_text(page if out.suffix == ".html" else table, encoding="utf-8")
+    if moved:
+        print(
+            "\nthe newest run's interval does not overlap the previous run's: the rate moved", file=sys.stderr
+        )
+    return EXIT_GATE_FAILED if moved else 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     runs = [counts_of(Path(d)) for d in args.run_dirs]
     text = render_comparison(runs)
     print(text)
     if args.output:
-        Path(args.output).write_text(f"# Comparison\n\n{text}\n", encoding="utf-8")
+        output = Path(args.output)
+        if output.suffix == ".html":
+            pairs = [(0, i) for i in range(1, len(runs))]
+            links = [str(Path(d).resolve() / REPORT_HTML) for d in args.run_dirs]
+            output.write_text(render_comparison_html("Comparison", runs, pairs, links), encoding="utf-8")
+        else:
+            output.write_text(f"# Comparison\n\n{text}\n", encoding="utf-8")
     return 0
 
 
@@ -385,12 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--junit", metavar="FILE", help="also write JUnit XML: a case per gate criterion and fault"
     )
     run.add_argument(
+        "--trend", metavar="FILE", help="append this run's row to a trend file (.csv or .parquet)"
+    )
+    run.add_argument(
         "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"
     )
     run.set_defaults(func=cmd_run)
 
     audit = sub.add_parser("audit", help="(re-)audit a run directory, complete or partial")
     audit.add_argument("run_dir")
+    audit.add_argument("--no-html", action="store_true", help="skip report.html (its plots)")
     audit.set_defaults(func=cmd_audit)
 
     validate = sub.add_parser("validate", help="check a scenario file and print its fault schedule")
@@ -416,8 +455,17 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="runs side by side: rates, intervals, Fisher's test, sample size"
     )
     compare.add_argument("run_dirs", nargs="+", help="audited run directories; the first is the baseline")
-    compare.add_argument("-o", "--output", metavar="FILE", help="also write the comparison as Markdown")
+    compare.add_argument(
+        "-o", "--output", metavar="FILE", help="also write it: FILE.html (with a plot) or Markdown"
+    )
     compare.set_defaults(func=cmd_compare)
+
+    trend_cmd = sub.add_parser("trend", help="duplicate rate over runs from a trend file; exit 1 if it moved")
+    trend_cmd.add_argument("file", help="a trend file written by run --trend")
+    trend_cmd.add_argument(
+        "-o", "--output", metavar="FILE", help="also write FILE.html (a plot) or the table"
+    )
+    trend_cmd.set_defaults(func=cmd_trend)
 
     contract = sub.add_parser("contract", help="check the promises of a retry-safe tool (no chaos needed)")
     contract.add_argument("scenario", help="scenario YAML file: its target, tool and argument template")

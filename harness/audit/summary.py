@@ -129,6 +129,8 @@ class Summary:
     errors: list[ErrorMessage]
     effects: EffectCounts
     gate: GateResult = field(default_factory=lambda: GateResult(True, []))
+    started_at: str = ""
+    """When the run started (UTC, ISO 8601), as its history says."""
 
     @property
     def conclusive(self) -> bool:
@@ -254,6 +256,7 @@ def summarize(
     ended = fold.ended or {}
     return Summary(
         run_id=str(fold.run.get("run_id", run_dir.name)),
+        started_at=str(fold.run.get("started_at", "")),
         scenario=scenario.name,
         seed=scenario.seed,
         status=RunStatus(ended.get("status", RunStatus.UNFINISHED)),

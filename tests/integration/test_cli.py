@@ -350,3 +350,15 @@ def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tm
     assert crash is not None
     assert (crash.get("message") or "").startswith("1 duplicates, 0 lost among 1 intents hit")
     assert suite.get("failures") == "2"
+
+
+def test_runs_append_to_a_trend_that_can_be_shown(tmp_path: Path) -> None:
+    trend_file = tmp_path / "nights" / "trend.csv"
+    for mode in ("naive", "atomic"):
+        proc = gated(tmp_path, mode, "--trend", str(trend_file))
+        assert proc.returncode == 0, proc.stderr
+    shown = mcp_chaos("trend", str(trend_file), "-o", str(tmp_path / "trend.html"))
+    assert shown.returncode == 0, shown.stderr  # 1 of 3 against 0 of 3: the intervals overlap
+    lines = [line for line in shown.stdout.splitlines() if line.startswith("| itest")]
+    assert [line.split("|")[3].strip() for line in lines] == ["1/3", "0/3"]
+    assert 'src="data:image/png;base64,' in (tmp_path / "trend.html").read_text()
