@@ -45,9 +45,9 @@ nightly: $(STAMP)
 	set -e; for s in sever-streams stall-race cancel-mid-stream; do \
 		$(BIN)/mcp-chaos run scenarios/$$s.yaml --results $(NIGHTLY) --quiet \
 			--set target.env.INVOICES_MODE=atomic --fail-on duplicate,lost,inconclusive \
-			--junit $(NIGHTLY)/$$s-atomic.xml --trend $(NIGHTLY)/trend.csv; \
+			--junit $(NIGHTLY)/$$s-atomic.xml --trend $(NIGHTLY)/trend.csv --trend-as $$s-atomic; \
 		$(BIN)/mcp-chaos run scenarios/$$s.yaml --results $(NIGHTLY) --quiet \
-			--expect duplicate --junit $(NIGHTLY)/$$s-canary.xml --trend $(NIGHTLY)/trend.csv; \
+			--expect duplicate --junit $(NIGHTLY)/$$s-canary.xml --trend $(NIGHTLY)/trend.csv --trend-as $$s-canary; \
 	done
 	$(BIN)/mcp-chaos trend $(NIGHTLY)/trend.csv -o $(NIGHTLY)/trend.html || echo "trend: a rate moved beyond its interval (see trend.html)"
 

@@ -135,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         junit_xml = run_junit(audit.summary, audit.scenario.gate, audit.summary.duration_s)
         Path(args.junit).write_text(junit_xml, encoding="utf-8")
     if args.trend:
-        trend.append(Path(args.trend), audit)
+        trend.append(Path(args.trend), audit, args.trend_as)
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -421,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--trend", metavar="FILE", help="append this run's row to a trend file (.csv or .parquet)"
+    )
+    run.add_argument(
+        "--trend-as", metavar="SERIES", help="the trend series of this run (default: the scenario)"
     )
     run.add_argument(
         "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"

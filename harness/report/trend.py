@@ -2,9 +2,10 @@
 
 ``run --trend FILE`` appends a row (CSV, or Parquet when the file ends in
 ``.parquet``); the nightly job keeps the file between nights. ``mcp-chaos trend
-FILE`` shows each scenario's duplicate rate with its interval over the runs, and
-flags a run whose interval no longer overlaps the previous run's: a shift a
-reviewer should look at, not noise.
+FILE`` shows each series' duplicate rate with its interval over the runs (a
+series is the scenario, or what ``--trend-as`` names: the same scenario against
+two designs is two series), and flags a run whose interval no longer overlaps
+the previous run's: a shift a reviewer should look at, not noise.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from harness.report.tables import markdown_table
 COLUMNS = [
     "run_id",
     "started_at",
+    "series",
     "scenario",
     "target",
     "intents",
@@ -38,12 +40,14 @@ COLUMNS = [
 ]
 
 
-def row_of(result: AuditResult) -> dict[str, Any]:
+def row_of(result: AuditResult, series: str | None = None) -> dict[str, Any]:
+    """The run's row; ``series`` names what it is compared with over time (default: the scenario)."""
     summary, target = result.summary, result.scenario.target
     duplicate, lost = summary.rates[Verdict.DUPLICATE], summary.rates[Verdict.LOST]
     return {
         "run_id": summary.run_id,
         "started_at": summary.started_at,
+        "series": series or summary.scenario,
         "scenario": summary.scenario,
         "target": target.image or " ".join(target.command or ()),
         "intents": summary.intents.started,
@@ -73,8 +77,8 @@ def _read(path: Path) -> pd.DataFrame:
     return frame
 
 
-def append(path: Path, result: AuditResult) -> None:
-    frame = pd.concat([_read(path), pd.DataFrame([row_of(result)])], ignore_index=True)
+def append(path: Path, result: AuditResult, series: str | None = None) -> None:
+    frame = pd.concat([_read(path), pd.DataFrame([row_of(result, series)])], ignore_index=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".parquet":
         frame.to_parquet(path, index=False)
@@ -83,9 +87,9 @@ def append(path: Path, result: AuditResult) -> None:
 
 
 def flagged(frame: pd.DataFrame) -> pd.Series:
-    """Per row: its interval does not overlap the previous run's of the same scenario."""
-    previous_low = frame.groupby("scenario")["duplicate_ci_low"].shift(1)
-    previous_high = frame.groupby("scenario")["duplicate_ci_high"].shift(1)
+    """Per row: its interval does not overlap the previous run's of the same series."""
+    previous_low = frame.groupby("series")["duplicate_ci_low"].shift(1)
+    previous_high = frame.groupby("series")["duplicate_ci_high"].shift(1)
     apart = (frame["duplicate_ci_low"] > previous_high) | (frame["duplicate_ci_high"] < previous_low)
     return apart.fillna(False).astype(bool)
 
@@ -99,7 +103,7 @@ def render(path: Path) -> tuple[str, bool]:
     frame["moved"] = flagged(frame)
     rows = [
         [
-            r["scenario"],
+            r["series"],
             r["run_id"],
             f"{int(r['duplicates'])}/{int(r['intents']):,}",
             f"{float(r['duplicate_rate']):.2%}",
@@ -108,8 +112,8 @@ def render(path: Path) -> tuple[str, bool]:
         ]
         for r in frame.to_dict("records")
     ]
-    table = markdown_table(["scenario", "run", "duplicates", "rate", "95% CI", "vs previous"], rows, "llrrrl")
-    newest = frame.groupby("scenario").tail(1)
+    table = markdown_table(["series", "run", "duplicates", "rate", "95% CI", "vs previous"], rows, "llrrrl")
+    newest = frame.groupby("series").tail(1)
     return table, bool(newest["moved"].any())
 
 
@@ -122,12 +126,12 @@ def plot(path: Path) -> str:
 
     frame = _read(path).sort_values("started_at", kind="stable")
     fig, ax = plt.subplots(figsize=(10, 3.5))
-    for scenario, group in frame.groupby("scenario"):
+    for series, group in frame.groupby("series"):
         values = group["duplicate_rate"].to_numpy() * 100
         low = values - group["duplicate_ci_low"].to_numpy() * 100
         high = group["duplicate_ci_high"].to_numpy() * 100 - values
         ax.errorbar(
-            group["started_at"].astype(str), values, yerr=[low, high], fmt="o-", capsize=4, label=scenario
+            group["started_at"].astype(str), values, yerr=[low, high], fmt="o-", capsize=4, label=series
         )
     ax.set_ylabel("duplicate rate, % (95% CI)")
     ax.tick_params(axis="x", labelrotation=45)

@@ -20,6 +20,7 @@ def frame(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
             {
                 "run_id": f"r{i}",
                 "started_at": f"2026-11-{i + 1:02d}T03:17:00+00:00",
+                "series": scenario,
                 "scenario": scenario,
                 "target": "x",
                 "intents": intents,
@@ -48,7 +49,7 @@ def test_render_says_when_the_newest_run_moved(tmp_path: Path, suffix: str) -> N
     rows.to_parquet(path) if suffix == ".parquet" else rows.to_csv(path, index=False)
     table, moved = render(path)
     assert not moved
-    assert "| a        | r1  |   34/2,700 |" in table
+    assert "| a      | r1  |   34/2,700 |" in table
     moved_rows = frame([("a", 37, 2700), ("a", 34, 2700), ("a", 0, 2700)])
     moved_rows.to_parquet(path) if suffix == ".parquet" else moved_rows.to_csv(path, index=False)
     table, moved = render(path)
