@@ -25,6 +25,10 @@ from harness.scenario import parse_scenario
 IMAGE = "mcp-chaos/invoices:dev"
 
 
+UNUSED_QUERY = "SELECT 1 AS marker"
+"""The restart benchmark audits nothing, but a scenario must say how it would."""
+
+
 def _scenario(runtime: str) -> Any:
     target: dict[str, Any] = {"env": {"INVOICES_DB": "{data_dir}/invoices.db"}, "restart_delay_s": 0}
     if runtime == "docker":
@@ -36,7 +40,7 @@ def _scenario(runtime: str) -> Any:
             "name": "bench-restart",
             "target": target,
             "workload": {"intents": 1, "tool": "create_invoice", "arguments": {"memo": "{marker}"}},
-            "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": "q"}}},
+            "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": UNUSED_QUERY}}},
         }
     )
 
