@@ -138,13 +138,17 @@ async def wait_ready(
         left = deadline - now
         if left <= 0:
             return Readiness(False, now - started, last=last)
-        spoken, last = await probe(
+        spoken, result = await probe(
             url, protocol=protocol, headers=headers, timeout=min(probe_timeout_s, left)
         )
         now = time.monotonic()
         if spoken is not None:
             return Readiness(True, now - started, protocol=spoken)
-        fatal = diagnose(protocol, last)
+        # What the server last said is kept when a later probe got no answer at all: the last
+        # probe is often cut short by the deadline, and "timeout" would hide the 429 before it.
+        if last is None or result.status is not None or last.status is None:
+            last = result
+        fatal = diagnose(protocol, result)
         if fatal is None:
             fatal_since = None
         elif fatal_since is None or fatal_since[0] != fatal[0]:

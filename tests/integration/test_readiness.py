@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -73,3 +74,42 @@ def test_an_answer_that_never_ends_cannot_hold_readiness(tmp_path: Path) -> None
     assert code == 3
     assert "did not answer server/discover" in err
     assert elapsed < 3 + 10  # the deadline bounds the whole wait, probes included
+
+
+BUSY_THEN_SILENT = """
+import os, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+seen = []
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        seen.append(1)
+        if len(seen) > 2:
+            time.sleep(30)  # from the third request on: no answer at all
+        self.send_response(429)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+
+def test_what_the_server_last_said_survives_a_probe_that_got_no_answer() -> None:
+    # Deterministically what happened by chance when the deadline cut the last probe: a 429, then
+    # a probe that timed out. The 429 is what to report; "timeout" would hide why it was not ready.
+    import asyncio
+
+    from harness.client.readiness import wait_ready
+    from harness.loopback import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", BUSY_THEN_SILENT], env={**os.environ, "PORT": str(port)})
+    try:
+        readiness = asyncio.run(wait_ready(f"http://127.0.0.1:{port}/mcp", timeout_s=4, probe_timeout_s=1))
+    finally:
+        server.kill()
+        server.wait()
+    assert not readiness.ready
+    assert readiness.last is not None
+    assert readiness.last.status == 429
