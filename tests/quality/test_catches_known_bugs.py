@@ -4,7 +4,10 @@ The latency profiles are chosen so the outcome is certain rather than likely: a
 target that spends almost all of a call in the window under test puts nearly
 every in-flight attempt in that window when the pod is killed, so missing the
 bug would take every one of dozens of attempts to miss it (odds far below
-1e-20). Flaky tests would be bugs; these are not probabilistic in practice.
+1e-20). Flaky tests would be bugs; these are not probabilistic in practice. (That keyed is
+safe when a crash falls outside its window is shown with failpoints, in
+tests/integration/test_failpoints.py: a kill timed from outside can always land in
+the microseconds between its two commits, so no kill-based test can promise zero.)
 """
 
 from __future__ import annotations
@@ -51,11 +54,6 @@ def test_naive_double_bills_when_pods_die_after_commit(run: Run) -> None:
 def test_keyed_double_bills_when_pods_die_between_its_commits(run: Run) -> None:
     result = kill_run(run, "keyed", profile(1, 40, 1))
     assert result.summary.verdicts[Verdict.DUPLICATE] >= 3
-
-
-def test_keyed_is_safe_when_nothing_happens_between_commits(run: Run) -> None:
-    result = kill_run(run, "keyed", profile(20, 0, 20))
-    assert result.summary.verdicts[Verdict.DUPLICATE] == 0
 
 
 def test_atomic_is_exactly_once_under_kills(run: Run) -> None:
