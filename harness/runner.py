@@ -37,7 +37,6 @@ from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.final_read import final_read
 from harness.history import EventType, HistoryWriter, RunStatus, excerpt
 from harness.loopback import free_port
 from harness.pods.factory import require_env_refs
@@ -319,15 +318,7 @@ class _Run:
         try:
             async with asyncio.timeout(patience_s):
                 await self.supervisor.ready.wait()
-                markers = await final_read(
-                    self.scenario.audit.effects,
-                    self.run_dir,
-                    pod_url=self.wiring.pod_url,
-                    protocol=self.wiring.protocol,
-                    headers=self.wiring.headers,
-                    postgres_url=self.wiring.postgres.url if self.wiring.postgres else None,
-                    namespace=self.namespace,
-                )
+                markers = await self.wiring.read_live_effects(self.namespace)
             self.history.emit(EventType.EFFECTS_COLLECTED, markers=markers)
         except (HarnessError, TimeoutError, OSError) as exc:
             reason = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"

@@ -17,6 +17,7 @@ from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.stdio import StdioClient
 from harness.errors import ScenarioError
+from harness.final_read import final_read
 from harness.history import EventType, HistoryWriter, Redactor
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, secret_values, target_headers
@@ -34,6 +35,7 @@ class TargetWiring:
 
     def __init__(self, scenario: Scenario, run_dir: Path) -> None:
         self.scenario = scenario
+        self.run_dir = run_dir
         target = scenario.target
         try:
             self.headers = target_headers(target)
@@ -122,6 +124,19 @@ class TargetWiring:
             )
             for i in range(count)
         ]
+
+    async def read_live_effects(self, namespace: str) -> int:
+        """Read a live effect source (PostgreSQL, a read tool, a command) into effects.json now;
+        the number of markers found (see :mod:`harness.final_read`)."""
+        return await final_read(
+            self.scenario.audit.effects,
+            self.run_dir,
+            pod_url=self.pod_url,
+            protocol=self.protocol,
+            headers=self.headers,
+            postgres_url=self.postgres.url if self.postgres else None,
+            namespace=namespace,
+        )
 
     def _emit(self, event: EventType, **fields: object) -> None:
         if self.history is not None:

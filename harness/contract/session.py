@@ -26,7 +26,6 @@ from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
 from harness.errors import TargetError
-from harness.final_read import final_read
 from harness.history import HistoryWriter, Outcome
 from harness.pods.ready import StdioReady
 from harness.scenario import Scenario
@@ -121,15 +120,7 @@ class ContractSession:
         """Effects per marker now, through the scenario's effect source."""
         effects = self.scenario.audit.effects
         if effects.collected_at_end:
-            await final_read(
-                effects,
-                self.run_dir,
-                pod_url=self.wiring.pod_url,
-                protocol=self.wiring.protocol,
-                headers=self.wiring.headers,
-                postgres_url=self.wiring.postgres.url if self.wiring.postgres else None,
-                namespace=self.namespace,
-            )
+            await self.wiring.read_live_effects(self.namespace)
             return read_collected(self.run_dir)
         return await asyncio.to_thread(count_effects, effects, self.run_dir)
 
