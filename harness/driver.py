@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from harness.client import CallResult, McpClient
-from harness.history import EventType, HistoryWriter, IntentStatus, Outcome
+from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
 from harness.scenario import Backoff, ClientPolicy
 from harness.workload import Intent, Workload
 
@@ -57,6 +57,9 @@ class DriverStats:
     attempts: int = 0
     in_flight: int = 0
     outcomes: Counter[Outcome] = field(default_factory=Counter)
+    ambiguous: int = 0
+    """Attempts that broke or timed out after the request was sent: they may or may not have taken effect."""
+    gave_up: int = 0
 
 
 class Driver:
@@ -171,6 +174,8 @@ class Driver:
                 break
             await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, charged or 1, self._rng)))
         stats.finished += 1
+        if status is IntentStatus.GAVE_UP:
+            stats.gave_up += 1
         history.emit(EventType.INTENT_ENDED, intent=intent.index, status=status, attempts=attempt)
 
     def _retry_after(self, res: CallResult) -> float | None:
@@ -187,6 +192,8 @@ class Driver:
 
     def _record(self, intent: Intent, attempt: int, request_id: int, res: CallResult) -> None:
         self.stats.outcomes[res.outcome] += 1
+        if res.outcome in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT) and res.detail not in NEVER_SENT:
+            self.stats.ambiguous += 1
         fields: dict[str, object] = {"outcome": res.outcome}
         if res.detail is not None:
             fields["detail"] = res.detail

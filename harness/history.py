@@ -137,6 +137,9 @@ class Detail(enum.StrEnum):
 CONNECTION_CLOSED = frozenset({Detail.CLOSED_BEFORE_RESPONSE, Detail.CLOSED_MID_RESPONSE})
 """Details of attempts whose connection the server side closed: what a crash looks like."""
 
+NEVER_SENT = frozenset({Detail.CONNECT_REFUSED, Detail.CONNECT_FAILED, Detail.TIMEOUT_CONNECT})
+"""Details of failed attempts whose request never reached a server: they cannot have taken effect."""
+
 MESSAGE_LIMIT = 300
 """At most this many characters of an error's text are kept in the history (``message``)."""
 

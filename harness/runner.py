@@ -37,7 +37,7 @@ from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.history import EventType, HistoryWriter, RunStatus, excerpt
+from harness.history import EventType, HistoryWriter, Outcome, RunStatus, excerpt
 from harness.loopback import free_port
 from harness.pods.factory import require_env_refs
 from harness.report.files import write_audit
@@ -307,6 +307,10 @@ class _Run:
             pod_faults_planned=len(self.schedule),
             pod_ready=self.supervisor.ready.is_set(),
             holding=not self.injector.dispatch_gate.is_set(),
+            stream_faults=None if self.proxy is None else self.proxy.injected,
+            ambiguous=s.ambiguous,
+            gave_up=s.gave_up,
+            tool_errors=s.outcomes[Outcome.TOOL_ERROR],
         )
 
     async def _final_read(self) -> None:

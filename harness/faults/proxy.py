@@ -189,6 +189,8 @@ class FaultProxy(LoopbackServer):
         self.history = history
         self.lookup = lookup
         self.default_hold_s = default_hold_s
+        self.injected = 0
+        """Stream faults injected so far (the live status shows it)."""
 
     # -- one client connection
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -255,6 +257,7 @@ class FaultProxy(LoopbackServer):
         return Exchange(method, tool, request_id, key, intent, attempt)
 
     def _record(self, rule: StreamFault, ex: Exchange, **detail: Any) -> None:
+        self.injected += 1
         self.history.emit(
             EventType.FAULT,
             fault=rule.fault,
