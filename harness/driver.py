@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from harness.client import CallResult, McpClient
+from harness.client.balance import Balancer
 from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
 from harness.scenario import Backoff, ClientPolicy
 from harness.workload import Intent, Workload
@@ -76,10 +77,13 @@ class Driver:
         deadline_s: float | None = None,
         on_dispatch: Callable[[int], None] | None = None,
         dispatch_gate: asyncio.Event | None = None,
+        balancer: Balancer | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
         """One shared client, or one per worker (2025 sessions per worker); worker i uses i mod n."""
+        self.balancer = balancer
+        """With several replicas: picks each attempt's replica (and its client); ``clients`` unused."""
         self.history = history
         self.policy = policy
         self.concurrency = concurrency
@@ -106,7 +110,7 @@ class Driver:
 
     async def run(self) -> DriverStats:
         workers = [
-            asyncio.create_task(self._worker(self.clients[i % len(self.clients)]))
+            asyncio.create_task(self._worker(i, self.clients[i % len(self.clients)]))
             for i in range(min(self.concurrency, len(self.workload)))
         ]
         try:
@@ -117,7 +121,7 @@ class Driver:
             await asyncio.gather(*workers, return_exceptions=True)
         return self.stats
 
-    async def _worker(self, client: McpClient) -> None:
+    async def _worker(self, worker: int, client: McpClient) -> None:
         gate = self.dispatch_gate
         while True:
             if gate is not None and not gate.is_set():
@@ -128,9 +132,9 @@ class Driver:
             self.stats.dispatched += 1
             if self.on_dispatch is not None:
                 self.on_dispatch(self.stats.dispatched)
-            await self._perform(intent, client)
+            await self._perform(intent, worker, client)
 
-    async def _perform(self, intent: Intent, client: McpClient) -> None:
+    async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
         history, policy, stats = self.history, self.policy, self.stats
         history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
         status = IntentStatus.GAVE_UP
@@ -142,9 +146,21 @@ class Driver:
             key = intent.key if policy.key_reuse == "same" or attempt == 1 else f"{intent.key}-r{attempt}"
             arguments = self.workload.arguments(intent, key)
             request_id = next(self._ids)
-            history.emit(
-                EventType.ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key
-            )
+            if self.balancer is None:
+                history.emit(
+                    EventType.ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key
+                )
+            else:
+                replica = self.balancer.pick(intent.index)
+                client = self.balancer.client(replica, worker)
+                history.emit(
+                    EventType.ATTEMPT_STARTED,
+                    intent=intent.index,
+                    attempt=attempt,
+                    id=request_id,
+                    key=key,
+                    pod=f"pod-{replica}",
+                )
             stats.attempts += 1
             stats.in_flight += 1
             self._in_flight[request_id] = (intent.index, attempt)

@@ -19,7 +19,8 @@ Event types (fields beyond ``seq``, ``t``, ``type``):
 run_started        run_id, scenario, seed, intents, concurrency, runtime, namespace,
                    faults_planned ({kind: count} of counted pod faults), started_at, version
 intent_started     intent, marker, key
-attempt_started    intent, attempt, id (JSON-RPC request id), key
+attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the replica it went to,
+                   when the target has several]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
                    code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT)]
 intent_ended       intent, status (an IntentStatus), attempts
@@ -28,10 +29,13 @@ pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
 pod_stopped        pod, pid, returncode (the harness stopped it at the end)
 pod_resumed        pod, pid (the end of a pause fault)
+pod_grace_expired  pod, pid: a pod stopped gracefully was still running after its grace period,
+                   and got SIGKILL
 session_opened     session (a digest of its id, or null), version, client: a 2025-protocol
                    session (initialize + notifications/initialized), first or after a loss
 session_lost       session, status: the server no longer knew the session (404, or 400 naming it)
-fault              fault (a FaultKind), and for pod faults pod, pid, trigger; for stream
+fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [signal, grace_s];
+                   a rollout step also rollout (its number) and step; for stream
                    faults id, intent, attempt, tool, key and what was done
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
 effects_collected  markers (or null and error): the final read of a live effect source
@@ -66,6 +70,7 @@ class EventType(enum.StrEnum):
     POD_EXITED = "pod_exited"
     POD_STOPPED = "pod_stopped"
     POD_RESUMED = "pod_resumed"
+    POD_GRACE_EXPIRED = "pod_grace_expired"
     SESSION_OPENED = "session_opened"
     SESSION_LOST = "session_lost"
     FAULT = "fault"
@@ -165,6 +170,8 @@ class FaultKind(enum.StrEnum):
 
     KILL = "kill"
     CRASH = "crash"
+    ROLLOUT = "rollout"
+    """One replica replaced by a rollout (its signal, then SIGKILL after the grace period)."""
     SEVER_RESPONSE = "sever_response"
     SEVER_MID_STREAM = "sever_mid_stream"
     STALL = "stall"
@@ -173,7 +180,7 @@ class FaultKind(enum.StrEnum):
     DELAY = "delay"
 
 
-POD_FAULTS = (FaultKind.KILL, FaultKind.PAUSE)
+POD_FAULTS = (FaultKind.KILL, FaultKind.ROLLOUT, FaultKind.PAUSE)
 """Faults the injector plans and counts (the schedule); the others fire by rule in the proxy."""
 StreamFaultKind = Literal["sever_request", "sever_response", "stall", "delay"]
 """The fault proxy's faults, as a scenario names them."""

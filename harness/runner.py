@@ -31,6 +31,7 @@ from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
 from harness.client import McpClient
+from harness.client.balance import Balancer
 from harness.client.http import MODERN, McpHttpClient
 from harness.driver import Driver
 from harness.errors import HarnessError, ScenarioError
@@ -157,20 +158,20 @@ class _Run:
         self.supervisor = self.wiring.supervise(self.history)
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
+        self.supervisors = self.wiring.supervisors
         self.injector = Injector(
             self.schedule,
-            self.supervisor,
+            self.supervisors,
             self.history,
             min_uptime_s=kill.min_uptime_s if kill else 0.0,
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
             workload_size=scenario.workload.intents,
         )
-        self.proxy_port = free_port() if scenario.faults.stream else None
-        self.proxy = (
-            None
-            if self.proxy_port is None
-            else FaultProxy(
-                self.wiring.port,
+        # With stream faults, one fault proxy in front of each replica (its draws are per attempt,
+        # so which replica an attempt went to does not change whether it is hit).
+        self.proxies = [
+            FaultProxy(
+                port,
                 scenario.faults.stream,
                 seed=scenario.seed,
                 history=self.history,
@@ -179,7 +180,9 @@ class _Run:
                 key_meta=scenario.client.key_meta,
                 key_header=scenario.client.key_header,
             )
-        )
+            for port in (self.wiring.ports if scenario.faults.stream else [])
+        ]
+        self.proxy_ports = [free_port() for _ in self.proxies]
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
@@ -206,27 +209,45 @@ class _Run:
                 raise
         return self.status
 
-    def _clients(self) -> list[McpClient]:
-        """The driver's clients, in the protocol the pod answered in (through the proxy, if any)."""
+    def _clients(self) -> list[list[McpClient]]:
+        """Per replica, the driver's clients in the protocol the pod answered in (through its proxy,
+        if any)."""
         count = 1
         if self.scenario.client.sessions == "per_worker" and self.wiring.protocol != MODERN:
             count = self.scenario.workload.concurrency
-        return self.wiring.clients(port=self.proxy_port, count=count)
+        return [
+            self.wiring.clients(
+                port=self.proxy_ports[replica] if self.proxy_ports else None, count=count, replica=replica
+            )
+            for replica in range(len(self.supervisors))
+        ]
+
+    def _balancer(self, clients: list[list[McpClient]]) -> Balancer | None:
+        """With several replicas, what spreads the attempts over the ready ones."""
+        if len(clients) == 1:
+            return None
+        supervisors = self.supervisors
+        return Balancer(
+            self.scenario.client.balance,
+            clients,
+            lambda replica: supervisors[replica].ready.is_set(),
+            seed=self.scenario.seed,
+        )
 
     async def _start_and_drive(self, stack: contextlib.AsyncExitStack, live: LiveStatus | None) -> None:
         await self.wiring.start_services(stack)
-        if self.proxy is not None:
-            stack.push_async_callback(self.proxy.close)
-            await self.proxy.start(self.proxy_port)
+        for proxy, port in zip(self.proxies, self.proxy_ports, strict=True):
+            stack.push_async_callback(proxy.close)
+            await proxy.start(port)
         self._supervise = await self.wiring.start_pod(stack)
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
 
         clients = self._clients()
-        stack.push_async_callback(_close_clients, clients)
+        stack.push_async_callback(_close_clients, [c for mine in clients for c in mine])
         driver = self.driver = Driver(
             Workload(self.scenario, self.namespace),
-            clients,
+            clients[0],
             self.history,
             self.scenario.client,
             concurrency=self.scenario.workload.concurrency,
@@ -235,6 +256,7 @@ class _Run:
             deadline_s=self.scenario.workload.max_duration_s,
             on_dispatch=self.injector.on_dispatch,
             dispatch_gate=self.injector.dispatch_gate,
+            balancer=self._balancer(clients),
         )
         injecting = asyncio.create_task(self.injector.run())
         stack.callback(self.injector.record_missed)
@@ -291,8 +313,8 @@ class _Run:
             EventType.RUN_ENDED,
             status=self.status,
             reason=self.reason,
-            kills=self.supervisor.kills,
-            restarts=self.supervisor.restarts,
+            kills=sum(s.kills for s in self.supervisors),
+            restarts=sum(s.restarts for s in self.supervisors),
         )
 
     def _snapshot(self, driver: Driver) -> Snapshot:
@@ -305,9 +327,10 @@ class _Run:
             in_flight=s.in_flight,
             pod_faults_done=self.injector.done,
             pod_faults_planned=len(self.schedule),
-            pod_ready=self.supervisor.ready.is_set(),
+            pods_ready=sum(s.ready.is_set() for s in self.supervisors),
+            pods=len(self.supervisors),
             holding=not self.injector.dispatch_gate.is_set(),
-            stream_faults=None if self.proxy is None else self.proxy.injected,
+            stream_faults=sum(p.injected for p in self.proxies) if self.proxies else None,
             ambiguous=s.ambiguous,
             gave_up=s.gave_up,
             tool_errors=s.outcomes[Outcome.TOOL_ERROR],

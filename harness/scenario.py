@@ -113,6 +113,10 @@ class TargetSpec(_Model):
     """After the pod dies (killed or crashed), wait this long before starting it again."""
     max_restarts: int = Field(default=100, ge=0, le=100_000)
     """A pod that needs more restarts than this in one run fails the run (a crash loop)."""
+    replicas: int = Field(default=1, ge=1, le=16)
+    """Pods of this target running side by side (``pod-0`` ...), each on its own port, sharing the
+    run's data directory and services: a deployment's replicas. ``client.balance`` spreads the
+    attempts over them."""
 
     @field_validator("command")
     @classmethod
@@ -144,6 +148,10 @@ class TargetSpec(_Model):
             raise ValueError("target needs a command (a local server) or an image (a Docker image)")
         if self.transport == "stdio" and self.headers:
             raise ValueError("target.headers are HTTP headers; a stdio target has none")
+        if self.transport == "stdio" and self.replicas > 1:
+            raise ValueError(
+                "target.replicas needs an HTTP target: a stdio server has exactly one client, its host"
+            )
         if self.image is not None:
             uses_python = any("{python}" in part for part in self.command or ())
             if uses_python or any("{python}" in v for v in self.env.values()):
@@ -246,6 +254,11 @@ class ClientPolicy(_Model):
     request's ``_meta``, or in an HTTP header."""
     key_name: str | None = Field(default=None, min_length=1)
     """The ``_meta`` field or header name (defaults: ``idempotencyKey``, ``Idempotency-Key``)."""
+    balance: Literal["round_robin", "random", "sticky"] = "round_robin"
+    """With several replicas, which one an attempt goes to, as a health-checked load balancer
+    sends it (replicas that are not ready get none): ``round_robin`` across attempts (a retry goes
+    to the next replica), ``random`` (seeded), or ``sticky`` (an intent's attempts stay on one
+    replica while it is ready, like session affinity)."""
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -295,6 +308,14 @@ class KillFaults(_Model):
     """A seeded extra delay, 0..jitter_s, between a kill's trigger and the kill."""
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
     """A kill waits until the pod has been ready this long (kills in steady state, not at start-up)."""
+    victim: Literal["random", "all"] | int = "random"
+    """With replicas: which pod each kill hits: a seeded random one, all of them at once, or the
+    replica with this index."""
+    signal: Literal["SIGKILL", "SIGTERM"] = "SIGKILL"
+    """``SIGKILL``: a crash. ``SIGTERM``: a graceful stop as a deployment gives it: the pod stops
+    getting new attempts, may finish what it has, and gets SIGKILL after ``grace_s``."""
+    grace_s: float = Field(default=30.0, ge=0, le=600)
+    """With ``signal: SIGTERM``: seconds before SIGKILL (Kubernetes' default grace period is 30 s)."""
     hold_dispatch: bool = False
     """Counted kills: while a kill is due but waits for the pod (down, or not up for min_uptime_s),
     start no new intent (retries go on). The kill then lands exactly after its intent, and a
@@ -324,6 +345,8 @@ class PauseFaults(_Model):
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
     hold_dispatch: bool = False
     """As for kills: start no new intent while a due pause waits for the pod."""
+    victim: Literal["random", "all"] | int = "random"
+    """With replicas: which pod each pause freezes (as for kills)."""
 
     @model_validator(mode="after")
     def _window(self) -> PauseFaults:
@@ -382,9 +405,34 @@ class StreamFault(_Model):
         return 1.0 if self.probability is None else self.probability
 
 
+class RolloutFaults(_Model):
+    """Deploys: replace every replica one by one, as a Deployment's rolling update does.
+
+    Each replica in turn stops getting new attempts, gets ``signal`` (SIGTERM: it may finish
+    what it has), then SIGKILL after ``grace_s`` if it is still running; it is started again,
+    and the next replica goes only once it is ready. Rollouts start at seeded points of the
+    workload, like counted kills.
+    """
+
+    count: int = Field(default=1, ge=0, le=1000)
+    window: tuple[float, float] = (0.1, 0.6)
+    signal: Literal["SIGKILL", "SIGTERM"] = "SIGTERM"
+    grace_s: float = Field(default=30.0, ge=0, le=600)
+
+    @model_validator(mode="after")
+    def _window(self) -> RolloutFaults:
+        lo, hi = self.window
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(
+                f"faults.rollout.window must satisfy 0 <= low < high <= 1, got {list(self.window)}"
+            )
+        return self
+
+
 class Faults(_Model):
     kill: KillFaults | None = None
     pause: PauseFaults | None = None
+    rollout: RolloutFaults | None = None
     stream: list[StreamFault] = Field(default_factory=list)
     """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
 
@@ -585,6 +633,18 @@ class Scenario(_Model):
             raise ValueError("{postgres_url} is used but services.postgres is not set")
         if self.audit.effects.sink is None and any("{sink_url}" in t for t in texts):
             raise ValueError("{sink_url} is used but audit.effects.sink is not set")
+        return self
+
+    @model_validator(mode="after")
+    def _victims_exist(self) -> Scenario:
+        replicas = self.target.replicas
+        for name, fault in (("kill", self.faults.kill), ("pause", self.faults.pause)):
+            victim = None if fault is None else fault.victim
+            if isinstance(victim, int) and not 0 <= victim < replicas:
+                raise ValueError(
+                    f"faults.{name}.victim: there is no replica {victim} "
+                    f"(target.replicas is {replicas}: use 0..{replicas - 1}, random or all)"
+                )
         return self
 
     @model_validator(mode="after")

@@ -2,7 +2,8 @@
 
 A chaos run (:mod:`harness.runner`) and a contract check (:mod:`harness.contract`)
 need the same parts, started in the same order and stopped in reverse: the
-harness's PostgreSQL and effect sink, then the pod under its supervisor. Every
+harness's PostgreSQL and effect sink, then the pods under their supervisors (one
+per replica; most targets have one). Every
 port is chosen when the wiring is made, so every placeholder is known before
 anything starts; ``${VAR}`` values and passwords in URLs go into the redactor.
 """
@@ -40,7 +41,8 @@ class TargetWiring:
         try:
             self.headers = target_headers(target)
             self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
-            self.port = free_port()
+            self.ports = [free_port() for _ in range(target.replicas)]
+            self.port = self.ports[0]
             self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
             urls: dict[str, str] = {}
             pg = scenario.services.postgres
@@ -51,32 +53,47 @@ class TargetWiring:
             self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
             if self.sink is not None:
                 urls["sink_url"] = self.sink.url
-            self.pod: Pod = make_pod(target, run_dir, port=self.port, name="pod-0", urls=urls)
+            self.pods: list[Pod] = [
+                make_pod(target, run_dir, port=port, name=f"pod-{i}", urls=urls)
+                for i, port in enumerate(self.ports)
+            ]
+            self.pod = self.pods[0]
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
         self.history: HistoryWriter | None = None
         self.ready_check: HttpReady | StdioReady | None = None
+        """Replica 0's readiness check (the only one of a stdio target)."""
         self.supervisor: Supervisor | None = None
+        """Replica 0's supervisor: the pod a contract check restarts, and the final read's."""
+        self.supervisors: list[Supervisor] = []
         self._supervise: asyncio.Task[None] | None = None
 
     def supervise(self, history: HistoryWriter) -> Supervisor:
-        """The readiness check and supervisor, writing to ``history``."""
+        """The readiness checks and supervisors, writing to ``history``; replica 0's supervisor."""
         target, client = self.scenario.target, self.scenario.client
         self.history = history
-        self.ready_check = (
-            StdioReady(history=history, key_meta=client.key_meta)
-            if target.transport == "stdio"
-            else HttpReady(self.pod_url, protocol=client.protocol, headers=self.headers)
-        )
-        self.supervisor = Supervisor(
-            self.pod,
-            self.ready_check,
-            history,
-            ready_timeout_s=target.ready_timeout_s,
-            restart_delay_s=target.restart_delay_s,
-            max_restarts=target.max_restarts,
-            stop_timeout_s=target.stop_timeout_s,
-        )
+        for pod, port in zip(self.pods, self.ports, strict=True):
+            ready_check: HttpReady | StdioReady = (
+                StdioReady(history=history, key_meta=client.key_meta)
+                if target.transport == "stdio"
+                else HttpReady(
+                    f"http://127.0.0.1:{port}{target.path}", protocol=client.protocol, headers=self.headers
+                )
+            )
+            if self.ready_check is None:
+                self.ready_check = ready_check
+            self.supervisors.append(
+                Supervisor(
+                    pod,
+                    ready_check,
+                    history,
+                    ready_timeout_s=target.ready_timeout_s,
+                    restart_delay_s=target.restart_delay_s,
+                    max_restarts=target.max_restarts,
+                    stop_timeout_s=target.stop_timeout_s,
+                )
+            )
+        self.supervisor = self.supervisors[0]
         return self.supervisor
 
     async def start_services(self, stack: contextlib.AsyncExitStack) -> None:
@@ -91,12 +108,16 @@ class TargetWiring:
             await self.sink.start()
 
     async def start_pod(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
-        """The pod under its supervisor, ready; the supervising task (it ends if the pod gives up)."""
-        assert self.supervisor is not None, "supervise() first"
+        """Every replica under its supervisor, ready; the supervising task (it ends, raising, if a pod
+        gives up)."""
+        assert self.supervisors, "supervise() first"
         stack.push_async_callback(self._stop_pod)  # before start: a pod that never got ready is stopped too
-        await self.supervisor.start()
-        self._supervise = asyncio.create_task(self.supervisor.supervise())
+        await asyncio.gather(*(s.start() for s in self.supervisors))
+        self._supervise = asyncio.create_task(self._supervise_all())
         return self._supervise
+
+    async def _supervise_all(self) -> None:
+        await asyncio.gather(*(s.supervise() for s in self.supervisors))
 
     @property
     def protocol(self) -> str:
@@ -104,23 +125,24 @@ class TargetWiring:
         assert self.supervisor is not None
         return self.supervisor.protocol or MODERN
 
-    def clients(self, *, port: int | None = None, count: int = 1) -> list[McpClient]:
-        """Clients in the protocol the pod answered in, to ``port`` (a fault proxy) or the pod."""
+    def clients(self, *, port: int | None = None, count: int = 1, replica: int = 0) -> list[McpClient]:
+        """Clients in the protocol the pod answered in, to ``port`` (a fault proxy) or the replica."""
         policy = self.scenario.client
         if isinstance(self.ready_check, StdioReady):
             ready = self.ready_check
             return [StdioClient(lambda: ready.channel)]
         assert isinstance(self.ready_check, HttpReady)
+        prefix = "" if len(self.pods) == 1 else f"pod-{replica}/"
         return [
             McpHttpClient(
-                f"http://127.0.0.1:{port or self.port}{self.scenario.target.path}",
+                f"http://127.0.0.1:{port or self.ports[replica]}{self.scenario.target.path}",
                 protocol=self.ready_check.protocol,
                 headers=self.headers,
                 key_meta=policy.key_meta,
                 key_header=policy.key_header,
                 resume=policy.resume,
                 history=self.history,
-                name="shared" if count == 1 else f"worker-{i}",
+                name=prefix + ("shared" if count == 1 else f"worker-{i}"),
             )
             for i in range(count)
         ]
@@ -143,8 +165,7 @@ class TargetWiring:
             self.history.emit(event, **fields)
 
     async def _stop_pod(self) -> None:
-        assert self.supervisor is not None
-        await self.supervisor.stop()
+        await asyncio.gather(*(s.stop() for s in self.supervisors))
         if self._supervise is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._supervise

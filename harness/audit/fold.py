@@ -128,6 +128,8 @@ class _Columns:
         self.last_t: list[float] = []
         self.faults: dict[int, set[str]] = {}
         """Sparse: intent -> kinds of the faults that hit its attempts (most intents have none)."""
+        self.pods: dict[int, list[str]] = {}
+        """With replicas: intent -> the pods its attempts went to, in order, each once."""
 
     def grow(self, n: int) -> None:
         if n <= self.size:
@@ -147,6 +149,17 @@ class _Columns:
             column[i] = ";".join(sorted(kinds))
         return column
 
+    def _pod_columns(self) -> dict[str, Any]:
+        """``first_pod`` and ``pods`` (every replica an intent's attempts went to), with replicas only."""
+        if not self.pods:
+            return {}
+        first = np.full(self.size, "", dtype=object)
+        every = np.full(self.size, "", dtype=object)
+        for i, pods in self.pods.items():
+            first[i] = pods[0]
+            every[i] = ";".join(pods)
+        return {"first_pod": first, "pods": every}
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
             {
@@ -162,6 +175,7 @@ class _Columns:
                 # million-row intents.csv); nullable, as an attempt may never have ended.
                 "first_attempt_ms": _millis(self.first_t),
                 "last_end_ms": _millis(self.last_t),
+                **self._pod_columns(),
             }
         )
 
@@ -213,8 +227,14 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     protocol_errors = outcomes[Outcome.PROTOCOL_ERROR.value]
     in_progress, not_started = int(ClientStatus.IN_PROGRESS), int(ClientStatus.NOT_STARTED)
     status_codes = {name: int(code) for name, code in STATUS_BY_NAME.items()}
-    pending: dict[int, tuple[int, int, float]] = {}  # request id -> (intent, deaths seen at start, start t)
-    recent: deque[tuple[float, float, int]] = deque()  # (end t, start t, intent): connection-closed attempts
+    # request id -> (intent, disruptions seen at start, start t, pod): of the attempt's pod when the
+    # history names it (replicas), else of all pods.
+    pending: dict[int, tuple[int, int, float, str | None]] = {}
+    recent: deque[tuple[float, float, int, str | None]] = (
+        deque()
+    )  # connection-closed attempts: (end t, start t, intent, pod)
+    pod_kinds: dict[str, list[str]] = {}  # with replicas: pod -> kinds of its disruptions so far
+    intent_pods = cols.pods
     killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
     faults = cols.faults
     death_kinds: list[str] = []  # "kill", "crash" or "pause", one per pod disruption so far
@@ -224,6 +244,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     ok = Outcome.OK.value
     pod_fault_kinds = {k.value for k in POD_FAULTS}
     kill, crash, pause = FaultKind.KILL.value, FaultKind.CRASH.value, FaultKind.PAUSE.value
+    rollout = FaultKind.ROLLOUT.value
     # Locals, not module globals, for the comparisons made per event.
     attempt_started, attempt_ended, intent_started, intent_ended = (
         EventType.ATTEMPT_STARTED.value,
@@ -241,7 +262,14 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     if not 0 <= i < cols.size:
                         _make_room(cols, fold, ev)
                     t = ev["t"]
-                    pending[ev["id"]] = (i, deaths, t)
+                    pod = ev.get("pod")
+                    if pod is None:
+                        pending[ev["id"]] = (i, deaths, t, None)
+                    else:
+                        pending[ev["id"]] = (i, len(pod_kinds.setdefault(pod, [])), t, pod)
+                        seen = intent_pods.setdefault(i, [])
+                        if pod not in seen:
+                            seen.append(pod)
                     attempts[i] += 1
                     if attempts[i] == 1:
                         first_t[i] = t
@@ -260,11 +288,12 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                         _tally_error(fold, ev, outcome)
                     if "resumed" in ev:
                         fold.resumed[ev["resumed"]] += 1
-                    if deaths > started[1]:
+                    kinds = death_kinds if started[3] is None else pod_kinds[started[3]]
+                    if len(kinds) > started[1]:
                         hit[i] += 1
-                        faults.setdefault(i, set()).update(death_kinds[started[1] : deaths])
+                        faults.setdefault(i, set()).update(kinds[started[1] :])
                     elif ev.get("detail") in closed:
-                        recent.append((t, started[2], i))
+                        recent.append((t, started[2], i, started[3]))
                         while recent and recent[0][0] < t - CRASH_WINDOW_S:
                             recent.popleft()
                     last_t[i] = t
@@ -294,14 +323,20 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                         crashes += 1
                         deaths += 1
                         death_kinds.append(crash)
+                        pod_kinds.setdefault(pod, []).append(crash)
+                        others: deque[tuple[float, float, int, str | None]] = deque()
                         while recent:
-                            end_t, start_t, j = recent.popleft()
-                            if end_t >= t - CRASH_WINDOW_S and start_t <= t:
+                            end_t, start_t, j, on = recent.popleft()
+                            if on is not None and on != pod:
+                                others.append((end_t, start_t, j, on))  # another replica's
+                            elif end_t >= t - CRASH_WINDOW_S and start_t <= t:
                                 hit[j] += 1
                                 faults.setdefault(j, set()).add(crash)
+                        recent = others
                 elif typ == EventType.POD_RESUMED:
                     deaths += 1
                     death_kinds.append(pause)
+                    pod_kinds.setdefault(ev.get("pod", ""), []).append(pause)
                 elif typ == EventType.POD_STARTED:
                     killed_pods.discard(ev.get("pod", ""))
                 elif typ == EventType.POD_READY:
@@ -316,15 +351,17 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     fold.pod_events.append((ev["t"], kind))
                     if kind in pod_fault_kinds and ev.get("counted") is False:
                         fold.faults_planned[kind] += 1  # a timed fault that came due
-                    if kind == kill:
+                    if kind in (kill, rollout):
                         deaths += 1
-                        death_kinds.append(kill)
+                        death_kinds.append(kind)
+                        pod_kinds.setdefault(ev.get("pod", ""), []).append(kind)
                         killed_pods.add(ev.get("pod", ""))
                     elif kind == pause:
                         # Attempts in flight when the pod froze; those sent while it was frozen are
                         # caught by the second disruption, when it thaws (pod_resumed).
                         deaths += 1
                         death_kinds.append(pause)
+                        pod_kinds.setdefault(ev.get("pod", ""), []).append(pause)
                     elif "id" in ev:
                         if kind == FaultKind.SEVER_RESPONSE and ev.get("server_done") is False:
                             kind = FaultKind.SEVER_MID_STREAM.value

@@ -82,6 +82,25 @@ class FaultRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaRow:
+    """One replica of a target with several: the intents first sent to it, and what became of them."""
+
+    pod: str
+    intents: int
+    """Intents whose first attempt went to this replica."""
+    verdicts: dict[Verdict, int]
+    duplicate: Rate
+    moved: int
+    """Of those, intents whose later attempts went to another replica (a retry elsewhere)."""
+    moved_duplicates: int
+    """Duplicates among the moved intents."""
+
+    @property
+    def lost(self) -> int:
+        return self.verdicts.get(Verdict.LOST, 0)
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorMessage:
     """An error message and how often attempts ended with one like it."""
 
@@ -129,6 +148,8 @@ class Summary:
     errors: list[ErrorMessage]
     effects: EffectCounts
     gate: GateResult = field(default_factory=lambda: GateResult(True, []))
+    replicas: list[ReplicaRow] = field(default_factory=list)
+    """With several replicas: a row per replica (empty for a single pod)."""
     started_at: str = ""
     """When the run started (UTC, ISO 8601), as its history says."""
 
@@ -194,6 +215,30 @@ def _fault_rows(table: pd.DataFrame, fold: Fold, scenario: Scenario) -> list[Fau
                 intents_hit=n,
                 verdicts={Verdict(str(v)): int(c) for v, c in verdicts.items()},
                 duplicate=Rate(int(verdicts.get(Verdict.DUPLICATE.value, 0)), n),
+            )
+        )
+    return rows
+
+
+def _replica_rows(table: pd.DataFrame) -> list[ReplicaRow]:
+    """Per replica (by each intent's first attempt): verdicts, and how many retries went elsewhere."""
+    if "first_pod" not in table.columns:
+        return []
+    rows = []
+    sent = table[table["first_pod"] != ""]
+    moved = sent["pods"].str.contains(";", regex=False)
+    dup = sent["verdict"] == Verdict.DUPLICATE.value
+    for pod, group in sent.groupby("first_pod", sort=True):
+        verdicts = group["verdict"].value_counts()
+        mine = sent["first_pod"] == pod
+        rows.append(
+            ReplicaRow(
+                pod=str(pod),
+                intents=len(group),
+                verdicts={Verdict(str(v)): int(c) for v, c in verdicts.items()},
+                duplicate=Rate(int(verdicts.get(Verdict.DUPLICATE.value, 0)), len(group)),
+                moved=int((mine & moved).sum()),
+                moved_duplicates=int((mine & moved & dup).sum()),
             )
         )
     return rows
@@ -288,6 +333,7 @@ def summarize(
             attempts_hit=int(table["attempts_hit_by_pod_fault"].sum()),
         ),
         faults=_fault_rows(table, fold, scenario),
+        replicas=_replica_rows(table),
         missed_faults=list(fold.missed),
         verdicts=verdicts,
         rates={v: Rate(c, started) for v, c in verdicts.items()},

@@ -8,6 +8,11 @@ fault at a time. A fault that comes due while the pod is down waits until the
 pod is back, ready, and has been up for its ``min_uptime_s``, so every fault hits
 a serving pod (a kill of a dead pod would measure nothing).
 
+With several replicas each fault names its victim (one replica, or all of them);
+it waits for its victims. A rollout replaces the replicas one at a time, as a
+Deployment's rolling update does: signal, grace period, restart, readiness,
+then the next.
+
 A due fault may hold dispatching (``hold_dispatch``): the driver then starts no
 new intent until the fault has happened, so "after intent N" is exact and the
 workload cannot run out before the fault. Without it the workload goes on, and
@@ -30,7 +35,7 @@ class Injector:
     def __init__(
         self,
         schedule: Sequence[PlannedFault],
-        supervisor: Supervisor,
+        supervisors: Sequence[Supervisor],
         history: HistoryWriter,
         *,
         min_uptime_s: float = 0.0,
@@ -43,7 +48,8 @@ class Injector:
         """When the last intent was dispatched: timed faults due later were never planned for the run."""
         self.min_uptime_s = min_uptime_s
         self.pause_min_uptime_s = pause_min_uptime_s
-        self.supervisor = supervisor
+        self.supervisors = list(supervisors)
+        """One per replica, in replica order."""
         self.history = history
         self.done = 0
         self.dispatch_gate = asyncio.Event()
@@ -103,37 +109,72 @@ class Injector:
             await self._inject(fault)
 
     async def _inject(self, fault: PlannedFault) -> None:
-        """Wait for a serving pod, then act; one fault at a time across both loops."""
-        min_uptime = self.pause_min_uptime_s if fault.kind is FaultKind.PAUSE else self.min_uptime_s
+        """Wait for serving victims, then act; one fault at a time across both loops."""
         self._waiting[id(fault)] = "its turn (another fault was being injected)"
         async with self._turn:
-            while True:
-                self._waiting[id(fault)] = "the pod to be ready"
-                await self.supervisor.ready.wait()
-                uptime = time.monotonic() - self.supervisor.ready_since
-                if uptime < min_uptime:
-                    self._waiting[id(fault)] = f"the pod to be up for min_uptime_s={min_uptime:g}"
-                    await asyncio.sleep(min_uptime - uptime)
-                    continue
-                if fault.delay_s:
-                    self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
-                    await asyncio.sleep(fault.delay_s)
-                trigger, counted = fault.describe(), fault.counted
-                if fault.kind is FaultKind.KILL and self.supervisor.kill(trigger=trigger, counted=counted):
-                    self._injected.add(id(fault))
-                    break
-                if fault.kind is FaultKind.PAUSE and self.supervisor.pause(
-                    duration_s=fault.duration_s, trigger=trigger, counted=counted
-                ):
-                    self._injected.add(id(fault))
-                    try:
-                        await asyncio.sleep(fault.duration_s)
-                    finally:
-                        self.supervisor.resume()  # the heal step always runs, even when cancelled
-                    break
-                # The pod went down during the delay: wait for it to be back, then try again.
+            victims = [self.supervisors[v] for v in fault.victims(len(self.supervisors))]
+            if fault.kind is FaultKind.ROLLOUT:
+                await self._roll_out(fault, victims)
+            else:
+                while not await self._strike(fault, victims):
+                    pass  # a victim went down during the delay: wait for it to be back, then try again
+                self._injected.add(id(fault))
             self._waiting.pop(id(fault), None)
             self.done += 1
+
+    async def _serving(self, fault: PlannedFault, victims: Sequence[Supervisor], min_uptime: float) -> None:
+        """Until every victim is ready and has been up for ``min_uptime``."""
+        for supervisor in victims:
+            while True:
+                self._waiting[id(fault)] = f"{supervisor.pod.name} to be ready"
+                await supervisor.ready.wait()
+                uptime = time.monotonic() - supervisor.ready_since
+                if uptime >= min_uptime:
+                    break
+                self._waiting[id(fault)] = f"{supervisor.pod.name} to be up for min_uptime_s={min_uptime:g}"
+                await asyncio.sleep(min_uptime - uptime)
+
+    async def _strike(self, fault: PlannedFault, victims: Sequence[Supervisor]) -> bool:
+        """A kill or a pause of every victim at once; False if one was down by then (nothing done)."""
+        min_uptime = self.pause_min_uptime_s if fault.kind is FaultKind.PAUSE else self.min_uptime_s
+        await self._serving(fault, victims, min_uptime)
+        if fault.delay_s:
+            self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
+            await asyncio.sleep(fault.delay_s)
+        if not all(s.ready.is_set() for s in victims):
+            return False
+        trigger, counted = fault.describe(), fault.counted
+        if fault.kind is FaultKind.KILL:
+            for supervisor in victims:
+                supervisor.kill(trigger=trigger, counted=counted, sig=fault.signal, grace_s=fault.grace_s)
+            return True
+        paused = [
+            s for s in victims if s.pause(duration_s=fault.duration_s, trigger=trigger, counted=counted)
+        ]
+        try:
+            await asyncio.sleep(fault.duration_s)
+        finally:
+            for supervisor in paused:
+                supervisor.resume()  # the heal step always runs, even when cancelled
+        return True
+
+    async def _roll_out(self, fault: PlannedFault, victims: Sequence[Supervisor]) -> None:
+        """Replace each replica in turn; the next one goes only when the last one is ready again."""
+        for step, supervisor in enumerate(victims):
+            while True:
+                await self._serving(fault, [supervisor], self.min_uptime_s)
+                if supervisor.kill(
+                    trigger=fault.describe(),
+                    counted=fault.counted,
+                    sig=fault.signal,
+                    grace_s=fault.grace_s,
+                    kind=FaultKind.ROLLOUT,
+                    step=step,
+                ):
+                    break
+            self._injected.add(id(fault))  # begun: a rollout the run cut short shows as fewer steps
+            self._waiting[id(fault)] = f"{supervisor.pod.name} to be replaced (rollout step {step})"
+            await supervisor.ready.wait()
 
     def record_missed(self) -> None:
         """After the loops stopped: a ``fault_missed`` for each planned fault that did not happen.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.history import FaultKind
@@ -33,6 +34,13 @@ class PlannedFault:
     """For a pause: how long the pod stays frozen."""
     hold_dispatch: bool = False
     """Once due, no new intent starts until this fault has happened."""
+    victim: int | None = 0
+    """The replica it hits; None: every replica at once (a rollout: each in turn)."""
+    signal: str = "SIGKILL"
+    grace_s: float = 0.0
+    """After a signal other than SIGKILL: seconds before SIGKILL."""
+    steps: int = 1
+    """Pod disruptions it makes: a rollout replaces every replica, one at a time."""
 
     @property
     def counted(self) -> bool:
@@ -45,6 +53,10 @@ class PlannedFault:
             f"after intent {self.after_intents}" if self.after_intents is not None else f"at {self.at_s:.3f}s"
         )
         return f"{trigger} +{self.delay_s:.3f}s"
+
+    def victims(self, replicas: int) -> list[int]:
+        """The replicas it hits, in order."""
+        return list(range(replicas)) if self.victim is None else [self.victim]
 
 
 def _stratified(rng: random.Random, n: int, count: int, window: tuple[float, float]) -> list[int]:
@@ -61,31 +73,43 @@ def _stratified(rng: random.Random, n: int, count: int, window: tuple[float, flo
 def build_schedule(scenario: Scenario) -> list[PlannedFault]:
     """All pod faults of a run (kills and pauses): counted ones in trigger order, then timed ones."""
     n = scenario.workload.intents
+    replicas = scenario.target.replicas
     counted: list[PlannedFault] = []
     timed: list[PlannedFault] = []
     pause = scenario.faults.pause
     if pause is not None:
         rng = random.Random(f"{scenario.seed}:faults:pause")
+        victims = _victims(scenario, "pause", pause.victim)
         counted += [
             PlannedFault(
                 FaultKind.PAUSE,
                 after_intents=after,
                 duration_s=pause.duration_s,
                 hold_dispatch=pause.hold_dispatch,
+                victim=victim,
+                steps=replicas if victim is None else 1,
             )
             for after in _stratified(rng, n, pause.count, pause.window)
+            for victim in [victims()]
         ]
     kill = scenario.faults.kill
     if kill is not None:
         rng = random.Random(f"{scenario.seed}:faults:kill")
+        victims = _victims(scenario, "kill", kill.victim)
+        grace_s = 0.0 if kill.signal == "SIGKILL" else kill.grace_s
         if kill.count is not None:
             for after in _stratified(rng, n, kill.count, kill.window):
+                victim = victims()
                 counted.append(
                     PlannedFault(
                         FaultKind.KILL,
                         after_intents=after,
                         delay_s=rng.uniform(0, kill.jitter_s),
                         hold_dispatch=kill.hold_dispatch,
+                        victim=victim,
+                        signal=kill.signal,
+                        grace_s=grace_s,
+                        steps=replicas if victim is None else 1,
                     )
                 )
         else:
@@ -95,13 +119,52 @@ def build_schedule(scenario: Scenario) -> list[PlannedFault]:
                 t += rng.expovariate(1.0 / kill.mean_interval_s)
                 if t >= scenario.workload.max_duration_s:
                     break
+                victim = victims()
                 timed.append(
-                    PlannedFault(FaultKind.KILL, at_s=round(t, 6), delay_s=rng.uniform(0, kill.jitter_s))
+                    PlannedFault(
+                        FaultKind.KILL,
+                        at_s=round(t, 6),
+                        delay_s=rng.uniform(0, kill.jitter_s),
+                        victim=victim,
+                        signal=kill.signal,
+                        grace_s=grace_s,
+                        steps=replicas if victim is None else 1,
+                    )
                 )
+    rollout = scenario.faults.rollout
+    if rollout is not None:
+        rng = random.Random(f"{scenario.seed}:faults:rollout")
+        counted += [
+            PlannedFault(
+                FaultKind.ROLLOUT,
+                after_intents=after,
+                victim=None,
+                signal=rollout.signal,
+                grace_s=0.0 if rollout.signal == "SIGKILL" else rollout.grace_s,
+                steps=replicas,
+            )
+            for after in _stratified(rng, n, rollout.count, rollout.window)
+        ]
     counted.sort(key=lambda f: (f.after_intents or 0, f.kind))
     return counted + timed
 
 
+def _victims(scenario: Scenario, name: str, victim: str | int) -> Callable[[], int | None]:
+    """Each fault's victim: a given replica, all (None), or a seeded draw on its own stream (so
+    adding replicas does not move the faults' trigger points)."""
+    if isinstance(victim, int):
+        return lambda: victim
+    if victim == "all":
+        return lambda: None
+    rng = random.Random(f"{scenario.seed}:faults:{name}:victim")
+    replicas = scenario.target.replicas
+    return lambda: rng.randrange(replicas)
+
+
 def counted_plan(schedule: list[PlannedFault]) -> dict[str, int]:
     """How many faults of each kind the schedule plans whatever the run's length (the counted ones)."""
-    return dict(Counter(f.kind.value for f in schedule if f.counted))
+    planned: Counter[str] = Counter()
+    for fault in schedule:
+        if fault.counted:
+            planned[fault.kind.value] += fault.steps
+    return dict(planned)

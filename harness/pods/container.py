@@ -283,9 +283,9 @@ class DockerPod:
             return False
         return True
 
-    def kill(self) -> bool:
-        """SIGKILL the container now (a direct API call: see the module docstring)."""
-        return self._act("kill", signal="SIGKILL")
+    def kill(self, sig: str = "SIGKILL") -> bool:
+        """Signal the container now, SIGKILL unless told (a direct API call: see the module docstring)."""
+        return self._act("kill", signal=sig)
 
     def pause(self) -> bool:
         """Freeze the container (the cgroup freezer)."""

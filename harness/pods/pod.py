@@ -17,8 +17,9 @@ class Pod(Protocol):
         """Start (or start again); returns the pid. TargetStartError if it cannot be started at all."""
         ...
 
-    def kill(self) -> bool:
-        """SIGKILL it now, synchronously (its event must precede what it breaks); False if not running."""
+    def kill(self, sig: str = "SIGKILL") -> bool:
+        """Signal it now (SIGKILL unless told), synchronously: its event must precede what it
+        breaks. False if it was not running."""
         ...
 
     def pause(self) -> bool: ...

@@ -99,9 +99,9 @@ class ProcessPod:
             raise RuntimeError(f"pod {self.name} has no stdio pipes (not a stdio target, or not started)")
         return self._proc.stdout, self._proc.stdin
 
-    def kill(self) -> bool:
-        """SIGKILL the pod's whole process tree; False if it was not running."""
-        return self._signal(signal.SIGKILL)
+    def kill(self, sig: str = "SIGKILL") -> bool:
+        """Signal the pod's whole process tree (SIGKILL unless told); False if it was not running."""
+        return self._signal(signal.Signals[sig])
 
     def pause(self) -> bool:
         """Freeze the pod (SIGSTOP to its tree): connections stay open, nothing is served."""

@@ -50,6 +50,7 @@ class Supervisor:
         self.paused = False
         self.restarts = 0
         self._stopping = False
+        self._grace_timers: list[asyncio.TimerHandle] = []
 
     async def start(self) -> None:
         """Start the pod and wait until it is ready; TargetNotReady (with its log tail) if it is not."""
@@ -161,22 +162,44 @@ class Supervisor:
             self.paused = False
             self.history.emit(EventType.POD_RESUMED, pod=self.pod.name, pid=self.pod.pid)
 
-    def kill(self, *, trigger: str, **details: object) -> bool:
-        """SIGKILL the pod now, if it is up and ready; records the fault. False when nothing was killed."""
+    def kill(
+        self,
+        *,
+        trigger: str,
+        sig: str = "SIGKILL",
+        grace_s: float = 0.0,
+        kind: FaultKind = FaultKind.KILL,
+        **details: object,
+    ) -> bool:
+        """Signal the pod now, if it is up and ready; records the fault. False when nothing was signalled.
+
+        SIGKILL is a crash. Any other signal is a graceful stop as a deployment gives it: the
+        pod is marked not ready at once (a balancer sends it nothing more), may finish what it
+        has, and gets SIGKILL after ``grace_s`` if it is still running then.
+        """
         if not self.ready.is_set() or self.pod.pid is None:
             return False
         pid = self.pod.pid
-        if not self.pod.kill():
+        if not self.pod.kill(sig):
             return False
         self.kills += 1
         self.ready.clear()
-        self.history.emit(
-            EventType.FAULT, fault=FaultKind.KILL, pod=self.pod.name, pid=pid, trigger=trigger, **details
-        )
+        if sig != "SIGKILL":
+            details = {"signal": sig, "grace_s": grace_s, **details}
+            timer = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
+            self._grace_timers.append(timer)
+        self.history.emit(EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
         return True
+
+    def _grace_over(self, pid: int) -> None:
+        """The grace period of a graceful stop ended: SIGKILL the pod if that same instance still runs."""
+        if self.pod.pid == pid and self.pod.kill("SIGKILL"):
+            self.history.emit(EventType.POD_GRACE_EXPIRED, pod=self.pod.name, pid=pid)
 
     async def stop(self) -> None:
         self._stopping = True
+        for timer in self._grace_timers:
+            timer.cancel()
         self.resume()
         self.ready.clear()
         await self.ready_check.close()  # first: a stdio channel that ends with the stop is no loss

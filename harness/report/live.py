@@ -33,7 +33,9 @@ class Snapshot:
     in_flight: int
     pod_faults_done: int
     pod_faults_planned: int
-    pod_ready: bool
+    pods_ready: int
+    """Replicas ready to serve (most targets have one pod)."""
+    pods: int = 1
     holding: bool = False
     """A due fault holds dispatching (waiting for the pod)."""
     stream_faults: int | None = None
@@ -52,9 +54,13 @@ class Snapshot:
             f" · attempts {self.attempts} · in flight {self.in_flight}"
             f" · pod faults {self.pod_faults_done}/{self.pod_faults_planned}{stream}"
             f" · ambiguous {self.ambiguous} · gave up {self.gave_up} · tool errors {self.tool_errors}"
-            f" · pod {'ready' if self.pod_ready else 'DOWN'}"
-            + (" · holding for a fault" if self.holding else "")
+            f" · {self._pods_word()}" + (" · holding for a fault" if self.holding else "")
         )
+
+    def _pods_word(self) -> str:
+        if self.pods == 1:
+            return f"pod {'ready' if self.pods_ready else 'DOWN'}"
+        return f"pods ready {self.pods_ready}/{self.pods}"
 
     def panel(self) -> Group:
         """The same numbers for a terminal: a bar, then one row per question a watcher asks."""
@@ -68,7 +74,13 @@ class Snapshot:
         rows = Table.grid(padding=(0, 2))
         rows.add_column(style="bold")
         rows.add_column()
-        pod = Text("ready", style="green") if self.pod_ready else Text("DOWN", style="bold red")
+        if self.pods > 1:
+            style = "green" if self.pods_ready == self.pods else "yellow" if self.pods_ready else "bold red"
+            pod = Text(f"{self.pods_ready}/{self.pods} replicas ready", style=style)
+        elif self.pods_ready:
+            pod = Text("ready", style="green")
+        else:
+            pod = Text("DOWN", style="bold red")
         if self.holding:
             pod.append(" · holding dispatch for a due fault", style="yellow")
         rows.add_row("pod", pod)

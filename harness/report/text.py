@@ -54,6 +54,37 @@ def fault_table(summary: Summary) -> str:
     )
 
 
+def replica_table(summary: Summary) -> str:
+    """With several replicas: per replica, the intents first sent there and whether retries moved."""
+    if not summary.replicas:
+        return ""
+    return markdown_table(
+        [
+            "replica",
+            "intents first sent there",
+            "duplicates",
+            "lost",
+            "duplicate rate",
+            "95% CI",
+            "retried on another replica",
+            "duplicates among those",
+        ],
+        [
+            [
+                row.pod,
+                row.intents,
+                row.duplicate.count,
+                row.lost,
+                pct(row.duplicate.value),
+                ci(row.duplicate.ci95),
+                row.moved,
+                row.moved_duplicates,
+            ]
+            for row in summary.replicas
+        ],
+    )
+
+
 def error_table(summary: Summary) -> str:
     """The most common error messages: why intents were rejected or retried."""
     if not summary.errors:
@@ -146,12 +177,14 @@ def facts(summary: Summary) -> list[str]:
 
 def render_text(summary: Summary) -> str:
     faults = fault_table(summary)
+    replicas = replica_table(summary)
     return "\n".join(
         [
             *facts(summary),
             "",
             verdict_table(summary),
             *(["", faults] if faults else []),
+            *(["", replicas] if replicas else []),
             "",
             headline(summary),
         ]
@@ -199,6 +232,19 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
                     *(f"- {m.kind} {m.trigger}: {m.reason}" for m in summary.missed_faults),
                 ]
                 if summary.missed_faults
+                else []
+            ),
+            *(
+                [
+                    "",
+                    "## By replica",
+                    "",
+                    replica_table(summary),
+                    "",
+                    "Each intent counts under the replica its first attempt went to; a retry that a "
+                    "balancer sent to another replica is a test of whatever state the replicas do not share.",
+                ]
+                if summary.replicas
                 else []
             ),
             "",

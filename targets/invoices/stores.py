@@ -213,8 +213,12 @@ class PostgresStore(Store):
 
         self._psycopg = psycopg
         self.db = psycopg.connect(url, autocommit=True)
-        for statement in POSTGRES_SCHEMA:
-            self.db.execute(statement)
+        # Replicas start together: CREATE ... IF NOT EXISTS is not safe against a concurrent
+        # twin in PostgreSQL (both pass the check, one fails on the catalog's unique index).
+        with self.db.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(7282026)")
+            for statement in POSTGRES_SCHEMA:
+                self.db.execute(statement)
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.db.execute(sql, params)

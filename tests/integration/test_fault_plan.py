@@ -55,7 +55,7 @@ def test_timed_kills_do_not_wait_for_a_pause_on_the_progress_clock(tmp_path: Pat
             )
             await supervisor.start()
             supervise = asyncio.create_task(supervisor.supervise())
-            injector = Injector(schedule, supervisor, history)
+            injector = Injector(schedule, [supervisor], history)
             injecting = asyncio.create_task(injector.run())
             try:
                 await asyncio.sleep(first_kill + 1.5 - history.now())

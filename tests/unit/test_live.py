@@ -25,16 +25,14 @@ def snap(finished: int, **kw: object) -> Snapshot:
         "in_flight": 2,
         "pod_faults_done": 1,
         "pod_faults_planned": 4,
-        "pod_ready": True,
+        "pods_ready": 1,
     }
     fields.update(kw)
     return Snapshot(**fields)  # type: ignore[arg-type]
 
 
 def test_the_plain_line_names_every_number_a_watcher_wants() -> None:
-    line = snap(
-        10, stream_faults=7, ambiguous=3, gave_up=1, tool_errors=2, pod_ready=False, holding=True
-    ).line()
+    line = snap(10, stream_faults=7, ambiguous=3, gave_up=1, tool_errors=2, pods_ready=0, holding=True).line()
     for part in (
         "intents 10/40 (25%)",
         "attempts 13",
