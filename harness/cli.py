@@ -80,8 +80,10 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
 
 def _planned(scenario: Scenario) -> str:
     """The pod faults a run plans: counted ones, and timed kills by their rate (planned once due)."""
-    counted = sum(1 for f in build_schedule(scenario) if f.counted)
+    counted = sum(f.steps for f in build_schedule(scenario) if f.counted)
     text = f"{counted} pod faults planned"
+    if scenario.target.replicas > 1:
+        text = f"{scenario.target.replicas} replicas ({scenario.client.balance}), " + text
     kill = scenario.faults.kill
     if kill is not None and kill.mean_interval_s is not None:
         text += f", kills every {kill.mean_interval_s:g}s on average while intents are dispatched"

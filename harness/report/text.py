@@ -94,12 +94,19 @@ def error_table(summary: Summary) -> str:
 
 
 def _kills(summary: Summary) -> str:
+    """``8 kills``; with rollouts also ``6 pods replaced by rollouts``."""
     row = summary.fault(FaultKind.KILL)
     if row is None:
-        return "0 kills"
-    if row.planned is not None and row.planned != row.injected:
-        return f"{row.injected} of {row.planned} planned kills"
-    return f"{row.injected} kills"
+        text = "0 kills"
+    elif row.planned is not None and row.planned != row.injected:
+        text = f"{row.injected} of {row.planned} planned kills"
+    else:
+        text = f"{row.injected} kills"
+    rollout = summary.fault(FaultKind.ROLLOUT)
+    if rollout is not None:
+        of = f" of {rollout.planned} planned" if rollout.planned not in (None, rollout.injected) else ""
+        text += f", {rollout.injected}{of} pods replaced by rollouts"
+    return text
 
 
 def headline(summary: Summary) -> str:

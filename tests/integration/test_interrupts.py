@@ -129,6 +129,26 @@ def test_the_postgres_service_leaves_nothing_behind(
         assert orjson.loads((run_dir / "summary.json").read_bytes())["verdicts"]["duplicate"] == 0
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+def test_replicas_and_their_service_leave_nothing_behind(
+    tmp_path: Path, sig: signal.Signals, postgres_server: None
+) -> None:
+    data = postgres_target()
+    data["target"]["replicas"] = 3
+    run_dir, pids, clusters = interrupt(tmp_path, data, sig)
+    started = {
+        e["pod"]
+        for e in map(orjson.loads, (run_dir / "history.jsonl").read_bytes().splitlines())
+        if e["type"] == "pod_started"
+    }
+    assert started == {"pod-0", "pod-1", "pod-2"}
+    assert clusters and len(pids) >= 4  # three replicas and the PostgreSQL server
+    assert gone(pids, clusters), (
+        f"left: {[p for p in pids if alive(p)]}, {[c for c in clusters if os.path.exists(c)]}"
+    )
+
+
 def test_cleanup_removes_clusters_of_harnesses_that_are_gone(tmp_path: Path) -> None:
     # A dead owner: a pid with a start time no live process has. Our own: this test's process.
     ours = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
