@@ -143,7 +143,8 @@ def test_replicas_and_their_service_leave_nothing_behind(
         if e["type"] == "pod_started"
     }
     assert started == {"pod-0", "pod-1", "pod-2"}
-    assert clusters and len(pids) >= 4  # three replicas and the PostgreSQL server
+    assert clusters
+    assert len(pids) >= 4  # three replicas and the PostgreSQL server
     assert gone(pids, clusters), (
         f"left: {[p for p in pids if alive(p)]}, {[c for c in clusters if os.path.exists(c)]}"
     )
