@@ -42,6 +42,8 @@ class TargetWiring:
             self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
             self.port = free_port()
             self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
+            if target.kubernetes is not None:  # the pods already run: the driver calls their Service
+                self.pod_url = target.kubernetes.url
             urls: dict[str, str] = {}
             pg = scenario.services.postgres
             self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
@@ -51,7 +53,9 @@ class TargetWiring:
             self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
             if self.sink is not None:
                 urls["sink_url"] = self.sink.url
-            self.pod: Pod = make_pod(target, run_dir, port=self.port, name="pod-0", urls=urls)
+            self.pod: Pod = make_pod(
+                target, run_dir, port=self.port, name="pod-0", urls=urls, seed=scenario.seed
+            )
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
         self.history: HistoryWriter | None = None
@@ -113,7 +117,7 @@ class TargetWiring:
         assert isinstance(self.ready_check, HttpReady)
         return [
             McpHttpClient(
-                f"http://127.0.0.1:{port or self.port}{self.scenario.target.path}",
+                self.pod_url if port is None else f"http://127.0.0.1:{port}{self.scenario.target.path}",
                 protocol=self.ready_check.protocol,
                 headers=self.headers,
                 key_meta=policy.key_meta,
