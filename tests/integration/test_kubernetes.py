@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness.errors import TargetNotReady, TargetStartError
+from harness.errors import TargetError, TargetNotReady, TargetStartError
 from harness.history import EventType, FaultKind, Verdict
 from tests.conftest import EFFECTS_QUERY, run_scenario
 from tests.kubefake import FakeCluster, fake_cluster
@@ -167,6 +167,7 @@ def test_chaos_mesh_kills_and_its_podchaos_is_deleted_after_the_run(
     methods = {(m, p.split("?")[0].rsplit("/", 1)[-1]) for m, p in cluster.requests}
     assert ("DELETE", cluster.podchaos_created[0]) in methods
     assert not any(m == "DELETE" and "/pods/" in p for m, p in cluster.requests)  # Chaos Mesh killed
+    assert not cluster.unexpected
 
 
 def test_podchaos_is_deleted_when_the_run_fails(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -218,6 +219,17 @@ def test_podchaos_is_deleted_after_sigint(cluster: FakeCluster, tmp_path: Path) 
     assert proc.returncode == 130, err
     assert cluster.podchaos_created
     assert cluster.podchaos == {}
+
+
+@pytest.mark.parametrize("cluster", [{"chaos_mesh": False}], indirect=True)
+def test_a_kill_the_api_refuses_fails_the_run_with_its_message(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Not "nothing was killed", which would have the injector try again at once, forever."""
+    data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), kill="chaos_mesh", intents=20)
+    started = time.monotonic()
+    with pytest.raises(TargetError, match=r"cannot create a PodChaos for pod invoices-\S+: 404 Not Found"):
+        run_scenario(data, tmp_path / "results")
+    assert time.monotonic() - started < 15
+    assert len(cluster.pods) == 1  # nothing was killed
 
 
 def test_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
