@@ -23,6 +23,7 @@ import pytest
 from harness.errors import TargetError, TargetNotReady, TargetStartError
 from harness.history import EventType, FaultKind, Verdict
 from tests.conftest import EFFECTS_QUERY, run_scenario
+from tests.integration.test_contract import contract, verdicts
 from tests.kubefake import FakeCluster, fake_cluster
 
 pytestmark = pytest.mark.integration
@@ -230,6 +231,15 @@ def test_a_kill_the_api_refuses_fails_the_run_with_its_message(cluster: FakeClus
         run_scenario(data, tmp_path / "results")
     assert time.monotonic() - started < 15
     assert len(cluster.pods) == 1  # nothing was killed
+
+
+def test_contract_checks_restart_by_deleting_a_pod(cluster: FakeCluster, tmp_path: Path) -> None:
+    (first,) = cluster.pods
+    data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"))
+    proc, report = contract(tmp_path, data, "--only", "restart_keeps_keys")
+    assert proc.returncode == 0, proc.stderr
+    assert verdicts(report) == {"restart_keeps_keys": "pass"}
+    assert cluster.deleted == [(first, 0)]
 
 
 def test_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
