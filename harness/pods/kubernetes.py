@@ -167,6 +167,11 @@ class KubernetesPod:
         if self._core is None:
             await asyncio.to_thread(self._connect)
         deadline = time.monotonic() + self.ready_timeout_s
+        if self._replicas == 0 and not await asyncio.to_thread(self._list):
+            raise TargetStartError(
+                f"target.kubernetes: no pod in namespace {self.spec.namespace} matches {self.spec.selector} "
+                "(check selector, namespace and context)"
+            )
         while True:
             ready = await asyncio.to_thread(self._ready_names)
             if ready and len(ready) >= self._replicas:

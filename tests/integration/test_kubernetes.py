@@ -242,6 +242,27 @@ def test_contract_checks_restart_by_deleting_a_pod(cluster: FakeCluster, tmp_pat
     assert cluster.deleted == [(first, 0)]
 
 
+@pytest.mark.parametrize(
+    ("kube", "message"),
+    [
+        ({"selector": "app=invoicse"}, "target.kubernetes: no pod in namespace chaos matches app=invoicse"),
+        ({"namespace": "prod"}, "target.kubernetes: no pod in namespace prod matches app=invoices"),
+        ({"selector": "app in (a b"}, "cannot list pods in namespace chaos (app in (a b): 400 Bad Request"),
+        ({"context": "staging"}, "target.kubernetes: cannot load the kubeconfig"),
+    ],
+)
+def test_a_target_the_cluster_does_not_have_fails_at_once(
+    cluster: FakeCluster, tmp_path: Path, kube: dict[str, str], message: str
+) -> None:
+    data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), **kube)
+    started = time.monotonic()
+    with pytest.raises(TargetError) as caught:
+        run_scenario(data, tmp_path / "results")
+    assert message in caught.value.message
+    assert "\n" not in caught.value.message
+    assert time.monotonic() - started < 5  # not after target.ready_timeout_s
+
+
 def test_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
     data = {
         "name": "kube",
