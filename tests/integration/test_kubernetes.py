@@ -252,7 +252,7 @@ def test_contract_checks_restart_by_deleting_a_pod(cluster: FakeCluster, tmp_pat
     ],
 )
 def test_a_target_the_cluster_does_not_have_fails_at_once(
-    cluster: FakeCluster, tmp_path: Path, kube: dict[str, str], message: str
+    cluster: FakeCluster, tmp_path: Path, kube: dict[str, Any], message: str
 ) -> None:
     data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), **kube)
     started = time.monotonic()
