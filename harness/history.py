@@ -24,7 +24,7 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the rep
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
                    code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT)]
 intent_ended       intent, status (an IntentStatus), attempts
-pod_started        pod, pid, [container]
+pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
 pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
 pod_stopped        pod, pid, returncode (the harness stopped it at the end)

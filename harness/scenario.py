@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -83,8 +83,79 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+class KubernetesTarget(_Model):
+    """Pods that already run in a Kubernetes cluster, behind a Service the driver calls.
+
+    The harness starts nothing: it finds the Ready pods that ``selector`` matches,
+    kills one at each kill fault (through the API, or by creating a Chaos Mesh
+    ``PodChaos``), waits for the replacement to be Ready, and collects the pods'
+    logs at the end. See :mod:`harness.pods.kubernetes`.
+    """
+
+    context: str | None = Field(default=None, min_length=1)
+    """The kubeconfig context (default: its current context)."""
+    namespace: str = Field(default="default", pattern=_DNS_LABEL)
+    selector: str = Field(min_length=1, max_length=1000)
+    """A label selector (``app=invoices,tier=mcp``): the pods behind the Service."""
+    url: str
+    """The MCP endpoint the driver calls, through the Service: ``http://HOST:PORT/PATH``."""
+    kill: Literal["api", "chaos_mesh"] = "api"
+    """``api``: delete the victim pod; ``chaos_mesh``: create a PodChaos (pod-kill) naming it."""
+    grace_period_s: int | None = Field(default=0, ge=0, le=3600)
+    """Seconds the victim gets after SIGTERM (0: none, a SIGKILL); null: the pod's own
+    ``terminationGracePeriodSeconds`` (API kills only: a PodChaos always names its grace period)."""
+    kubeconfig: str | None = Field(default=None, min_length=1)
+    """The kubeconfig file (default: ``$KUBECONFIG``, then ``~/.kube/config``)."""
+
+    @field_validator("selector")
+    @classmethod
+    def _one_line_selector(cls, v: str) -> str:
+        if any(ord(c) < 32 for c in v) or not v.strip():
+            raise ValueError("target.kubernetes.selector must be one line of labels (app=invoices)")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        parts = urlsplit(v)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != "http" or not parts.hostname or port is None or not parts.path.startswith("/"):
+            raise ValueError(
+                "target.kubernetes.url must be http://HOST:PORT/PATH (the Service's MCP endpoint)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _grace_for_chaos_mesh(self) -> KubernetesTarget:
+        if self.kill == "chaos_mesh" and self.grace_period_s is None:
+            raise ValueError(
+                "target.kubernetes.grace_period_s: a PodChaos has no 'the pod's own' grace period; "
+                "give seconds (0 kills at once)"
+            )
+        return self
+
+
+_NOT_FOR_KUBERNETES: dict[str, Any] = {
+    "command": None,
+    "image": None,
+    "env": {},
+    "port_env": "PORT",
+    "data_mount": "/data",
+    "path": "/mcp",
+}
+"""Fields of a target the harness starts, at their defaults; with ``kubernetes`` the pods already run.
+(Compared by value, not by whether they were written: the scenario as run is dumped with every default.)"""
+
+
 class TargetSpec(_Model):
-    """How to start one pod of the system under test: a local command, or a Docker image.
+    """How to start one pod of the system under test: a local command, or a Docker image
+    (or, with ``kubernetes``, where to find pods that already run in a cluster).
 
     With ``image`` the pod is a container on host networking (it must listen on
     127.0.0.1:$PORT); ``command`` then overrides the image's command. Without it,
@@ -117,6 +188,7 @@ class TargetSpec(_Model):
     """Pods of this target running side by side (``pod-0`` ...), each on its own port, sharing the
     run's data directory and services: a deployment's replicas. ``client.balance`` spreads the
     attempts over them."""
+    kubernetes: KubernetesTarget | None = None
 
     @field_validator("command")
     @classmethod
@@ -144,6 +216,16 @@ class TargetSpec(_Model):
 
     @model_validator(mode="after")
     def _runtime(self) -> TargetSpec:
+        if self.kubernetes is not None:
+            for name, default in _NOT_FOR_KUBERNETES.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"target.{name} does not go with target.kubernetes: the harness starts nothing, "
+                        "the pods already run (the endpoint's path is part of target.kubernetes.url)"
+                    )
+            if self.transport == "stdio":
+                raise ValueError("target.kubernetes needs transport: http (the driver calls the Service)")
+            return self
         if self.command is None and self.image is None:
             raise ValueError("target needs a command (a local server) or an image (a Docker image)")
         if self.transport == "stdio" and self.headers:
@@ -163,7 +245,9 @@ class TargetSpec(_Model):
         return self
 
     @property
-    def runtime(self) -> Literal["process", "docker"]:
+    def runtime(self) -> Literal["process", "docker", "kubernetes"]:
+        if self.kubernetes is not None:
+            return "kubernetes"
         return "docker" if self.image is not None else "process"
 
     @field_validator("env", mode="before")
@@ -645,6 +729,43 @@ class Scenario(_Model):
                     f"faults.{name}.victim: there is no replica {victim} "
                     f"(target.replicas is {replicas}: use 0..{replicas - 1}, random or all)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _kubernetes_fits(self) -> Scenario:
+        if self.target.kubernetes is None:
+            return self
+        if self.target.replicas > 1:
+            raise ValueError(
+                "target.replicas runs pods on this machine; with target.kubernetes the cluster's "
+                "Deployment has the replicas (its Service spreads the calls)"
+            )
+        kill = self.faults.kill
+        if kill is not None and (kill.signal != "SIGKILL" or kill.victim != "random"):
+            raise ValueError(
+                "faults.kill.signal and victim are for pods the harness runs; with target.kubernetes "
+                "use target.kubernetes.grace_period_s (the victim is a seeded Ready pod)"
+            )
+        if self.faults.rollout is not None:
+            raise ValueError(
+                "faults.rollout is for pods the harness runs; with target.kubernetes roll out with "
+                "kubectl rollout restart, outside the run"
+            )
+        if self.faults.pause is not None:
+            raise ValueError(
+                "faults.pause is not supported with target.kubernetes (the API cannot freeze a pod); "
+                "use faults.kill"
+            )
+        if self.faults.stream:
+            raise ValueError(
+                "faults.stream is not supported with target.kubernetes yet (the fault proxy fronts a pod "
+                "the harness runs on 127.0.0.1)"
+            )
+        if self.audit.effects.sink is not None:
+            raise ValueError(
+                "audit.effects.sink listens on the harness's 127.0.0.1, which pods in a cluster cannot "
+                "call; use sql, tool, command or jsonl"
+            )
         return self
 
     @model_validator(mode="after")

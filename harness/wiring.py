@@ -43,7 +43,10 @@ class TargetWiring:
             self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
             self.ports = [free_port() for _ in range(target.replicas)]
             self.port = self.ports[0]
-            self.pod_url = f"http://127.0.0.1:{self.port}{target.path}"
+            self.pod_urls = [f"http://127.0.0.1:{port}{target.path}" for port in self.ports]
+            if target.kubernetes is not None:  # the pods already run: the driver calls their Service
+                self.pod_urls = [target.kubernetes.url]
+            self.pod_url = self.pod_urls[0]
             urls: dict[str, str] = {}
             pg = scenario.services.postgres
             self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
@@ -54,7 +57,7 @@ class TargetWiring:
             if self.sink is not None:
                 urls["sink_url"] = self.sink.url
             self.pods: list[Pod] = [
-                make_pod(target, run_dir, port=port, name=f"pod-{i}", urls=urls)
+                make_pod(target, run_dir, port=port, name=f"pod-{i}", urls=urls, seed=scenario.seed)
                 for i, port in enumerate(self.ports)
             ]
             self.pod = self.pods[0]
@@ -72,13 +75,11 @@ class TargetWiring:
         """The readiness checks and supervisors, writing to ``history``; replica 0's supervisor."""
         target, client = self.scenario.target, self.scenario.client
         self.history = history
-        for pod, port in zip(self.pods, self.ports, strict=True):
+        for pod, url in zip(self.pods, self.pod_urls, strict=True):
             ready_check: HttpReady | StdioReady = (
                 StdioReady(history=history, key_meta=client.key_meta)
                 if target.transport == "stdio"
-                else HttpReady(
-                    f"http://127.0.0.1:{port}{target.path}", protocol=client.protocol, headers=self.headers
-                )
+                else HttpReady(url, protocol=client.protocol, headers=self.headers)
             )
             if self.ready_check is None:
                 self.ready_check = ready_check
@@ -135,7 +136,9 @@ class TargetWiring:
         prefix = "" if len(self.pods) == 1 else f"pod-{replica}/"
         return [
             McpHttpClient(
-                f"http://127.0.0.1:{port or self.ports[replica]}{self.scenario.target.path}",
+                self.pod_urls[replica]
+                if port is None
+                else f"http://127.0.0.1:{port}{self.scenario.target.path}",
                 protocol=self.ready_check.protocol,
                 headers=self.headers,
                 key_meta=policy.key_meta,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness import rundir
 from harness.pods.container import DockerPod
+from harness.pods.kubernetes import KubernetesPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
@@ -44,8 +45,20 @@ def make_pod(
     name: str,
     urls: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
+    seed: int = 0,
 ) -> Pod:
-    """The pod for the target's runtime, with its placeholders and ``${VAR}`` (from ``environ``) filled in."""
+    """The pod for the target's runtime, with its placeholders and ``${VAR}`` (from ``environ``) filled in.
+
+    ``seed`` picks the victims of kills where a runtime has several pods to choose from (Kubernetes).
+    """
+    if target.kubernetes is not None:
+        return KubernetesPod(
+            target.kubernetes,
+            logs_dir=run_dir / rundir.PODS,
+            run_id=run_dir.name,
+            seed=seed,
+            ready_timeout_s=target.ready_timeout_s,
+        )
     values = placeholder_values(target, run_dir=run_dir, port=port, pod=name, urls=urls)
     environ = os.environ if environ is None else environ
 

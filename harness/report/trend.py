@@ -49,7 +49,9 @@ def row_of(result: AuditResult, series: str | None = None) -> dict[str, Any]:
         "started_at": summary.started_at,
         "series": series or summary.scenario,
         "scenario": summary.scenario,
-        "target": target.image or " ".join(target.command or ()),
+        "target": target.kubernetes.url
+        if target.kubernetes
+        else target.image or " ".join(target.command or ()),
         "intents": summary.intents.started,
         "duplicates": duplicate.count,
         "duplicate_rate": duplicate.value,
