@@ -41,6 +41,8 @@ fault_missed       fault, trigger, reason: a planned fault the run ended without
 effects_collected  markers (or null and error): the final read of a live effect source
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
+balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
+                   request to more than one replica (read from its log after the run)
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """
@@ -78,6 +80,7 @@ class EventType(enum.StrEnum):
     EFFECTS_COLLECTED = "effects_collected"
     SERVICE_STARTED = "service_started"
     SERVICE_STOPPED = "service_stopped"
+    BALANCER_RETRY = "balancer_retry"
     RUN_ENDED = "run_ended"
 
 
@@ -110,6 +113,9 @@ class Detail(enum.StrEnum):
     """Part of the response arrived, then the connection closed."""
     SSE_ENDED = "sse_ended_without_response"
     """The event stream ended cleanly but never carried the response."""
+    GATEWAY_ERROR = "gateway_error"
+    """A gateway (a load balancer) answered 502, 503 or 504 instead of the server: the request may
+    or may not have reached a replica."""
     # timeout
     TIMEOUT_CONNECT = "connect"
     TIMEOUT_NO_RESPONSE = "no_response"
@@ -168,6 +174,8 @@ class FaultKind(enum.StrEnum):
     before the server had finished) are the auditor's labels, never written.
     """
 
+    BALANCER_RETRY = "balancer_retry"
+    """The load balancer sent the attempt's request to a second replica (``services.balancer``)."""
     KILL = "kill"
     CRASH = "crash"
     ROLLOUT = "rollout"

@@ -30,6 +30,7 @@ from typing import TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
+from harness.balancer import Nginx
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import MODERN, McpHttpClient
@@ -38,7 +39,7 @@ from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.history import EventType, HistoryWriter, Outcome, RunStatus, excerpt
+from harness.history import EventType, HistoryWriter, Outcome, RunStatus, excerpt, read_history
 from harness.loopback import free_port
 from harness.pods.factory import require_env_refs
 from harness.report.files import write_audit
@@ -183,6 +184,13 @@ class _Run:
             for port in (self.wiring.ports if scenario.faults.stream else [])
         ]
         self.proxy_ports = [free_port() for _ in self.proxies]
+        balancer = scenario.services.balancer
+        self.nginx = (
+            None
+            if balancer is None
+            else Nginx(run_dir, self.proxy_ports or self.wiring.ports, free_port(), balancer.retry)
+        )
+        """A real load balancer in front of the replicas (and their fault proxies), if there is one."""
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
@@ -215,6 +223,8 @@ class _Run:
         count = 1
         if self.scenario.client.sessions == "per_worker" and self.wiring.protocol != MODERN:
             count = self.scenario.workload.concurrency
+        if self.nginx is not None:  # the balancer picks the replica
+            return [self.wiring.clients(port=self.nginx.port, count=count)]
         return [
             self.wiring.clients(
                 port=self.proxy_ports[replica] if self.proxy_ports else None, count=count, replica=replica
@@ -239,6 +249,12 @@ class _Run:
         for proxy, port in zip(self.proxies, self.proxy_ports, strict=True):
             stack.push_async_callback(proxy.close)
             await proxy.start(port)
+        if self.nginx is not None:
+            stack.push_async_callback(self._stop_balancer)
+            await self.nginx.start()
+            self.history.emit(
+                EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port
+            )
         self._supervise = await self.wiring.start_pod(stack)
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
@@ -280,6 +296,31 @@ class _Run:
             self.reason = f"workload.max_duration_s={self.scenario.workload.max_duration_s:g} reached"
         else:
             self.status = RunStatus.COMPLETED
+
+    async def _stop_balancer(self) -> None:
+        """Stop nginx, then record each attempt it sent to more than one replica (from its log)."""
+        assert self.nginx is not None
+        await self.nginx.stop()
+        self.history.emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
+        resends = {r.request_id: r for r in self.nginx.resends() if isinstance(r.request_id, int)}
+        if not resends:
+            return
+        pods = {
+            f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(self.proxy_ports or self.wiring.ports)
+        }
+        for ev in read_history(self.run_dir / rundir.HISTORY):
+            if ev["type"] == EventType.ATTEMPT_STARTED and ev["id"] in resends:
+                r = resends.pop(ev["id"])
+                self.history.emit(
+                    EventType.BALANCER_RETRY,
+                    intent=ev["intent"],
+                    attempt=ev["attempt"],
+                    id=ev["id"],
+                    upstreams=[pods.get(u, u) for u in r.upstreams],
+                    statuses=r.statuses,
+                )
+                if not resends:
+                    break
 
     def _redact_logs(self) -> None:
         """Hide secrets in the logs the target and services wrote (they write them directly)."""

@@ -671,8 +671,22 @@ class PostgresService(_Model):
     database: str = Field(default="mcp_chaos", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
 
 
+class BalancerService(_Model):
+    """A real load balancer between the driver and the replicas, started by the harness.
+
+    ``retry`` is its policy when a backend fails: ``default`` is nginx's own (``error timeout``:
+    a POST goes to another replica only if it never reached one), ``non_idempotent`` also
+    re-sends a POST that a replica got and never answered (a duplicate the application never
+    asked for), ``off`` never re-sends.
+    """
+
+    server: Literal["nginx"] = "nginx"
+    retry: Literal["default", "non_idempotent", "off"] = "default"
+
+
 class Services(_Model):
     postgres: PostgresService | None = None
+    balancer: BalancerService | None = None
 
 
 class Audit(_Model):
@@ -729,6 +743,17 @@ class Scenario(_Model):
                     f"faults.{name}.victim: there is no replica {victim} "
                     f"(target.replicas is {replicas}: use 0..{replicas - 1}, random or all)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _balancer_fits(self) -> Scenario:
+        if self.services.balancer is None:
+            return self
+        if self.target.transport == "stdio" or self.target.kubernetes is not None:
+            raise ValueError(
+                "services.balancer goes in front of HTTP replicas the harness runs; not with a stdio "
+                "or Kubernetes target"
+            )
         return self
 
     @model_validator(mode="after")

@@ -373,6 +373,11 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                         if target is not None:
                             faults.setdefault(target[0], set()).add(kind)
                     fold.faults[kind] += 1
+                elif typ == EventType.BALANCER_RETRY:
+                    i = ev["intent"]
+                    if 0 <= i < cols.size:
+                        faults.setdefault(i, set()).add(FaultKind.BALANCER_RETRY.value)
+                    fold.faults[FaultKind.BALANCER_RETRY.value] += 1
                 elif typ == EventType.FAULT_MISSED:
                     fold.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
                     if ev.get("counted") is False:

@@ -54,6 +54,8 @@ SESSION_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 PROTOCOLS = (MODERN, *SESSION_VERSIONS)
 DISCOVER_ID = 0
 """The request id of readiness probes; the driver's ids start at 1, handshakes count down from -1."""
+_GATEWAY_STATUSES = frozenset({502, 503, 504})
+"""Statuses a gateway answers for a replica it could not reach or that failed it."""
 _OK_STATUSES = (200, 202, 204)
 SSE_END_GRACE_S = 0.05
 """How long an event stream may stay open after it carried the response."""
@@ -528,6 +530,15 @@ class McpHttpClient:
         try:
             msg = orjson.loads(body)
         except orjson.JSONDecodeError:
+            if status in _GATEWAY_STATUSES:
+                # A balancer's own page, not the server's answer: whether a replica got the request
+                # is unknown, as after a broken connection, and the client retries.
+                return CallResult(
+                    Outcome.TRANSPORT_ERROR,
+                    Detail.GATEWAY_ERROR,
+                    status=status,
+                    message=_http_text(status, body),
+                )
             return CallResult(
                 Outcome.PROTOCOL_ERROR,
                 Detail.NOT_JSON if status == 200 else Detail.HTTP_STATUS,

@@ -27,7 +27,11 @@ def fault_table(summary: Summary) -> str:
     rows = [
         [
             row.kind.value,
-            row.planned if row.planned is not None else "—" if row.kind is FaultKind.CRASH else "by rule",
+            row.planned
+            if row.planned is not None
+            else "—"
+            if row.kind in (FaultKind.CRASH, FaultKind.BALANCER_RETRY)
+            else "by rule",
             row.injected,
             row.intents_hit,
             row.duplicate.count,
