@@ -197,6 +197,11 @@ class WorkloadSpec(_Model):
     event stream (the SSE response form), which stream faults can cut between events."""
     max_duration_s: float = Field(default=900.0, gt=0, le=86_400)
     """A hard bound: intents not started by then are not started at all."""
+    answers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """MRTR: what to answer when the tool asks (``resultType: input_required``). Keyed by the name of
+    the server's input request (its ``inputRequests`` key), the form's content: ``{customer:
+    {customer_id: acme-inc}}`` accepts the elicitation ``customer`` with that content. Also what
+    ``mcp-chaos contract``'s ``mrtr`` check answers with."""
 
     @field_validator("arguments")
     @classmethod
@@ -206,6 +211,24 @@ class WorkloadSpec(_Model):
                 "no argument holds the intent's {marker}: put it in a field the target stores "
                 "(a memo, a description), so the audit can find each intent's effects"
             )
+        return v
+
+    @field_validator("answers")
+    @classmethod
+    def _answers_are_forms(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for request, form in v.items():
+            if not request or not form or "" in form:
+                raise ValueError(
+                    "an answer names the server's input request and gives its form's fields: "
+                    "{request: {field: value}}, no empty names or forms"
+                )
+            for name, value in form.items():
+                scalar = isinstance(value, str | int | float | bool)
+                if not (scalar or (isinstance(value, list) and all(isinstance(x, str) for x in value))):
+                    raise ValueError(
+                        f"answer {request}.{name}: a form field is a string, number, true/false or a "
+                        f"list of strings (got {value!r})"
+                    )
         return v
 
     @cached_property
@@ -246,6 +269,9 @@ class ClientPolicy(_Model):
     request's ``_meta``, or in an HTTP header."""
     key_name: str | None = Field(default=None, min_length=1)
     """The ``_meta`` field or header name (defaults: ``idempotencyKey``, ``Idempotency-Key``)."""
+    max_input_rounds: int = Field(default=3, ge=1, le=10)
+    """MRTR: questions (``input_required`` answers) one intent may be asked before the client stops
+    answering and ends it as rejected; the client's own bound on a server that never stops asking."""
 
     @field_validator("protocol", mode="before")
     @classmethod
