@@ -139,8 +139,9 @@ class Driver:
         status = IntentStatus.GAVE_UP
         reason: str | None = None
         attempt = charged = questions = 0
+        # MRTR: what answers the server's last question; its attempts keep the question's arguments
+        # (the server binds its requestState to them).
         answer: dict[str, object] | None = None
-        """MRTR: what answers the server's last question; its attempts keep the question's arguments."""
         key, arguments = intent.key, self.workload.arguments(intent)
         # An attempt whose session the server no longer knew was not executed: it does not use up
         # the policy's attempts (but a server that forgets every session cannot keep us forever).

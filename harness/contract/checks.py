@@ -309,12 +309,7 @@ async def mrtr(s: ContractSession, seen: Seen) -> CheckResult:
 
     # The first question answered after a restart: the state must outlive the process that sealed it.
     await s.restart("mrtr")
-    answered = await s.exchange(intent, answer=answer)
-    for _ in range(s.scenario.client.max_input_rounds - 1):
-        follow_up = s.workload.respond(answered.result or {})
-        if answered.outcome is not Outcome.INPUT_REQUIRED or isinstance(follow_up, str):
-            break
-        answered = await s.exchange(intent, answer=follow_up)
+    answered = await s.call(intent, answer=answer)  # and any question that follows
     _note(seen, "mrtr", answered)
     effects = (await s.effects())[intent.marker]
     seen.made_effects = seen.made_effects or effects > 0

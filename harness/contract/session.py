@@ -101,19 +101,25 @@ class ContractSession:
         return self.workload.arguments(intent, key)
 
     async def call(
-        self, intent: Intent, *, key: str | None = None, payload_of: Intent | None = None
+        self,
+        intent: Intent,
+        *,
+        key: str | None = None,
+        payload_of: Intent | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> CallResult:
         """One ``tools/call`` of the workload's tool as a client makes it: ``intent``'s key (or
         ``key``) with the payload of ``payload_of`` (default: the intent's own), its questions
-        (``input_required``) answered from the scenario's answers; the last answer."""
-        res = await self.exchange(intent, key=key, payload_of=payload_of)
+        (``input_required``) answered from the scenario's answers; the last answer. ``answer``:
+        start by answering a question asked before."""
+        res = await self.exchange(intent, key=key, payload_of=payload_of, answer=answer)
         for _ in range(self.scenario.client.max_input_rounds):
             if res.outcome is not Outcome.INPUT_REQUIRED:
                 break
-            answer = self.workload.respond(res.result or {})
-            if isinstance(answer, str):  # the scenario has no answer: the question is the last word
+            reply = self.workload.respond(res.result or {})
+            if isinstance(reply, str):  # the scenario has no answer: the question is the last word
                 break
-            res = await self.exchange(intent, key=key, payload_of=payload_of, answer=answer)
+            res = await self.exchange(intent, key=key, payload_of=payload_of, answer=reply)
         return res
 
     async def exchange(

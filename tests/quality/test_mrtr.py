@@ -67,3 +67,22 @@ def test_the_per_process_key_fails_the_rounds_a_kill_interrupts(run: Run) -> Non
     refusals = [e for e in events if e["type"] == EventType.ATTEMPT_ENDED and e.get("code") == -32602]
     assert len(refusals) >= 3
     assert all(rounds[e["id"]]["round"] == 2 for e in refusals)
+
+
+@pytest.mark.parametrize("flaw", ["", "endless_questions"])
+def test_a_question_that_cannot_be_answered_ends_the_intent(run: Run, flaw: str) -> None:
+    data = invoice_scenario(mode="atomic", intents=4, env={"INVOICES_FLAW": flaw})
+    data["workload"]["arguments"]["customer_id"] = "acme"
+    data["workload"]["answers"] = {"customer": {"customer_id": "nobody"}}  # not one of the choices
+    result = run(data)
+    s = result.summary
+    assert s.verdicts[Verdict.REJECTED] == 4
+    events = [orjson.loads(line) for line in (result.run_dir / rundir.HISTORY).read_bytes().splitlines()]
+    ended = [e for e in events if e["type"] == EventType.INTENT_ENDED]
+    if flaw:  # the server never stops asking: the client's bound (client.max_input_rounds) ends it
+        assert s.attempts.by_outcome[Outcome.INPUT_REQUIRED] == 4 * 4
+        assert {e.get("reason") for e in ended} == {"still asked after 3 answers (client.max_input_rounds)"}
+    else:  # the server's bound: two questions, then its terminal error
+        assert s.attempts.by_outcome[Outcome.INPUT_REQUIRED] == 4 * 2
+        assert s.attempts.by_outcome[Outcome.TOOL_ERROR] == 4
+        assert {e.get("reason") for e in ended} == {None}
