@@ -22,6 +22,7 @@ resolved when they are used:
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -223,7 +224,10 @@ class WorkloadSpec(_Model):
                     "{request: {field: value}}, no empty names or forms"
                 )
             for name, value in form.items():
-                scalar = isinstance(value, str | int | float | bool)
+                # What JSON (and the client's encoder) can carry: 64-bit integers, finite numbers.
+                scalar = isinstance(value, str | bool) or (
+                    isinstance(value, int | float) and math.isfinite(value) and -(2**63) <= value < 2**63
+                )
                 if not (scalar or (isinstance(value, list) and all(isinstance(x, str) for x in value))):
                     raise ValueError(
                         f"answer {request}.{name}: a form field is a string, number, true/false or a "

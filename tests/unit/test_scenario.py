@@ -214,6 +214,8 @@ def test_answers_are_forms_of_scalars(scenario_data: dict[str, Any]) -> None:
         "s.yaml: workload.answers: answer customer.customer_id: a form field is a string, number, "
         "true/false or a list of strings (got {'nested': 1})"
     )
+    scenario_data["workload"]["answers"] = {"customer": {"n": 2**64}}
+    assert "a form field is a string, number" in error_of(scenario_data)
     scenario_data["workload"]["answers"] = {"customer": {}}
     assert "no empty names or forms" in error_of(scenario_data)
     scenario_data["workload"]["answers"] = {"customer": "acme-inc"}
