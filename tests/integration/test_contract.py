@@ -179,6 +179,19 @@ def test_an_image_restarts_for_the_check_that_needs_it(tmp_path: Path, docker_im
     assert verdicts(report) == {"replay": "pass", "restart_keeps_keys": "fail"}, proc.stderr
 
 
+@pytest.mark.docker
+@pytest.mark.parametrize(("state", "verdict"), [("shared", "pass"), ("process", "fail")])
+def test_mrtr_restarts_an_image_between_the_rounds(
+    tmp_path: Path, docker_image: str, state: str, verdict: str
+) -> None:
+    # The shared key's file lies beside the store, on the data mount that the next container gets.
+    data = asking(INVOICES_REQUEST_STATE=state)
+    data["target"]["image"] = docker_image
+    data["target"].pop("command")
+    proc, report = contract(tmp_path, data, "--only", "mrtr")
+    assert verdicts(report) == {"mrtr": verdict}, proc.stderr
+
+
 @pytest.mark.parametrize(
     ("mode", "crash", "verdict"),
     [
