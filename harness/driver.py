@@ -7,6 +7,12 @@ stream; every attempt of an intent carries the intent's idempotency key
 (unless the policy under test is a buggy ``fresh``-key client). Every step is
 written to the history the moment it happens.
 
+A tool that asks a question (MRTR, ``resultType: input_required``) is answered from the
+scenario's ``workload.answers``: the next attempt (new id, the same arguments) carries
+``inputResponses`` and the exact ``requestState``, and a broken attempt of that round is retried
+as it was. A question is not a failure and uses up no attempt; ``client.max_input_rounds``
+bounds them.
+
 Retried: transport errors and timeouts (the outcome is unknown: the request
 may or may not have taken effect), a lost 2025 session (the call was not
 executed; the client opens a new session), and tool errors whose contract says
@@ -138,29 +144,34 @@ class Driver:
         history, policy, stats = self.history, self.policy, self.stats
         history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
         status = IntentStatus.GAVE_UP
-        attempt = charged = 0
+        reason: str | None = None
+        attempt = charged = questions = 0
+        # MRTR: what answers the server's last question; its attempts keep the question's arguments
+        # (the server binds its requestState to them).
+        answer: dict[str, object] | None = None
+        key, arguments = intent.key, self.workload.arguments(intent)
         # An attempt whose session the server no longer knew was not executed: it does not use up
         # the policy's attempts (but a server that forgets every session cannot keep us forever).
-        while charged < policy.max_attempts and attempt < 2 * policy.max_attempts:
+        # Neither does a question: those are bounded by max_input_rounds.
+        while charged < policy.max_attempts and attempt < 2 * policy.max_attempts + questions:
             attempt += 1
-            key = intent.key if policy.key_reuse == "same" or attempt == 1 else f"{intent.key}-r{attempt}"
-            arguments = self.workload.arguments(intent, key)
+            if answer is None and attempt > 1 and policy.key_reuse == "fresh":
+                key = f"{intent.key}-r{attempt}"
+                arguments = self.workload.arguments(intent, key)
             request_id = next(self._ids)
-            if self.balancer is None:
-                history.emit(
-                    EventType.ATTEMPT_STARTED, intent=intent.index, attempt=attempt, id=request_id, key=key
-                )
-            else:
+            rounds: dict[str, object] = {"round": questions + 1} if answer is not None else {}
+            if self.balancer is not None:
                 replica = self.balancer.pick(intent.index)
                 client = self.balancer.client(replica, worker)
-                history.emit(
-                    EventType.ATTEMPT_STARTED,
-                    intent=intent.index,
-                    attempt=attempt,
-                    id=request_id,
-                    key=key,
-                    pod=f"pod-{replica}",
-                )
+                rounds["pod"] = f"pod-{replica}"
+            history.emit(
+                EventType.ATTEMPT_STARTED,
+                intent=intent.index,
+                attempt=attempt,
+                id=request_id,
+                key=key,
+                **rounds,
+            )
             stats.attempts += 1
             stats.in_flight += 1
             self._in_flight[request_id] = (intent.index, attempt)
@@ -172,11 +183,23 @@ class Driver:
                     timeout=policy.attempt_timeout_s,
                     request_progress=self.request_progress,
                     key=key,
+                    answer=answer,
                 )
             finally:
                 stats.in_flight -= 1
                 del self._in_flight[request_id]
             self._record(intent, attempt, request_id, res)
+            if res.outcome is Outcome.INPUT_REQUIRED:
+                questions += 1
+                assert res.result is not None
+                reply = self.workload.respond(res.result)
+                if questions > policy.max_input_rounds:
+                    reply = f"still asked after {policy.max_input_rounds} answers (client.max_input_rounds)"
+                if isinstance(reply, str):
+                    status, reason = IntentStatus.REJECTED, reply
+                    break
+                answer = reply
+                continue
             if res.outcome is not Outcome.SESSION_LOST:
                 charged += 1
             if res.outcome is Outcome.OK:
@@ -192,7 +215,8 @@ class Driver:
         stats.finished += 1
         if status is IntentStatus.GAVE_UP:
             stats.gave_up += 1
-        history.emit(EventType.INTENT_ENDED, intent=intent.index, status=status, attempts=attempt)
+        why = {"reason": reason} if reason is not None else {}
+        history.emit(EventType.INTENT_ENDED, intent=intent.index, status=status, attempts=attempt, **why)
 
     def _retry_after(self, res: CallResult) -> float | None:
         """Seconds the server asked us to wait before retrying, 0 for 'retry normally', None for 'do not'."""

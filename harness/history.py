@@ -20,10 +20,12 @@ run_started        run_id, scenario, seed, intents, concurrency, runtime, namesp
                    faults_planned ({kind: count} of counted pod faults), started_at, version
 intent_started     intent, marker, key
 attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the replica it went to,
-                   when the target has several]
+                   when the target has several], [round: n >= 2 when the attempt answers the
+                   server's n-1-th input_required question (MRTR)]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
                    code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT)]
-intent_ended       intent, status (an IntentStatus), attempts
+intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
+                   the server's questions]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
 pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
@@ -98,6 +100,9 @@ class Outcome(enum.StrEnum):
     """The server did not know the attempt's session (it restarted): the call was not executed."""
     AUTH_ERROR = "auth_error"
     """HTTP 401 or 403: the server refused the credentials; retrying will not change that."""
+    INPUT_REQUIRED = "input_required"
+    """``resultType: input_required`` (MRTR): the server asks a question; the intent's next attempt
+    answers it (``round`` in ``attempt_started``). Not an error, and not the intent's end."""
 
 
 class Detail(enum.StrEnum):
@@ -129,8 +134,6 @@ class Detail(enum.StrEnum):
     JSONRPC_ERROR = "jsonrpc_error"
     ID_MISMATCH = "id_mismatch"
     BAD_RESULT = "bad_result"
-    INPUT_REQUIRED = "input_required"
-    """``resultType: input_required`` (multi round-trip requests are not driven yet)."""
     # session_lost
     SESSION_NOT_FOUND = "session_not_found"
     """HTTP 404 to a request carrying a session id, as the 2025 specification says."""

@@ -22,6 +22,7 @@ resolved when they are used:
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -289,6 +290,11 @@ class WorkloadSpec(_Model):
     event stream (the SSE response form), which stream faults can cut between events."""
     max_duration_s: float = Field(default=900.0, gt=0, le=86_400)
     """A hard bound: intents not started by then are not started at all."""
+    answers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """MRTR: what to answer when the tool asks (``resultType: input_required``). Keyed by the name of
+    the server's input request (its ``inputRequests`` key), the form's content: ``{customer:
+    {customer_id: acme-inc}}`` accepts the elicitation ``customer`` with that content. Also what
+    ``mcp-chaos contract``'s ``mrtr`` check answers with."""
 
     @field_validator("arguments")
     @classmethod
@@ -298,6 +304,27 @@ class WorkloadSpec(_Model):
                 "no argument holds the intent's {marker}: put it in a field the target stores "
                 "(a memo, a description), so the audit can find each intent's effects"
             )
+        return v
+
+    @field_validator("answers")
+    @classmethod
+    def _answers_are_forms(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for request, form in v.items():
+            if not request or not form or "" in form:
+                raise ValueError(
+                    "an answer names the server's input request and gives its form's fields: "
+                    "{request: {field: value}}, no empty names or forms"
+                )
+            for name, value in form.items():
+                # What JSON (and the client's encoder) can carry: 64-bit integers, finite numbers.
+                scalar = isinstance(value, str | bool) or (
+                    isinstance(value, int | float) and math.isfinite(value) and -(2**63) <= value < 2**63
+                )
+                if not (scalar or (isinstance(value, list) and all(isinstance(x, str) for x in value))):
+                    raise ValueError(
+                        f"answer {request}.{name}: a form field is a string, number, true/false or a "
+                        f"list of strings (got {value!r})"
+                    )
         return v
 
     @cached_property
@@ -343,6 +370,9 @@ class ClientPolicy(_Model):
     sends it (replicas that are not ready get none): ``round_robin`` across attempts (a retry goes
     to the next replica), ``random`` (seeded), or ``sticky`` (an intent's attempts stay on one
     replica while it is ready, like session affinity)."""
+    max_input_rounds: int = Field(default=3, ge=1, le=10)
+    """MRTR: questions (``input_required`` answers) one intent may be asked before the client stops
+    answering and ends it as rejected; the client's own bound on a server that never stops asking."""
 
     @field_validator("protocol", mode="before")
     @classmethod

@@ -40,6 +40,7 @@ class Workload:
         self.size = scenario.workload.intents if size is None else size
         self.tool = scenario.workload.tool
         self._template = scenario.workload.template
+        self._answers = scenario.workload.answers
         self._seed = scenario.seed
 
     def __len__(self) -> int:
@@ -65,3 +66,21 @@ class Workload:
         rendered = self._template.render(values, intent.draws)
         assert isinstance(rendered, dict)
         return rendered
+
+    def respond(self, question: dict[str, Any]) -> dict[str, Any] | str:
+        """What a call answering the server's question (an ``input_required`` result) adds to its
+        params: ``inputResponses`` from the scenario's answers and the ``requestState`` echoed
+        exactly; or, as a sentence, why the scenario cannot answer it."""
+        responses: dict[str, Any] = {}
+        for name, request in (question.get("inputRequests") or {}).items():
+            method = request.get("method") if isinstance(request, dict) else None
+            if method != "elicitation/create":
+                return f"the server asks {name!r} by {method!r}; only elicitation forms are answered"
+            form = self._answers.get(name)
+            if form is None:
+                return f"no answer to the server's question {name!r} in workload.answers"
+            responses[name] = {"action": "accept", "content": form}
+        answer: dict[str, Any] = {"inputResponses": responses} if responses else {}
+        if "requestState" in question:
+            answer["requestState"] = question["requestState"]
+        return answer

@@ -297,6 +297,7 @@ def summarize(
     counts = table["verdict"].value_counts()
     verdicts = {v: int(counts.get(v.value, 0)) for v in Verdict}
     total_attempts = int(table["attempts"].sum())
+    by_outcome = {o: int(table[f"n_{o.value}"].sum()) for o in Outcome}
     dup = table["verdict"] == Verdict.DUPLICATE.value
     ended = fold.ended or {}
     return Summary(
@@ -315,9 +316,10 @@ def summarize(
         ),
         attempts=AttemptCounts(
             total=total_attempts,
-            retries=total_attempts - started,
+            # A question (MRTR) is answered by the intent's next attempt: a round, not a retry.
+            retries=total_attempts - started - by_outcome[Outcome.INPUT_REQUIRED],
             open_at_end=fold.open_attempts,
-            by_outcome={o: int(table[f"n_{o.value}"].sum()) for o in Outcome},
+            by_outcome=by_outcome,
         ),
         protocol=fold.protocol,
         sessions=SessionCounts(

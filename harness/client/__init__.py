@@ -28,7 +28,11 @@ class McpClient(Protocol):
         timeout: float,
         request_progress: bool = False,
         key: str | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> CallResult: ...
+
+    """``answer``: MRTR, the ``inputResponses`` and ``requestState`` a call that answers the
+    server's question adds to its params (the arguments stay those of the question's call)."""
 
     async def aclose(self) -> None: ...
 

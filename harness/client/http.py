@@ -291,6 +291,7 @@ class McpHttpClient:
         timeout: float,
         request_progress: bool = False,
         key: str | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> CallResult:
         """One ``tools/call`` attempt (in the 2025 protocol, opening a session first if there is none)."""
         loop = asyncio.get_running_loop()
@@ -304,7 +305,7 @@ class McpHttpClient:
         session = self.session
         request = self.build_request(
             "tools/call",
-            {"name": name, "arguments": arguments},
+            {"name": name, "arguments": arguments, **(answer or {})},
             request_id,
             name=name,
             request_progress=request_progress,

@@ -160,12 +160,15 @@ def interpret_message(msg: Any, request_id: int, *, status: int | None, form: st
     result = msg.get("result")
     if not isinstance(result, dict):
         return protocol_error(Detail.BAD_RESULT, "result is not an object")
-    if result.get("resultType", "complete") != "complete":
-        return protocol_error(
-            Detail.INPUT_REQUIRED,
-            f"resultType {result.get('resultType')!r} (multi round-trip requests are not driven yet)",
-            result=result,
-        )
+    result_type = result.get("resultType", "complete")
+    if result_type == "input_required":
+        requests, state = result.get("inputRequests", {}), result.get("requestState")
+        # The spec's MUST: a question (a map of input requests) or a state to echo, or both.
+        if not isinstance(requests, dict) or not isinstance(state, str | None) or not (requests or state):
+            return protocol_error(Detail.BAD_RESULT, "input_required without inputRequests or requestState")
+        return CallResult(Outcome.INPUT_REQUIRED, status=status, form=form, result=result)
+    if result_type != "complete":
+        return protocol_error(Detail.BAD_RESULT, f"unknown resultType {result_type!r}", result=result)
     if result.get("isError") is True:
         text = text_of(result)
         code, retryable, after = _tool_error_contract(result, text)

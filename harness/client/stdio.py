@@ -195,8 +195,9 @@ class StdioChannel:
         timeout: float,
         request_progress: bool = False,
         key: str | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> CallResult:
-        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        params: dict[str, Any] = {"name": name, "arguments": arguments, **(answer or {})}
         if key is not None and self._key_meta is not None:
             params["_meta"] = {self._key_meta: key}
         return await self.request(
@@ -224,6 +225,7 @@ class StdioClient:
         timeout: float,
         request_progress: bool = False,
         key: str | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> CallResult:
         channel = self._channel()
         if channel is None or channel.closed:
@@ -236,6 +238,7 @@ class StdioClient:
             timeout=timeout,
             request_progress=request_progress,
             key=key,
+            answer=answer,
         )
 
     async def aclose(self) -> None:

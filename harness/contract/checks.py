@@ -4,7 +4,8 @@ From the source article (sections 02 to 08) and the idempotency reference:
 the same key replays the first result, byte for byte, without a second
 effect; the same payload under another key is another intent; a key reused
 for another payload is refused, not silently replayed; concurrent calls with
-one key make one effect; keys outlive the process; tool errors say what to do.
+one key make one effect; keys outlive the process; a question (MRTR) ends and its
+state outlives the process; tool errors say what to do.
 Each check makes fresh intents (markers and keys of their own), reads effects
 through the scenario's source and returns a verdict with the evidence a
 person needs: the responses side by side, the effect counts, the error text.
@@ -203,7 +204,7 @@ async def restart_keeps_keys(s: ContractSession, seen: Seen) -> CheckResult:
     title = "a key outlives the process: replay after a restart"
     intent = s.intent()
     first = await s.call(intent)
-    await s.restart()
+    await s.restart("restart_keeps_keys")
     second = await s.call(intent)
     _note(seen, "restart_keeps_keys", first, second)
     effects = (await s.effects())[intent.marker]
@@ -259,6 +260,77 @@ async def crash_window(s: ContractSession, seen: Seen) -> CheckResult:
     )
 
 
+MRTR_QUESTIONS = 2
+"""Questions one call may ask before it must end: two round trips, then a terminal answer."""
+MRTR_GIVE_UP = 5
+"""Requests the check makes for one call before it calls the loop endless."""
+
+
+def declined(question: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer that declines every elicitation of a question, its ``requestState`` echoed."""
+    requests = question.get("inputRequests") or {}
+    answer: dict[str, Any] = {"inputResponses": {name: {"action": "decline"} for name in requests}}
+    if "requestState" in question:
+        answer["requestState"] = question["requestState"]
+    return answer
+
+
+async def mrtr(s: ContractSession, seen: Seen) -> CheckResult:
+    title = "input_required: at most two questions, then an end; requestState survives a restart"
+    intent = s.intent()
+    asked = await s.exchange(intent)
+    evidence: dict[str, Any] = {"arguments": s.payload(intent), "asked": shown(asked)}
+    if asked.outcome is not Outcome.INPUT_REQUIRED:
+        why = (
+            f"{s.tool} answered {_said(asked)} without asking: nothing to test; give arguments that "
+            "make it ask (workload.arguments) and what to answer (workload.answers)"
+        )
+        return CheckResult("mrtr", title, CheckVerdict.NOT_APPLICABLE, why, evidence)
+    assert asked.result is not None
+    answer = s.workload.respond(asked.result)
+    if isinstance(answer, str):
+        why = f"{s.tool} asks, but the scenario cannot answer: {answer}"
+        return CheckResult("mrtr", title, CheckVerdict.NOT_APPLICABLE, why, evidence)
+
+    # Bounded: a call whose every question is declined must end, after at most two questions.
+    probe = s.intent()
+    loop = [await s.exchange(probe)]
+    while loop[-1].outcome is Outcome.INPUT_REQUIRED and len(loop) < MRTR_GIVE_UP:
+        loop.append(await s.exchange(probe, answer=declined(loop[-1].result or {})))
+    questions = sum(r.outcome is Outcome.INPUT_REQUIRED for r in loop)
+    evidence["every question declined"] = [shown(r) for r in loop]
+    if loop[-1].outcome is Outcome.INPUT_REQUIRED:
+        why = f"still asking after {questions} declined questions (the check gave up): an endless loop"
+        return CheckResult("mrtr", title, CheckVerdict.FAIL, why, evidence)
+    if questions > MRTR_QUESTIONS:
+        why = f"{questions} questions before the end: at most {MRTR_QUESTIONS} round trips, then an end"
+        return CheckResult("mrtr", title, CheckVerdict.FAIL, why, evidence)
+    _note(seen, "mrtr", loop[-1])
+
+    # The first question answered after a restart: the state must outlive the process that sealed it.
+    await s.restart("mrtr")
+    answered = await s.call(intent, answer=answer)  # and any question that follows
+    _note(seen, "mrtr", answered)
+    effects = (await s.effects())[intent.marker]
+    seen.made_effects = seen.made_effects or effects > 0
+    evidence |= {"answered after a restart": shown(answered), "effects": effects}
+    if answered.outcome is not Outcome.OK:
+        why = f"the answer sent after a restart got {_said(answered)}" + (
+            ": the requestState did not outlive the process (sealed with a per-process key?)"
+            if answered.outcome is Outcome.PROTOCOL_ERROR
+            else ""
+        )
+        return CheckResult("mrtr", title, CheckVerdict.FAIL, why, evidence)
+    if effects != 1:
+        why = f"{effects} effects for one intent across its rounds"
+        return CheckResult("mrtr", title, CheckVerdict.FAIL, why, evidence)
+    why = (
+        f"declined, it ended after {questions} question(s) with {_said(loop[-1])}; "
+        "answered after a restart, it completed with one effect"
+    )
+    return CheckResult("mrtr", title, CheckVerdict.PASS, why, evidence)
+
+
 SESSION_STYLE = re.compile(
     r"^(start|begin|open|end|close)_?session|^(log_?in|connect|set_?context|use_|select_)"
 )
@@ -311,7 +383,7 @@ async def catalog(s: ContractSession, seen: Seen) -> CheckResult:
 
     title = "the catalog: the same every time, keys where effects are, within its token budget"
     first, second = await s.catalog(), await s.catalog()
-    await s.restart()
+    await s.restart("catalog")
     third = await s.catalog()
     tools = [t for t in first.get("tools") or [] if isinstance(t, dict)]
     costs = {str(t.get("name")): count(json.dumps(t, separators=(",", ":"))) for t in tools}
@@ -445,6 +517,7 @@ CHECKS: dict[str, Check] = {
     "concurrent_same_key": concurrent_same_key,
     "restart_keeps_keys": restart_keeps_keys,
     "crash_window": crash_window,
+    "mrtr": mrtr,
     "error_contract": error_contract,
     "annotations": annotations_hold,
     "catalog": catalog,

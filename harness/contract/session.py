@@ -101,10 +101,36 @@ class ContractSession:
         return self.workload.arguments(intent, key)
 
     async def call(
-        self, intent: Intent, *, key: str | None = None, payload_of: Intent | None = None
+        self,
+        intent: Intent,
+        *,
+        key: str | None = None,
+        payload_of: Intent | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> CallResult:
-        """One ``tools/call`` of the workload's tool: ``intent``'s key (or ``key``) with the payload of
-        ``payload_of`` (default: the intent's own)."""
+        """One ``tools/call`` of the workload's tool as a client makes it: ``intent``'s key (or
+        ``key``) with the payload of ``payload_of`` (default: the intent's own), its questions
+        (``input_required``) answered from the scenario's answers; the last answer. ``answer``:
+        start by answering a question asked before."""
+        res = await self.exchange(intent, key=key, payload_of=payload_of, answer=answer)
+        for _ in range(self.scenario.client.max_input_rounds):
+            if res.outcome is not Outcome.INPUT_REQUIRED:
+                break
+            reply = self.workload.respond(res.result or {})
+            if isinstance(reply, str):  # the scenario has no answer: the question is the last word
+                break
+            res = await self.exchange(intent, key=key, payload_of=payload_of, answer=reply)
+        return res
+
+    async def exchange(
+        self,
+        intent: Intent,
+        *,
+        key: str | None = None,
+        payload_of: Intent | None = None,
+        answer: dict[str, Any] | None = None,
+    ) -> CallResult:
+        """One request and its answer, a question included; ``answer`` answers the last question."""
         assert self.client is not None, "call inside started()"
         key = intent.key if key is None else key
         arguments = self.payload(payload_of or intent, key)
@@ -114,6 +140,7 @@ class ContractSession:
             request_id=next(self._ids),
             timeout=self.scenario.client.attempt_timeout_s,
             key=key,
+            answer=answer,
         )
 
     async def effects(self) -> Counter[str]:
@@ -124,9 +151,9 @@ class ContractSession:
             return read_collected(self.run_dir)
         return await asyncio.to_thread(count_effects, effects, self.run_dir)
 
-    async def restart(self) -> None:
+    async def restart(self, check: str) -> None:
         """SIGKILL the pod and wait until the supervisor has it ready again."""
-        if not self.supervisor.kill(trigger="contract restart_keeps_keys"):
+        if not self.supervisor.kill(trigger=f"contract {check}"):
             raise TargetError("the pod was not running when the check meant to kill it")
         await self.wait_ready()
 

@@ -31,6 +31,7 @@ COLUMNS = [
     "n_protocol_error",
     "n_session_lost",
     "n_auth_error",
+    "n_input_required",
     "attempts_hit_by_pod_fault",
     "faults",
     "cause",

@@ -161,7 +161,7 @@ def facts(summary: Summary) -> list[str]:
         f"tool errors {by[Outcome.TOOL_ERROR]}, protocol errors {by[Outcome.PROTOCOL_ERROR]}"
         + "".join(
             f", {o.value.replace('_', ' ')} {by[o]}"
-            for o in (Outcome.SESSION_LOST, Outcome.AUTH_ERROR)
+            for o in (Outcome.SESSION_LOST, Outcome.AUTH_ERROR, Outcome.INPUT_REQUIRED)
             if by[o]
         ),
         f"pods: {p.exits} exits, {p.crashes} crashes, {p.attempts_hit} attempts in flight at a pod fault",

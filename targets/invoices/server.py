@@ -57,7 +57,12 @@ INVOICES_FLAW                   one contract bug on top of keyed or atomic, for 
                                 timestamp), exists_error (a replay is an "already exists" error),
                                 memory_keys (atomic, but the keys live in this process's memory),
                                 apologize (answers success and does nothing), sloppy_errors
-                                (errors as bare text, no code or recovery)
+                                (errors as bare text, no code or recovery), endless_questions (the
+                                MRTR question about an ambiguous customer is asked forever)
+INVOICES_REQUEST_STATE          process (default: the SDK's per-process key, lost with the process) |
+                                shared (INVOICES_REQUEST_STATE_KEY, else a key file beside the store):
+                                the key that seals the requestState of the customer question (see
+                                questions.py: customer_id "acme" is asked about)
 INVOICES_ANNOTATIONS            what create_invoice declares of itself: idempotent (idempotentHint:
                                 true) or readonly (readOnlyHint: true, a lie); default none
 """
@@ -77,13 +82,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.streamable_http import EventMessage, EventStore
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from questions import STATE_MODES, Unresolved, resolve_customer, state_security
 from stores import open_store
 
 MODES = ("naive", "keyed", "atomic")
-FLAWS = ("payload_dedup", "rerender", "exists_error", "memory_keys", "apologize", "sloppy_errors")
+FLAWS = (
+    "payload_dedup",
+    "rerender",
+    "exists_error",
+    "memory_keys",
+    "apologize",
+    "sloppy_errors",
+    "endless_questions",
+)
 FAILPOINTS = ("before_business_commit", "after_business_commit", "after_key_record", "before_response")
 
 
@@ -111,6 +125,8 @@ class Config:
     failpoint: tuple[str, int] | None
     flaw: str | None
     annotations: str | None
+    request_state: RequestStateSecurity | None
+    """What seals the requestState of the customer question; None: the SDK's per-process key."""
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Config:
@@ -170,6 +186,13 @@ class Config:
         annotations = env.get("INVOICES_ANNOTATIONS") or None
         if annotations not in (None, "idempotent", "readonly"):
             raise ConfigError(f"INVOICES_ANNOTATIONS={annotations!r}; choose idempotent or readonly")
+        state_mode = env.get("INVOICES_REQUEST_STATE", "process")
+        if state_mode not in STATE_MODES:
+            raise ConfigError(f"INVOICES_REQUEST_STATE={state_mode!r}; choose process or shared")
+        try:
+            request_state = state_security(state_mode, env, env["INVOICES_DB"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             host=host,
             port=port,
@@ -189,6 +212,7 @@ class Config:
             failpoint=failpoint,
             flaw=flaw,
             annotations=annotations,
+            request_state=request_state,
         )
 
 
@@ -215,7 +239,12 @@ def stored_result(response: str) -> CallToolResult:
 
 def build_server(config: Config) -> MCPServer[Any]:
     store = open_store(config.db)
-    server: MCPServer[Any] = MCPServer("reference-invoices", version="1.0.0", log_level="WARNING")
+    server: MCPServer[Any] = MCPServer(
+        "reference-invoices",
+        version="1.0.0",
+        log_level="WARNING",
+        request_state_security=config.request_state,
+    )
     in_flight: set[str] = set()  # atomic: keys of the calls this process is working on right now
     call_ms = (config.pre_commit_s + config.between_commits_s + config.post_commit_s) * 1000
     retry_after_ms = max(10, round(call_ms))
@@ -312,7 +341,7 @@ def build_server(config: Config) -> MCPServer[Any]:
     )
     async def create_invoice(
         customer_id: str, amount_cents: int, memo: str, ctx: Context, idempotency_key: str | None = None
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         if config.flaw == "apologize":
             return CallToolResult(content=[TextContent(type="text", text="Sorry, something went wrong.")])
         if amount_cents <= 0:
@@ -322,6 +351,20 @@ def build_server(config: Config) -> MCPServer[Any]:
                 retryable=False,
                 recovery="Send a positive amount.",
             )
+        # Before the key: a question makes no effect, and the answer decides the payload.
+        customer = resolve_customer(
+            customer_id, ctx.input_responses, ctx.request_state, endless=config.flaw == "endless_questions"
+        )
+        if isinstance(customer, InputRequiredResult):
+            return customer
+        if isinstance(customer, Unresolved):
+            return refuse(
+                "customer_ambiguous",
+                f"{customer.name!r} matches {len(customer.choices)} customers and no answer chose one",
+                retryable=False,
+                recovery=f"Call again with customer_id set to one of: {', '.join(customer.choices)}.",
+            )
+        customer_id = customer
         idempotency_key = key_of(ctx, idempotency_key)
         request_hash = hashlib.sha256(
             json.dumps([customer_id, amount_cents, memo], separators=(",", ":")).encode()

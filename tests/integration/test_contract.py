@@ -25,6 +25,7 @@ ALL = {
     "concurrent_same_key",
     "restart_keeps_keys",
     "crash_window",
+    "mrtr",
     "error_contract",
     "annotations",
     "catalog",
@@ -70,6 +71,14 @@ def target(mode: str, **env: str) -> dict[str, Any]:
     return invoice_scenario(mode=mode, env={"INVOICES_PRE_COMMIT_MS": "100", **env})
 
 
+def asking(**env: str) -> dict[str, Any]:
+    """The reference target with arguments that make create_invoice ask (customer "acme"), and the answer."""
+    data = target("atomic", **env)
+    data["workload"]["arguments"]["customer_id"] = "acme"
+    data["workload"]["answers"] = {"customer": {"customer_id": "acme-inc"}}
+    return data
+
+
 CASES = {
     "atomic": (target("atomic"), set()),
     "keyed": (target("keyed"), {"concurrent_same_key"}),
@@ -84,7 +93,7 @@ CASES = {
     ),
     "apologize": (
         target("atomic", INVOICES_FLAW="apologize"),
-        ALL - {"annotations", "crash_window", "catalog"},
+        ALL - {"annotations", "crash_window", "catalog", "mrtr"},
     ),
     "idempotent_hint_lies": (target("naive", INVOICES_ANNOTATIONS="idempotent"), {"annotations"}),
     # It also takes a key while it says it only reads: the catalog's advice is broken too.
@@ -106,10 +115,12 @@ def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: st
 
 
 def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
-    data = target("atomic", INVOICES_ANNOTATIONS="idempotent")
+    # Its calls ask a question first (MRTR), answered by every check, so mrtr applies too.
+    data = asking(INVOICES_ANNOTATIONS="idempotent", INVOICES_REQUEST_STATE="shared")
     proc, report = contract(tmp_path, data, *CRASH, "--junit", str(tmp_path / "junit.xml"))
     assert proc.returncode == 0, proc.stderr
     assert set(verdicts(report).values()) == {"pass"}
+    assert report["seconds"] < 30
     by_id = {c["id"]: c for c in report["checks"]}
     assert by_id["concurrent_same_key"]["why"].startswith("one effect; ")
     assert "idempotency_key_in_use" in json.dumps(by_id["concurrent_same_key"]["evidence"])
@@ -123,7 +134,7 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     )
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "9"
+    assert suite.get("tests") == "10"
     assert suite.get("failures") == "0"
     assert [case.get("name") for case in suite.iter("testcase")] == list(by_id)
 
@@ -166,6 +177,19 @@ def test_an_image_restarts_for_the_check_that_needs_it(tmp_path: Path, docker_im
     data["target"].pop("command")
     proc, report = contract(tmp_path, data, "--only", "replay,restart_keeps_keys")
     assert verdicts(report) == {"replay": "pass", "restart_keeps_keys": "fail"}, proc.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(("state", "verdict"), [("shared", "pass"), ("process", "fail")])
+def test_mrtr_restarts_an_image_between_the_rounds(
+    tmp_path: Path, docker_image: str, state: str, verdict: str
+) -> None:
+    # The shared key's file lies beside the store, on the data mount that the next container gets.
+    data = asking(INVOICES_REQUEST_STATE=state)
+    data["target"]["image"] = docker_image
+    data["target"].pop("command")
+    proc, report = contract(tmp_path, data, "--only", "mrtr")
+    assert verdicts(report) == {"mrtr": verdict}, proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -215,3 +239,50 @@ def test_the_catalog_within_budget_and_against_its_snapshot(tmp_path: Path) -> N
     problems = evidence["problems"]
     assert f"the catalog costs {evidence['tokens']['total']} tokens, over the budget of 100" in problems
     assert f"since the snapshot {snapshot}: {edited[0]['name']} changed" in problems
+
+
+@pytest.mark.parametrize(
+    ("env", "verdict", "why"),
+    [
+        (
+            {"INVOICES_REQUEST_STATE": "shared"},
+            "pass",
+            "declined, it ended after 2 question(s) with tool_error customer_ambiguous: ",
+        ),
+        (
+            {"INVOICES_REQUEST_STATE": "process"},
+            "fail",
+            "the answer sent after a restart got protocol_error: HTTP 400: JSON-RPC error -32602: "
+            "Invalid or expired requestState: the requestState did not outlive the process",
+        ),
+        (
+            {"INVOICES_REQUEST_STATE": "shared", "INVOICES_FLAW": "endless_questions"},
+            "fail",
+            "still asking after 5 declined questions (the check gave up): an endless loop",
+        ),
+    ],
+    ids=["shared_key", "per_process_key", "endless_questions"],
+)
+def test_mrtr(tmp_path: Path, env: dict[str, str], verdict: str, why: str) -> None:
+    proc, report = contract(tmp_path, asking(**env), "--only", "mrtr")
+    assert verdicts(report) == {"mrtr": verdict}, proc.stdout
+    (check,) = report["checks"]
+    assert check["why"].startswith(why)
+    assert proc.returncode == (0 if verdict == "pass" else 1)
+    if verdict == "pass":
+        assert check["evidence"]["effects"] == 1
+        assert check["evidence"]["answered after a restart"]["outcome"] == "ok"
+
+
+def test_mrtr_is_not_applicable_without_a_question_or_an_answer(tmp_path: Path) -> None:
+    _, report = contract(tmp_path, target("atomic"), "--only", "mrtr")
+    assert verdicts(report) == {"mrtr": "not_applicable"}
+    assert report["checks"][0]["why"].startswith("create_invoice answered ok without asking: nothing to test")
+    unanswered = asking(INVOICES_REQUEST_STATE="shared")
+    del unanswered["workload"]["answers"]
+    _, report = contract(tmp_path, unanswered, "--only", "mrtr")
+    assert verdicts(report) == {"mrtr": "not_applicable"}
+    assert report["checks"][0]["why"] == (
+        "create_invoice asks, but the scenario cannot answer: "
+        "no answer to the server's question 'customer' in workload.answers"
+    )

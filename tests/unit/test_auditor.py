@@ -8,7 +8,7 @@ import pytest
 
 from harness.audit.fold import CRASH_WINDOW_S, fold_history
 from harness.errors import HistoryError
-from harness.history import FaultKind, RunStatus, Verdict
+from harness.history import FaultKind, Outcome, RunStatus, Verdict
 from harness.scenario import Scenario, parse_scenario
 from tests.conftest import fault_row
 from tests.unit.histories import History, audit
@@ -161,3 +161,30 @@ def test_proxy_faults_are_pinned_on_their_intent(scenario: Scenario) -> None:
     assert fault_row(s, FaultKind.STALL).duplicate.count == 1
     assert fault_row(s, FaultKind.DELAY).injected == 1
     assert fault_row(s, FaultKind.DELAY).planned is None  # by rule
+
+
+def test_an_intent_is_counted_once_across_its_rounds(scenario: Scenario) -> None:
+    # A question, its answer killed in flight, the answer retried: three attempts, one intent.
+    h = History(intents=1)
+    h.start(0)
+    asked = h.attempt(0)
+    h.tick()
+    h.end(0, asked, "input_required")
+    answer = h.attempt(0, attempt=2)
+    h.events[-1]["round"] = 2
+    h.tick()
+    h.add("fault", fault="kill", pod="pod-0", pid=1)
+    h.end(0, answer, "transport_error", "closed_before_response", attempt=2)
+    h.add("pod_exited", pod="pod-0", pid=1, returncode=-9)
+    again = h.attempt(0, attempt=3)
+    h.events[-1]["round"] = 2
+    h.end(0, again, attempt=3)
+    h.finish(0, attempts=3)
+    h.add("run_ended", status="completed")
+    result = audit(h, {"ns-m0": 1}, scenario)
+    s = result.summary
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 1
+    assert (s.attempts.total, s.attempts.retries) == (3, 1)  # the answer is a round, not a retry
+    assert s.attempts.by_outcome[Outcome.INPUT_REQUIRED] == 1
+    row = result.intents.set_index("intent").loc[0]
+    assert (row["n_input_required"], row["attempts_hit_by_pod_fault"], row["cause"]) == (1, 1, "")

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -94,12 +95,14 @@ RICH: dict[str, Any] = {
             "idempotency_key": "{key}",
             "tags": ["a", {"choice": ["x", "y"]}],
         },
+        "answers": {"customer": {"customer_id": "acme-inc", "tags": ["a"]}},
     },
     "client": {
         "attempt_timeout_s": 2,
         "max_attempts": 3,
         "backoff": {"initial_s": 0.01, "max_s": 0.1, "multiplier": 2, "jitter": "full"},
         "key_reuse": "same",
+        "max_input_rounds": 2,
     },
     "faults": {
         "kill": {"count": 2, "min_uptime_s": 0.1},
@@ -173,6 +176,8 @@ def _exercise(text: str) -> None:
         workload = Workload(scenario, "ns")
         for intent in list(workload)[:3]:
             workload.arguments(intent)
+        form = {"method": "elicitation/create", "params": {}}
+        orjson.dumps(workload.respond({"inputRequests": {"customer": form}, "requestState": "s"}))
         scenario.dump_yaml()
         target_headers(scenario.target, {"HOME": "/root"})
         if scenario.target.image is None and scenario.target.command:

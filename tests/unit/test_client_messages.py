@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -99,10 +100,28 @@ def test_jsonrpc_error_and_id_mismatch_are_protocol_errors() -> None:
     assert interpret_message([1], 3, status=200, form="json").outcome is Outcome.PROTOCOL_ERROR
 
 
-def test_input_required_is_not_mistaken_for_success() -> None:
-    msg = {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "input_required", "inputRequests": {}}}
-    res = interpret_message(msg, 3, status=200, form="json")
-    assert (res.outcome, res.detail) == (Outcome.PROTOCOL_ERROR, Detail.INPUT_REQUIRED)
+def test_input_required_is_a_question_not_a_success() -> None:
+    asked = {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create"}}}
+    res = interpret_message(ok(asked, rid=3), 3, status=200, form="json")
+    assert (res.outcome, res.result) == (Outcome.INPUT_REQUIRED, asked)
+    state_only = {"resultType": "input_required", "requestState": "s"}
+    assert (
+        interpret_message(ok(state_only, rid=3), 3, status=200, form="json").outcome is Outcome.INPUT_REQUIRED
+    )
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"resultType": "input_required", "inputRequests": {}},
+        {"resultType": "input_required", "inputRequests": [], "requestState": "s"},
+        {"resultType": "input_required", "requestState": 7},
+        {"resultType": "maybe"},
+    ],
+)
+def test_a_malformed_question_is_a_protocol_error(result: dict[str, object]) -> None:
+    res = interpret_message(ok(result, rid=3), 3, status=200, form="json")
+    assert (res.outcome, res.detail) == (Outcome.PROTOCOL_ERROR, Detail.BAD_RESULT)
 
 
 def test_request_bytes_carry_the_required_headers_and_meta() -> None:

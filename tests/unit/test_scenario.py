@@ -204,3 +204,24 @@ def test_key_placement(scenario_data: dict[str, Any]) -> None:
     header = parse(scenario_data, "client.key_in=header", "client.key_name=X-Key")
     assert (header.client.key_meta, header.client.key_header) == (None, "X-Key")
     assert "client.key_name names" in error_of(scenario_data, "client.key_name=k")
+
+
+def test_answers_are_forms_of_scalars(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["answers"] = {"customer": {"customer_id": "acme-inc", "n": 2, "tags": ["a"]}}
+    assert parse(scenario_data).workload.answers["customer"]["n"] == 2
+    scenario_data["workload"]["answers"] = {"customer": {"customer_id": {"nested": 1}}}
+    assert error_of(scenario_data) == (
+        "s.yaml: workload.answers: answer customer.customer_id: a form field is a string, number, "
+        "true/false or a list of strings (got {'nested': 1})"
+    )
+    scenario_data["workload"]["answers"] = {"customer": {"n": 2**64}}
+    assert "a form field is a string, number" in error_of(scenario_data)
+    scenario_data["workload"]["answers"] = {"customer": {}}
+    assert "no empty names or forms" in error_of(scenario_data)
+    scenario_data["workload"]["answers"] = {"customer": "acme-inc"}
+    assert error_of(scenario_data).startswith(
+        "s.yaml: workload.answers.customer: Input should be a valid dict"
+    )
+    assert "client.max_input_rounds: Input should be less than or equal to 10" in error_of(
+        scenario_data, "workload.answers={}", "client.max_input_rounds=11"
+    )

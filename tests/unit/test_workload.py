@@ -73,3 +73,19 @@ def test_literal_braces_survive(scenario_data: dict[str, Any]) -> None:
 def test_any_seed_is_reproducible(scenario_data: dict[str, Any], seed: int) -> None:
     data = {**scenario_data, "workload": {**scenario_data["workload"], "intents": 5}}
     assert snapshot(workload(data, seed=seed)) == snapshot(workload(data, seed=seed))
+
+
+def test_a_question_is_answered_from_the_scenario(scenario_data: dict[str, Any]) -> None:
+    scenario_data["workload"]["answers"] = {"customer": {"customer_id": "acme-inc"}}
+    w = workload(scenario_data)
+    form = {"method": "elicitation/create", "params": {"mode": "form", "message": "which?"}}
+    question = {"resultType": "input_required", "inputRequests": {"customer": form}, "requestState": "s1"}
+    assert w.respond(question) == {
+        "inputResponses": {"customer": {"action": "accept", "content": {"customer_id": "acme-inc"}}},
+        "requestState": "s1",
+    }
+    assert w.respond({"requestState": "s2"}) == {"requestState": "s2"}  # state only: echo it
+    other = {"inputRequests": {"budget": form}}
+    assert w.respond(other) == "no answer to the server's question 'budget' in workload.answers"
+    sampling = {"inputRequests": {"customer": {"method": "sampling/createMessage"}}}
+    assert "only elicitation forms are answered" in str(w.respond(sampling))
