@@ -60,6 +60,9 @@ INVOICES_FLAW                   one contract bug on top of keyed or atomic, for 
                                 (errors as bare text, no code or recovery)
 INVOICES_ANNOTATIONS            what create_invoice declares of itself: idempotent (idempotentHint:
                                 true) or readonly (readOnlyHint: true, a lie); default none
+INVOICES_CATALOG                default | demo: the source article's six-tool catalog (demo_catalog.py,
+                                with INVOICES_DESCRIPTIONS, INVOICES_HANDLE_TTL_MS, INVOICES_SEND_QUOTA,
+                                INVOICES_QUOTA_WINDOW_MS and the flaws raw_cursor, expired_500)
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from demo_catalog import DEMO_FLAWS, DemoConfig, install_demo
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventMessage, EventStore
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -111,6 +115,7 @@ class Config:
     failpoint: tuple[str, int] | None
     flaw: str | None
     annotations: str | None
+    demo: DemoConfig | None
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Config:
@@ -163,13 +168,18 @@ class Config:
                 )
             failpoint = (point, int(nth))
         flaw = env.get("INVOICES_FLAW") or None
-        if flaw is not None and (flaw not in FLAWS or mode == "naive"):
+        flaws = FLAWS + DEMO_FLAWS  # the demo catalog's (demo_catalog.py) need INVOICES_CATALOG=demo too
+        if flaw is not None and (flaw not in flaws or mode == "naive"):
             raise ConfigError(
-                f"INVOICES_FLAW={flaw!r}; choose one of {', '.join(FLAWS)}, with mode keyed or atomic"
+                f"INVOICES_FLAW={flaw!r}; choose one of {', '.join(flaws)}, with mode keyed or atomic"
             )
         annotations = env.get("INVOICES_ANNOTATIONS") or None
         if annotations not in (None, "idempotent", "readonly"):
             raise ConfigError(f"INVOICES_ANNOTATIONS={annotations!r}; choose idempotent or readonly")
+        try:
+            demo = DemoConfig.from_env(env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             host=host,
             port=port,
@@ -189,6 +199,7 @@ class Config:
             failpoint=failpoint,
             flaw=flaw,
             annotations=annotations,
+            demo=demo,
         )
 
 
@@ -401,6 +412,15 @@ def build_server(config: Config) -> MCPServer[Any]:
         failpoint("before_response")
         return stored_result(response)
 
+    if config.demo is not None:
+        install_demo(
+            server,
+            config.demo,
+            store=store,
+            create_invoice=create_invoice,
+            refuse=refuse,
+            annotations=declared,
+        )
     return server
 
 
