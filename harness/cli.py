@@ -333,6 +333,8 @@ def cmd_contract(args: argparse.Namespace) -> int:
     ids = select(_ids(args.only), _ids(args.skip))
     if not ids:
         raise UsageError("--only and --skip leave no check to run")
+    if args.handle_wait < 0:
+        raise UsageError(f"--handle-wait {args.handle_wait:g}: give the seconds to wait, 0 or more")
     run_dir = rundir.prepare_run_dir(
         Path(args.results), scenario, args.run_id or f"{rundir.new_run_id(scenario)}-contract"
     )
@@ -351,6 +353,7 @@ def cmd_contract(args: argparse.Namespace) -> int:
         crash_env=crash_env,
         token_budget=args.token_budget,
         snapshot=snapshot,
+        handle_wait_s=args.handle_wait,
         on_result=progress,
     )
     results = _drive(checking, [])
@@ -485,6 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     contract.add_argument(
         "--snapshot", metavar="FILE", help="catalog: compare tools/list with FILE (written when missing)"
+    )
+    contract.add_argument(
+        "--handle-wait",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="handles: how long to wait for a handle to expire (default 5)",
     )
     contract.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one test case per check)")
     contract.add_argument("--json", metavar="FILE", help="also write the results as JSON")

@@ -116,6 +116,13 @@ class ContractSession:
             key=key,
         )
 
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> CallResult:
+        """One ``tools/call`` of any tool with the arguments given (no key of an intent's)."""
+        assert self.client is not None, "call inside started()"
+        return await self.client.call_tool(
+            tool, arguments, request_id=next(self._ids), timeout=self.scenario.client.attempt_timeout_s
+        )
+
     async def effects(self) -> Counter[str]:
         """Effects per marker now, through the scenario's effect source."""
         effects = self.scenario.audit.effects

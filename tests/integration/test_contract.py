@@ -25,6 +25,7 @@ ALL = {
     "concurrent_same_key",
     "restart_keeps_keys",
     "crash_window",
+    "handles",
     "error_contract",
     "annotations",
     "catalog",
@@ -70,6 +71,11 @@ def target(mode: str, **env: str) -> dict[str, Any]:
     return invoice_scenario(mode=mode, env={"INVOICES_PRE_COMMIT_MS": "100", **env})
 
 
+def demo(mode: str = "atomic", **env: str) -> dict[str, Any]:
+    """The article's six-tool demo catalog; handles live a second, so the handles check sees one expire."""
+    return target(mode, **{"INVOICES_CATALOG": "demo", "INVOICES_HANDLE_TTL_MS": "1000", **env})
+
+
 CASES = {
     "atomic": (target("atomic"), set()),
     "keyed": (target("keyed"), {"concurrent_same_key"}),
@@ -84,11 +90,14 @@ CASES = {
     ),
     "apologize": (
         target("atomic", INVOICES_FLAW="apologize"),
-        ALL - {"annotations", "crash_window", "catalog"},
+        ALL - {"annotations", "crash_window", "catalog", "handles"},
     ),
     "idempotent_hint_lies": (target("naive", INVOICES_ANNOTATIONS="idempotent"), {"annotations"}),
     # It also takes a key while it says it only reads: the catalog's advice is broken too.
     "read_only_hint_lies": (target("atomic", INVOICES_ANNOTATIONS="readonly"), {"annotations", "catalog"}),
+    "demo": (demo(), set()),
+    "raw_cursor": (demo(INVOICES_FLAW="raw_cursor"), {"handles"}),
+    "expired_500": (demo(INVOICES_FLAW="expired_500"), {"handles"}),
 }
 
 
@@ -106,7 +115,7 @@ def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: st
 
 
 def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
-    data = target("atomic", INVOICES_ANNOTATIONS="idempotent")
+    data = demo(INVOICES_ANNOTATIONS="idempotent")
     proc, report = contract(tmp_path, data, *CRASH, "--junit", str(tmp_path / "junit.xml"))
     assert proc.returncode == 0, proc.stderr
     assert set(verdicts(report).values()) == {"pass"}
@@ -123,7 +132,7 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     )
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "9"
+    assert suite.get("tests") == "10"
     assert suite.get("failures") == "0"
     assert [case.get("name") for case in suite.iter("testcase")] == list(by_id)
 
@@ -215,3 +224,35 @@ def test_the_catalog_within_budget_and_against_its_snapshot(tmp_path: Path) -> N
     problems = evidence["problems"]
     assert f"the catalog costs {evidence['tokens']['total']} tokens, over the budget of 100" in problems
     assert f"since the snapshot {snapshot}: {edited[0]['name']} changed" in problems
+
+
+def test_handles_why_each_verdict(tmp_path: Path) -> None:
+    """The evidence a person reads: where the handles were found, what the expired one answered, and
+    why a target without handles is not applicable."""
+    proc, report = contract(tmp_path, demo(), "--only", "handles")
+    assert proc.returncode == 0, proc.stdout
+    (check,) = report["checks"]
+    assert check["evidence"]["found"] == (
+        "search_invoices's outputSchema has next_page; search_next takes it as next_page"
+    )
+    assert check["evidence"]["handle"].startswith("h1_")
+    assert "handle_invalid" in json.dumps(check["evidence"])
+    assert check["why"].startswith("search_invoices returns opaque, versioned handles (h1_...)")
+    assert "handle_expired, recovery: Run search_invoices again" in check["why"]
+    _, report = contract(tmp_path, demo(INVOICES_FLAW="raw_cursor"), "--only", "handles")
+    assert report["checks"][0]["why"] == (
+        "'limit=1&after=1' has no version prefix (like h1_): its encoding cannot change without breaking "
+        "the handles agents hold; not opaque: 'limit=1&after=1' is readable text an agent can edit"
+    )
+    _, report = contract(tmp_path, demo(INVOICES_FLAW="expired_500"), "--only", "handles")
+    assert report["checks"][0]["why"] == (
+        "an expired handle got JSON-RPC error -32603: Internal error: a model reads 'this tool is broken', "
+        "not what to do"
+    )
+    _, report = contract(tmp_path, target("atomic"), "--only", "handles")
+    assert report["checks"][0]["verdict"] == "not_applicable"
+    assert report["checks"][0]["why"].startswith("no tool returns a handle")
+    slow = demo(INVOICES_HANDLE_TTL_MS="900000")
+    _, report = contract(tmp_path, slow, "--only", "handles", "--handle-wait", "0.5")
+    assert report["checks"][0]["verdict"] == "not_applicable"
+    assert "so expiry is untested" in report["checks"][0]["why"]
