@@ -27,6 +27,9 @@ from harness.history import Outcome, excerpt
 
 CONCURRENT_CALLS = 8
 MAX_TOOLS = 15
+MAX_SENTENCES = 3
+"""One sentence of purpose, one of rules (the first article's FAQ), and one to spare."""
+SENTENCE_END = re.compile(r"[.!?](\s|$)")
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 APOLOGY = re.compile(r"\b(sorry|something went wrong|unable to|could not|couldn't|failed to)\b", re.I)
 JSONRPC_STANDARD = {-32700, -32600, -32601, -32602, -32603}
@@ -374,7 +377,7 @@ RETRY_WORDS = re.compile(r"\bretr(y|ies|ying)\b|\breuse\b|\bsame key\b", re.I)
 
 def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
     """What a catalog breaks of the advice: keys where effects are, none where they are not, rules
-    in the description, sentences, few tools, no hidden session state."""
+    in the description, sentences (a few, not a page), few tools, no hidden session state."""
     from harness.init.draft import choose_key, classify, leaves
 
     findings = []
@@ -397,6 +400,11 @@ def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
             findings.append(f"{name} has no description")
         elif not (description[0].isupper() and description.endswith((".", "!", "?"))):
             findings.append(f"{name}: its description is not written as sentences")
+        elif (sentences := len(SENTENCE_END.findall(description))) > MAX_SENTENCES:
+            findings.append(
+                f"{name}: {sentences} sentences; one of purpose and one of rules say it, the rest costs "
+                "tokens and tool-selection accuracy"
+            )
         if SESSION_STYLE.search(name.lower()):
             findings.append(f"{name} looks like a session-style tool that needs hidden state")
     return findings
@@ -414,15 +422,14 @@ def _snapshot_diff(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, 
 
 
 async def catalog(s: ContractSession, seen: Seen) -> CheckResult:
-    from harness.contract.tokens import count
+    from harness.contract.tokens import catalog_tokens
 
     title = "the catalog: the same every time, keys where effects are, within its token budget"
     first, second = await s.catalog(), await s.catalog()
     await s.restart()
     third = await s.catalog()
     tools = [t for t in first.get("tools") or [] if isinstance(t, dict)]
-    costs = {str(t.get("name")): count(json.dumps(t, separators=(",", ":"))) for t in tools}
-    total = count(json.dumps(tools, separators=(",", ":")))
+    costs, total = catalog_tokens(tools)
     evidence: dict[str, Any] = {
         "tools": len(tools),
         "tokens": {"total": total, **costs},

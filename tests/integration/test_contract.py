@@ -256,3 +256,58 @@ def test_handles_why_each_verdict(tmp_path: Path) -> None:
     _, report = contract(tmp_path, slow, "--only", "handles", "--handle-wait", "0.5")
     assert report["checks"][0]["verdict"] == "not_applicable"
     assert "so expiry is untested" in report["checks"][0]["why"]
+
+
+BLOATED, TERSE = 2.4, 0.38
+"""The article's section 06: bloated costs 2.4x the engineered catalog, terse 38% less."""
+
+
+def test_catalog_cost_reproduces_the_article_ratios(tmp_path: Path) -> None:
+    """Within 0.05 of 2.4x and one point of 38%: the texts are the article's where it gives them, and
+    written in each style where it does not; a change to any of them shows here."""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(invoice_scenario(env={"INVOICES_CATALOG": "demo"})))
+    run = [sys.executable, "-m", "harness.cli", "contract", str(path), "--results", str(tmp_path / "r")]
+    proc = subprocess.run([*run, "--catalog-cost"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    cost = json.loads((run_dir / "catalog-cost.json").read_text())
+    assert abs(cost["bloated_vs_engineered"] - BLOATED) <= 0.05, cost
+    assert abs(cost["terse_saving_vs_engineered"] - TERSE) <= 0.01, cost
+    totals = {style: c["total"] for style, c in cost["styles"].items()}
+    assert totals["bloated"] > totals["engineered"] > totals["terse"]
+    assert set(cost["styles"]["terse"]["tools"]) == {
+        "create_invoice",
+        "get_invoice",
+        "search_invoices",
+        "search_next",
+        "send_invoice",
+        "void_invoice",
+    }
+    assert f"| **total**       | **{totals['bloated']}** |" in proc.stdout
+    assert "bloated / engineered: 2.4" in (run_dir / "catalog-cost.md").read_text()
+    usage = subprocess.run(
+        [*run, "--catalog-cost", "--only", "catalog"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert usage.returncode == 2
+    assert "--catalog-cost measures the catalog and runs no check" in usage.stderr
+    flat = subprocess.run(
+        [*run, "--catalog-cost", "--style-env", "NOT_READ"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "the three styles cost the same: does the target read NOT_READ?" in flat.stdout
+
+
+def test_the_bloated_catalog_breaks_the_one_sentence_advice(tmp_path: Path) -> None:
+    _, report = contract(tmp_path, demo(INVOICES_DESCRIPTIONS="bloated"), "--only", "catalog")
+    problems = report["checks"][0]["evidence"]["problems"]
+    assert len(problems) == 6
+    assert all("sentences; one of purpose and one of rules say it" in p for p in problems)
+    _, report = contract(tmp_path, demo(INVOICES_DESCRIPTIONS="terse"), "--only", "catalog")
+    assert report["checks"][0]["evidence"]["problems"] == [
+        f"{tool}: nothing says to reuse idempotency_key only for retries of the same intent"
+        for tool in ("create_invoice", "send_invoice", "void_invoice")
+    ]
