@@ -87,8 +87,9 @@ class DemoConfig:
 
 
 def _untitled(schema: dict[str, Any]) -> None:
-    """Drop the titles pydantic derives from names ("Customer Id" for customer_id): they repeat the
-    name, and every token of a catalog is paid by every agent in every session."""
+    """Drop the titles pydantic derives from names ("Customer Id" for customer_id) from the result
+    schemas this module declares: they repeat the name, and every token of a catalog is paid by every
+    agent in every session. (The argument schemas keep theirs: the SDK builds that model.)"""
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
@@ -106,11 +107,7 @@ def described(
     params = [
         p
         if isinstance(p.annotation, type) and issubclass(p.annotation, Context)
-        else p.replace(
-            annotation=Annotated[
-                p.annotation, Field(description=texts.args.get(p.name), json_schema_extra=_untitled)
-            ]
-        )
+        else p.replace(annotation=Annotated[p.annotation, Field(description=texts.args.get(p.name))])
         for p in signature.parameters.values()
     ]
     returns = signature.return_annotation if output is None else Annotated[CallToolResult, output]
