@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from harness import rundir
 from harness._version import __version__
-from harness.contract import CHECKS, CheckResult, CheckVerdict, run_contract, select
+from harness.contract import CHECKS, CheckResult, CheckVerdict, cost, run_contract, select
 from harness.contract.report import CONTRACT_MD, as_json, junit, render_table, summary_line, write_reports
 from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.schedule import build_schedule
@@ -335,9 +335,15 @@ def cmd_contract(args: argparse.Namespace) -> int:
     ids = select(_ids(args.only), _ids(args.skip))
     if not ids:
         raise UsageError("--only and --skip leave no check to run")
+    if args.handle_wait < 0:
+        raise UsageError(f"--handle-wait {args.handle_wait:g}: give the seconds to wait, 0 or more")
+    if args.catalog_cost and (args.only or args.skip):
+        raise UsageError("--catalog-cost measures the catalog and runs no check; drop --only and --skip")
     run_dir = rundir.prepare_run_dir(
         Path(args.results), scenario, args.run_id or f"{rundir.new_run_id(scenario)}-contract"
     )
+    if args.catalog_cost:
+        return _catalog_cost(scenario, run_dir, args.style_env)
     sys.stderr.write(f"contract {run_dir.name}: {len(ids)} checks of {scenario.workload.tool}\n")
 
     def progress(result: CheckResult, seconds: float) -> None:
@@ -353,6 +359,7 @@ def cmd_contract(args: argparse.Namespace) -> int:
         crash_env=crash_env,
         token_budget=args.token_budget,
         snapshot=snapshot,
+        handle_wait_s=args.handle_wait,
         on_result=progress,
     )
     results = _drive(checking, [])
@@ -366,6 +373,18 @@ def cmd_contract(args: argparse.Namespace) -> int:
     print(render_table(results))
     print(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
     return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
+
+
+def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
+    """The catalog's tokens in the three styles, the target started once per style."""
+    sys.stderr.write(f"contract {run_dir.name}: the catalog in {', '.join(cost.STYLES)} ({env}=<style>)\n")
+    started = time.monotonic()
+    measured = _drive(cost.measure(scenario, run_dir, env), [])
+    cost.write_reports(run_dir, measured, scenario=scenario.name)
+    print(cost.render_table(measured))
+    print(f"\n{cost.render_ratios(measured)}")
+    print(f"\nmeasured in {time.monotonic() - started:.1f}s; report: {run_dir / cost.COST_MD}")
+    return 0
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
@@ -487,6 +506,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     contract.add_argument(
         "--snapshot", metavar="FILE", help="catalog: compare tools/list with FILE (written when missing)"
+    )
+    contract.add_argument(
+        "--handle-wait",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="handles: how long to wait for a handle to expire (default 5)",
+    )
+    contract.add_argument(
+        "--catalog-cost",
+        action="store_true",
+        help="instead of the checks: the catalog's tokens written bloated, engineered and terse (the "
+        "article's section 06), the target started once per style with --style-env set to the style",
+    )
+    contract.add_argument(
+        "--style-env",
+        default="INVOICES_DESCRIPTIONS",
+        metavar="NAME",
+        help="--catalog-cost: the target's variable that selects the style (default INVOICES_DESCRIPTIONS, "
+        "the reference target's)",
     )
     contract.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one test case per check)")
     contract.add_argument("--json", metavar="FILE", help="also write the results as JSON")

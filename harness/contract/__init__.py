@@ -33,11 +33,17 @@ async def run_contract(
     crash_env: dict[str, str] | None = None,
     token_budget: int = 4000,
     snapshot: Path | None = None,
+    handle_wait_s: float = 5.0,
     on_result: Callable[[CheckResult, float], None] | None = None,
 ) -> list[CheckResult]:
     """Start the target once and run the checks in order; each result as it comes."""
     session = ContractSession(scenario, run_dir, secrets.token_hex(4))
-    seen = Seen(crash_env=dict(crash_env or {}), token_budget=token_budget, snapshot=snapshot)
+    seen = Seen(
+        crash_env=dict(crash_env or {}),
+        token_budget=token_budget,
+        snapshot=snapshot,
+        handle_wait_s=handle_wait_s,
+    )
     results = []
     async with session.started():
         for check_id in ids:

@@ -28,6 +28,9 @@ from harness.history import Outcome, excerpt
 
 CONCURRENT_CALLS = 8
 MAX_TOOLS = 15
+MAX_SENTENCES = 3
+"""One sentence of purpose, one of rules (the first article's FAQ), and one to spare."""
+SENTENCE_END = re.compile(r"[.!?](\s|$)")
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 APOLOGY = re.compile(r"\b(sorry|something went wrong|unable to|could not|couldn't|failed to)\b", re.I)
 JSONRPC_STANDARD = {-32700, -32600, -32601, -32602, -32603}
@@ -62,6 +65,8 @@ class Seen:
     """Tokens (o200k_base) the whole catalog may cost every agent, every session (--token-budget)."""
     snapshot: Path | None = None
     """A catalog to compare with (written when missing): a changed description is a contract diff."""
+    handle_wait_s: float = 5.0
+    """How long the handles check waits for a handle to expire (--handle-wait)."""
 
 
 def shown(res: CallResult) -> dict[str, Any]:
@@ -331,6 +336,111 @@ async def mrtr(s: ContractSession, seen: Seen) -> CheckResult:
     return CheckResult("mrtr", title, CheckVerdict.PASS, why, evidence)
 
 
+HANDLE_POLL_S = 0.1
+
+
+def _refusal_problem(res: CallResult, what: str) -> str | None:
+    """Why an answer to a handle that cannot work is not a clear refusal, or None when it is one."""
+    if res.outcome is Outcome.OK:
+        return f"{what} got a success: {excerpt(json.dumps((res.result or {}).get('content')), 120)}"
+    if res.outcome is Outcome.PROTOCOL_ERROR:
+        if res.error_code == -32602:  # invalid params: clear, and not the server's fault
+            return None
+        said = excerpt(res.message or f"JSON-RPC error {res.error_code}", 80)
+        return f"{what} got {said}: a model reads 'this tool is broken', not what to do"
+    if res.outcome is not Outcome.TOOL_ERROR:
+        return f"{what} got {_said(res)}"
+    if (problem := contract_problem(res)) is not None:
+        return f"{what}: {problem}"
+    if res.retryable:
+        return f"{what} says retryable: retrying the same handle cannot succeed"
+    return None
+
+
+async def _expiry(
+    s: ContractSession, seen: Seen, tool: str, arguments: dict[str, Any]
+) -> tuple[CallResult, float] | None:
+    """The first answer that is not a success and when it came (seconds), polling until --handle-wait
+    runs out (None then)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while loop.time() < started + seen.handle_wait_s:
+        await asyncio.sleep(HANDLE_POLL_S)
+        res = await s.call_tool(tool, arguments)
+        if res.outcome is not Outcome.OK:
+            return res, loop.time() - started
+    return None
+
+
+async def handles(s: ContractSession, seen: Seen) -> CheckResult:
+    from harness.contract.handles import (
+        find_handle_tools,
+        first_page_arguments,
+        forged,
+        handle_in,
+        handle_problems,
+    )
+
+    title = "handles: opaque and versioned; an expired one answers handle_expired with a recovery hint"
+    tools = {str(t.get("name")): t for t in await s.tools()}
+    found = find_handle_tools(list(tools.values()))
+    if isinstance(found, str):
+        return CheckResult("handles", title, CheckVerdict.NOT_APPLICABLE, found, {"tools": list(tools)})
+    for _ in range(2):  # two effects of the workload's tool: a page of one then has a next
+        _note(seen, "handles", await s.call(s.intent()))
+    asked = first_page_arguments(tools[found.producer].get("inputSchema") or {}, {})
+    first = await s.call_tool(found.producer, asked)
+    _note(seen, "handles", first)
+    result = first.result or {}
+    text = next((b.get("text") for b in result.get("content") or () if isinstance(b, dict)), None)
+    handle = handle_in(result.get("structuredContent"), text, found.field)
+    evidence: dict[str, Any] = {"found": found.why, "call": {found.producer: asked}, "first": shown(first)}
+    if first.outcome is not Outcome.OK or handle is None:
+        why = f"{found.producer} returned no handle with {json.dumps(asked)}: " + (
+            _said(first) if first.outcome is not Outcome.OK else "everything fit one page"
+        )
+        return CheckResult("handles", title, CheckVerdict.NOT_APPLICABLE, why, evidence)
+    evidence["handle"] = handle
+    if problems := handle_problems(handle):
+        evidence["problems"] = problems
+        return CheckResult("handles", title, CheckVerdict.FAIL, "; ".join(problems), evidence)
+    schema = tools[found.consumer].get("inputSchema") or {}
+    arguments = first_page_arguments(schema, {found.param: handle})
+    follow = await s.call_tool(found.consumer, arguments)
+    bogus = first_page_arguments(schema, {found.param: forged(handle)})
+    refused = await s.call_tool(found.consumer, bogus)
+    _note(seen, "handles", follow, refused)
+    evidence |= {"continuation": shown(follow), f"forged {bogus[found.param]}": shown(refused)}
+    if follow.outcome is not Outcome.OK:
+        why = f"{found.consumer} refused a fresh handle: {_said(follow)}"
+        return CheckResult("handles", title, CheckVerdict.FAIL, why, evidence)
+    if (problem := _refusal_problem(refused, "a forged handle")) is not None:
+        return CheckResult("handles", title, CheckVerdict.FAIL, problem, evidence)
+    waited = await _expiry(s, seen, found.consumer, arguments)
+    if waited is None:
+        why = (
+            f"opaque, versioned, a forged one refused; but the handle still worked after "
+            f"{seen.handle_wait_s:g}s, so expiry is untested: give the target a short handle lifetime in "
+            "target.env, or a longer --handle-wait"
+        )
+        return CheckResult("handles", title, CheckVerdict.NOT_APPLICABLE, why, evidence)
+    expired, after = waited
+    _note(seen, "handles", expired)
+    evidence[f"expired (after {after:.1f}s)"] = shown(expired)
+    if (problem := _refusal_problem(expired, "an expired handle")) is not None:
+        return CheckResult("handles", title, CheckVerdict.FAIL, problem, evidence)
+    body = error_body(expired) or {}
+    if body.get("code") != "handle_expired":
+        why = f"an expired handle answered code {body.get('code')!r}, not handle_expired"
+        return CheckResult("handles", title, CheckVerdict.FAIL, why, evidence)
+    why = (
+        f"{found.producer} returns opaque, versioned handles ({handle[: handle.index('_') + 1]}...), "
+        f"{found.consumer} takes them back and refuses a forged one; expired after {after:.1f}s: "
+        f"handle_expired, recovery: {excerpt(body['recovery'], 80)}"
+    )
+    return CheckResult("handles", title, CheckVerdict.PASS, why, evidence)
+
+
 SESSION_STYLE = re.compile(
     r"^(start|begin|open|end|close)_?session|^(log_?in|connect|set_?context|use_|select_)"
 )
@@ -339,7 +449,7 @@ RETRY_WORDS = re.compile(r"\bretr(y|ies|ying)\b|\breuse\b|\bsame key\b", re.I)
 
 def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
     """What a catalog breaks of the advice: keys where effects are, none where they are not, rules
-    in the description, sentences, few tools, no hidden session state."""
+    in the description, sentences (a few, not a page), few tools, no hidden session state."""
     from harness.init.draft import choose_key, classify, leaves
 
     findings = []
@@ -362,6 +472,11 @@ def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
             findings.append(f"{name} has no description")
         elif not (description[0].isupper() and description.endswith((".", "!", "?"))):
             findings.append(f"{name}: its description is not written as sentences")
+        elif (sentences := len(SENTENCE_END.findall(description))) > MAX_SENTENCES:
+            findings.append(
+                f"{name}: {sentences} sentences; one of purpose and one of rules say it, the rest costs "
+                "tokens and tool-selection accuracy"
+            )
         if SESSION_STYLE.search(name.lower()):
             findings.append(f"{name} looks like a session-style tool that needs hidden state")
     return findings
@@ -379,15 +494,14 @@ def _snapshot_diff(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, 
 
 
 async def catalog(s: ContractSession, seen: Seen) -> CheckResult:
-    from harness.contract.tokens import count
+    from harness.contract.tokens import catalog_tokens
 
     title = "the catalog: the same every time, keys where effects are, within its token budget"
     first, second = await s.catalog(), await s.catalog()
     await s.restart("catalog")
     third = await s.catalog()
     tools = [t for t in first.get("tools") or [] if isinstance(t, dict)]
-    costs = {str(t.get("name")): count(json.dumps(t, separators=(",", ":"))) for t in tools}
-    total = count(json.dumps(tools, separators=(",", ":")))
+    costs, total = catalog_tokens(tools)
     evidence: dict[str, Any] = {
         "tools": len(tools),
         "tokens": {"total": total, **costs},
@@ -518,6 +632,7 @@ CHECKS: dict[str, Check] = {
     "restart_keeps_keys": restart_keeps_keys,
     "crash_window": crash_window,
     "mrtr": mrtr,
+    "handles": handles,
     "error_contract": error_contract,
     "annotations": annotations_hold,
     "catalog": catalog,

@@ -38,6 +38,17 @@ INTENTS = 1000
 """Intents a contract run may draw (the checks use a dozen); independent of the scenario's workload size."""
 
 
+def variant_session(
+    scenario: Scenario, env: dict[str, str], run_dir: Path, namespace: str
+) -> ContractSession:
+    """A session of the scenario's target with more environment, in a run directory of its own."""
+    data = scenario.model_dump(mode="json")
+    data["target"]["env"] = {**data["target"]["env"], **env}
+    (run_dir / rundir.DATA).mkdir(parents=True)
+    (run_dir / rundir.PODS).mkdir()
+    return ContractSession(Scenario.model_validate(data), run_dir, namespace)
+
+
 class ContractSession:
     """One started target and what the checks do with it."""
 
@@ -67,12 +78,7 @@ class ContractSession:
 
     def variant(self, env: dict[str, str], name: str) -> ContractSession:
         """Another session of the same target with more environment, in ``<run_dir>/<name>/``."""
-        data = self.scenario.model_dump(mode="json")
-        data["target"]["env"] = {**data["target"]["env"], **env}
-        run_dir = self.run_dir / name
-        (run_dir / rundir.DATA).mkdir(parents=True)
-        (run_dir / rundir.PODS).mkdir()
-        return ContractSession(Scenario.model_validate(data), run_dir, f"{self.namespace}c")
+        return variant_session(self.scenario, env, self.run_dir / name, f"{self.namespace}c")
 
     async def wait_ready(self) -> None:
         """Until the supervisor has the pod ready (again, after it died)."""
@@ -141,6 +147,13 @@ class ContractSession:
             timeout=self.scenario.client.attempt_timeout_s,
             key=key,
             answer=answer,
+        )
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> CallResult:
+        """One ``tools/call`` of any tool with the arguments given (no key of an intent's)."""
+        assert self.client is not None, "call inside started()"
+        return await self.client.call_tool(
+            tool, arguments, request_id=next(self._ids), timeout=self.scenario.client.attempt_timeout_s
         )
 
     async def effects(self) -> Counter[str]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.resources
+import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +46,10 @@ def encoding() -> Any:
 
 def count(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
+
+
+def catalog_tokens(tools: Sequence[Mapping[str, Any]]) -> tuple[dict[str, int], int]:
+    """Tokens per tool and for the whole ``tools`` list, each as compact JSON: what an agent's context
+    holds of the catalog."""
+    per_tool = {str(t.get("name")): count(json.dumps(t, separators=(",", ":"))) for t in tools}
+    return per_tool, count(json.dumps(list(tools), separators=(",", ":")))

@@ -65,6 +65,9 @@ INVOICES_REQUEST_STATE          process (default: the SDK's per-process key, los
                                 questions.py: customer_id "acme" is asked about)
 INVOICES_ANNOTATIONS            what create_invoice declares of itself: idempotent (idempotentHint:
                                 true) or readonly (readOnlyHint: true, a lie); default none
+INVOICES_CATALOG                default | demo: the source article's six-tool catalog (demo_catalog.py,
+                                with INVOICES_DESCRIPTIONS, INVOICES_HANDLE_TTL_MS, INVOICES_SEND_QUOTA,
+                                INVOICES_QUOTA_WINDOW_MS and the flaws raw_cursor, expired_500)
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from demo_catalog import DEMO_FLAWS, DemoConfig, install_demo
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.streamable_http import EventMessage, EventStore
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -127,6 +131,7 @@ class Config:
     annotations: str | None
     request_state: RequestStateSecurity | None
     """What seals the requestState of the customer question; None: the SDK's per-process key."""
+    demo: DemoConfig | None
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Config:
@@ -179,9 +184,10 @@ class Config:
                 )
             failpoint = (point, int(nth))
         flaw = env.get("INVOICES_FLAW") or None
-        if flaw is not None and (flaw not in FLAWS or mode == "naive"):
+        flaws = FLAWS + DEMO_FLAWS  # the demo catalog's (demo_catalog.py) need INVOICES_CATALOG=demo too
+        if flaw is not None and (flaw not in flaws or mode == "naive"):
             raise ConfigError(
-                f"INVOICES_FLAW={flaw!r}; choose one of {', '.join(FLAWS)}, with mode keyed or atomic"
+                f"INVOICES_FLAW={flaw!r}; choose one of {', '.join(flaws)}, with mode keyed or atomic"
             )
         annotations = env.get("INVOICES_ANNOTATIONS") or None
         if annotations not in (None, "idempotent", "readonly"):
@@ -191,6 +197,7 @@ class Config:
             raise ConfigError(f"INVOICES_REQUEST_STATE={state_mode!r}; choose process or shared")
         try:
             request_state = state_security(state_mode, env, env["INVOICES_DB"])
+            demo = DemoConfig.from_env(env)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         return cls(
@@ -213,6 +220,7 @@ class Config:
             flaw=flaw,
             annotations=annotations,
             request_state=request_state,
+            demo=demo,
         )
 
 
@@ -444,6 +452,15 @@ def build_server(config: Config) -> MCPServer[Any]:
         failpoint("before_response")
         return stored_result(response)
 
+    if config.demo is not None:
+        install_demo(
+            server,
+            config.demo,
+            store=store,
+            create_invoice=create_invoice,
+            refuse=refuse,
+            annotations=declared,
+        )
     return server
 
 

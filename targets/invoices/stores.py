@@ -5,7 +5,10 @@ server interleave inside a method; what interleaves between methods is exactly
 what the idempotency designs have to get right. ``create_invoice`` is one
 commit (naive, and keyed's first); ``record_key`` is keyed's second commit;
 ``create_invoice_with_key`` is atomic's single transaction, where the unique key
-decides between racing attempts and the loser replays the winner.
+decides between racing attempts and the loser replays the winner. The demo
+catalog (``demo_catalog.py``) adds two tables with ``enable_demo``: what happened
+to an invoice after it was created (sent, voided), and search handles, so a
+handle outlives the process and any replica can resolve it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,28 @@ POSTGRES_SCHEMA = [
     )""",
     "CREATE TABLE IF NOT EXISTS failpoint_hits (point TEXT PRIMARY KEY, hits INTEGER NOT NULL)",
 ]
+
+DEMO_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS invoice_events (
+        invoice_id BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        at TEXT NOT NULL,
+        at_ms BIGINT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS invoice_events_kind_at ON invoice_events (kind, at_ms)",
+    """CREATE TABLE IF NOT EXISTS search_handles (
+        handle TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        expires_at_ms BIGINT NOT NULL
+    )""",
+]
+"""Tables of the demo catalog only: the default store stays exactly as the harness's tests know it."""
+
+STATUS_SQL = (
+    "CASE WHEN EXISTS (SELECT 1 FROM invoice_events e WHERE e.invoice_id = i.id AND e.kind = 'void') "
+    "THEN 'void' WHEN EXISTS (SELECT 1 FROM invoice_events e WHERE e.invoice_id = i.id AND e.kind = 'sent') "
+    "THEN 'sent' ELSE 'open' END"
+)
 
 
 class Conflict(Exception):
@@ -164,6 +189,91 @@ class Store:
         winner = self.find_key(key)
         assert winner is not None
         return winner[1], False
+
+    # -- the demo catalog
+
+    def enable_demo(self) -> None:
+        for statement in DEMO_SCHEMA:
+            self._execute(statement)
+
+    def invoices(
+        self,
+        *,
+        invoice_id: int | None = None,
+        customer_id: str | None = None,
+        status: str | None = None,
+        after_id: int = 0,
+        limit: int = 1,
+    ) -> list[dict[str, Any]]:
+        """Invoices with their status (open, sent, void), by id, after ``after_id``: one page of a search."""
+        where: list[str] = ["i.id > ?"]
+        params: list[Any] = [after_id]
+        for column, value in (("i.id", invoice_id), ("i.customer_id", customer_id), ("status", status)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        rows = self._execute(
+            self._q(
+                "SELECT * FROM (SELECT i.id, i.customer_id, i.amount_cents, i.memo, i.created_at, "
+                f"{STATUS_SQL} AS status FROM invoices i) i WHERE {' AND '.join(where)} ORDER BY i.id LIMIT ?"
+            ),
+            (*params, limit),
+        ).fetchall()
+        return [{**json.loads(invoice_json(*row[:5])), "status": str(row[5])} for row in rows]
+
+    def record_event_with_key(
+        self, key: str, request_hash: str, invoice_id: int, kind: str, response: str, at: str, at_ms: int
+    ) -> tuple[str, bool]:
+        """An invoice event (sent, void) and its key record in one transaction, as atomic's create.
+        Returns (response, created): a key recorded before answers with its first response."""
+        try:
+            with self.transaction():
+                if self.find_key(key) is not None:
+                    raise Conflict
+                self._execute(
+                    self._q("INSERT INTO invoice_events (invoice_id, kind, at, at_ms) VALUES (?, ?, ?, ?)"),
+                    (invoice_id, kind, at, at_ms),
+                )
+                self._execute(
+                    self._q(
+                        "INSERT INTO idempotency_keys (key, request_hash, response, created_at) "
+                        "VALUES (?, ?, ?, ?)"
+                    ),
+                    (key, request_hash, response, at),
+                )
+                return response, True
+        except Exception as exc:
+            if not isinstance(exc, Conflict) and not self._unique_violation(exc):
+                raise
+        winner = self.find_key(key)
+        assert winner is not None
+        return winner[1], False
+
+    def events_since(self, kind: str, since_ms: int) -> list[int]:
+        """When (epoch ms) each event of a kind happened since ``since_ms``, oldest first: a quota window."""
+        rows = self._execute(
+            self._q("SELECT at_ms FROM invoice_events WHERE kind = ? AND at_ms >= ? ORDER BY at_ms"),
+            (kind, since_ms),
+        ).fetchall()
+        return [int(row[0]) for row in rows]
+
+    def save_handle(self, handle: str, state: str, expires_at_ms: int, now_ms: int) -> None:
+        """Keep a search's state under its handle (and forget the handles that expired long ago)."""
+        with self.transaction():
+            self._execute(
+                self._q("DELETE FROM search_handles WHERE expires_at_ms < ?"), (now_ms - 86_400_000,)
+            )
+            self._execute(
+                self._q("INSERT INTO search_handles (handle, state, expires_at_ms) VALUES (?, ?, ?)"),
+                (handle, state, expires_at_ms),
+            )
+
+    def load_handle(self, handle: str) -> tuple[str, int] | None:
+        """A search's state and when it expires (epoch ms), or None for a handle never issued."""
+        row = self._execute(
+            self._q("SELECT state, expires_at_ms FROM search_handles WHERE handle = ?"), (handle,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
 
     def effects(self, memo_prefix: str) -> dict[str, int]:
         """Invoices per memo, for memos starting with the prefix: the read-only view the harness audits."""

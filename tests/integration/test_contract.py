@@ -26,6 +26,7 @@ ALL = {
     "restart_keeps_keys",
     "crash_window",
     "mrtr",
+    "handles",
     "error_contract",
     "annotations",
     "catalog",
@@ -79,6 +80,11 @@ def asking(**env: str) -> dict[str, Any]:
     return data
 
 
+def demo(mode: str = "atomic", **env: str) -> dict[str, Any]:
+    """The article's six-tool demo catalog; handles live a second, so the handles check sees one expire."""
+    return target(mode, **{"INVOICES_CATALOG": "demo", "INVOICES_HANDLE_TTL_MS": "1000", **env})
+
+
 CASES = {
     "atomic": (target("atomic"), set()),
     "keyed": (target("keyed"), {"concurrent_same_key"}),
@@ -93,11 +99,14 @@ CASES = {
     ),
     "apologize": (
         target("atomic", INVOICES_FLAW="apologize"),
-        ALL - {"annotations", "crash_window", "catalog", "mrtr"},
+        ALL - {"annotations", "crash_window", "catalog", "mrtr", "handles"},
     ),
     "idempotent_hint_lies": (target("naive", INVOICES_ANNOTATIONS="idempotent"), {"annotations"}),
     # It also takes a key while it says it only reads: the catalog's advice is broken too.
     "read_only_hint_lies": (target("atomic", INVOICES_ANNOTATIONS="readonly"), {"annotations", "catalog"}),
+    "demo": (demo(), set()),
+    "raw_cursor": (demo(INVOICES_FLAW="raw_cursor"), {"handles"}),
+    "expired_500": (demo(INVOICES_FLAW="expired_500"), {"handles"}),
 }
 
 
@@ -115,8 +124,14 @@ def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: st
 
 
 def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
-    # Its calls ask a question first (MRTR), answered by every check, so mrtr applies too.
-    data = asking(INVOICES_ANNOTATIONS="idempotent", INVOICES_REQUEST_STATE="shared")
+    # The six-tool demo catalog (so handles applies), its calls asking a question first (MRTR),
+    # answered by every check (so mrtr applies too): every check applies, and passes.
+    data = asking(
+        INVOICES_ANNOTATIONS="idempotent",
+        INVOICES_REQUEST_STATE="shared",
+        INVOICES_CATALOG="demo",
+        INVOICES_HANDLE_TTL_MS="1000",
+    )
     proc, report = contract(tmp_path, data, *CRASH, "--junit", str(tmp_path / "junit.xml"))
     assert proc.returncode == 0, proc.stderr
     assert set(verdicts(report).values()) == {"pass"}
@@ -134,7 +149,7 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     )
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "10"
+    assert suite.get("tests") == "11"
     assert suite.get("failures") == "0"
     assert [case.get("name") for case in suite.iter("testcase")] == list(by_id)
 
@@ -286,3 +301,90 @@ def test_mrtr_is_not_applicable_without_a_question_or_an_answer(tmp_path: Path) 
         "create_invoice asks, but the scenario cannot answer: "
         "no answer to the server's question 'customer' in workload.answers"
     )
+
+
+def test_handles_why_each_verdict(tmp_path: Path) -> None:
+    """The evidence a person reads: where the handles were found, what the expired one answered, and
+    why a target without handles is not applicable."""
+    proc, report = contract(tmp_path, demo(), "--only", "handles")
+    assert proc.returncode == 0, proc.stdout
+    (check,) = report["checks"]
+    assert check["evidence"]["found"] == (
+        "search_invoices's outputSchema has next_page; search_next takes it as next_page"
+    )
+    assert check["evidence"]["handle"].startswith("h1_")
+    assert "handle_invalid" in json.dumps(check["evidence"])
+    assert check["why"].startswith("search_invoices returns opaque, versioned handles (h1_...)")
+    assert "handle_expired, recovery: Run search_invoices again" in check["why"]
+    _, report = contract(tmp_path, demo(INVOICES_FLAW="raw_cursor"), "--only", "handles")
+    assert report["checks"][0]["why"] == (
+        "'limit=1&after=1' has no version prefix (like h1_): its encoding cannot change without breaking "
+        "the handles agents hold; not opaque: 'limit=1&after=1' is readable text an agent can edit"
+    )
+    _, report = contract(tmp_path, demo(INVOICES_FLAW="expired_500"), "--only", "handles")
+    assert report["checks"][0]["why"] == (
+        "an expired handle got JSON-RPC error -32603: Internal error: a model reads 'this tool is broken', "
+        "not what to do"
+    )
+    _, report = contract(tmp_path, target("atomic"), "--only", "handles")
+    assert report["checks"][0]["verdict"] == "not_applicable"
+    assert report["checks"][0]["why"].startswith("no tool returns a handle")
+    slow = demo(INVOICES_HANDLE_TTL_MS="900000")
+    _, report = contract(tmp_path, slow, "--only", "handles", "--handle-wait", "0.5")
+    assert report["checks"][0]["verdict"] == "not_applicable"
+    assert "so expiry is untested" in report["checks"][0]["why"]
+
+
+BLOATED, TERSE = 2.4, 0.38
+"""The article's section 06: bloated costs 2.4x the engineered catalog, terse 38% less."""
+
+
+def test_catalog_cost_reproduces_the_article_ratios(tmp_path: Path) -> None:
+    """Within 0.05 of 2.4x and one point of 38%: the texts are the article's where it gives them, and
+    written in each style where it does not; a change to any of them shows here."""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(invoice_scenario(env={"INVOICES_CATALOG": "demo"})))
+    run = [sys.executable, "-m", "harness.cli", "contract", str(path), "--results", str(tmp_path / "r")]
+    proc = subprocess.run([*run, "--catalog-cost"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    cost = json.loads((run_dir / "catalog-cost.json").read_text())
+    assert abs(cost["bloated_vs_engineered"] - BLOATED) <= 0.05, cost
+    assert abs(cost["terse_saving_vs_engineered"] - TERSE) <= 0.01, cost
+    totals = {style: c["total"] for style, c in cost["styles"].items()}
+    assert totals["bloated"] > totals["engineered"] > totals["terse"]
+    assert set(cost["styles"]["terse"]["tools"]) == {
+        "create_invoice",
+        "get_invoice",
+        "search_invoices",
+        "search_next",
+        "send_invoice",
+        "void_invoice",
+    }
+    assert f"| **total**       | **{totals['bloated']}** |" in proc.stdout
+    assert "bloated / engineered: 2.4" in (run_dir / "catalog-cost.md").read_text()
+    usage = subprocess.run(
+        [*run, "--catalog-cost", "--only", "catalog"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert usage.returncode == 2
+    assert "--catalog-cost measures the catalog and runs no check" in usage.stderr
+    flat = subprocess.run(
+        [*run, "--catalog-cost", "--style-env", "NOT_READ"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "the three styles cost the same: does the target read NOT_READ?" in flat.stdout
+
+
+def test_the_bloated_catalog_breaks_the_one_sentence_advice(tmp_path: Path) -> None:
+    _, report = contract(tmp_path, demo(INVOICES_DESCRIPTIONS="bloated"), "--only", "catalog")
+    problems = report["checks"][0]["evidence"]["problems"]
+    assert len(problems) == 6
+    assert all("sentences; one of purpose and one of rules say it" in p for p in problems)
+    _, report = contract(tmp_path, demo(INVOICES_DESCRIPTIONS="terse"), "--only", "catalog")
+    assert report["checks"][0]["evidence"]["problems"] == [
+        f"{tool}: nothing says to reuse idempotency_key only for retries of the same intent"
+        for tool in ("create_invoice", "send_invoice", "void_invoice")
+    ]

@@ -51,6 +51,16 @@ def test_each_piece_of_advice_can_be_broken() -> None:
     assert "start_session looks like a session-style tool that needs hidden state" in findings
 
 
+def test_a_description_past_purpose_and_rules_is_flagged() -> None:
+    rules = "Creates an invoice. Reuse idempotency_key only to retry the same invoice."
+    page = rules + " It is very useful. It is fast. Please use it often."
+    assert catalog_findings([tool("create_invoice", rules + " Amounts are in cents.", KEYED)]) == []
+    assert catalog_findings([tool("create_invoice", page, KEYED)]) == [
+        "create_invoice: 5 sentences; one of purpose and one of rules say it, the rest costs tokens and "
+        "tool-selection accuracy"
+    ]
+
+
 def test_too_many_tools() -> None:
     many = [tool(f"get_{i}", "Gets one thing.", PLAIN, readOnlyHint=True) for i in range(MAX_TOOLS + 1)]
     assert catalog_findings(many) == [f"{MAX_TOOLS + 1} tools: past {MAX_TOOLS}, tool selection degrades"]
