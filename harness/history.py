@@ -148,8 +148,11 @@ class Detail(enum.StrEnum):
     NO_ERROR_CONTRACT = "no_error_contract"
 
 
-CONNECTION_CLOSED = frozenset({Detail.CLOSED_BEFORE_RESPONSE, Detail.CLOSED_MID_RESPONSE})
-"""Details of attempts whose connection the server side closed: what a crash looks like."""
+CONNECTION_CLOSED = frozenset(
+    {Detail.CLOSED_BEFORE_RESPONSE, Detail.CLOSED_MID_RESPONSE, Detail.GATEWAY_ERROR}
+)
+"""Details of attempts whose connection the server side closed: what a crash looks like (behind a
+load balancer, the balancer's 502 is what it looks like)."""
 
 NEVER_SENT = frozenset({Detail.CONNECT_REFUSED, Detail.CONNECT_FAILED, Detail.TIMEOUT_CONNECT})
 """Details of failed attempts whose request never reached a server: they cannot have taken effect."""

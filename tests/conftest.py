@@ -207,6 +207,18 @@ def postgres_server() -> None:
         pytest.skip(f"{exc.message} (.ci/run installs it)")
 
 
+@pytest.fixture(scope="session")
+def nginx_server() -> None:
+    """The nginx binary, which services.balancer needs; skipped where it is missing."""
+    from harness.balancer import nginx_binary
+    from harness.errors import TargetStartError
+
+    try:
+        nginx_binary()
+    except TargetStartError as exc:
+        pytest.skip(f"{exc.message} (.ci/run installs it)")
+
+
 def labelled_containers() -> list[str]:
     import docker
 
