@@ -26,6 +26,7 @@ store that every start of the pod reads, so the round survives a restart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -57,7 +58,7 @@ def state_security(mode: str, env: dict[str, str], db: str) -> RequestStateSecur
 
     ``shared``: ``INVOICES_REQUEST_STATE_KEY`` (at least 32 characters), else a
     key file beside the SQLite store, created by the first pod that starts and
-    read by every later one (``O_EXCL``, so two replicas starting at once agree).
+    read by every later one (linked into place whole, so replicas starting at once agree).
     """
     if mode == "process":
         return None
@@ -74,17 +75,28 @@ def state_security(mode: str, env: dict[str, str], db: str) -> RequestStateSecur
 
 
 def _key_file(path: str) -> str:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        with open(path, encoding="ascii") as f:
-            return f.read().strip()
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        key = secrets.token_hex(32)
-        f.write(key)
+    """The key in ``path``, made by whichever replica gets there first.
+
+    The key is written to a file of its own and then hard-linked into place, so a
+    replica that finds the file finds it whole (created empty with ``O_EXCL`` and
+    written after, a twin starting at the same moment read it empty).
+    """
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="ascii") as f:
+        return f.read().strip()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(secrets.token_hex(32))
         f.flush()
         os.fsync(f.fileno())
-    return key
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # a twin was first: use its key
+    finally:
+        os.unlink(tmp)
+    with open(path, encoding="ascii") as f:
+        return f.read().strip()
 
 
 def resolve_customer(

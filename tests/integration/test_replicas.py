@@ -154,3 +154,39 @@ def test_a_pod_that_ignores_sigterm_gets_sigkill_after_its_grace_period(run: Run
     (exited,) = events(result, "pod_exited")
     assert exited["returncode"] == -9
     assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 400
+
+
+@pytest.mark.parametrize(
+    ("balance", "state", "completed"),
+    [
+        ("round_robin", "process", 0),  # every answer reaches a replica whose key did not seal its state
+        ("sticky", "process", 12),  # the answer goes back to the replica that asked
+        ("round_robin", "shared", 12),  # one key for every replica
+    ],
+    ids=["process-key-round-robin", "process-key-sticky", "shared-key-round-robin"],
+)
+def test_request_state_must_survive_a_replica_change(
+    run: Run, balance: str, state: str, completed: int
+) -> None:
+    data = replicas("atomic", 3, balance=balance)
+    data["target"]["env"]["INVOICES_REQUEST_STATE"] = state
+    data["workload"]["arguments"]["customer_id"] = "acme"  # matches two customers: the tool asks which
+    data["workload"]["answers"] = {"customer": {"customer_id": "acme-inc"}}
+    result = run(data)
+    summary = result.summary
+    assert summary.verdicts[Verdict.EXACTLY_ONCE] == completed
+    assert summary.verdicts[Verdict.DUPLICATE] == 0
+    answers = [e for e in events(result, "attempt_started") if e.get("round") == 2]
+    assert len(answers) == 12
+    moved = sum(
+        a["pod"] != q["pod"]
+        for q, a in zip(
+            [e for e in events(result, "attempt_started") if "round" not in e and e["attempt"] == 1],
+            answers,
+            strict=True,
+        )
+    )
+    assert moved == (0 if balance == "sticky" else 12)
+    if completed == 0:
+        refused = [e for e in events(result, "attempt_ended") if e.get("code") == -32602]
+        assert len(refused) == 12
