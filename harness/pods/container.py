@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import os
 import socket
@@ -157,6 +158,11 @@ class DockerPod:
         self._attached: Any = None  # the engine's attach socket object (kept: it owns the socket)
         self._stdout: asyncio.StreamReader | None = None
         self._stdin: asyncio.StreamWriter | None = None
+        self._exit: asyncio.Future[int] | None = None
+        """The current instance's exit, awaited by everyone who waits (one blocked thread per instance)."""
+        self._waiter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"wait-{name}")
+        """Its own thread: a container's wait blocks for as long as it runs, and with a few replicas
+        those waits filled asyncio's default pool, so the stop that would end them never ran."""
         self._demux: asyncio.Task[None] | None = None
 
     @property
@@ -211,6 +217,7 @@ class DockerPod:
 
     async def start(self) -> int:
         pid = await asyncio.to_thread(self._start)
+        self._exit = None
         if self.stdio_pipes:
             await self._attach()
         return pid
@@ -295,9 +302,20 @@ class DockerPod:
         return self._act("unpause")
 
     async def wait(self) -> int:
-        """Wait for the container to stop; returns its exit code (137 after a kill, -1 if it is gone)."""
+        """Wait for the container to stop; returns its exit code (137 after a kill, -1 if it is gone).
+
+        Every caller shares one wait per instance; a caller that is cancelled leaves it running.
+        """
+        if self._exit is None:
+            self._exit = asyncio.get_running_loop().run_in_executor(self._waiter, self._wait_blocking)
+        return await asyncio.shield(self._exit)
+
+    def _wait_blocking(self) -> int:
+        container = self._container
+        if container is None:
+            return -1
         try:
-            result = await asyncio.to_thread(self._container.wait)
+            result = container.wait()
         except Exception:
             return -1  # removed under us: the next start says so
         return int(result.get("StatusCode", -1))
@@ -325,6 +343,7 @@ class DockerPod:
         """Stop (SIGTERM, then SIGKILL after ``timeout``), keep its logs in the run directory, remove it."""
         await self._detach()
         await asyncio.to_thread(self._stop, timeout)
+        self._waiter.shutdown(wait=False)
 
     def identity(self) -> dict[str, str]:
         return {"container": self._container.id[:12]} if self._container is not None else {}

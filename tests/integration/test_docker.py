@@ -226,3 +226,34 @@ def test_an_image_command_that_does_not_exist_is_one_line_and_exit_3(
     assert error.startswith(f"mcp-chaos: error: cannot start a container of {docker_image!r}:")
     assert error.endswith("(check target.command)")
     assert labelled_containers() == []
+
+
+def test_three_replicas_in_containers_run_and_stop(tmp_path: Path, docker_image: str) -> None:
+    # Three replicas' container waits once took every thread of asyncio's default pool, and the
+    # stop that would have ended them never ran: the run hung after its last intent. A separate
+    # process with a deadline, so a hang fails the test instead of stopping the suite.
+    data = image_scenario(docker_image, "atomic", intents=30, concurrency=3)
+    data["target"]["replicas"] = 3
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    argv = [sys.executable, "-m", "harness.cli", "run", "s.yaml", "--results", "r", "--run-id", "three"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--force"], check=False, timeout=60)
+        pytest.fail("a run of three replicas in containers did not end within 90 s")
+    assert proc.returncode == 0, err
+    assert "| exactly_once |      30 |" in out
+    started = [
+        e for e in read_history(tmp_path / "r" / "three" / "history.jsonl") if e["type"] == "pod_started"
+    ]
+    assert sorted(e["pod"] for e in started if "three.preflight" not in str(e))[:3] == [
+        "pod-0",
+        "pod-1",
+        "pod-2",
+    ]
+    assert len({e["container"] for e in started}) == 3
+    assert "| pod-2   |" in out  # the report's row per replica
+    assert labelled_containers() == []
