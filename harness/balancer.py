@@ -44,7 +44,7 @@ ACCESS_LOG = "access.jsonl"
 
 @dataclass(frozen=True, slots=True)
 class Resend:
-    """A request nginx sent to more than one upstream."""
+    """A request nginx sent again to another upstream after an earlier one had received it."""
 
     request_id: object
     upstreams: list[str]
@@ -85,7 +85,10 @@ error_log {d}/error.log warn;
 events {{ worker_connections 4096; }}
 http {{
   log_format chaos escape=json '{{"t":$msec,"status":"$status","upstreams":"$upstream_addr",'
-                               '"upstream_status":"$upstream_status","body":"$request_body"}}';
+                               '"upstream_status":"$upstream_status","sent":"$upstream_bytes_sent",'
+                               '"body":"$request_body"}}';
+  client_body_buffer_size 1m;  # $request_body (the JSON-RPC id) is logged only from memory
+  client_max_body_size 16m;
   access_log {d}/{ACCESS_LOG} chaos;
   client_body_temp_path {d}/tmp/body;
   proxy_temp_path {d}/tmp/proxy;
@@ -177,7 +180,11 @@ http {{
         guard.ungroup(proc.pid)
 
     def resends(self) -> list[Resend]:
-        """Requests nginx sent to more than one upstream, from its access log."""
+        """Requests nginx re-sent after an upstream had received them, from its access log.
+
+        A request whose earlier upstreams all refused the connection (0 bytes sent) went to
+        the next one without reaching a replica: it cannot have taken effect twice.
+        """
         found = []
         try:
             lines = (self.dir / ACCESS_LOG).read_bytes().splitlines()
@@ -187,7 +194,8 @@ http {{
             try:
                 entry = orjson.loads(line)
                 upstreams = [u.strip() for u in entry["upstreams"].split(",") if u.strip()]
-                if len(upstreams) < 2:
+                sent = [s.strip() for s in str(entry.get("sent", "")).split(",")]
+                if len(upstreams) < 2 or not any(s.isdigit() and int(s) > 0 for s in sent[:-1]):
                     continue
                 request_id = orjson.loads(entry["body"]).get("id")
             except (orjson.JSONDecodeError, KeyError, AttributeError, TypeError):

@@ -37,7 +37,7 @@ session_opened     session (a digest of its id, or null), version, client: a 202
                    session (initialize + notifications/initialized), first or after a loss
 session_lost       session, status: the server no longer knew the session (404, or 400 naming it)
 fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [signal, grace_s];
-                   a rollout step also rollout (its number) and step; for stream
+                   a rollout step also step (0 .. replicas-1); for stream
                    faults id, intent, attempt, tool, key and what was done
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
 effects_collected  markers (or null and error): the final read of a live effect source

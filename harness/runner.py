@@ -256,6 +256,12 @@ class _Run:
                 EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port
             )
         self._supervise = await self.wiring.start_pod(stack)
+        if self.nginx is not None and self.wiring.protocol != MODERN:
+            raise ScenarioError(
+                f"services.balancer needs replicas that speak {MODERN} (no sessions); the target answered "
+                f"in {self.wiring.protocol}, whose sessions live on one replica and would be lost "
+                "when nginx sends the next call to another"
+            )
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
 

@@ -31,7 +31,15 @@ from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from harness import bounded_yaml
 from harness.errors import ScenarioError
@@ -422,7 +430,7 @@ class KillFaults(_Model):
     """A seeded extra delay, 0..jitter_s, between a kill's trigger and the kill."""
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
     """A kill waits until the pod has been ready this long (kills in steady state, not at start-up)."""
-    victim: Literal["random", "all"] | int = "random"
+    victim: Literal["random", "all"] | StrictInt = "random"
     """With replicas: which pod each kill hits: a seeded random one, all of them at once, or the
     replica with this index."""
     signal: Literal["SIGKILL", "SIGTERM"] = "SIGKILL"
@@ -459,7 +467,7 @@ class PauseFaults(_Model):
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
     hold_dispatch: bool = False
     """As for kills: start no new intent while a due pause waits for the pod."""
-    victim: Literal["random", "all"] | int = "random"
+    victim: Literal["random", "all"] | StrictInt = "random"
     """With replicas: which pod each pause freezes (as for kills)."""
 
     @model_validator(mode="after")

@@ -118,7 +118,16 @@ class TargetWiring:
         return self._supervise
 
     async def _supervise_all(self) -> None:
-        await asyncio.gather(*(s.supervise() for s in self.supervisors))
+        """Every replica's supervisor; the first that gives up ends the others and raises."""
+        tasks = [asyncio.create_task(s.supervise()) for s in self.supervisors]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     @property
     def protocol(self) -> str:

@@ -235,7 +235,9 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     )  # connection-closed attempts: (end t, start t, intent, pod)
     pod_kinds: dict[str, list[str]] = {}  # with replicas: pod -> kinds of its disruptions so far
     intent_pods = cols.pods
-    killed_pods: set[str] = set()  # pods killed whose exit has not been recorded yet
+    # Pods killed whose exit has not been recorded yet -> the kind of a graceful stop (its
+    # disruption is the exit: what drained before it was not broken), or None after a SIGKILL.
+    killed_pods: dict[str, str | None] = {}
     faults = cols.faults
     death_kinds: list[str] = []  # "kill", "crash" or "pause", one per pod disruption so far
     deaths = exits = crashes = 0
@@ -318,7 +320,11 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     exits += 1
                     pod = ev.get("pod", "")
                     if pod in killed_pods:
-                        killed_pods.discard(pod)
+                        graceful = killed_pods.pop(pod)
+                        if graceful is not None:
+                            deaths += 1
+                            death_kinds.append(graceful)
+                            pod_kinds.setdefault(pod, []).append(graceful)
                     else:
                         crashes += 1
                         deaths += 1
@@ -338,7 +344,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     death_kinds.append(pause)
                     pod_kinds.setdefault(ev.get("pod", ""), []).append(pause)
                 elif typ == EventType.POD_STARTED:
-                    killed_pods.discard(ev.get("pod", ""))
+                    killed_pods.pop(ev.get("pod", ""), None)
                 elif typ == EventType.POD_READY:
                     fold.protocol = ev.get("protocol", fold.protocol)
                     fold.pod_events.append((ev["t"], "pod_ready"))
@@ -352,10 +358,14 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     if kind in pod_fault_kinds and ev.get("counted") is False:
                         fold.faults_planned[kind] += 1  # a timed fault that came due
                     if kind in (kill, rollout):
-                        deaths += 1
-                        death_kinds.append(kind)
-                        pod_kinds.setdefault(ev.get("pod", ""), []).append(kind)
-                        killed_pods.add(ev.get("pod", ""))
+                        pod = ev.get("pod", "")
+                        if "signal" in ev:  # a graceful stop: the pod may finish what it has
+                            killed_pods[pod] = kind
+                        else:
+                            deaths += 1
+                            death_kinds.append(kind)
+                            pod_kinds.setdefault(pod, []).append(kind)
+                            killed_pods[pod] = None
                     elif kind == pause:
                         # Attempts in flight when the pod froze; those sent while it was frozen are
                         # caught by the second disruption, when it thaws (pod_resumed).

@@ -68,6 +68,3 @@ class Balancer:
     def client(self, replica: int, worker: int) -> McpClient:
         mine = self.clients[replica]
         return mine[worker % len(mine)]
-
-    def all_clients(self) -> list[McpClient]:
-        return [c for mine in self.clients for c in mine]

@@ -172,6 +172,8 @@ class Injector:
                     step=step,
                 ):
                     break
+                # It died by itself just now and the supervisor has not seen it yet: give it the turn.
+                await asyncio.sleep(0.05)
             self._injected.add(id(fault))  # begun: a rollout the run cut short shows as fewer steps
             self._waiting[id(fault)] = f"{supervisor.pod.name} to be replaced (rollout step {step})"
             await supervisor.ready.wait()

@@ -50,7 +50,8 @@ class Supervisor:
         self.paused = False
         self.restarts = 0
         self._stopping = False
-        self._grace_timers: list[asyncio.TimerHandle] = []
+        self._grace_timers: dict[int, asyncio.TimerHandle] = {}
+        """pid -> the SIGKILL due after its grace period; cancelled once that instance exits."""
 
     async def start(self) -> None:
         """Start the pod and wait until it is ready; TargetNotReady (with its log tail) if it is not."""
@@ -117,6 +118,8 @@ class Supervisor:
             pid = self.pod.pid
             rc = await self.pod.wait()
             self.ready.clear()
+            if pid is not None and (timer := self._grace_timers.pop(pid, None)) is not None:
+                timer.cancel()  # it stopped within its grace period: no SIGKILL for its successor
             if self._stopping:
                 self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
                 return
@@ -186,19 +189,19 @@ class Supervisor:
         self.ready.clear()
         if sig != "SIGKILL":
             details = {"signal": sig, "grace_s": grace_s, **details}
-            timer = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
-            self._grace_timers.append(timer)
+            self._grace_timers[pid] = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
         self.history.emit(EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
         return True
 
     def _grace_over(self, pid: int) -> None:
-        """The grace period of a graceful stop ended: SIGKILL the pod if that same instance still runs."""
+        """The grace period of a graceful stop ended and that instance still runs: SIGKILL it."""
+        self._grace_timers.pop(pid, None)
         if self.pod.pid == pid and self.pod.kill("SIGKILL"):
             self.history.emit(EventType.POD_GRACE_EXPIRED, pod=self.pod.name, pid=pid)
 
     async def stop(self) -> None:
         self._stopping = True
-        for timer in self._grace_timers:
+        for timer in self._grace_timers.values():
             timer.cancel()
         self.resume()
         self.ready.clear()

@@ -7,17 +7,22 @@ store), right after the commit and before it answers.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from harness.audit.auditor import AuditResult
-from harness.history import FaultKind, Verdict, read_history
-from tests.conftest import alive, fault_row, invoice_scenario, start_cli_run
+from harness.balancer import Nginx
+from harness.client.http import McpHttpClient
+from harness.history import FaultKind, Outcome, Verdict, read_history
+from harness.loopback import free_port
+from tests.conftest import Target, alive, fault_row, invoice_scenario, start_cli_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.nginx]
 
@@ -97,6 +102,7 @@ def test_the_balancer_is_gone_after_ctrl_c(tmp_path: Path, nginx_server: None) -
     assert any(e.get("service") == "nginx" for e in started)
     nginx_pid = next(e["pid"] for e in started if e.get("service") == "nginx")
     workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == nginx_pid]
+    assert workers  # nginx's worker process, which must go too
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
@@ -109,3 +115,37 @@ def _parent(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def test_a_request_moved_after_a_refused_connection_is_no_resend(
+    tmp_path: Path, target: Callable[..., Target], nginx_server: None
+) -> None:
+    # nginx tries the port where nothing listens first (round robin), gets "connection refused",
+    # and passes the request on: it reached one replica only, and cannot have taken effect twice.
+    live = target()
+    nginx = Nginx(tmp_path, [free_port(), live.port], free_port(), "default")
+
+    async def call() -> None:
+        await nginx.start()
+        client = McpHttpClient(f"http://127.0.0.1:{nginx.port}/mcp")
+        try:
+            for i in range(2):
+                arguments = {
+                    "customer_id": "c",
+                    "amount_cents": 5,
+                    "memo": f"m{i}",
+                    "idempotency_key": f"k{i}",
+                }
+                res = await client.call_tool("create_invoice", arguments, request_id=100 + i, timeout=10)
+                assert res.outcome is Outcome.OK, res
+        finally:
+            await client.aclose()
+            await nginx.stop()
+
+    asyncio.run(call())
+    log = [orjson.loads(line) for line in (tmp_path / "balancer" / "access.jsonl").read_bytes().splitlines()]
+    moved = [e for e in log if "," in e["upstreams"]]
+    assert moved, log  # nginx did move a request off the dead port
+    assert moved[0]["sent"].startswith("0, ")
+    assert nginx.resends() == []
+    assert live.invoices() == 2
