@@ -63,11 +63,22 @@ def nginx_binary() -> str:
 class Nginx:
     """nginx for one run: round-robin over ``upstreams`` (127.0.0.1 ports), listening on ``port``."""
 
-    def __init__(self, run_dir: Path, upstreams: list[int], port: int, retry: str) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        upstreams: list[int],
+        port: int,
+        retry: str,
+        *,
+        max_fails: int = 1,
+        fail_timeout_s: float = 10.0,
+    ) -> None:
         self.dir = run_dir / rundir.BALANCER
         self.upstreams = upstreams
         self.port = port
         self.retry = retry
+        self.max_fails = max_fails
+        self.fail_timeout_s = fail_timeout_s
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -76,9 +87,11 @@ class Nginx:
 
     def config(self) -> str:
         d = self.dir
-        servers = "\n".join(f"    server 127.0.0.1:{p};" for p in self.upstreams)
+        health = f"max_fails={self.max_fails} fail_timeout={self.fail_timeout_s:g}s"
+        servers = "\n".join(f"    server 127.0.0.1:{p} {health};" for p in self.upstreams)
         user = "user root;\n" if os.geteuid() == 0 else ""
-        return f"""# Written by mcp-chaos for one run; nginx's defaults except the retry policy under test.
+        return f"""# Written by mcp-chaos for one run: nginx's defaults but the retry policy and health check.
+# max_fails={self.max_fails}, fail_timeout={self.fail_timeout_s:g}s (nginx's own: 1, 10s).
 {user}worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;

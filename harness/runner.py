@@ -188,7 +188,14 @@ class _Run:
         self.nginx = (
             None
             if balancer is None
-            else Nginx(run_dir, self.proxy_ports or self.wiring.ports, free_port(), balancer.retry)
+            else Nginx(
+                run_dir,
+                self.proxy_ports or self.wiring.ports,
+                free_port(),
+                balancer.retry,
+                max_fails=balancer.max_fails,
+                fail_timeout_s=balancer.fail_timeout_s,
+            )
         )
         """A real load balancer in front of the replicas (and their fault proxies), if there is one."""
         self.driver: Driver | None = None

@@ -720,6 +720,11 @@ class BalancerService(_Model):
 
     server: Literal["nginx"] = "nginx"
     retry: Literal["default", "non_idempotent", "off"] = "default"
+    max_fails: int = Field(default=1, ge=0, le=1000)
+    """nginx's passive health check (its default, 1): after this many failed requests a replica gets
+    none for ``fail_timeout_s``; 0 never takes one out. With the default, three kills within ten
+    seconds leave no replica to send to ("no live upstreams": 502) though each is back in a second."""
+    fail_timeout_s: float = Field(default=10.0, gt=0, le=3600)
 
 
 class Services(_Model):

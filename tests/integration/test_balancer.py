@@ -149,3 +149,11 @@ def test_a_request_moved_after_a_refused_connection_is_no_resend(
     assert moved[0]["sent"].startswith("0, ")
     assert nginx.resends() == []
     assert live.invoices() == 2
+
+
+def test_the_health_check_under_test_is_in_the_configuration(tmp_path: Path) -> None:
+    nginx = Nginx(tmp_path, [4001, 4002], 4000, "non_idempotent", max_fails=0, fail_timeout_s=3)
+    config = nginx.config()
+    assert "server 127.0.0.1:4001 max_fails=0 fail_timeout=3s;" in config
+    assert "proxy_next_upstream error timeout non_idempotent;" in config
+    assert "listen 127.0.0.1:4000;" in config
