@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -168,18 +168,28 @@ class Store:
         self, key: str, request_hash: str, customer_id: str, amount_cents: int, memo: str, created_at: str
     ) -> tuple[str, bool]:
         """Atomic: invoice and key record in one transaction. Returns (response, created)."""
+        return self._once(
+            key,
+            request_hash,
+            created_at,
+            lambda: self._insert_invoice(customer_id, amount_cents, memo, created_at),
+        )
+
+    def _once(self, key: str, request_hash: str, at: str, effect: Callable[[], str]) -> tuple[str, bool]:
+        """``effect`` (it returns the response) and the key record in one transaction; when the key
+        was recorded before, by an earlier call or a concurrent twin, its first response instead.
+        Returns (response, created)."""
         try:
             with self.transaction():
-                existing = self.find_key(key)
-                if existing is not None:
+                if self.find_key(key) is not None:
                     raise Conflict
-                response = self._insert_invoice(customer_id, amount_cents, memo, created_at)
+                response = effect()
                 self._execute(
                     self._q(
                         "INSERT INTO idempotency_keys (key, request_hash, response, created_at) "
                         "VALUES (?, ?, ?, ?)"
                     ),
-                    (key, request_hash, response, created_at),
+                    (key, request_hash, response, at),
                 )
                 return response, True
         except Exception as exc:
@@ -226,28 +236,15 @@ class Store:
     ) -> tuple[str, bool]:
         """An invoice event (sent, void) and its key record in one transaction, as atomic's create.
         Returns (response, created): a key recorded before answers with its first response."""
-        try:
-            with self.transaction():
-                if self.find_key(key) is not None:
-                    raise Conflict
-                self._execute(
-                    self._q("INSERT INTO invoice_events (invoice_id, kind, at, at_ms) VALUES (?, ?, ?, ?)"),
-                    (invoice_id, kind, at, at_ms),
-                )
-                self._execute(
-                    self._q(
-                        "INSERT INTO idempotency_keys (key, request_hash, response, created_at) "
-                        "VALUES (?, ?, ?, ?)"
-                    ),
-                    (key, request_hash, response, at),
-                )
-                return response, True
-        except Exception as exc:
-            if not isinstance(exc, Conflict) and not self._unique_violation(exc):
-                raise
-        winner = self.find_key(key)
-        assert winner is not None
-        return winner[1], False
+
+        def event() -> str:
+            self._execute(
+                self._q("INSERT INTO invoice_events (invoice_id, kind, at, at_ms) VALUES (?, ?, ?, ?)"),
+                (invoice_id, kind, at, at_ms),
+            )
+            return response
+
+        return self._once(key, request_hash, at, event)
 
     def events_since(self, kind: str, since_ms: int) -> list[int]:
         """When (epoch ms) each event of a kind happened since ``since_ms``, oldest first: a quota window."""
