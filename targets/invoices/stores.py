@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -281,10 +282,35 @@ class Store:
         return {str(memo): int(n) for memo, n in rows}
 
 
+WAL_SWITCH_PATIENCE_S = 10.0
+"""How long a starting server retries switching its database to WAL while a twin holds it."""
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """``journal_mode=WAL``, retried while another process holds the file.
+
+    Replicas started together open one file at once; the switch needs the file to
+    itself, and SQLite answers SQLITE_BUSY at once, without its busy handler, while
+    a twin is making the same switch or recovering the WAL. One of them won, so a
+    short retry always succeeds.
+    """
+    deadline = time.monotonic() + WAL_SWITCH_PATIENCE_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class SqliteStore(Store):
     def __init__(self, path: Path) -> None:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(self.db)
         # NORMAL loses nothing on a process kill (only on power loss), which is the fault modelled here.
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
