@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+import harness.scenario
 from harness.errors import ScenarioError
-from harness.scenario import load_scenario, parse_scenario
+from harness.scenario import Window, apply_override, load_scenario, parse_scenario
 
 
 def parse(data: dict[str, Any], *overrides: str) -> Any:
@@ -225,3 +228,144 @@ def test_answers_are_forms_of_scalars(scenario_data: dict[str, Any]) -> None:
     assert "client.max_input_rounds: Input should be less than or equal to 10" in error_of(
         scenario_data, "workload.answers={}", "client.max_input_rounds=11"
     )
+
+
+# -- the one window of counted faults
+
+WINDOWED: dict[str, dict[str, Any]] = {
+    "kill": {"count": 1},
+    "pause": {"count": 1, "duration_s": 1},
+    "rollout": {"count": 1},
+}
+"""The faults with a window, each at its smallest valid form."""
+
+
+@pytest.mark.parametrize("pair", [(0, 1), (0, 0.5), (0.5, 1), (0.999, 1), (0, 1e-9)])
+def test_a_window_inside_zero_to_one_passes(pair: tuple[float, float]) -> None:
+    Window(*pair).check("faults.kill.window")
+
+
+@pytest.mark.parametrize(
+    ("pair", "shown"),
+    [
+        ((0.5, 0.5), "[0.5, 0.5]"),  # empty
+        ((0.9, 0.1), "[0.9, 0.1]"),  # reversed
+        ((-0.1, 0.5), "[-0.1, 0.5]"),
+        ((0.2, 1.1), "[0.2, 1.1]"),
+        ((math.nan, 1), "[nan, 1]"),
+    ],
+)
+def test_a_window_outside_gives_one_message_naming_its_field(pair: tuple[float, float], shown: str) -> None:
+    with pytest.raises(ValueError, match=r"^faults\.pause\.window must satisfy") as info:
+        Window(*pair).check("faults.pause.window")
+    assert str(info.value) == f"faults.pause.window must satisfy 0 <= low < high <= 1, got {shown}"
+
+
+@pytest.mark.parametrize("fault", sorted(WINDOWED))
+def test_kill_pause_and_rollout_share_the_window(scenario_data: dict[str, Any], fault: str) -> None:
+    scenario_data["faults"] = {fault: {**WINDOWED[fault], "window": [1, 0.25]}}
+    assert error_of(scenario_data) == (
+        f"s.yaml: faults.{fault}: faults.{fault}.window must satisfy 0 <= low < high <= 1, got [1.0, 0.25]"
+    )
+    scenario_data["faults"][fault]["window"] = [0.25, 1]
+    scenario = parse(scenario_data)
+    window = getattr(scenario.faults, fault).window
+    assert (type(window), window.low, window.high) == (Window, 0.25, 1.0)
+    # Written back as the pair it was written as, so the run directory's copy loads again.
+    assert yaml.safe_load(scenario.dump_yaml())["faults"][fault]["window"] == [0.25, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("x", "faults.kill.window: Input should be a valid tuple (got 'x')"),
+        ({"low": 0.1, "high": 0.2}, "faults.kill.window: Input should be a valid tuple"),
+        ([0.5], "faults.kill.window.1: required field is missing"),
+        ([0.1, 0.2, 0.3], "faults.kill.window: Tuple should have at most 2 items after validation, not 3"),
+    ],
+)
+def test_a_window_that_is_not_a_pair_keeps_pydantic_s_words(
+    scenario_data: dict[str, Any], value: Any, expected: str
+) -> None:
+    scenario_data["faults"]["kill"]["window"] = value
+    assert error_of(scenario_data) == f"s.yaml: {expected}"
+
+
+# -- overrides (--set) and the scenario as run
+
+
+def test_an_override_makes_the_sections_it_needs() -> None:
+    data: dict[str, Any] = {"name": "x"}
+    apply_override(data, "faults.kill.count=3")
+    apply_override(data, "description=")
+    apply_override(data, "target.command=[a, '{port}'")  # not YAML: the text itself
+    assert data == {
+        "name": "x",
+        "faults": {"kill": {"count": 3}},
+        "description": "",
+        "target": {"command": "[a, '{port}'"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("assignment", "expected"),
+    [
+        ("=1", "override '=1' is not PATH=VALUE (e.g. workload.intents=100)"),
+        ("name.first=1", "override 'name.first=1': 'name' is not a section"),
+        ("x=" + "[" * 70 + "]" * 70, "collections nest more than 64 levels deep"),
+    ],
+)
+def test_a_bad_override_is_one_line(assignment: str, expected: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        apply_override({"name": "x"}, assignment)
+    assert expected in info.value.message
+    assert "\n" not in info.value.message
+
+
+def test_passwords_in_urls_stay_out_of_the_scenario_as_run(scenario_data: dict[str, Any]) -> None:
+    scenario_data["services"] = {"postgres": {}}
+    scenario_data["audit"]["effects"]["sql"]["url"] = "postgresql://app:p%40ss@127.0.0.1:5432/shop"
+    scenario = parse(scenario_data)
+    assert scenario.url_passwords() == ["p%40ss", "p@ss"]
+    dumped = scenario.dump_yaml()
+    assert "postgresql://app:***@127.0.0.1:5432/shop" in dumped
+    assert "p%40ss" not in dumped
+
+
+def test_the_package_exports_every_name_the_harness_imports() -> None:
+    """Other modules import from ``harness.scenario``, never from its modules: this is that surface."""
+    assert harness.scenario.__all__ == [
+        "AUDIT_PLACEHOLDERS",
+        "READ_TOOL_PLACEHOLDERS",
+        "RESERVED_HEADERS",
+        "TARGET_PLACEHOLDERS",
+        "Audit",
+        "Backoff",
+        "BalancerService",
+        "ClientPolicy",
+        "CommandEffects",
+        "Effects",
+        "Faults",
+        "Gate",
+        "JsonlEffects",
+        "KillFaults",
+        "KubernetesTarget",
+        "PauseFaults",
+        "PostgresService",
+        "RolloutFaults",
+        "Scenario",
+        "Services",
+        "SinkEffects",
+        "SqlEffects",
+        "StreamFault",
+        "TargetSpec",
+        "ToolEffects",
+        "Window",
+        "WorkloadSpec",
+        "apply_override",
+        "load_scenario",
+        "parse_scenario",
+        "single_select",
+    ]
+    for name in harness.scenario.__all__:
+        assert getattr(harness.scenario, name) is not None

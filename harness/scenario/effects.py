@@ -1,0 +1,131 @@
+"""``audit``: where the auditor finds each intent's effects, exactly one source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from harness.scenario.placeholders import AUDIT_PLACEHOLDERS, READ_TOOL_PLACEHOLDERS, check_placeholders
+from harness.scenario.section import Section
+from harness.scenario.sql_guard import single_select
+
+
+class SqlEffects(Section):
+    """Count effects with a SQL query; it must yield ``marker`` and optionally ``effects`` columns."""
+
+    url: str
+    """``sqlite:///PATH`` (read by the auditor) or ``postgresql://...`` (read at the end of the run)."""
+    query: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        check_placeholders(v, AUDIT_PLACEHOLDERS, "audit.effects.sql.url")
+        if not v.startswith(("sqlite:///", "postgresql://", "postgres://", "{postgres_url}")):
+            raise ValueError(f"unsupported database URL {v!r}; use sqlite:///PATH or postgresql://...")
+        return v
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str) -> str:
+        return single_select(v)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite:///")
+
+
+class SinkEffects(Section):
+    """The harness serves an HTTP endpoint (``{sink_url}``) on 127.0.0.1 that the target calls as its
+    downstream (a payment or mail provider); every call is one effect of the marker in its JSON body.
+    For black-box images whose store the harness cannot read."""
+
+    marker_field: str = "marker"
+
+
+class ToolEffects(Section):
+    """After the run, call a read-only tool of the target for its effects per marker.
+
+    The tool's structured result must hold ``effects``: an object marker -> count,
+    or a list of ``{"marker", "effects"}`` objects.
+    """
+
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, value in v.items():
+            if isinstance(value, str):
+                check_placeholders(value, READ_TOOL_PLACEHOLDERS, f"audit.effects.tool.arguments.{name}")
+        return v
+
+
+class CommandEffects(Section):
+    """After the run, run a command that prints the effects: one ``marker,effects`` CSV line each.
+
+    For stores no SQL reaches (a file of the target's own format, a remote API): the
+    command may use the target's placeholders, and a header line ``marker,effects`` is
+    allowed. A failing command is an audit error with its stderr.
+    """
+
+    command: list[str] = Field(min_length=1)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders(cls, v: list[str]) -> list[str]:
+        for part in v:
+            check_placeholders(part, AUDIT_PLACEHOLDERS | {"python"}, "audit.effects.command.command")
+        return v
+
+
+class JsonlEffects(Section):
+    """Count records per marker in a JSON-lines file the target writes (one effect per line)."""
+
+    path: str
+    marker_field: str = "marker"
+
+    @field_validator("path")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        check_placeholders(v, AUDIT_PLACEHOLDERS, "audit.effects.jsonl.path")
+        return v
+
+
+class Effects(Section):
+    """Where the auditor finds the effects: exactly one source."""
+
+    sql: SqlEffects | None = None
+    sink: SinkEffects | None = None
+    tool: ToolEffects | None = None
+    command: CommandEffects | None = None
+    jsonl: JsonlEffects | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Effects:
+        chosen = [
+            name for name in ("sql", "sink", "tool", "command", "jsonl") if getattr(self, name) is not None
+        ]
+        if len(chosen) != 1:
+            raise ValueError(
+                f"audit.effects needs exactly one of sql, sink, tool, command, jsonl (got {chosen or 'none'})"
+            )
+        return self
+
+    @property
+    def collected_at_end(self) -> bool:
+        """Sources read once at the end of the run (into effects.json), not by the auditor."""
+        return (
+            self.tool is not None
+            or self.command is not None
+            or (self.sql is not None and not self.sql.is_sqlite)
+        )
+
+
+class Audit(Section):
+    """How the run is judged: where its effects are counted."""
+
+    effects: Effects

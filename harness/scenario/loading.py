@@ -1,0 +1,88 @@
+"""From a file (or parsed YAML) to a :class:`Scenario`; every failure is one ScenarioError line.
+
+The order is the contract: overrides, then ``{scenario_dir}``, then the TODOs
+``mcp-chaos init`` left, then the model; the first problem found is the one
+reported, with the file's name and the field's dotted path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from harness.errors import ScenarioError
+from harness.scenario import bounded_yaml
+from harness.scenario.model import Scenario
+from harness.scenario.overrides import apply_override
+from harness.scenario.placeholders import map_strings
+
+
+def _format_validation_error(source: str, exc: ValidationError) -> str:
+    """pydantic's first error as ``source: dotted.field: message`` (and how many more there are)."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling; see scenarios/README.md for the fields)"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    elif "input" in first and not isinstance(first["input"], dict | list):
+        msg = f"{msg} (got {first['input']!r})"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {loc}: {msg}{more}"
+
+
+def _first_todo(node: Any, path: str = "") -> str | None:
+    """The first field whose value is a ``TODO`` that ``mcp-chaos init`` left for the user."""
+    if isinstance(node, str):
+        return (path or "(top level)") if node.startswith("TODO") else None
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        found = _first_todo(value, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def parse_scenario(
+    data: Any, *, source: str = "<scenario>", scenario_dir: Path | None = None, overrides: Sequence[str] = ()
+) -> Scenario:
+    """Validate already-parsed YAML data into a :class:`Scenario`."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a YAML mapping (name, seed, target, workload, ...)")
+    data = dict(data)
+    for assignment in overrides:
+        apply_override(data, assignment)
+    if scenario_dir is not None:
+        data = map_strings(data, lambda s: s.replace("{scenario_dir}", str(scenario_dir)))
+    todo = _first_todo({k: v for k, v in data.items() if k != "description"})
+    if todo is not None:
+        raise ScenarioError(f"{source}: {todo} still says TODO (left by mcp-chaos init): fill it in")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation_error(source, exc)) from None
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file; every failure is one ScenarioError line."""
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(f"scenario file not found: {p} (pass a YAML file, e.g. scenarios/pod-kill.yaml)")
+    try:
+        data = bounded_yaml.load(p.read_text(encoding="utf-8"))
+    except bounded_yaml.YamlTooLarge as exc:
+        raise ScenarioError(f"{p}: refused: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{p}: not valid YAML{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{p}: cannot read scenario: {exc}") from None
+    return parse_scenario(data, source=str(p), scenario_dir=p.resolve().parent, overrides=overrides)

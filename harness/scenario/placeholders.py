@@ -1,0 +1,46 @@
+"""Which placeholders each kind of string may hold, checked when the scenario is validated.
+
+Placeholders are written ``{name}`` (see :mod:`harness.template`; every string
+that may hold one is parsed when the scenario is validated, so a valid scenario
+always renders). ``{scenario_dir}`` is resolved when the file is loaded (so a
+copy of the scenario in a run directory still points at the same target); the
+others are resolved when they are used:
+
+* target command and env: ``{python}`` (process runtime only), ``{port}``, ``{data_dir}``
+  (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``,
+  ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``)
+* audit URLs: ``{data_dir}``, ``{run_dir}``, ``{postgres_url}``
+* read-tool arguments: ``{namespace}`` (what every marker of the run starts with)
+* tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}``, and generators
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.template import parse_text
+
+TARGET_PLACEHOLDERS = frozenset(
+    {"python", "port", "data_dir", "run_dir", "pod", "scenario_dir", "postgres_url", "sink_url"}
+)
+AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres_url"})
+READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})
+
+
+def check_placeholders(text: str, allowed: frozenset[str], where: str, *, env_refs: bool = False) -> None:
+    """Raise ValueError naming ``where`` unless ``text`` holds only ``allowed`` placeholders
+    (and, with ``env_refs``, ``${VAR}`` references to the harness's environment)."""
+    parse_text(text, allowed, where, env_refs=env_refs)
+
+
+def map_strings(node: Any, change: Callable[[str], str]) -> Any:
+    """Parsed YAML with ``change`` applied to every string value (keys unchanged): how
+    ``{scenario_dir}`` is substituted on loading and passwords are masked on dumping."""
+    if isinstance(node, str):
+        return change(node)
+    if isinstance(node, dict):
+        return {k: map_strings(v, change) for k, v in node.items()}
+    if isinstance(node, list):
+        return [map_strings(v, change) for v in node]
+    return node

@@ -1,0 +1,116 @@
+"""The rules across sections: what one section's choice needs or forbids in another.
+
+Each section validates itself; these see the whole scenario. They run in the
+order of :data:`RULES` and the first one broken is the error, at the top level
+of the scenario (``s.yaml: (top level): ...``), so they read as one list here
+instead of hiding among the sections' own checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.scenario.model import Scenario
+
+
+def services_used(s: Scenario) -> None:
+    """A placeholder for a service needs the service."""
+    texts = [*(s.target.command or ()), *s.target.env.values()]
+    if s.audit.effects.sql is not None:
+        texts.append(s.audit.effects.sql.url)
+    if s.services.postgres is None and any("{postgres_url}" in t for t in texts):
+        raise ValueError("{postgres_url} is used but services.postgres is not set")
+    if s.audit.effects.sink is None and any("{sink_url}" in t for t in texts):
+        raise ValueError("{sink_url} is used but audit.effects.sink is not set")
+
+
+def victims_exist(s: Scenario) -> None:
+    """A kill or a pause that names its victim names a replica that runs."""
+    replicas = s.target.replicas
+    for name, fault in (("kill", s.faults.kill), ("pause", s.faults.pause)):
+        victim = None if fault is None else fault.victim
+        if isinstance(victim, int) and not 0 <= victim < replicas:
+            raise ValueError(
+                f"faults.{name}.victim: there is no replica {victim} "
+                f"(target.replicas is {replicas}: use 0..{replicas - 1}, random or all)"
+            )
+
+
+def balancer_fits(s: Scenario) -> None:
+    """The balancer fronts HTTP replicas that the harness runs."""
+    if s.services.balancer is None:
+        return
+    if s.target.transport == "stdio" or s.target.kubernetes is not None:
+        raise ValueError(
+            "services.balancer goes in front of HTTP replicas the harness runs; not with a stdio "
+            "or Kubernetes target"
+        )
+
+
+def kubernetes_fits(s: Scenario) -> None:
+    """With pods in a cluster, only what the cluster's API can do to them."""
+    if s.target.kubernetes is None:
+        return
+    if s.target.replicas > 1:
+        raise ValueError(
+            "target.replicas runs pods on this machine; with target.kubernetes the cluster's "
+            "Deployment has the replicas (its Service spreads the calls)"
+        )
+    kill = s.faults.kill
+    if kill is not None and (kill.signal != "SIGKILL" or kill.victim != "random"):
+        raise ValueError(
+            "faults.kill.signal and victim are for pods the harness runs; with target.kubernetes "
+            "use target.kubernetes.grace_period_s (the victim is a seeded Ready pod)"
+        )
+    if s.faults.rollout is not None:
+        raise ValueError(
+            "faults.rollout is for pods the harness runs; with target.kubernetes roll out with "
+            "kubectl rollout restart, outside the run"
+        )
+    if s.faults.pause is not None:
+        raise ValueError(
+            "faults.pause is not supported with target.kubernetes (the API cannot freeze a pod); "
+            "use faults.kill"
+        )
+    if s.faults.stream:
+        raise ValueError(
+            "faults.stream is not supported with target.kubernetes yet (the fault proxy fronts a pod "
+            "the harness runs on 127.0.0.1)"
+        )
+    if s.audit.effects.sink is not None:
+        raise ValueError(
+            "audit.effects.sink listens on the harness's 127.0.0.1, which pods in a cluster cannot "
+            "call; use sql, tool, command or jsonl"
+        )
+
+
+def transport_fits(s: Scenario) -> None:
+    """A stdio target has no HTTP: no fault proxy, no header, no read over HTTP."""
+    if s.target.transport != "stdio":
+        return
+    if s.faults.stream:
+        raise ValueError(
+            "faults.stream needs an HTTP target (the fault proxy sits between the driver and an "
+            "HTTP server); a stdio target can be killed and paused"
+        )
+    if s.client.key_in == "header":
+        raise ValueError("client.key_in: header needs an HTTP target; use meta or argument")
+    if s.audit.effects.tool is not None:
+        raise ValueError("audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command")
+
+
+RULES: tuple[Callable[[Scenario], None], ...] = (
+    services_used,
+    victims_exist,
+    balancer_fits,
+    kubernetes_fits,
+    transport_fits,
+)
+
+
+def check_sections(s: Scenario) -> None:
+    """Raise ValueError with the first rule the scenario breaks."""
+    for rule in RULES:
+        rule(s)

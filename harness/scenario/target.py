@@ -1,0 +1,218 @@
+"""``target``: the system under test: a local command, a Docker image, or pods running in Kubernetes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from harness.scenario.headers import HEADER_NAME, RESERVED_HEADERS
+from harness.scenario.placeholders import TARGET_PLACEHOLDERS, check_placeholders
+from harness.scenario.section import Section
+
+
+def _as_shell_word(value: Any) -> Any:
+    """A YAML scalar as the string a shell would pass (true, 3, 0.3, 2026-07-28); others unchanged."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+class KubernetesTarget(Section):
+    """Pods that already run in a Kubernetes cluster, behind a Service the driver calls.
+
+    The harness starts nothing: it finds the Ready pods that ``selector`` matches,
+    kills one at each kill fault (through the API, or by creating a Chaos Mesh
+    ``PodChaos``), waits for the replacement to be Ready, and collects the pods'
+    logs at the end. See :mod:`harness.pods.kubernetes`.
+    """
+
+    context: str | None = Field(default=None, min_length=1)
+    """The kubeconfig context (default: its current context)."""
+    namespace: str = Field(default="default", pattern=_DNS_LABEL)
+    selector: str = Field(min_length=1, max_length=1000)
+    """A label selector (``app=invoices,tier=mcp``): the pods behind the Service."""
+    url: str
+    """The MCP endpoint the driver calls, through the Service: ``http://HOST:PORT/PATH``."""
+    kill: Literal["api", "chaos_mesh"] = "api"
+    """``api``: delete the victim pod; ``chaos_mesh``: create a PodChaos (pod-kill) naming it."""
+    grace_period_s: int | None = Field(default=0, ge=0, le=3600)
+    """Seconds the victim gets after SIGTERM (0: none, a SIGKILL); null: the pod's own
+    ``terminationGracePeriodSeconds`` (API kills only: a PodChaos always names its grace period)."""
+    kubeconfig: str | None = Field(default=None, min_length=1)
+    """The kubeconfig file (default: ``$KUBECONFIG``, then ``~/.kube/config``)."""
+
+    @field_validator("selector")
+    @classmethod
+    def _one_line_selector(cls, v: str) -> str:
+        if any(ord(c) < 32 for c in v) or not v.strip():
+            raise ValueError("target.kubernetes.selector must be one line of labels (app=invoices)")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        parts = urlsplit(v)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != "http" or not parts.hostname or port is None or not parts.path.startswith("/"):
+            raise ValueError(
+                "target.kubernetes.url must be http://HOST:PORT/PATH (the Service's MCP endpoint)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _grace_for_chaos_mesh(self) -> KubernetesTarget:
+        if self.kill == "chaos_mesh" and self.grace_period_s is None:
+            raise ValueError(
+                "target.kubernetes.grace_period_s: a PodChaos has no 'the pod's own' grace period; "
+                "give seconds (0 kills at once)"
+            )
+        return self
+
+
+_NOT_FOR_KUBERNETES: dict[str, Any] = {
+    "command": None,
+    "image": None,
+    "env": {},
+    "port_env": "PORT",
+    "data_mount": "/data",
+    "path": "/mcp",
+}
+"""Fields of a target the harness starts, at their defaults; with ``kubernetes`` the pods already run.
+(Compared by value, not by whether they were written: the scenario as run is dumped with every default.)"""
+
+
+class TargetSpec(Section):
+    """How to start one pod of the system under test: a local command, or a Docker image
+    (or, with ``kubernetes``, where to find pods that already run in a cluster).
+
+    With ``image`` the pod is a container on host networking (it must listen on
+    127.0.0.1:$PORT); ``command`` then overrides the image's command. Without it,
+    ``command`` is run as a child process (the embedded runtime).
+
+    ``transport: stdio`` runs a server that speaks MCP on its stdin and stdout
+    instead (a local command, or an image's, attached through the engine; the
+    harness is its host).
+    """
+
+    command: list[str] | None = Field(default=None, min_length=1)
+    image: str | None = Field(default=None, min_length=1)
+    transport: Literal["http", "stdio"] = "http"
+    data_mount: str = "/data"
+    """Docker runtime: where the run's data directory is mounted inside the container."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment of the target; values may use placeholders and ``${VAR}`` of the harness's own."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers on every request (``Authorization: "Bearer ${TOKEN}"``); ``${VAR}`` is expanded
+    from the harness's environment when the run starts and never written anywhere."""
+    port_env: str = Field(default="PORT", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    path: str = "/mcp"
+    ready_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    stop_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    restart_delay_s: float = Field(default=0.5, ge=0, le=600)
+    """After the pod dies (killed or crashed), wait this long before starting it again."""
+    max_restarts: int = Field(default=100, ge=0, le=100_000)
+    """A pod that needs more restarts than this in one run fails the run (a crash loop)."""
+    replicas: int = Field(default=1, ge=1, le=16)
+    """Pods of this target running side by side (``pod-0`` ...), each on its own port, sharing the
+    run's data directory and services: a deployment's replicas. ``client.balance`` spreads the
+    attempts over them."""
+    kubernetes: KubernetesTarget | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _command_placeholders(cls, v: list[str] | None) -> list[str] | None:
+        for part in v or ():
+            if "\0" in part:
+                raise ValueError("it contains a NUL byte, which no command line can carry")
+            check_placeholders(part, TARGET_PLACEHOLDERS, "target.command")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _header_fields(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not HEADER_NAME.match(name):
+                raise ValueError(f"target.headers: {name!r} is not an HTTP header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValueError(
+                    f"target.headers: {name} is set by the harness itself (it frames every request)"
+                )
+            if any(c in value for c in "\r\n\0"):
+                raise ValueError(f"target.headers.{name}: a header value cannot hold a line break or NUL")
+            check_placeholders(value, frozenset(), f"target.headers.{name}", env_refs=True)
+        return v
+
+    @model_validator(mode="after")
+    def _runtime(self) -> TargetSpec:
+        if self.kubernetes is not None:
+            for name, default in _NOT_FOR_KUBERNETES.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"target.{name} does not go with target.kubernetes: the harness starts nothing, "
+                        "the pods already run (the endpoint's path is part of target.kubernetes.url)"
+                    )
+            if self.transport == "stdio":
+                raise ValueError("target.kubernetes needs transport: http (the driver calls the Service)")
+            return self
+        if self.command is None and self.image is None:
+            raise ValueError("target needs a command (a local server) or an image (a Docker image)")
+        if self.transport == "stdio" and self.headers:
+            raise ValueError("target.headers are HTTP headers; a stdio target has none")
+        if self.transport == "stdio" and self.replicas > 1:
+            raise ValueError(
+                "target.replicas needs an HTTP target: a stdio server has exactly one client, its host"
+            )
+        if self.image is not None:
+            uses_python = any("{python}" in part for part in self.command or ())
+            if uses_python or any("{python}" in v for v in self.env.values()):
+                raise ValueError(
+                    "{python} is the harness's own interpreter; it does not exist inside an image"
+                )
+            if not self.data_mount.startswith("/"):
+                raise ValueError(f"target.data_mount must be an absolute path, got {self.data_mount!r}")
+        return self
+
+    @property
+    def runtime(self) -> Literal["process", "docker", "kubernetes"]:
+        if self.kubernetes is not None:
+            return "kubernetes"
+        return "docker" if self.image is not None else "process"
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars_are_strings(cls, v: Any) -> Any:
+        """``INVOICES_MODE: 3`` or ``--set target.env.X=0.3`` mean the string, as in a shell."""
+        if isinstance(v, dict):
+            return {k: _as_shell_word(x) for k, x in v.items()}
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_placeholders(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not name or "=" in name or "\0" in name:
+                raise ValueError(f"{name!r} cannot be an environment variable's name")
+            if "\0" in value:
+                raise ValueError(f"{name} contains a NUL byte, which no environment can carry")
+            check_placeholders(value, TARGET_PLACEHOLDERS, f"target.env.{name}", env_refs=True)
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _path_absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"target.path must start with '/', got {v!r}")
+        return v

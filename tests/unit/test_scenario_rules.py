@@ -1,0 +1,120 @@
+"""The rules across a scenario's sections: each one is reached, and the first one broken is the error."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from harness.errors import ScenarioError
+from harness.scenario import parse_scenario
+from harness.scenario.rules import RULES
+
+KUBE: dict[str, Any] = {
+    "name": "kube",
+    "target": {"kubernetes": {"selector": "app=invoices", "url": "http://invoices.shop.svc:8080/mcp"}},
+    "workload": {"intents": 3, "tool": "create_invoice", "arguments": {"memo": "{marker}"}},
+    "faults": {"kill": {"count": 1}},
+    "audit": {"effects": {"tool": {"tool": "count_invoices"}}},
+}
+
+
+def error_of(data: dict[str, Any], *overrides: str) -> str:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(copy.deepcopy(data), source="s.yaml", overrides=overrides)
+    return info.value.message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["target.env.URL='{postgres_url}'"],
+            "{postgres_url} is used but services.postgres is not set",
+        ),
+        (
+            ["audit.effects.sql.url='{postgres_url}'"],
+            "{postgres_url} is used but services.postgres is not set",
+        ),
+        (["target.command=[x, '{sink_url}']"], "{sink_url} is used but audit.effects.sink is not set"),
+        (
+            ["faults.kill.victim=1"],
+            "faults.kill.victim: there is no replica 1 (target.replicas is 1: use 0..0, random or all)",
+        ),
+        (
+            ["target.replicas=2", "faults.pause={count: 1, duration_s: 1, victim: 2}"],
+            "faults.pause.victim: there is no replica 2 (target.replicas is 2: use 0..1, random or all)",
+        ),
+        (
+            ["services.balancer={}", "target.transport=stdio"],
+            "services.balancer goes in front of HTTP replicas the harness runs; not with a stdio or "
+            "Kubernetes target",
+        ),
+        (
+            ["target.transport=stdio", "faults.stream=[{fault: stall, probability: 0.1}]"],
+            "faults.stream needs an HTTP target (the fault proxy sits between the driver and an HTTP "
+            "server); a stdio target can be killed and paused",
+        ),
+        (
+            ["target.transport=stdio", "client.key_in=header"],
+            "client.key_in: header needs an HTTP target; use meta or argument",
+        ),
+        (
+            ["target.transport=stdio", "audit.effects={tool: {tool: count}}"],
+            "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command",
+        ),
+    ],
+)
+def test_a_rule_across_sections_is_one_line_at_the_top_level(
+    scenario_data: dict[str, Any], overrides: list[str], expected: str
+) -> None:
+    assert error_of(scenario_data, *overrides) == f"s.yaml: (top level): {expected}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["services.balancer={}"],
+            "services.balancer goes in front of HTTP replicas the harness runs; not with a stdio or "
+            "Kubernetes target",
+        ),
+        (
+            ["target.replicas=2"],
+            "target.replicas runs pods on this machine; with target.kubernetes the cluster's Deployment "
+            "has the replicas (its Service spreads the calls)",
+        ),
+        (
+            ["faults.kill.signal=SIGTERM"],
+            "faults.kill.signal and victim are for pods the harness runs; with target.kubernetes use "
+            "target.kubernetes.grace_period_s (the victim is a seeded Ready pod)",
+        ),
+        (
+            ["faults.kill.victim=all"],
+            "faults.kill.signal and victim are for pods the harness runs; with target.kubernetes use "
+            "target.kubernetes.grace_period_s (the victim is a seeded Ready pod)",
+        ),
+        (
+            ["faults.rollout={}"],
+            "faults.rollout is for pods the harness runs; with target.kubernetes roll out with kubectl "
+            "rollout restart, outside the run",
+        ),
+    ],
+)
+def test_what_pods_in_a_cluster_cannot_have(overrides: list[str], expected: str) -> None:
+    assert error_of(KUBE, *overrides) == f"s.yaml: (top level): {expected}"
+
+
+def test_the_first_rule_broken_is_the_error(scenario_data: dict[str, Any]) -> None:
+    # Breaks victims_exist, then transport_fits: the order of RULES decides, as it always has.
+    assert [rule.__name__ for rule in RULES] == [
+        "services_used",
+        "victims_exist",
+        "balancer_fits",
+        "kubernetes_fits",
+        "transport_fits",
+    ]
+    both = ["target.transport=stdio", "client.key_in=header", "faults.kill.victim=1"]
+    assert "faults.kill.victim: there is no replica 1" in error_of(scenario_data, *both)
+    assert "client.key_in: header needs an HTTP target" in error_of(scenario_data, *both[:2])
