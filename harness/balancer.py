@@ -11,7 +11,8 @@ process group (the watchdog knows it), and stops it with the run.
 What nginx did is read back from its access log, written as JSON lines: the
 JSON-RPC id of each request (from its body) and every upstream it tried. A
 request that went to more than one upstream is a ``balancer_retry`` of the
-attempt with that id, recorded in the history after the run.
+attempt with that id (:func:`record_retries`), recorded in the history once
+nginx has stopped. The wiring (:mod:`harness.wiring`) starts and stops it.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from harness import rundir
 from harness.errors import TargetStartError
+from harness.history import EventType, HistoryWriter, read_history
 from harness.pods.proctree import die_with_parent
 from harness.pods.watchdog import guard
 
@@ -216,3 +220,35 @@ http {{
             statuses = [s.strip() for s in str(entry.get("upstream_status", "")).split(",")]
             found.append(Resend(request_id, upstreams, statuses))
         return found
+
+
+def retries(
+    resends: Sequence[Resend], events: Iterable[dict[str, Any]], pods: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The ``balancer_retry`` fields of each attempt nginx re-sent, matched by its JSON-RPC id.
+
+    The driver's ids are integers unique within a run, so an id names one
+    attempt: the ``attempt_started`` that carries it. Upstream addresses are
+    named by ``pods`` (``127.0.0.1:<port>`` -> ``pod-<i>``) where known.
+    """
+    pending = {r.request_id: r for r in resends if isinstance(r.request_id, int)}
+    if not pending:
+        return
+    for ev in events:
+        if ev["type"] == EventType.ATTEMPT_STARTED and ev["id"] in pending:
+            r = pending.pop(ev["id"])
+            yield {
+                "intent": ev["intent"],
+                "attempt": ev["attempt"],
+                "id": ev["id"],
+                "upstreams": [pods.get(u, u) for u in r.upstreams],
+                "statuses": r.statuses,
+            }
+            if not pending:
+                return
+
+
+def record_retries(nginx: Nginx, history: HistoryWriter, pods: Mapping[str, str]) -> None:
+    """Append a ``balancer_retry`` to the history for each attempt a stopped nginx re-sent."""
+    for fields in retries(nginx.resends(), read_history(history.path), pods):
+        history.emit(EventType.BALANCER_RETRY, **fields)

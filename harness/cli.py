@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -17,24 +16,28 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness import rundir
+from harness import reproduce, rundir
 from harness._version import __version__
 from harness.contract import CHECKS, CheckResult, CheckVerdict, cost, run_contract, select
-from harness.contract.report import CONTRACT_MD, as_json, junit, render_table, summary_line, write_reports
+from harness.contract.report import (
+    CONTRACT_JSON,
+    CONTRACT_MD,
+    junit,
+    render_table,
+    summary_line,
+    write_reports,
+)
 from harness.errors import HarnessError, TargetError, UsageError
-from harness.faults.schedule import build_schedule
+from harness.faults.describe import announcement, describe_plan
 from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
-from harness.preflight import SUFFIX as PREFLIGHT_SUFFIX
-from harness.preflight import preflight
+from harness.preflight import preflight, require_run_dir
 from harness.report import trend
-from harness.report.compare import Counts, counts_of, render_comparison
-from harness.report.html import REPORT_HTML, render_comparison_html
+from harness.report.compare import counts_of, render_comparison, write_comparison
 from harness.report.junit import run_junit
 from harness.report.text import render_step_summary, render_text
-from harness.reproduce import MODES, VariantResult, plan, render, render_differences, run_plan
-from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, execute, run_and_audit
-from harness.scenario import Scenario, StreamFault, load_scenario
+from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, run_and_audit
+from harness.scenario import Scenario, load_scenario
 from harness.services import remove_stale_clusters
 
 T = TypeVar("T")
@@ -65,6 +68,11 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return sets
 
 
+def _ids(text: str | None) -> list[str]:
+    """A comma-separated list (``--modes``, ``--only``, ``--skip``)."""
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
 def _gate_options(p: argparse.ArgumentParser) -> None:
     """The scenario's gate from the command line, for CI (they override the scenario's)."""
     p.add_argument("--max-duplicates", type=int, metavar="N", help="fail (exit 1) above N duplicates")
@@ -76,27 +84,6 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--expect", metavar="LIST", help="a canary: fail unless the run shows each (duplicate,lost,...)"
     )
-
-
-def _planned(scenario: Scenario) -> str:
-    """The pod faults a run plans: counted ones, and timed kills by their rate (planned once due)."""
-    counted = sum(f.steps for f in build_schedule(scenario) if f.counted)
-    text = f"{counted} pod faults planned"
-    if scenario.target.replicas > 1:
-        text = f"{scenario.target.replicas} replicas ({scenario.client.balance}), " + text
-    kill = scenario.faults.kill
-    if kill is not None and kill.mean_interval_s is not None:
-        text += f", kills every {kill.mean_interval_s:g}s on average while intents are dispatched"
-    return text
-
-
-def _announce(scenario: Scenario, run_dir: Path) -> None:
-    sys.stderr.write(
-        f"run {run_dir.name}: {scenario.workload.intents} intents, "
-        f"concurrency {scenario.workload.concurrency}, {_planned(scenario)}"
-        f"{', stream faults by rule' if scenario.faults.stream else ''}\n"
-    )
-    sys.stderr.flush()
 
 
 def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
@@ -129,7 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     if not args.no_preflight:
         _preflight(scenario, run_dir, run_dir.name, [run_dir])
-    _announce(scenario, run_dir)
+    sys.stderr.write(announcement(scenario, run_dir.name) + "\n")
+    sys.stderr.flush()
     progress = None if args.quiet else 1.0
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
     _step_summary(render_step_summary(audit.summary))
@@ -145,57 +133,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
-    if not rundir.is_run_dir(run_dir):
-        preflights = sorted(p for p in run_dir.glob(f"*{PREFLIGHT_SUFFIX}") if rundir.is_run_dir(p))
-        if preflights:
-            raise UsageError(
-                f"{run_dir} stopped at its preflight, before the run began; audit that: "
-                f"mcp-chaos audit {preflights[0]}"
-            )
-        raise UsageError(
-            f"{run_dir} is not a run directory (it needs {rundir.HISTORY} and {rundir.SCENARIO})"
-        )
+    require_run_dir(run_dir)
     audit = audit_and_report(run_dir, html=not args.no_html)
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
 
 
-def _describe_rule(index: int, rule: StreamFault) -> str:
-    where = f"{rule.method}" + (f" {rule.tool}" if rule.tool else "")
-    who = []
-    if rule.intent is not None:
-        who.append(f"intent {rule.intent}")
-    if rule.attempt is not None:
-        who.append(f"attempt {rule.attempt}")
-    chance = f"p={rule.chance:g}" if rule.probability is not None else "always"
-    what = {
-        "sever_response": (
-            f"cut after {rule.after_events} events"
-            if rule.after_events is not None
-            else f"cut after {rule.after_bytes} bytes"
-        )
-        + (" once the server finished" if rule.wait_for_server else " at once"),
-        "stall": f"hold the {rule.hold}" + (f" {rule.hold_s:g}s" if rule.hold_s else ""),
-        "delay": f"{rule.delay_s:g}s before the {rule.direction}",
-        "sever_request": "drop the request",
-    }[rule.fault]
-    return f"  stream rule {index}: {rule.fault} on {where} ({', '.join([*who, chance])}): {what}"
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
-    schedule = build_schedule(scenario)
     print(f"{args.scenario}: valid scenario {scenario.name!r}, seed {scenario.seed}")
-    print(
-        f"  {scenario.workload.intents} intents of {scenario.workload.tool}, "
-        f"concurrency {scenario.workload.concurrency}"
-    )
-    shown = ", ".join(f"{f.kind} {f.describe()}" for f in schedule[:10])
-    more = f", ... ({len(schedule) - 10} more)" if len(schedule) > 10 else ""
-    print(f"  {_planned(scenario)}" + (f": {shown}{more}" if schedule else ""))
-    for index, rule in enumerate(scenario.faults.stream):
-        print(_describe_rule(index, rule))
+    print("\n".join(describe_plan(scenario)))
     if args.preflight:
         check_environment(scenario)
         sys.stdout.flush()
@@ -205,55 +153,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     results_dir = Path(args.results)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = sorted(set(modes) - set(MODES))
-    if unknown or not modes:
-        raise UsageError(f"--modes must list some of {', '.join(MODES)}; got {args.modes!r}")
-    if args.runs < 1:
-        raise UsageError(f"--runs must be at least 1, got {args.runs}")
-    plans = plan(Path(args.scenario), modes, args.runs, _overrides(args))
-    for scenarios in plans.values():
-        check_environment(scenarios[0])
+    plans = reproduce.plan(Path(args.scenario), _ids(args.modes), args.runs, _overrides(args))
     started = time.monotonic()
     run_dirs: list[Path] = []
-    progress = None if args.quiet else 1.0
-
-    first_of_variant = set() if args.no_preflight else {id(scenarios[0]) for scenarios in plans.values()}
-
-    async def run_one(scenario: Scenario) -> Path:
-        run_dir = rundir.prepare_run_dir(results_dir, scenario)
-        run_dirs.append(run_dir)
-        if id(scenario) in first_of_variant:
-            sys.stderr.write((await preflight(scenario, run_dir, run_dir.name)).describe() + "\n")
-        _announce(scenario, run_dir)
-        await execute(scenario, run_dir, progress_interval_s=progress)
-        return run_dir
-
-    done = _drive(run_plan(plans, run_one), run_dirs)
-    variants = [VariantResult(mode, [audit_and_report(d) for d in dirs]) for mode, dirs in done.items()]
-    table = render(variants)
-    differences = render_differences(variants)
-    if differences:
-        table += "\n\n" + differences
-    elapsed = time.monotonic() - started
-    text = (
-        "# Reproduction of the article's pod-kill experiment\n\n"
-        f"{table}\n\nRuns: " + ", ".join(d.name for dirs in done.values() for d in dirs) + "\n"
-        f"Wall time: {elapsed:.0f}s\n"
+    running = reproduce.run_plan(
+        plans,
+        results_dir,
+        run_dirs,
+        preflight_first=not args.no_preflight,
+        progress_interval_s=None if args.quiet else 1.0,
     )
-    out = results_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.md"
-    out.write_text(text, encoding="utf-8")
-    counts = [Counts(v.mode, v.duplicates, v.intents) for v in variants]
-    links = [f"{d.name}/{REPORT_HTML}" for dirs in done.values() for d in dirs]
-    page = render_comparison_html(
-        "Reproduction of the article's pod-kill experiment",
-        counts,
-        [(i, i + 1) for i in range(len(counts) - 1)],
-        links,
-    )
-    out.with_suffix(".html").write_text(page, encoding="utf-8")
-    print(table)
-    print(f"\nwall time {elapsed:.0f}s; table saved to {out}")
+    variants = reproduce.audit(_drive(running, run_dirs))
+    seconds = time.monotonic() - started
+    saved = reproduce.write_reports(results_dir, variants, seconds)
+    print(reproduce.table(variants))
+    print(f"\nwall time {seconds:.0f}s; table saved to {saved}")
     return 0
 
 
@@ -325,10 +239,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ids(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
-
-
 def cmd_contract(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
     check_environment(scenario)
@@ -367,9 +277,8 @@ def cmd_contract(args: argparse.Namespace) -> int:
     write_reports(run_dir, results, scenario=scenario.name, seconds=seconds)
     if args.junit:
         Path(args.junit).write_text(junit(results, scenario=scenario.name, seconds=seconds), encoding="utf-8")
-    if args.json:
-        payload = as_json(results, scenario=scenario.name, seconds=seconds)
-        Path(args.json).write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    if args.json:  # the document write_reports wrote as contract.json
+        Path(args.json).write_bytes((run_dir / CONTRACT_JSON).read_bytes())
     print(render_table(results))
     print(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
     return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
@@ -393,9 +302,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
     table, moved = trend.render(path)
     print(table)
     if args.output:
-        out = Path(args.output)
-        page = f'<!doctype html><meta charset="utf-8"><title>Trend</title><img src="{trend.plot(path)}">'
-        out.write_text(page if out.suffix == ".html" else table, encoding="utf-8")
+        trend.write_output(path, Path(args.output))
     if moved:
         print(
             "\nthe newest run's interval does not overlap the previous run's: the rate moved", file=sys.stderr
@@ -404,17 +311,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    runs = [counts_of(Path(d)) for d in args.run_dirs]
-    text = render_comparison(runs)
-    print(text)
+    run_dirs = [Path(d) for d in args.run_dirs]
+    runs = [counts_of(d) for d in run_dirs]
+    print(render_comparison(runs))
     if args.output:
-        output = Path(args.output)
-        if output.suffix == ".html":
-            pairs = [(0, i) for i in range(1, len(runs))]
-            links = [str(Path(d).resolve() / REPORT_HTML) for d in args.run_dirs]
-            output.write_text(render_comparison_html("Comparison", runs, pairs, links), encoding="utf-8")
-        else:
-            output.write_text(f"# Comparison\n\n{text}\n", encoding="utf-8")
+        write_comparison(Path(args.output), runs, run_dirs)
     return 0
 
 
@@ -468,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="the article's experiment: naive, keyed and atomic side by side")
     rep.add_argument("--scenario", default="scenarios/pod-kill.yaml")
     rep.add_argument("--runs", type=int, default=1, help="runs per variant, pooled (consecutive seeds)")
-    rep.add_argument("--modes", default=",".join(MODES))
+    rep.add_argument("--modes", default=",".join(reproduce.MODES))
     rep.add_argument("--results", default="results")
     rep.add_argument("--quiet", action="store_true", help="no progress line")
     rep.add_argument("--no-preflight", action="store_true", help="skip each variant's preflight call")

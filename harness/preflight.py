@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness import rundir
 from harness.audit.effects import count_effects
-from harness.errors import AuditError, PreflightError
+from harness.errors import AuditError, PreflightError, UsageError
 from harness.history import EventType, Outcome, excerpt, read_history
 from harness.runner import audit_and_report, execute
 from harness.scenario import Scenario
@@ -111,3 +111,17 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
         f"preflight: one call of {tool} made {found} effects under marker {marker!r} by {source}; "
         "it must count one effect per call (group by the marker, count rows of the business table)"
     )
+
+
+def require_run_dir(path: Path) -> None:
+    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight, before
+    the run began, the error names the preflight's directory, which can be audited."""
+    if rundir.is_run_dir(path):
+        return
+    preflights = sorted(p for p in path.glob(f"*{SUFFIX}") if rundir.is_run_dir(p))
+    if preflights:
+        raise UsageError(
+            f"{path} stopped at its preflight, before the run began; audit that: "
+            f"mcp-chaos audit {preflights[0]}"
+        )
+    raise UsageError(f"{path} is not a run directory (it needs {rundir.HISTORY} and {rundir.SCENARIO})")

@@ -11,25 +11,34 @@ three variants at once lowered naive's rate from 1.33% to 1.01–1.07% (82 and
 87 of 8,100 against 108), most likely because pods competing for CPU stretch
 the CPU-heavy part of a call, before the commit, more than the rest (not
 investigated further). Audits wait until every run has finished, for the same
-reason.
+reason. The table is saved as ``reproduce-<time>.md`` beside the runs, and as a
+page (``.html``) that plots the rates and links each run's report.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.audit.stats import Rate
+from harness.errors import UsageError
+from harness.faults.describe import announcement
 from harness.history import FaultKind, Verdict
-from harness.report.compare import Counts, render_comparison
+from harness.preflight import preflight
+from harness.report.compare import Counts, render_comparison, render_comparison_html
+from harness.report.html import REPORT_HTML
 from harness.report.tables import ci, markdown_table, pct
+from harness.runner import audit_and_report, check_environment, execute
 from harness.scenario import Scenario, load_scenario
 
 MODES = ("naive", "keyed", "atomic")
+TITLE = "Reproduction of the article's pod-kill experiment"
 ARTICLE: dict[str, tuple[int, int] | None] = {"naive": (37, 2700), "keyed": (1, 2108), "atomic": None}
 """The article's (duplicates, intents) per variant; atomic: "zero", no count given."""
 
@@ -114,30 +123,79 @@ def render_differences(results: Sequence[VariantResult]) -> str:
     return render_comparison(counts, pairs) if pairs else ""
 
 
+def table(results: Sequence[VariantResult]) -> str:
+    """The variants' table, then each variant against the next."""
+    differences = render_differences(results)
+    return render(results) + (f"\n\n{differences}" if differences else "")
+
+
 def plan(path: Path, modes: Sequence[str], runs: int, overrides: Sequence[str]) -> dict[str, list[Scenario]]:
-    """The scenarios to run: per mode, ``runs`` seeds counting up from the scenario's own."""
+    """The scenarios to run: per mode, ``runs`` seeds counting up from the scenario's own.
+
+    UsageError for a mode the reference target lacks or fewer than one run; ScenarioError, before
+    anything starts, for a ``${VAR}`` the environment lacks.
+    """
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown or not modes:
+        raise UsageError(f"--modes must list some of {', '.join(MODES)}; got {','.join(modes)!r}")
+    if runs < 1:
+        raise UsageError(f"--runs must be at least 1, got {runs}")
     base = load_scenario(path, overrides)
-    return {
+    plans = {
         mode: [
             load_scenario(path, [*overrides, f"target.env.INVOICES_MODE={mode}", f"seed={base.seed + i}"])
             for i in range(runs)
         ]
         for mode in modes
     }
+    for scenarios in plans.values():
+        check_environment(scenarios[0])
+    return plans
 
 
 async def run_plan(
     plans: Mapping[str, Sequence[Scenario]],
-    run_one: Callable[[Scenario], Awaitable[Path]],
+    results_dir: Path,
+    run_dirs: list[Path],
     *,
+    preflight_first: bool = True,
+    progress_interval_s: float | None = 1.0,
     out: TextIO = sys.stderr,
 ) -> dict[str, list[Path]]:
-    """Run every planned scenario, one after the other; returns the run directories per mode."""
+    """Run every planned scenario into ``results_dir``, one after the other, each variant's first
+    after a preflight; the run directories per mode. ``run_dirs`` grows as each run starts, so an
+    interrupted reproduction can name its partial run."""
     done: dict[str, list[Path]] = {}
     for mode, scenarios in plans.items():
         done[mode] = []
         for i, scenario in enumerate(scenarios, 1):
             out.write(f"== {mode}: run {i}/{len(scenarios)} (seed {scenario.seed})\n")
             out.flush()
-            done[mode].append(await run_one(scenario))
+            run_dir = rundir.prepare_run_dir(results_dir, scenario)
+            run_dirs.append(run_dir)
+            if preflight_first and i == 1:
+                out.write((await preflight(scenario, run_dir, run_dir.name)).describe() + "\n")
+            out.write(announcement(scenario, run_dir.name) + "\n")
+            out.flush()
+            await execute(scenario, run_dir, out=out, progress_interval_s=progress_interval_s)
+            done[mode].append(run_dir)
     return done
+
+
+def audit(done: Mapping[str, Sequence[Path]]) -> list[VariantResult]:
+    """Audit every run (writing its reports) and pool them per variant."""
+    return [VariantResult(mode, [audit_and_report(d) for d in dirs]) for mode, dirs in done.items()]
+
+
+def write_reports(results_dir: Path, results: Sequence[VariantResult], seconds: float) -> Path:
+    """``reproduce-<time>.md`` (the table, the runs, the wall time) and its page ``.html`` in
+    ``results_dir``; the Markdown's path."""
+    names = [a.run_dir.name for r in results for a in r.audits]
+    text = f"# {TITLE}\n\n{table(results)}\n\nRuns: {', '.join(names)}\nWall time: {seconds:.0f}s\n"
+    out = results_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.md"
+    out.write_text(text, encoding="utf-8")
+    counts = [Counts(r.mode, r.duplicates, r.intents) for r in results]
+    pairs = [(i, i + 1) for i in range(len(counts) - 1)]
+    page = render_comparison_html(TITLE, counts, pairs, [f"{name}/{REPORT_HTML}" for name in names])
+    out.with_suffix(".html").write_text(page, encoding="utf-8")
+    return out

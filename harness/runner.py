@@ -8,8 +8,10 @@ logs, the effect sink's record or the final read of effects, and after the audit
 A run's parts start in one order and stop in the reverse, whatever happens
 (success, a target that will not start, Ctrl-C, SIGTERM, SIGHUP), because each is
 entered into one ``AsyncExitStack`` as it starts: services (PostgreSQL, the
-effect sink), the fault proxy, the pod and its supervisor, the final read of
-effects, then the injector, the live status line and the driver. So on the way
+effect sink), the fault proxies, nginx, the pods and their supervisors, the
+final read of effects, then the injector, the live status line and the driver.
+The target's parts are the wiring's (:mod:`harness.wiring`); the run adds the
+faults (the injector, the fault proxies) and the driver. So on the way
 out the driver stops first, the final read happens while pod and services are
 still up, and ``run_ended`` is the history's last event, saying how the run
 ended; a partial run can still be audited with ``mcp-chaos audit``.
@@ -30,17 +32,15 @@ from typing import TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
-from harness.balancer import Nginx
 from harness.client import McpClient
 from harness.client.balance import Balancer
-from harness.client.http import MODERN, McpHttpClient
+from harness.client.http import McpHttpClient
 from harness.driver import Driver
 from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.history import EventType, HistoryWriter, Outcome, RunStatus, excerpt, read_history
-from harness.loopback import free_port
+from harness.history import EventType, HistoryWriter, Outcome, RunStatus, excerpt
 from harness.pods.factory import require_env_refs
 from harness.report.files import write_audit
 from harness.report.live import LiveStatus, Snapshot
@@ -168,8 +168,9 @@ class _Run:
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
             workload_size=scenario.workload.intents,
         )
-        # With stream faults, one fault proxy in front of each replica (its draws are per attempt,
-        # so which replica an attempt went to does not change whether it is hit).
+        # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
+        # it (its draws are per attempt, so which replica an attempt went to does not change whether
+        # it is hit).
         self.proxies = [
             FaultProxy(
                 port,
@@ -181,23 +182,8 @@ class _Run:
                 key_meta=scenario.client.key_meta,
                 key_header=scenario.client.key_header,
             )
-            for port in (self.wiring.ports if scenario.faults.stream else [])
+            for port in (self.wiring.ports if self.wiring.proxy_ports else [])
         ]
-        self.proxy_ports = [free_port() for _ in self.proxies]
-        balancer = scenario.services.balancer
-        self.nginx = (
-            None
-            if balancer is None
-            else Nginx(
-                run_dir,
-                self.proxy_ports or self.wiring.ports,
-                free_port(),
-                balancer.retry,
-                max_fails=balancer.max_fails,
-                fail_timeout_s=balancer.fail_timeout_s,
-            )
-        )
-        """A real load balancer in front of the replicas (and their fault proxies), if there is one."""
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
@@ -209,7 +195,7 @@ class _Run:
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(self.history)
             stack.callback(self._record_end)
-            stack.callback(self._redact_logs)  # once every pod and service has stopped writing
+            stack.callback(self.wiring.redact_logs)  # once every pod and service has stopped writing
             self._record_start()
             try:
                 await self._start_and_drive(stack, live)
@@ -223,21 +209,6 @@ class _Run:
                 self.status, self.reason = RunStatus.FAILED, exc.message
                 raise
         return self.status
-
-    def _clients(self) -> list[list[McpClient]]:
-        """Per replica, the driver's clients in the protocol the pod answered in (through its proxy,
-        if any)."""
-        count = 1
-        if self.scenario.client.sessions == "per_worker" and self.wiring.protocol != MODERN:
-            count = self.scenario.workload.concurrency
-        if self.nginx is not None:  # the balancer picks the replica
-            return [self.wiring.clients(port=self.nginx.port, count=count)]
-        return [
-            self.wiring.clients(
-                port=self.proxy_ports[replica] if self.proxy_ports else None, count=count, replica=replica
-            )
-            for replica in range(len(self.supervisors))
-        ]
 
     def _balancer(self, clients: list[list[McpClient]]) -> Balancer | None:
         """With several replicas, what spreads the attempts over the ready ones."""
@@ -253,26 +224,14 @@ class _Run:
 
     async def _start_and_drive(self, stack: contextlib.AsyncExitStack, live: LiveStatus | None) -> None:
         await self.wiring.start_services(stack)
-        for proxy, port in zip(self.proxies, self.proxy_ports, strict=True):
+        for proxy, port in zip(self.proxies, self.wiring.proxy_ports, strict=True):
             stack.push_async_callback(proxy.close)
             await proxy.start(port)
-        if self.nginx is not None:
-            stack.push_async_callback(self._stop_balancer)
-            await self.nginx.start()
-            self.history.emit(
-                EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port
-            )
+        await self.wiring.start_balancer(stack)
         self._supervise = await self.wiring.start_pod(stack)
-        if self.nginx is not None and self.wiring.protocol != MODERN:
-            raise ScenarioError(
-                f"services.balancer needs replicas that speak {MODERN} (no sessions); the target answered "
-                f"in {self.wiring.protocol}, whose sessions live on one replica and would be lost "
-                "when nginx sends the next call to another"
-            )
+        clients = self.wiring.run_clients()  # ScenarioError for sessions behind nginx, before the final read
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
-
-        clients = self._clients()
         stack.push_async_callback(_close_clients, [c for mine in clients for c in mine])
         driver = self.driver = Driver(
             Workload(self.scenario, self.namespace),
@@ -309,42 +268,6 @@ class _Run:
             self.reason = f"workload.max_duration_s={self.scenario.workload.max_duration_s:g} reached"
         else:
             self.status = RunStatus.COMPLETED
-
-    async def _stop_balancer(self) -> None:
-        """Stop nginx, then record each attempt it sent to more than one replica (from its log)."""
-        assert self.nginx is not None
-        await self.nginx.stop()
-        self.history.emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
-        resends = {r.request_id: r for r in self.nginx.resends() if isinstance(r.request_id, int)}
-        if not resends:
-            return
-        pods = {
-            f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(self.proxy_ports or self.wiring.ports)
-        }
-        for ev in read_history(self.run_dir / rundir.HISTORY):
-            if ev["type"] == EventType.ATTEMPT_STARTED and ev["id"] in resends:
-                r = resends.pop(ev["id"])
-                self.history.emit(
-                    EventType.BALANCER_RETRY,
-                    intent=ev["intent"],
-                    attempt=ev["attempt"],
-                    id=ev["id"],
-                    upstreams=[pods.get(u, u) for u in r.upstreams],
-                    statuses=r.statuses,
-                )
-                if not resends:
-                    break
-
-    def _redact_logs(self) -> None:
-        """Hide secrets in the logs the target and services wrote (they write them directly)."""
-        if not self.redactor:
-            return
-        for path in [*(self.run_dir / rundir.PODS).glob("*.log"), self.run_dir / rundir.POSTGRES_LOG]:
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                text = path.read_text(encoding="utf-8", errors="surrogateescape")
-                redacted = self.redactor.text(text)
-                if redacted != text:
-                    path.write_text(redacted, encoding="utf-8", errors="surrogateescape")
 
     def _record_start(self) -> None:
         s = self.scenario

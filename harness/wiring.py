@@ -1,11 +1,14 @@
-"""A scenario's target, wired: its pod, services, readiness check, supervisor and clients.
+"""A scenario's target, wired: its pod, services, balancer, readiness check, supervisor and clients.
 
 A chaos run (:mod:`harness.runner`) and a contract check (:mod:`harness.contract`)
 need the same parts, started in the same order and stopped in reverse: the
-harness's PostgreSQL and effect sink, then the pods under their supervisors (one
-per replica; most targets have one). Every
-port is chosen when the wiring is made, so every placeholder is known before
-anything starts; ``${VAR}`` values and passwords in URLs go into the redactor.
+harness's PostgreSQL and effect sink, then (a run only) nginx in front of the
+replicas, then the pods under their supervisors (one per replica; most targets
+have one). Every port is chosen when the wiring is made, so every placeholder is
+known before anything starts, including the ports where a run's fault proxies
+will sit in front of the replicas: nginx and the clients are pointed there.
+``${VAR}`` values and passwords in URLs go into the redactor, which is also
+applied to the logs the target and services wrote once they have stopped.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+from harness import rundir
+from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.stdio import StdioClient
@@ -61,6 +66,22 @@ class TargetWiring:
                 for i, port in enumerate(self.ports)
             ]
             self.pod = self.pods[0]
+            # With stream faults, a run puts a fault proxy in front of each replica, on these ports.
+            self.proxy_ports = [free_port() for _ in self.ports] if scenario.faults.stream else []
+            balancer = scenario.services.balancer
+            self.nginx = (
+                None
+                if balancer is None
+                else Nginx(
+                    run_dir,
+                    self.proxy_ports or self.ports,
+                    free_port(),
+                    balancer.retry,
+                    max_fails=balancer.max_fails,
+                    fail_timeout_s=balancer.fail_timeout_s,
+                )
+            )
+            """A real load balancer in front of the replicas (or their fault proxies), if there is one."""
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
         self.history: HistoryWriter | None = None
@@ -108,6 +129,15 @@ class TargetWiring:
             stack.push_async_callback(self.sink.close)
             await self.sink.start()
 
+    async def start_balancer(self, stack: contextlib.AsyncExitStack) -> None:
+        """nginx, where the scenario has one (a run's; a contract check calls replica 0 directly);
+        stopped by ``stack``, which then records what nginx re-sent."""
+        if self.nginx is None:
+            return
+        stack.push_async_callback(self._stop_balancer)
+        await self.nginx.start()
+        self._emit(EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port)
+
     async def start_pod(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
         """Every replica under its supervisor, ready; the supervising task (it ends, raising, if a pod
         gives up)."""
@@ -134,6 +164,27 @@ class TargetWiring:
         """What the pod answered in (HTTP), or what the stdio handshake agreed."""
         assert self.supervisor is not None
         return self.supervisor.protocol or MODERN
+
+    def run_clients(self) -> list[list[McpClient]]:
+        """A run's clients, per replica: to its fault proxy, if any, or to the replica; behind nginx,
+        one list, as nginx picks the replica. One client per worker where each needs its own session."""
+        count = 1
+        if self.scenario.client.sessions == "per_worker" and self.protocol != MODERN:
+            count = self.scenario.workload.concurrency
+        if self.nginx is not None:
+            if self.protocol != MODERN:
+                raise ScenarioError(
+                    f"services.balancer needs replicas that speak {MODERN} (no sessions); the target "
+                    f"answered in {self.protocol}, whose sessions live on one replica and would be lost "
+                    "when nginx sends the next call to another"
+                )
+            return [self.clients(port=self.nginx.port, count=count)]
+        return [
+            self.clients(
+                port=self.proxy_ports[replica] if self.proxy_ports else None, count=count, replica=replica
+            )
+            for replica in range(len(self.pods))
+        ]
 
     def clients(self, *, port: int | None = None, count: int = 1, replica: int = 0) -> list[McpClient]:
         """Clients in the protocol the pod answered in, to ``port`` (a fault proxy) or the replica."""
@@ -187,3 +238,25 @@ class TargetWiring:
         await self.postgres.stop()
         if self.postgres.pid is not None:
             self._emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)
+
+    async def _stop_balancer(self) -> None:
+        """Stop nginx, then record each attempt it sent to more than one replica (from its log)."""
+        assert self.nginx is not None
+        await self.nginx.stop()
+        self._emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
+        if self.history is not None:
+            upstreams = self.proxy_ports or self.ports
+            pods = {f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(upstreams)}
+            record_retries(self.nginx, self.history, pods)
+
+    def redact_logs(self) -> None:
+        """Hide secrets in the logs the target and services wrote (they write them directly); call it
+        once every pod and service has stopped writing."""
+        if not self.redactor:
+            return
+        for path in [*(self.run_dir / rundir.PODS).glob("*.log"), self.run_dir / rundir.POSTGRES_LOG]:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+                redacted = self.redactor.text(text)
+                if redacted != text:
+                    path.write_text(redacted, encoding="utf-8", errors="surrogateescape")

@@ -4,7 +4,8 @@
 says how likely a difference that large is by chance, and the two-proportion
 sample size says how many intents per design a run needs to tell the two rates
 apart at all (5% significance, 80% power). Reproduce puts its variants through
-this; ``mcp-chaos compare`` does it for any run directories.
+this; ``mcp-chaos compare`` does it for any run directories. Both are written as
+Markdown and as a page with the rates plotted, linking each run's report.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from harness import rundir
 from harness.audit.stats import Rate, fisher_exact, intents_to_tell_apart
 from harness.errors import UsageError
+from harness.report import pages
+from harness.report.html import REPORT_HTML
 from harness.report.tables import ci, markdown_table, pct
 
 
@@ -82,3 +86,42 @@ def render_comparison(runs: Sequence[Counts], pairs: Sequence[tuple[int, int]] |
         align="lrrlr",
     )
     return f"{rates}\n\n{differences}"
+
+
+def plot_comparison(runs: Sequence[Counts]) -> str:
+    """Duplicate rate of each run or variant with its Wilson interval."""
+    fig, ax = pages.figure(8, 0.5 + 0.45 * max(2, len(runs)))
+    values = np.array([r.rate.value for r in runs]) * 100
+    lows = values - np.array([r.rate.ci95[0] for r in runs]) * 100
+    highs = np.array([r.rate.ci95[1] for r in runs]) * 100 - values
+    y = np.arange(len(runs))[::-1]
+    ax.errorbar(values, y, xerr=[lows, highs], fmt="o", color="#c0392b", ecolor="#2c3e50", capsize=5)
+    ax.set_yticks(y, [r.label for r in runs])
+    ax.set_xlabel("duplicate rate, % of intents (95% CI, Wilson)")
+    ax.set_xlim(left=0)
+    return pages.png(fig)
+
+
+def render_comparison_html(
+    title: str, runs: Sequence[Counts], pairs: Sequence[tuple[int, int]], links: Sequence[str] = ()
+) -> str:
+    """The comparison page (``compare -o X.html``, and reproduce's): the rates plot, the pairs."""
+    return pages.render(
+        "compare.html.j2",
+        title=title,
+        plot=plot_comparison(runs),
+        runs=runs,
+        pairs=[difference_row(runs[i], runs[j]) for i, j in pairs],
+        links=list(links),
+    )
+
+
+def write_comparison(output: Path, runs: Sequence[Counts], run_dirs: Sequence[Path]) -> None:
+    """``compare -o``: ``FILE.html`` is the page (each run against the first, links to the runs'
+    reports); any other name gets the Markdown."""
+    if output.suffix == ".html":
+        pairs = [(0, i) for i in range(1, len(runs))]
+        links = [str(d.resolve() / REPORT_HTML) for d in run_dirs]
+        output.write_text(render_comparison_html("Comparison", runs, pairs, links), encoding="utf-8")
+    else:
+        output.write_text(f"# Comparison\n\n{render_comparison(runs)}\n", encoding="utf-8")

@@ -14,8 +14,6 @@ pod exits and readiness), so a run of a million intents is read only once. The p
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +23,7 @@ import pandas as pd
 
 from harness.audit.auditor import AuditResult
 from harness.history import FINDINGS, Verdict
-from harness.report.compare import Counts, difference_row
+from harness.report import pages
 from harness.report.text import facts, headline
 
 REPORT_HTML = "report.html"
@@ -55,26 +53,8 @@ def timeline_of(pod_events: Sequence[tuple[float, str]]) -> Timeline:
     return timeline
 
 
-def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
-
-
-def _figure(width: float = 10, height: float = 3.2) -> tuple[Any, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(width, height))
-
-
 def plot_timeline(intents: pd.DataFrame, timeline: Timeline) -> str:
-    fig, ax = _figure()
+    fig, ax = pages.figure()
     ended = intents["last_end_ms"].dropna().to_numpy() / 1000.0
     if len(ended):
         seconds = np.arange(0, max(1.0, float(ended.max())) + 1.0)
@@ -108,11 +88,11 @@ def plot_timeline(intents: pd.DataFrame, timeline: Timeline) -> str:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_xlabel("seconds since the run started (grey: pod down)")
     ax.set_ylabel("intents completed / s")
-    return _png(fig)
+    return pages.png(fig)
 
 
 def plot_rates(result: AuditResult) -> str:
-    fig, ax = _figure(6, 2.8)
+    fig, ax = pages.figure(6, 2.8)
     names = [v.value for v in FINDINGS]
     rates = [result.summary.rates[v] for v in FINDINGS]
     values = np.array([r.value for r in rates]) * 100
@@ -121,14 +101,14 @@ def plot_rates(result: AuditResult) -> str:
     ax.bar(names, values, color=["#c0392b", "#2980b9", "#e67e22"])
     ax.errorbar(names, values, yerr=[lows, highs], fmt="none", ecolor="black", capsize=6)
     ax.set_ylabel("% of intents (95% CI, Wilson)")
-    return _png(fig)
+    return pages.png(fig)
 
 
 def plot_faults(result: AuditResult) -> str | None:
     rows = result.summary.faults
     if not rows:
         return None
-    fig, ax = _figure(6, 2.8)
+    fig, ax = pages.figure(6, 2.8)
     kinds = [r.kind.value for r in rows]
     x = np.arange(len(kinds))
     ax.bar(x - 0.2, [r.duplicate.count for r in rows], width=0.4, color="#c0392b", label="duplicates")
@@ -136,7 +116,7 @@ def plot_faults(result: AuditResult) -> str | None:
     ax.set_xticks(x, kinds)
     ax.set_ylabel("intents hit")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return pages.png(fig)
 
 
 def latency_table(intents: pd.DataFrame) -> list[dict[str, Any]]:
@@ -161,13 +141,13 @@ def latency_table(intents: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def plot_attempts(intents: pd.DataFrame) -> str:
-    fig, ax = _figure(6, 2.8)
+    fig, ax = pages.figure(6, 2.8)
     counts = intents["attempts"].value_counts().sort_index()
     ax.bar(counts.index.astype(str), counts.to_numpy(), color="#16a085")
     ax.set_yscale("log")
     ax.set_xlabel("attempts per intent")
     ax.set_ylabel("intents (log)")
-    return _png(fig)
+    return pages.png(fig)
 
 
 def recovery(intents: pd.DataFrame, timeline: Timeline) -> list[dict[str, Any]]:
@@ -187,13 +167,11 @@ def recovery(intents: pd.DataFrame, timeline: Timeline) -> list[dict[str, Any]]:
 
 
 def render_html(result: AuditResult) -> str:
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    env = Environment(loader=PackageLoader("harness.report"), autoescape=select_autoescape(["html", "j2"]))
     timeline = timeline_of(result.pod_events)
     intents = result.intents
     summary = result.summary
-    return env.get_template("report.html.j2").render(
+    return pages.render(
+        "report.html.j2",
         summary=summary,
         headline=headline(summary),
         facts=facts(summary),
@@ -205,34 +183,4 @@ def render_html(result: AuditResult) -> str:
         recovery=recovery(intents, timeline),
         verdicts=[(v.value, summary.verdicts[v], summary.rates[v]) for v in Verdict if summary.verdicts[v]],
         scenario_yaml=result.scenario.dump_yaml(),
-    )
-
-
-def plot_comparison(runs: Sequence[Counts]) -> str:
-    """Duplicate rate of each run or variant with its Wilson interval."""
-    fig, ax = _figure(8, 0.5 + 0.45 * max(2, len(runs)))
-    values = np.array([r.rate.value for r in runs]) * 100
-    lows = values - np.array([r.rate.ci95[0] for r in runs]) * 100
-    highs = np.array([r.rate.ci95[1] for r in runs]) * 100 - values
-    y = np.arange(len(runs))[::-1]
-    ax.errorbar(values, y, xerr=[lows, highs], fmt="o", color="#c0392b", ecolor="#2c3e50", capsize=5)
-    ax.set_yticks(y, [r.label for r in runs])
-    ax.set_xlabel("duplicate rate, % of intents (95% CI, Wilson)")
-    ax.set_xlim(left=0)
-    return _png(fig)
-
-
-def render_comparison_html(
-    title: str, runs: Sequence[Counts], pairs: Sequence[tuple[int, int]], links: Sequence[str] = ()
-) -> str:
-    """The comparison page (``compare -o X.html``, and reproduce's): the rates plot, the pairs."""
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    env = Environment(loader=PackageLoader("harness.report"), autoescape=select_autoescape(["html", "j2"]))
-    return env.get_template("compare.html.j2").render(
-        title=title,
-        plot=plot_comparison(runs),
-        runs=runs,
-        pairs=[difference_row(runs[i], runs[j]) for i, j in pairs],
-        links=list(links),
     )

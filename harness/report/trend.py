@@ -10,8 +10,6 @@ the previous run's: a shift a reviewer should look at, not noise.
 
 from __future__ import annotations
 
-import base64
-import io
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pandas as pd
 from harness.audit.auditor import AuditResult
 from harness.errors import UsageError
 from harness.history import Verdict
+from harness.report import pages
 from harness.report.tables import markdown_table
 
 COLUMNS = [
@@ -121,13 +120,8 @@ def render(path: Path) -> tuple[str, bool]:
 
 def plot(path: Path) -> str:
     """Duplicate rate with its interval per run, one series per scenario, as an embeddable PNG URI."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     frame = _read(path).sort_values("started_at", kind="stable")
-    fig, ax = plt.subplots(figsize=(10, 3.5))
+    fig, ax = pages.figure(10, 3.5)
     for series, group in frame.groupby("series"):
         values = group["duplicate_rate"].to_numpy() * 100
         low = values - group["duplicate_ci_low"].to_numpy() * 100
@@ -138,7 +132,13 @@ def plot(path: Path) -> str:
     ax.set_ylabel("duplicate rate, % (95% CI)")
     ax.tick_params(axis="x", labelrotation=45)
     ax.legend(fontsize=8)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return pages.png(fig)
+
+
+def write_output(path: Path, output: Path) -> None:
+    """``trend -o``: ``FILE.html`` is a page with the plot; any other name gets the table."""
+    if output.suffix == ".html":
+        page = f'<!doctype html><meta charset="utf-8"><title>Trend</title><img src="{plot(path)}">'
+        output.write_text(page, encoding="utf-8")
+    else:
+        output.write_text(render(path)[0], encoding="utf-8")

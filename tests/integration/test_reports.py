@@ -11,8 +11,8 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict
-from harness.report.compare import Counts
-from harness.report.html import recovery, render_comparison_html, timeline_of
+from harness.report.compare import Counts, render_comparison_html
+from harness.report.html import recovery, timeline_of
 from harness.runner import audit_and_report
 from tests.conftest import invoice_scenario
 

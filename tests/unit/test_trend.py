@@ -9,7 +9,7 @@ import pytest
 
 from harness.audit.stats import Rate
 from harness.errors import UsageError
-from harness.report.trend import COLUMNS, flagged, render
+from harness.report.trend import COLUMNS, flagged, render, write_output
 
 
 def frame(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
@@ -64,3 +64,14 @@ def test_a_file_that_is_not_a_trend_is_a_usage_error(tmp_path: Path) -> None:
         render(path)
     with pytest.raises(UsageError, match="holds no runs yet"):
         render(tmp_path / "missing.csv")
+
+
+def test_the_output_is_a_page_with_the_plot_or_the_table(tmp_path: Path) -> None:
+    path = tmp_path / "trend.csv"
+    frame([("a", 37, 2700), ("a", 34, 2700)]).to_csv(path, index=False)
+    write_output(path, tmp_path / "trend.html")
+    page = (tmp_path / "trend.html").read_text()
+    assert page.startswith("<!doctype html>")
+    assert page.count('src="data:image/png;base64,') == 1
+    write_output(path, tmp_path / "trend.md")
+    assert (tmp_path / "trend.md").read_text() == render(path)[0]

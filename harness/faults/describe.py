@@ -1,0 +1,70 @@
+"""A scenario's fault plan in words: what ``validate`` prints, and the line a run starts with.
+
+Pure like the schedule it reads: the same scenario and seed give the same text,
+so a user can check what a run will do before starting anything.
+"""
+
+from __future__ import annotations
+
+from harness.faults.schedule import build_schedule
+from harness.scenario import Scenario, StreamFault
+
+SHOWN_FAULTS = 10
+"""Planned faults ``validate`` lists one by one; the rest are counted."""
+
+
+def planned(scenario: Scenario) -> str:
+    """The pod faults a run plans: counted ones, and timed kills by their rate (planned once due)."""
+    counted = sum(f.steps for f in build_schedule(scenario) if f.counted)
+    text = f"{counted} pod faults planned"
+    if scenario.target.replicas > 1:
+        text = f"{scenario.target.replicas} replicas ({scenario.client.balance}), " + text
+    kill = scenario.faults.kill
+    if kill is not None and kill.mean_interval_s is not None:
+        text += f", kills every {kill.mean_interval_s:g}s on average while intents are dispatched"
+    return text
+
+
+def describe_rule(index: int, rule: StreamFault) -> str:
+    """One stream rule: which exchanges it hits, how often, and what it does to them."""
+    where = f"{rule.method}" + (f" {rule.tool}" if rule.tool else "")
+    who = []
+    if rule.intent is not None:
+        who.append(f"intent {rule.intent}")
+    if rule.attempt is not None:
+        who.append(f"attempt {rule.attempt}")
+    chance = f"p={rule.chance:g}" if rule.probability is not None else "always"
+    what = {
+        "sever_response": (
+            f"cut after {rule.after_events} events"
+            if rule.after_events is not None
+            else f"cut after {rule.after_bytes} bytes"
+        )
+        + (" once the server finished" if rule.wait_for_server else " at once"),
+        "stall": f"hold the {rule.hold}" + (f" {rule.hold_s:g}s" if rule.hold_s else ""),
+        "delay": f"{rule.delay_s:g}s before the {rule.direction}",
+        "sever_request": "drop the request",
+    }[rule.fault]
+    return f"  stream rule {index}: {rule.fault} on {where} ({', '.join([*who, chance])}): {what}"
+
+
+def describe_plan(scenario: Scenario) -> list[str]:
+    """The workload, the planned pod faults (the first few one by one) and each stream rule."""
+    schedule = build_schedule(scenario)
+    shown = ", ".join(f"{f.kind} {f.describe()}" for f in schedule[:SHOWN_FAULTS])
+    more = f", ... ({len(schedule) - SHOWN_FAULTS} more)" if len(schedule) > SHOWN_FAULTS else ""
+    return [
+        f"  {scenario.workload.intents} intents of {scenario.workload.tool}, "
+        f"concurrency {scenario.workload.concurrency}",
+        f"  {planned(scenario)}" + (f": {shown}{more}" if schedule else ""),
+        *(describe_rule(index, rule) for index, rule in enumerate(scenario.faults.stream)),
+    ]
+
+
+def announcement(scenario: Scenario, run_id: str) -> str:
+    """The line a run starts with: its size and what it will break."""
+    return (
+        f"run {run_id}: {scenario.workload.intents} intents, "
+        f"concurrency {scenario.workload.concurrency}, {planned(scenario)}"
+        f"{', stream faults by rule' if scenario.faults.stream else ''}"
+    )

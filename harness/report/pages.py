@@ -1,0 +1,40 @@
+"""What every HTML page of the harness shares: plots as embedded images, and its templates.
+
+A run's report, a comparison and a trend are pages that open offline, so each
+plot is a PNG in a data URI. matplotlib (Agg, no display) and Jinja2 are imported
+when a page is drawn: the commands that draw none start without them.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+
+def figure(width: float = 10, height: float = 3.2) -> tuple[Any, Any]:
+    """A matplotlib figure and its axes, drawn without a display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(width, height))
+
+
+def png(fig: Any) -> str:
+    """The figure as an embeddable ``data:image/png`` URI; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def render(template: str, **context: Any) -> str:
+    """One of ``report/templates/``, HTML-escaped."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("harness.report"), autoescape=select_autoescape(["html", "j2"]))
+    return env.get_template(template).render(**context)
