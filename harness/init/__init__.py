@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.catalog import Classified, Tool, classify
 from harness.errors import UsageError
 from harness.init.connect import learn
-from harness.init.draft import Classified, choose_key, choose_source, classify, draft_arguments, leaves
+from harness.init.draft import choose_source, draft_arguments
 from harness.init.render import render
 from harness.scenario import TargetSpec
 
@@ -97,10 +98,7 @@ def _pick(
             f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}); "
             "name the one to test with --tool"
         )
-    ranked = sorted(
-        candidates,
-        key=lambda c: choose_key(list(leaves(tools[c.name].get("inputSchema") or {}))) is None,
-    )
+    ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).key is None)
     names = [c.name for c in ranked]
     if prompt is not None and len(names) > 1:
         return prompt(names)
