@@ -1,8 +1,9 @@
 """``mcp-chaos init``: from an image, a command or a URL to a scenario that needs only its TODOs.
 
-``connect`` starts the server and learns what it offers (no tool is called),
-``draft`` decides tool, arguments, marker, key and effect source (pure), and
-``render`` writes the commented YAML.
+``connect`` starts the server as a run does (through the wiring) and learns what
+it offers (no tool is called), :mod:`harness.catalog` reads its tools, ``draft``
+decides arguments, marker, key and effect source (pure), and ``render`` writes
+the commented YAML.
 """
 
 from __future__ import annotations

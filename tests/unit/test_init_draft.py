@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from harness.init.connect import probe
 from harness.init.draft import check_arguments, choose_source, draft_arguments
+from harness.scenario import TargetSpec
 
 INVOICE = {
     "type": "object",
@@ -122,3 +124,15 @@ def test_a_schema_that_says_nothing_drafts_no_arguments() -> None:
     assert draft.arguments == {}
     assert draft.marker is None
     assert any(n.startswith("TODO: no free-text field takes the marker") for n in draft.notes)
+
+
+def test_init_wires_the_smallest_scenario_around_a_target() -> None:
+    plain = probe(TargetSpec(command=["server"]), 12.0)
+    assert plain.target.ready_timeout_s == 12.0
+    assert plain.services.postgres is None
+    assert plain.audit.effects.sink is None
+    target = TargetSpec(command=["server", "--db", "{postgres_url}"], env={"HOOK": "{sink_url}/calls"})
+    both = probe(target, 30.0)
+    assert both.services.postgres is not None
+    assert both.audit.effects.sink is not None
+    assert both.target.command == ["server", "--db", "{postgres_url}"]
