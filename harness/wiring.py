@@ -16,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 from harness import rundir
 from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
+from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
 from harness.errors import ScenarioError
 from harness.final_read import final_read
-from harness.history import EventType, HistoryWriter, Redactor
+from harness.history import Detail, EventType, HistoryWriter, Outcome, Redactor
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, secret_values, target_headers
 from harness.pods.pod import Pod
@@ -209,6 +211,19 @@ class TargetWiring:
             )
             for i in range(count)
         ]
+
+    async def request(
+        self, client: McpClient, method: str, params: dict[str, Any], request_id: int, *, timeout: float
+    ) -> CallResult:
+        """A request other than a tool call (``tools/list``) to replica 0: over ``client`` (one of
+        :meth:`clients`) for HTTP, over the channel the stdio handshake opened for a stdio target."""
+        if isinstance(client, McpHttpClient):
+            return await client.request(method, params, request_id, timeout=timeout)
+        assert isinstance(self.ready_check, StdioReady), "a client of this wiring, after start_pod()"
+        channel = self.ready_check.channel
+        if channel is None or channel.closed:  # the process is down: the request reached nothing
+            return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
+        return await channel.request(method, params, request_id, timeout=timeout)
 
     async def read_live_effects(self, namespace: str) -> int:
         """Read a live effect source (PostgreSQL, a read tool, a command) into effects.json now;

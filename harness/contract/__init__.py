@@ -1,7 +1,8 @@
 """``mcp-chaos contract``: the promises of a retry-safe tool, checked on any target a scenario describes.
 
 ``session`` starts the scenario's target and makes the calls; ``checks`` holds
-the promises, one function each; ``report`` writes what a person and CI read.
+the promises, one function each; ``judging`` says what the answers and the
+catalog mean (pure); ``report`` writes what a person and CI read.
 """
 
 from __future__ import annotations

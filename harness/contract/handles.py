@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from harness.catalog import example_value, leaves
 
 HANDLE_NAME = re.compile(r"cursor|handle|next_?page|page_?token|continuation|resume_?token", re.I)
 HANDLE_WORDS = re.compile(r"\b(cursor|handle|opaque|next page|next_page|page token)\b", re.I)
@@ -84,8 +87,6 @@ def find_handle_tools(tools: Sequence[Mapping[str, Any]]) -> HandleTools | str:
 def first_page_arguments(schema: Mapping[str, Any], fill: Mapping[str, Any]) -> dict[str, Any]:
     """Arguments for a call: ``fill``, the other required top-level fields drafted, and the page size
     at its smallest, so that a few results already make a second page."""
-    from harness.init.draft import leaf_value, leaves
-
     arguments: dict[str, Any] = {}
     for leaf in leaves(schema):
         if len(leaf.path) != 1 or leaf.name in fill:
@@ -94,15 +95,13 @@ def first_page_arguments(schema: Mapping[str, Any], fill: Mapping[str, Any]) -> 
             low = leaf.schema.get("minimum", 1)
             arguments[leaf.name] = max(1, int(low)) if isinstance(low, int | float) else 1
         elif leaf.required:
-            value = leaf_value(leaf)
+            value = example_value(leaf)
             arguments[leaf.name] = value.replace("{index}", "0") if isinstance(value, str) else value
     return {**arguments, **fill}
 
 
 def handle_in(structured: Any, text: str | None, field: str | None) -> str | None:
     """The handle in a result: its field in structuredContent, else a handle-like top-level key."""
-    import json
-
     body = structured
     if not isinstance(body, Mapping) and text:
         try:

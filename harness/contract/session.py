@@ -22,12 +22,9 @@ from typing import Any
 from harness import rundir
 from harness.audit.effects import count_effects, read_collected
 from harness.client import McpClient
-from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult
-from harness.client.stdio import StdioClient
 from harness.errors import TargetError
 from harness.history import HistoryWriter, Outcome
-from harness.pods.ready import StdioReady
 from harness.scenario import Scenario
 from harness.wiring import TargetWiring
 from harness.workload import Intent, Workload
@@ -172,15 +169,8 @@ class ContractSession:
 
     async def catalog(self) -> dict[str, Any]:
         """The server's ``tools/list`` result (first page), as it sent it; TargetError if it will not."""
-        request_id = next(self._ids)
-        if isinstance(self.client, McpHttpClient):
-            res = await self.client.request("tools/list", {}, request_id, timeout=30)
-        else:
-            assert isinstance(self.client, StdioClient)
-            ready = self.wiring.ready_check
-            assert isinstance(ready, StdioReady)
-            assert ready.channel is not None
-            res = await ready.channel.request("tools/list", {}, request_id, timeout=30)
+        assert self.client is not None, "call inside started()"
+        res = await self.wiring.request(self.client, "tools/list", {}, next(self._ids), timeout=30)
         if res.result is None:
             raise TargetError(f"the server did not list its tools: {res.outcome.value} {res.message or ''}")
         return res.result

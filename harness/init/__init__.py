@@ -1,8 +1,9 @@
 """``mcp-chaos init``: from an image, a command or a URL to a scenario that needs only its TODOs.
 
-``connect`` starts the server and learns what it offers (no tool is called),
-``draft`` decides tool, arguments, marker, key and effect source (pure), and
-``render`` writes the commented YAML.
+``connect`` starts the server as a run does (through the wiring) and learns what
+it offers (no tool is called), :mod:`harness.catalog` reads its tools, ``draft``
+decides arguments, marker, key and effect source (pure), and ``render`` writes
+the commented YAML.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.catalog import Classified, Tool, classify
 from harness.errors import UsageError
 from harness.init.connect import learn
-from harness.init.draft import Classified, choose_key, choose_source, classify, draft_arguments, leaves
+from harness.init.draft import choose_source, draft_arguments
 from harness.init.render import render
 from harness.scenario import TargetSpec
 
@@ -97,10 +99,7 @@ def _pick(
             f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}); "
             "name the one to test with --tool"
         )
-    ranked = sorted(
-        candidates,
-        key=lambda c: choose_key(list(leaves(tools[c.name].get("inputSchema") or {}))) is None,
-    )
+    ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).key is None)
     names = [c.name for c in ranked]
     if prompt is not None and len(names) > 1:
         return prompt(names)

@@ -1,21 +1,23 @@
 """What ``mcp-chaos init`` learns from a live server: its protocol, its tools, the stores it writes.
 
-The target is started the way a run starts it (a process or an image, with the
-harness's PostgreSQL when its environment asks for ``{postgres_url}``), in a
-throwaway run directory, or reached at a URL that is already serving. Its tools
-are listed over whatever protocol it speaks. Stores named in its environment (a
-SQLite file, the PostgreSQL database) are opened read-only after the server has
-started, so the tables it created can be offered to the effect query. Nothing
-is called: ``init`` makes no effect.
+The target is started the way a run starts it, through :class:`~harness.wiring.TargetWiring`
+(its pod under a supervisor, the readiness check of its transport, the harness's
+PostgreSQL when its environment asks for ``{postgres_url}``, the effect sink for
+``{sink_url}``), in a throwaway run directory (kept when the server would not
+start: the error names the server's log in it), or reached at a URL that is
+already serving. Its tools are listed over whatever protocol it speaks. Stores
+named in its environment (a SQLite file, the PostgreSQL database) are opened
+read-only after the server has started, so the tables it created can be offered
+to the effect query. Nothing is called: ``init`` makes no effect.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import shutil
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,20 +25,18 @@ from typing import Any
 from harness import rundir
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult
-from harness.client.readiness import Readiness, wait_ready
-from harness.client.stdio import StdioChannel
-from harness.errors import TargetNotReady
+from harness.client.readiness import wait_ready
+from harness.errors import TargetError, TargetNotReady
 from harness.history import HistoryWriter, Outcome
-from harness.loopback import free_port
-from harness.pods.factory import make_pod, target_headers
-from harness.pods.pod import Pod
-from harness.pods.ready import StdioReady
-from harness.scenario import TargetSpec
-from harness.services import Postgres
+from harness.pods.factory import target_headers
+from harness.scenario import Scenario, TargetSpec
+from harness.wiring import TargetWiring
 
 MAX_PAGES = 20
 """``tools/list`` pages read at most (a catalog larger than that is a finding of its own)."""
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+Request = Callable[[dict[str, Any], int], Awaitable[CallResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,111 +63,86 @@ class Facts:
 async def learn(target: TargetSpec, *, url: str | None = None, ready_timeout_s: float = 30.0) -> Facts:
     """Start the target (or reach ``url``), list its tools, find its stores; stop what was started."""
     if url is not None:
-        headers = target_headers(target)
-        readiness = await wait_ready(url, timeout_s=ready_timeout_s, protocol="auto", headers=headers)
-        _require_ready(readiness, f"answer MCP at {url}", "")
-        assert readiness.protocol is not None
-        return Facts(readiness.protocol, await _http_tools(url, readiness.protocol, headers))
-    async with _started(target, ready_timeout_s) as (facts, run_dir):
-        facts.stores += _sqlite_stores(target, run_dir)
-        return facts
+        return await _reached(url, target_headers(target), ready_timeout_s)
+    scenario = probe(target, ready_timeout_s)
+    tmp = Path(tempfile.mkdtemp(prefix="mcp-chaos-init-"))
+    run_dir = tmp / "init"
+    (run_dir / rundir.DATA).mkdir(parents=True)
+    (run_dir / rundir.PODS).mkdir()
+    try:
+        facts = await _started(scenario, run_dir)
+    except TargetError:
+        raise  # the directory stays: the message names the server's log in it
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    return facts
 
 
-@contextlib.asynccontextmanager
-async def _started(target: TargetSpec, ready_timeout_s: float) -> AsyncIterator[tuple[Facts, Path]]:
-    with tempfile.TemporaryDirectory(prefix="mcp-chaos-init-") as tmp:
-        run_dir = Path(tmp) / "init"
-        (run_dir / rundir.DATA).mkdir(parents=True)
-        (run_dir / rundir.PODS).mkdir()
-        async with contextlib.AsyncExitStack() as stack:
-            urls: dict[str, str] = {}
-            uses_postgres = any("{postgres_url}" in v for v in target.env.values())
-            postgres: Postgres | None = None
-            if uses_postgres:
-                postgres = Postgres(run_dir, "mcp_chaos", free_port())
-                stack.push_async_callback(postgres.stop)
-                urls["postgres_url"] = await postgres.start()
-            port = free_port()
-            pod = make_pod(target, run_dir, port=port, name="pod-0", urls=urls)
-            stack.push_async_callback(pod.stop, 5.0)
-            await pod.start()
-            exited = asyncio.ensure_future(pod.wait())
-            stack.push_async_callback(_cancel, exited)
-
-            def alive() -> bool:
-                return not exited.done()
-
-            if target.transport == "stdio":
-                facts = await _stdio_facts(pod, run_dir, ready_timeout_s, alive)
-            else:
-                pod_url = f"http://127.0.0.1:{port}{target.path}"
-                headers = target_headers(target)
-                readiness = await wait_ready(
-                    pod_url,
-                    timeout_s=ready_timeout_s,
-                    protocol="auto",
-                    headers=headers,
-                    alive=alive,
-                )
-                _require_ready(readiness, f"answer MCP at {pod_url}", pod.log_tail())
-                assert readiness.protocol is not None
-                facts = Facts(readiness.protocol, await _http_tools(pod_url, readiness.protocol, headers))
-            facts.jsonl_paths = [v for v in target.env.values() if v.endswith(".jsonl")]
-            facts.uses_postgres = uses_postgres
-            if postgres is not None:
-                facts.stores.append(Store("{postgres_url}", await _postgres_tables(postgres.url)))
-            yield facts, run_dir
-
-
-async def _cancel(task: asyncio.Future[int]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-
-
-def _require_ready(readiness: Readiness, what: str, log: str) -> None:
-    if readiness.ready:
-        return
-    said = readiness.fatal or (readiness.last.message if readiness.last else None) or "no answer"
-    exited = " (its process exited)" if readiness.exited else ""
-    raise TargetNotReady(
-        f"the server did not {what} within {readiness.after_s:.0f}s{exited}: {said}", details=log
+def probe(target: TargetSpec, ready_timeout_s: float) -> Scenario:
+    """The smallest scenario around a target, for the wiring: the services its placeholders name, and a
+    workload and an effect source that nothing uses (init calls no tool and reads no effect)."""
+    texts = [*(target.command or ()), *target.env.values()]
+    unused = {"jsonl": {"path": "{data_dir}/unused.jsonl"}}
+    return Scenario.model_validate(
+        {
+            "name": "init",
+            "target": {**target.model_dump(mode="json"), "ready_timeout_s": ready_timeout_s},
+            "services": {"postgres": {}} if any("{postgres_url}" in t for t in texts) else {},
+            "workload": {"intents": 1, "tool": "-", "arguments": {"marker": "{marker}"}},
+            "audit": {"effects": {"sink": {}} if any("{sink_url}" in t for t in texts) else unused},
+        }
     )
 
 
-async def _http_tools(url: str, protocol: str, headers: Mapping[str, str]) -> list[dict[str, Any]]:
-    async with McpHttpClient(url, protocol=protocol, headers=headers) as client:
+async def _started(scenario: Scenario, run_dir: Path) -> Facts:
+    """Start the probe's services and pod as a run does, list the tools, read the stores; stop it all."""
+    target = scenario.target
+    wiring = TargetWiring(scenario, run_dir)
+    async with contextlib.AsyncExitStack() as stack:
+        history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY, redactor=wiring.redactor))
+        wiring.supervise(history)
+        await wiring.start_services(stack)
+        await wiring.start_pod(stack)
+        (client,) = wiring.clients()
+        stack.push_async_callback(client.aclose)
+        tools = await _list_tools(
+            lambda params, rid: wiring.request(client, "tools/list", params, rid, timeout=30)
+        )
+        facts = Facts(wiring.protocol, tools, stores=_sqlite_stores(target, run_dir))
+        facts.jsonl_paths = [v for v in target.env.values() if v.endswith(".jsonl")]
+        if wiring.postgres is not None:
+            facts.uses_postgres = True
+            facts.stores.append(Store("{postgres_url}", await _postgres_tables(wiring.postgres.url)))
+        return facts
+
+
+async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) -> Facts:
+    """A server already serving at ``url``: nothing to start, only its protocol and tools to learn."""
+    readiness = await wait_ready(url, timeout_s=ready_timeout_s, protocol="auto", headers=headers)
+    if not readiness.ready:
+        said = readiness.fatal or (readiness.last.message if readiness.last else None) or "no answer"
+        raise TargetNotReady(
+            f"the server did not answer MCP at {url} within {readiness.after_s:.0f}s: {said}"
+        )
+    assert readiness.protocol is not None
+    async with McpHttpClient(url, protocol=readiness.protocol, headers=headers) as client:
         try:
-            return await _list_tools(
+            tools = await _list_tools(
                 lambda params, rid: client.request("tools/list", params, rid, timeout=30)
             )
         finally:
             await client.end_session()
+    return Facts(readiness.protocol, tools)
 
 
-async def _stdio_facts(pod: Pod, run_dir: Path, ready_timeout_s: float, alive: Callable[[], bool]) -> Facts:
-    with HistoryWriter(run_dir / rundir.HISTORY) as history:
-        ready = StdioReady(history=history, key_meta=None)
-        readiness = await ready.wait(pod, timeout_s=ready_timeout_s, alive=alive)
-        _require_ready(readiness, "answer initialize on its stdin and stdout", pod.log_tail())
-        channel: StdioChannel | None = ready.channel
-        assert channel is not None
-        assert readiness.protocol is not None
-        try:
-            tools = await _list_tools(
-                lambda params, rid: channel.request("tools/list", params, rid, timeout=30)
-            )
-        finally:
-            await ready.close()
-        return Facts(readiness.protocol, tools)
-
-
-async def _list_tools(request: Any) -> list[dict[str, Any]]:
+async def _list_tools(request: Request) -> list[dict[str, Any]]:
     """Every page of ``tools/list``; TargetNotReady (exit 3) when the server will not list them."""
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     for page in range(MAX_PAGES):
-        res: CallResult = await request({"cursor": cursor} if cursor else {}, 1000 + page)
+        res = await request({"cursor": cursor} if cursor else {}, 1000 + page)
         if res.outcome is not Outcome.OK or not isinstance(res.result, dict):
             said = f"{res.outcome.value} {res.detail or ''} {res.message or ''}".strip()
             raise TargetNotReady(f"the server did not list its tools: {said}")

@@ -1,105 +1,24 @@
 """Drafting a scenario from what a server says of itself: pure functions, no I/O.
 
-Which tools change state (annotations first, then the verb their name or
-description starts with); an argument template built from the tool's
-``inputSchema`` (structure walked here, so arrays get an item and nested
-fields are reachable; constrained leaves get a valid value from
-hypothesis-jsonschema's minimal example); where ``{marker}`` and ``{key}`` go;
-and the effect source, from the stores the server was seen to write.
+What the catalog says (which tools change state, the fields of their
+arguments, the key, the free-text fields, a value each field accepts) is
+:mod:`harness.catalog`'s; here it becomes a draft: an argument template from
+the tool's ``inputSchema`` (its required fields, plus ``{marker}`` in the
+free-text field the store most likely keeps as written and ``{key}`` in the
+key), checked against the schema, and the effect source, from the stores the
+server was seen to write.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-STATE_VERBS = frozenset(
-    [
-        "create",
-        "add",
-        "insert",
-        "update",
-        "delete",
-        "remove",
-        "send",
-        "post",
-        "write",
-        "set",
-        "put",
-        "charge",
-        "pay",
-        "transfer",
-        "book",
-        "order",
-        "submit",
-        "upload",
-        "publish",
-        "cancel",
-        "move",
-        "rename",
-        "edit",
-        "save",
-        "store",
-        "register",
-        "assign",
-        "approve",
-        "refund",
-        "issue",
-        "make",
-        "append",
-        "modify",
-        "patch",
-        "archive",
-        "close",
-        "start",
-        "stop",
-        "run",
-        "execute",
-        "trigger",
-        "invite",
-        "schedule",
-        "reserve",
-        "deploy",
-        "record",
-        "log",
-        "enqueue",
-        "push",
-        "commit",
-        "apply",
-        "mark",
-    ]
-)
-READ_VERBS = frozenset(
-    [
-        "get",
-        "list",
-        "search",
-        "find",
-        "read",
-        "count",
-        "describe",
-        "show",
-        "query",
-        "fetch",
-        "lookup",
-        "check",
-        "view",
-        "browse",
-        "inspect",
-        "open",
-        "explain",
-        "estimate",
-        "preview",
-        "validate",
-        "ping",
-        "echo",
-    ]
-)
-KEY_NAME = re.compile(r"idempot|dedup|requestid|clienttoken|operationid|uniquekey|nonce|clientreference")
+from harness.catalog import Leaf, example_value, idempotency_key, is_free_text, leaves, words
+
 MARKER_NAMES = [
     "memo",
     "description",
@@ -119,208 +38,27 @@ MARKER_NAMES = [
     "observation",
     "observations",
 ]
-MARKER_MIN_LENGTH = 24
-"""A field the marker goes into must take at least this many characters (a marker has about 20)."""
-
-
-def _words(text: str) -> list[str]:
-    """Lower-case words of a name or sentence: ``createInvoice`` and ``create_invoice`` alike."""
-    return re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
-
-
-def _verb(word: str) -> str:
-    """``creates`` -> ``create``, ``adds`` -> ``add``: a description's verb as a name's."""
-    for suffix, cut in (("ies", "y"), ("es", ""), ("s", "")):
-        stem = word[: -len(suffix)] + cut if word.endswith(suffix) else None
-        if stem and (stem in STATE_VERBS or stem in READ_VERBS or stem + "e" in STATE_VERBS):
-            return stem if stem in STATE_VERBS or stem in READ_VERBS else stem + "e"
-    return word
-
-
-@dataclass(frozen=True, slots=True)
-class Classified:
-    name: str
-    changes_state: bool
-    why: str
-
-
-def classify(tool: Mapping[str, Any]) -> Classified:
-    """Whether a tool changes state, and what says so."""
-    name = str(tool["name"])
-    ann = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
-    assert isinstance(ann, dict)
-    if ann.get("readOnlyHint") is True:
-        return Classified(name, False, "readOnlyHint: true")
-    if ann.get("destructiveHint") is True:
-        return Classified(name, True, "destructiveHint: true")
-    if ann.get("readOnlyHint") is False:
-        return Classified(name, True, "readOnlyHint: false")
-    for source, text in (("name", name), ("description", str(tool.get("description") or ""))):
-        words = _words(text)
-        if words:
-            verb = _verb(words[0])
-            if verb in STATE_VERBS:
-                return Classified(name, True, f"its {source} starts with '{words[0]}'")
-            if verb in READ_VERBS:
-                return Classified(name, False, f"its {source} starts with '{words[0]}'")
-    return Classified(name, True, "nothing says it only reads (no annotations, no telling verb)")
-
-
-# -- argument templates
-
-
-@dataclass(frozen=True, slots=True)
-class Leaf:
-    path: tuple[str | int, ...]
-    schema: Mapping[str, Any]
-    required: bool
-    """Required all the way from the top (an optional field inside a required one is not)."""
-
-    @property
-    def name(self) -> str:
-        return next((str(p) for p in reversed(self.path) if isinstance(p, str)), "")
-
-    def shown(self) -> str:
-        return ".".join(str(p) for p in self.path)
 
 
 @dataclass(slots=True)
 class Draft:
+    """A tool's drafted arguments, where the marker and the key went, and what is left to say."""
+
     arguments: dict[str, Any]
     marker: Leaf | None
     key: Leaf | None
     notes: list[str] = field(default_factory=list)
 
 
-def _resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
-    """Follow local ``$ref`` and take the first usable branch of ``anyOf``/``oneOf``/``allOf``."""
-    if not isinstance(node, Mapping) or depth > 20:
-        return {}
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _resolve(merged, root, depth + 1)
-    for combinator in ("anyOf", "oneOf", "allOf"):
-        options = node.get(combinator)
-        if isinstance(options, list) and options:
-            usable = [o for o in options if isinstance(o, Mapping) and o.get("type") != "null"] or options
-            rest = {k: v for k, v in node.items() if k != combinator}
-            return _resolve({**rest, **usable[0]}, root, depth + 1)
-    return node
-
-
-def _type(schema: Mapping[str, Any]) -> str:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind is None:
-        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
-    return str(kind)
-
-
-def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> Iterator[Leaf]:
-    """Every scalar field of a tool's arguments, arrays entered at their first item."""
-    root = schema if root is None else root
-
-    def walk(node: Any, path: tuple[str | int, ...], required: bool, depth: int) -> Iterator[Leaf]:
-        node = _resolve(node, root)
-        kind = _type(node)
-        if depth > 12:
-            return
-        if kind == "object":
-            needed = set(node.get("required") or ())
-            for name, sub in (node.get("properties") or {}).items():
-                yield from walk(sub, (*path, name), required and name in needed, depth + 1)
-        elif kind == "array":
-            yield from walk(node.get("items") or {}, (*path, 0), required, depth + 1)
-        else:
-            yield Leaf(path, node, required)
-
-    return walk(schema, (), True, 0)
-
-
-def _takes_marker(leaf: Leaf) -> bool:
-    s = leaf.schema
-    if _type(s) != "string" or any(k in s for k in ("enum", "const", "pattern", "format")):
-        return False
-    return int(s.get("maxLength", MARKER_MIN_LENGTH)) >= MARKER_MIN_LENGTH
-
-
 def choose_marker(candidates: Sequence[Leaf]) -> Leaf | None:
     """The free-text field the store most likely keeps as written: a memo, a description, a name."""
-    usable = [leaf for leaf in candidates if _takes_marker(leaf)]
+    usable = [leaf for leaf in candidates if is_free_text(leaf)]
     for wanted in MARKER_NAMES:
         for leaf in usable:
-            if wanted in _words(leaf.name) or leaf.name.lower() == wanted:
+            if wanted in words(leaf.name) or leaf.name.lower() == wanted:
                 return leaf
     required = [leaf for leaf in usable if leaf.required]
     return next(iter(required or usable), None)
-
-
-def choose_key(candidates: Sequence[Leaf]) -> Leaf | None:
-    """A field that looks like an idempotency key, if the tool has one."""
-    for leaf in candidates:
-        if _type(leaf.schema) == "string" and KEY_NAME.search(re.sub(r"[^a-z]", "", leaf.name.lower())):
-            return leaf
-    return None
-
-
-def minimal_value(schema: Mapping[str, Any]) -> Any:
-    """A valid value for a constrained scalar: hypothesis-jsonschema's minimal example (None if none)."""
-    import warnings
-
-    from hypothesis import HealthCheck, find, settings
-    from hypothesis.errors import HypothesisException
-    from hypothesis_jsonschema import from_schema
-
-    quiet = settings(database=None, max_examples=200, suppress_health_check=list(HealthCheck), deadline=None)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return find(from_schema(dict(schema)), lambda _: True, settings=quiet)
-    except (HypothesisException, ValueError, TypeError, RecursionError):
-        return None
-
-
-def leaf_value(leaf: Leaf) -> Any:
-    s = leaf.schema
-    if "const" in s:
-        return s["const"]
-    if isinstance(s.get("enum"), list) and s["enum"]:
-        return s["enum"][0]
-    if "default" in s and s["default"] is not None:
-        return s["default"]
-    kind = _type(s)
-    constrained = any(
-        k in s
-        for k in ("pattern", "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum")
-    )
-    if kind == "string" and not constrained:
-        return f"{leaf.name or 'value'}-{{index}}"
-    if kind in ("integer", "number") and _allows_one(s):
-        return 1  # not 0: an amount, a count or a quantity of 0 is what servers reject most
-    if kind == "boolean":
-        return False
-    return minimal_value(s)
-
-
-def _allows_one(schema: Mapping[str, Any]) -> bool:
-    def bound(name: str) -> float | None:
-        value = schema.get(name)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    low, high = bound("minimum"), bound("maximum")
-    above, below = bound("exclusiveMinimum"), bound("exclusiveMaximum")
-    return (
-        "multipleOf" not in schema
-        and (low is None or low <= 1)
-        and (high is None or high >= 1)
-        and (above is None or above < 1)
-        and (below is None or below > 1)
-    )
 
 
 def _put(tree: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
@@ -345,7 +83,7 @@ def draft_arguments(schema: Mapping[str, Any]) -> Draft:
     """Arguments for a tool: its required fields, plus the fields that carry the marker and the key."""
     found = list(leaves(schema))
     marker = choose_marker(found)
-    key = choose_key(found)
+    key = idempotency_key(found)
     arguments: dict[str, Any] = {}
     notes: list[str] = []
     for leaf in found:
@@ -355,7 +93,7 @@ def draft_arguments(schema: Mapping[str, Any]) -> Draft:
             elif leaf == key:
                 value = "{key}"
             else:
-                value = leaf_value(leaf)
+                value = example_value(leaf)
                 if value is None:
                     notes.append(f"TODO: no valid value found for {leaf.shown()}; fill it in")
                     value = "TODO"

@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from harness.init.draft import Classified, Draft, Source
+from harness.catalog import Classified
+from harness.init.draft import Draft, Source
 
 
 def _section(name: str, value: Any) -> str:

@@ -9,6 +9,8 @@ and only that is filled in.
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -157,7 +159,17 @@ def test_init_refuses_to_overwrite_and_names_unknown_tools(tmp_path: Path) -> No
 
 
 def test_init_against_a_server_that_will_not_start(tmp_path: Path) -> None:
-    failed = mcp_chaos("init", "--command", f"{sys.executable} -c 'raise SystemExit(3)'", cwd=tmp_path)
+    command = f"{sys.executable} -c 'print(\"no config\"); raise SystemExit(3)'"
+    failed = mcp_chaos("init", "--command", command, cwd=tmp_path)
     assert failed.returncode == 3
     assert failed.stderr.count("mcp-chaos: error:") == 1
+    assert "  | no config" in failed.stderr  # the log's tail
     assert not (tmp_path / "scenario.yaml").exists()
+    # The log the error names is kept (init's throwaway directory stays when the server would not start).
+    found = re.search(r"\(log: (\S+)\)", failed.stderr)
+    assert found is not None, failed.stderr
+    log = Path(found[1])
+    try:
+        assert "no config" in log.read_text()
+    finally:
+        shutil.rmtree(log.parents[2])

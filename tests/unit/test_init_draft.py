@@ -1,40 +1,10 @@
-"""Drafting a scenario from a tool catalog: which tools change state, the arguments, marker, key, source."""
+"""Drafting a scenario from a tool catalog: the arguments, where the marker and the key go, the source."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
-from harness.init.draft import check_arguments, choose_source, classify, draft_arguments, leaves
-
-
-@pytest.mark.parametrize(
-    ("tool", "changes", "why"),
-    [
-        ({"name": "lookup", "annotations": {"readOnlyHint": True}}, False, "readOnlyHint: true"),
-        ({"name": "purge", "annotations": {"destructiveHint": True}}, True, "destructiveHint: true"),
-        ({"name": "sync", "annotations": {"readOnlyHint": False}}, True, "readOnlyHint: false"),
-        ({"name": "createInvoice"}, True, "its name starts with 'create'"),
-        ({"name": "list_orders"}, False, "its name starts with 'list'"),
-        (
-            {"name": "invoices", "description": "Creates an invoice."},
-            True,
-            "its description starts with 'creates'",
-        ),
-        (
-            {"name": "invoices", "description": "Searches invoices."},
-            False,
-            "its description starts with 'searches'",
-        ),
-        ({"name": "frobnicate"}, True, "nothing says it only reads"),
-    ],
-)
-def test_classify(tool: dict[str, Any], changes: bool, why: str) -> None:
-    found = classify(tool)
-    assert found.changes_state is changes
-    assert why in found.why
-
+from harness.init.connect import probe
+from harness.init.draft import check_arguments, choose_source, draft_arguments
+from harness.scenario import TargetSpec
 
 INVOICE = {
     "type": "object",
@@ -113,10 +83,6 @@ def test_no_field_can_carry_the_marker() -> None:
     assert any(n.startswith("TODO: no free-text field takes the marker") for n in draft.notes)
 
 
-def test_leaves_of_a_schema_without_types() -> None:
-    assert [leaf.shown() for leaf in leaves({"properties": {"a": {}, "b": {"items": {}}}})] == ["a", "b.0"]
-
-
 def test_the_source_is_the_table_with_a_column_named_like_the_marker_field() -> None:
     draft = draft_arguments(INVOICE)
     stores = [
@@ -151,3 +117,22 @@ def test_nothing_visible_is_a_todo_for_the_url_and_the_query() -> None:
     source = choose_source([], [], None)
     assert source.section["sql"]["url"].startswith("TODO")
     assert source.todo is not None
+
+
+def test_a_schema_that_says_nothing_drafts_no_arguments() -> None:
+    draft = draft_arguments({})
+    assert draft.arguments == {}
+    assert draft.marker is None
+    assert any(n.startswith("TODO: no free-text field takes the marker") for n in draft.notes)
+
+
+def test_init_wires_the_smallest_scenario_around_a_target() -> None:
+    plain = probe(TargetSpec(command=["server"]), 12.0)
+    assert plain.target.ready_timeout_s == 12.0
+    assert plain.services.postgres is None
+    assert plain.audit.effects.sink is None
+    target = TargetSpec(command=["server", "--db", "{postgres_url}"], env={"HOOK": "{sink_url}/calls"})
+    both = probe(target, 30.0)
+    assert both.services.postgres is not None
+    assert both.audit.effects.sink is not None
+    assert both.target.command == ["server", "--db", "{postgres_url}"]
