@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.audit.fold import CRASH_WINDOW_S, MAX_MESSAGES, OTHER_MESSAGES, Fold, MissedFault, fold_history
+from harness.audit.accumulators import MAX_MESSAGES, OTHER_MESSAGES
+from harness.audit.fold import CRASH_WINDOW_S, Fold, MissedFault, fold_history
 from harness.errors import HistoryError
 from tests.unit.histories import History
 
@@ -425,4 +426,19 @@ def test_a_damaged_history_is_a_history_error(event: Any, message: str) -> None:
     h = History(intents=3)
     h.events.append(event)
     with pytest.raises(HistoryError, match=message):
+        fold(h)
+
+
+def test_completion_without_start_is_an_error() -> None:
+    h = History(intents=1)
+    h.start(0)
+    h.end(0, rid=99)
+    with pytest.raises(HistoryError, match="request id 99 without its attempt_started"):
+        fold(h)
+
+
+def test_intent_end_without_start_is_an_error() -> None:
+    h = History(intents=1)
+    h.finish(0)
+    with pytest.raises(HistoryError, match="intent_ended for intent 0 without its intent_started"):
         fold(h)
