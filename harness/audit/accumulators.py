@@ -1,0 +1,530 @@
+"""The fold's accumulators: one concern of the history each, composed into one pass by the fold.
+
+As Jepsen composes checkers, each accumulator owns a few fields of
+:class:`~harness.audit.fold.Fold` and reads only the events it needs, named in
+its ``handlers()``. They do not call each other, except where one concern is
+defined by another's state: a pod fault hits an intent (``PodDisruptions``
+writes into ``Intents``), a proxy fault is pinned on the attempt in flight
+(``StreamFaults`` reads ``Intents``), and a lost session is blamed on the last
+disruption (``Sessions`` reads ``PodDisruptions``).
+
+The four per-intent events (``intent_started``, ``attempt_started``,
+``attempt_ended``, ``intent_ended``) are nearly every line of a history; the
+fold handles them inline on the state of ``Intents`` and ``PodDisruptions``
+instead of dispatching them, and calls an accumulator here only on their rare
+branches (an error message, a resumed stream, a hit, a closed connection).
+Every other event type reaches the handlers of the accumulators that name it,
+in the order the fold lists them. A new concern is a new class here with its
+handlers and its fields in ``Fold``; the fold's hot path does not change.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from harness.errors import HistoryError
+from harness.history import POD_FAULTS, EventType, FaultKind, Outcome
+
+CRASH_WINDOW_S = 1.0
+"""How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
+MAX_MESSAGES = 100
+"""Distinct error messages kept per outcome; the rest are counted together."""
+OTHER_MESSAGES = "(other messages)"
+MAX_UNPLANNED_INTENTS = 10_000_000
+"""Intents a history without a ``run_started`` may index (one that has one may index only its plan)."""
+OUTCOMES = tuple(o.value for o in Outcome)
+POD_FAULT_KINDS = frozenset(k.value for k in POD_FAULTS)
+
+Event = Mapping[str, Any]
+Handler = Callable[[Event], None]
+
+_VARIABLE = re.compile(r"[0-9a-fA-F]{8,}|\d+")
+
+
+class Accumulator(Protocol):
+    def handlers(self) -> Mapping[str, Handler]:
+        """Event type -> what to do with one, for the event types this accumulator reads."""
+        ...
+
+
+def dispatch(accumulators: Iterable[Accumulator]) -> dict[str, tuple[Handler, ...]]:
+    """Event type -> the handlers of every accumulator that reads it, in the accumulators' order."""
+    table: dict[str, list[Handler]] = {}
+    for accumulator in accumulators:
+        for event_type, handler in accumulator.handlers().items():
+            table.setdefault(str(event_type), []).append(handler)
+    return {event_type: tuple(handlers) for event_type, handlers in table.items()}
+
+
+def fault_label(ev: Event) -> str:
+    """The kind a fault event is counted and blamed as.
+
+    A ``sever_response`` the proxy cut before the server had sent its whole
+    response is ``sever_mid_stream``: the handler was still running (in SSE mode
+    it was cancelled), so what it left behind is a different finding.
+    """
+    kind: str = ev["fault"]
+    if kind == FaultKind.SEVER_RESPONSE and "id" in ev and ev.get("server_done") is False:
+        return FaultKind.SEVER_MID_STREAM.value
+    return kind
+
+
+def _millis(seconds: list[float]) -> pd.api.extensions.ExtensionArray:
+    return pd.array(np.round(np.array(seconds, dtype=np.float64) * 1000), dtype="Int64")
+
+
+class Intents:
+    """Every intent's row and every attempt in flight: fills ``Fold.intents`` and ``Fold.open_attempts``.
+
+    Per-intent counters are plain lists indexed by intent (indexing a list is far
+    cheaper than a numpy scalar), sized to the run's plan from ``run_started``
+    and grown when an older history has none. The fold updates them inline for
+    the four per-intent events; other accumulators write a row only through
+    :meth:`hit` and :meth:`add_fault`, and find an attempt's intent through
+    :meth:`intent_of`.
+
+    All the audit's per-intent and per-attempt state is here, so an audit whose
+    memory is bounded by the intents in flight changes this class: a row is
+    final once its intent has ended and no attempt of it is in flight, except
+    for two writers that come later. A crash is blamed on attempts that ended up
+    to ``CRASH_WINDOW_S`` before its ``pod_exited``, and ``balancer_retry`` is
+    recorded after the run (read from the balancer's log).
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.planned: object = None
+        """``intents`` of ``run_started``: indices at or past it are a damaged history."""
+        self.markers: list[str | None] = []
+        self.keys: list[str | None] = []
+        self.status: list[int] = []
+        self.attempts: list[int] = []
+        self.outcomes: dict[str, list[int]] = {name: [] for name in OUTCOMES}
+        self.hits: list[int] = []
+        self.first_t: list[float] = []
+        self.last_t: list[float] = []
+        self.faults: dict[int, set[str]] = {}
+        """Sparse: intent -> kinds of the faults that hit its attempts (most intents have none)."""
+        self.pods: dict[int, list[str]] = {}
+        """With replicas: intent -> the pods its attempts went to, in order, each once."""
+        self.pending: dict[int, tuple[int, int, float, str | None]] = {}
+        """Request id -> (intent, disruptions seen at its start, start t, pod) of each attempt in
+        flight. The disruptions are those of the attempt's pod when the history names it
+        (replicas), else of all pods (see PodDisruptions)."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {EventType.RUN_STARTED: self.plan}
+
+    def plan(self, ev: Event) -> None:
+        self.planned = ev.get("intents")
+        self.grow(int(ev.get("intents", 0)))
+
+    def grow(self, n: int) -> None:
+        if n <= self.size:
+            return
+        extra = n - self.size
+        for column in (self.markers, self.keys):
+            column.extend([None] * extra)
+        for counts in (self.status, self.attempts, self.hits, *self.outcomes.values()):
+            counts.extend([0] * extra)
+        self.first_t.extend([math.nan] * extra)
+        self.last_t.extend([math.nan] * extra)
+        self.size = n
+
+    def make_room(self, ev: Event) -> None:
+        """Grow the columns for an intent index beyond them, or a HistoryError if no run had that intent."""
+        i = ev["intent"]
+        planned = self.planned
+        limit = planned if type(planned) is int and planned > 0 else MAX_UNPLANNED_INTENTS
+        if type(i) is not int or not 0 <= i < limit:
+            raise HistoryError(
+                f"history event seq {ev.get('seq')}: intent {i!r} is not one of the run's "
+                f"{limit:,} intents (0 to {limit - 1:,}); the history is damaged"
+            )
+        self.grow(max(i + 1, min(self.size * 2, limit)))
+
+    def intent_of(self, request_id: int) -> int | None:
+        """The intent of the attempt in flight with this request id, if one is."""
+        started = self.pending.get(request_id)
+        return None if started is None else started[0]
+
+    def hit(self, i: int, kinds: Iterable[str]) -> None:
+        """One more attempt of intent ``i`` was broken by these pod faults."""
+        self.hits[i] += 1
+        self.faults.setdefault(i, set()).update(kinds)
+
+    def add_fault(self, i: int, kind: str) -> None:
+        """A fault that names its request hit an attempt of intent ``i`` (not counted as a pod hit)."""
+        self.faults.setdefault(i, set()).add(kind)
+
+    def _fault_column(self) -> npt.NDArray[np.object_]:
+        column = np.full(self.size, "", dtype=object)
+        for i, kinds in self.faults.items():
+            column[i] = ";".join(sorted(kinds))
+        return column
+
+    def _pod_columns(self) -> dict[str, Any]:
+        """``first_pod`` and ``pods`` (every replica an intent's attempts went to), with replicas only."""
+        if not self.pods:
+            return {}
+        first = np.full(self.size, "", dtype=object)
+        every = np.full(self.size, "", dtype=object)
+        for i, pods in self.pods.items():
+            first[i] = pods[0]
+            every[i] = ";".join(pods)
+        return {"first_pod": first, "pods": every}
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "intent": np.arange(self.size, dtype=np.int64),
+                "marker": self.markers,
+                "key": self.keys,
+                "client_status": np.array(self.status, dtype=np.int8),
+                "attempts": np.array(self.attempts, dtype=np.int32),
+                **{f"n_{name}": np.array(c, dtype=np.int32) for name, c in self.outcomes.items()},
+                "attempts_hit_by_pod_fault": np.array(self.hits, dtype=np.int32),
+                "faults": self._fault_column(),
+                # Whole milliseconds since the run started (formatting floats is a third of a
+                # million-row intents.csv); nullable, as an attempt may never have ended.
+                "first_attempt_ms": _millis(self.first_t),
+                "last_end_ms": _millis(self.last_t),
+                **self._pod_columns(),
+            }
+        )
+
+
+class PodDisruptions:
+    """Which attempts a pod fault broke; fills ``Fold.pod_exits`` and ``Fold.crashes``.
+
+    A disruption is a moment a pod broke what it had in flight: a SIGKILL (kill
+    or rollout), the exit after a graceful stop, a crash, or a pause (twice: when
+    the pod freezes and when it thaws). Each is appended to ``kinds`` (every pod)
+    and to its pod's list in ``by_pod``. An attempt notes at its start the length
+    of the list it watches (its pod's, when the history names it; else all pods')
+    and was hit by whatever that list gained by its end.
+
+    For a kill this is exact: the injector records the ``fault`` event before
+    any attempt the kill breaks can end. A graceful stop (a kill or rollout with
+    a ``signal``) disrupts at the pod's exit, not at the signal: what the pod
+    drained in its grace period was not broken. A pod that dies by itself (a
+    crash, a failpoint) has no fault event, and its ``pod_exited`` is recorded
+    only once the supervisor reaps it, after the broken attempts have ended; so
+    an attempt whose connection closed at most ``CRASH_WINDOW_S`` before an
+    unannounced ``pod_exited`` of its pod counts as hit by that crash.
+    """
+
+    def __init__(self, intents: Intents) -> None:
+        self.intents = intents
+        self.kinds: list[str] = []
+        """``kill``, ``rollout``, ``crash`` or ``pause``, one per disruption of any pod, in order."""
+        self.by_pod: dict[str, list[str]] = {}
+        """With replicas: pod -> the kinds of its own disruptions so far."""
+        self.stopping: dict[str, str | None] = {}
+        """Pods killed whose exit has not been recorded yet -> the kind of a graceful stop (its
+        disruption is the exit), or None after a SIGKILL (the disruption was the fault)."""
+        self.recent: deque[tuple[float, float, int, str | None]] = deque()
+        """Connection-closed attempts no disruption explains, within CRASH_WINDOW_S of the last:
+        (end t, start t, intent, pod)."""
+        self.exits = 0
+        self.crashes = 0
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {
+            EventType.FAULT: self.fault,
+            EventType.POD_EXITED: self.exited,
+            EventType.POD_RESUMED: self.thawed,
+            EventType.POD_STARTED: self.started,
+        }
+
+    def _disrupt(self, pod: str, kind: str) -> None:
+        self.kinds.append(kind)
+        self.by_pod.setdefault(pod, []).append(kind)
+
+    def last_kind(self) -> str:
+        """The kind of the latest disruption of any pod, or ``none``."""
+        return self.kinds[-1] if self.kinds else "none"
+
+    def closed(self, end_t: float, start_t: float, i: int, pod: str | None) -> None:
+        """An attempt of intent ``i`` ended by its connection closing, with no disruption to blame yet."""
+        recent = self.recent
+        recent.append((end_t, start_t, i, pod))
+        while recent and recent[0][0] < end_t - CRASH_WINDOW_S:
+            recent.popleft()
+
+    def fault(self, ev: Event) -> None:
+        kind = ev["fault"]
+        if kind == FaultKind.KILL or kind == FaultKind.ROLLOUT:
+            pod = ev.get("pod", "")
+            if "signal" in ev:  # a graceful stop: the pod may finish what it has
+                self.stopping[pod] = kind
+            else:
+                self._disrupt(pod, kind)
+                self.stopping[pod] = None
+        elif kind == FaultKind.PAUSE:
+            # Attempts in flight when the pod froze; those sent while it was frozen are caught
+            # by the second disruption, when it thaws (pod_resumed).
+            self._disrupt(ev.get("pod", ""), kind)
+
+    def thawed(self, ev: Event) -> None:
+        self._disrupt(ev.get("pod", ""), FaultKind.PAUSE.value)
+
+    def started(self, ev: Event) -> None:
+        self.stopping.pop(ev.get("pod", ""), None)
+
+    def exited(self, ev: Event) -> None:
+        t = ev["t"]
+        self.exits += 1
+        pod = ev.get("pod", "")
+        if pod in self.stopping:
+            graceful = self.stopping.pop(pod)
+            if graceful is not None:
+                self._disrupt(pod, graceful)
+            return
+        crash = FaultKind.CRASH.value
+        self.crashes += 1
+        self._disrupt(pod, crash)
+        others: deque[tuple[float, float, int, str | None]] = deque()
+        for end_t, start_t, j, on in self.recent:
+            if on is not None and on != pod:
+                others.append((end_t, start_t, j, on))  # another replica's
+            elif end_t >= t - CRASH_WINDOW_S and start_t <= t:
+                self.intents.hit(j, (crash,))
+        self.recent = others
+
+
+class StreamFaults:
+    """Faults that name the request they hit, pinned on its intent exactly; fills ``Fold.rule_hits``.
+
+    The fault proxy records a fault before it acts, so the attempt it names is in
+    flight. The load balancer's re-sends (``balancer_retry``) name their intent:
+    the client did not retry, the balancer did.
+    """
+
+    def __init__(self, intents: Intents) -> None:
+        self.intents = intents
+        self.rule_hits: Counter[int] = Counter()
+        """Stream fault events per rule index of the scenario."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {EventType.FAULT: self.fault, EventType.BALANCER_RETRY: self.balancer_retry}
+
+    def fault(self, ev: Event) -> None:
+        if ev["fault"] in POD_FAULT_KINDS or "id" not in ev:
+            return
+        if "rule" in ev:
+            self.rule_hits[ev["rule"]] += 1
+        i = self.intents.intent_of(ev["id"])
+        if i is not None:
+            self.intents.add_fault(i, fault_label(ev))
+
+    def balancer_retry(self, ev: Event) -> None:
+        i = ev["intent"]
+        if 0 <= i < self.intents.size:
+            self.intents.add_fault(i, FaultKind.BALANCER_RETRY.value)
+
+
+@dataclass(frozen=True, slots=True)
+class MissedFault:
+    kind: str
+    trigger: str
+    reason: str
+
+
+class FaultPlan:
+    """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned`` and ``Fold.missed``.
+
+    Planned: the counted pod faults of ``run_started``, plus timed ones (``counted``
+    false) that came due, injected or missed. Injected: every fault event by
+    :func:`fault_label`, and every ``balancer_retry``.
+    """
+
+    def __init__(self) -> None:
+        self.injected: Counter[str] = Counter()
+        self.planned: Counter[str] = Counter()
+        self.missed: list[MissedFault] = []
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {
+            EventType.RUN_STARTED: self.run_started,
+            EventType.FAULT: self.fault,
+            EventType.FAULT_MISSED: self.fault_missed,
+            EventType.BALANCER_RETRY: self.balancer_retry,
+        }
+
+    def run_started(self, ev: Event) -> None:
+        self.planned.update(ev.get("faults_planned") or {})
+
+    def fault(self, ev: Event) -> None:
+        kind = ev["fault"]
+        if kind in POD_FAULT_KINDS and ev.get("counted") is False:
+            self.planned[kind] += 1  # a timed fault that came due
+        self.injected[fault_label(ev)] += 1
+
+    def fault_missed(self, ev: Event) -> None:
+        self.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
+        if ev.get("counted") is False:
+            self.planned[ev["fault"]] += 1
+
+    def balancer_retry(self, ev: Event) -> None:
+        self.injected[FaultKind.BALANCER_RETRY.value] += 1
+
+
+class Sessions:
+    """2025 sessions and resumed streams; fills ``Fold.sessions_opened``, ``sessions_lost``, ``resumed``.
+
+    A session the server forgot is blamed on the last pod disruption before the
+    loss (``none`` if there was none: the server forgot it by itself).
+    """
+
+    def __init__(self, disruptions: PodDisruptions) -> None:
+        self.disruptions = disruptions
+        self.opened = 0
+        self.lost: Counter[str] = Counter()
+        self.resumed: Counter[bool] = Counter()
+        """Broken event streams a 2025 client tried to resume: True resumed, False failed (re-issued)."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {EventType.SESSION_OPENED: self.session_opened, EventType.SESSION_LOST: self.session_lost}
+
+    def session_opened(self, ev: Event) -> None:
+        self.opened += 1
+
+    def session_lost(self, ev: Event) -> None:
+        self.lost[self.disruptions.last_kind()] += 1
+
+    def attempt_resumed(self, ev: Event) -> None:
+        """An ``attempt_ended`` with ``resumed`` (the fold calls this from its hot path)."""
+        self.resumed[ev["resumed"]] += 1
+
+
+def message_shape(message: str) -> str:
+    """An error message with its variable parts (numbers, ids, keys) blanked, to count alike ones together."""
+    return _VARIABLE.sub("#", message)
+
+
+@dataclass
+class ErrorTally:
+    """How often one kind of error message was seen, with the first one verbatim."""
+
+    outcome: str
+    code: str | None
+    example: str
+    count: int = 0
+
+
+class ErrorTallies:
+    """Error messages of attempts, counted by shape; fills ``Fold.errors``.
+
+    At most ``MAX_MESSAGES`` shapes per outcome; the rest are counted together
+    under ``OTHER_MESSAGES``, so a server that puts a fresh id in every message
+    cannot grow the audit.
+    """
+
+    def __init__(self) -> None:
+        self.tallies: dict[tuple[str, str | None, str], ErrorTally] = {}
+        """(outcome, code, message shape) -> tally."""
+        self._shapes: Counter[str] = Counter()
+        """Outcome -> the shapes kept for it."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {}
+
+    def tally(self, ev: Event, outcome: str) -> None:
+        """An ``attempt_ended`` whose outcome is not ok (the fold calls this from its hot path)."""
+        message = ev.get("message")
+        if message is None:
+            return
+        code = ev.get("code")
+        code = None if code is None else str(code)
+        key = (outcome, code, message_shape(str(message)))
+        tally = self.tallies.get(key)
+        if tally is None:
+            if self._shapes[outcome] >= MAX_MESSAGES:
+                key = (outcome, None, OTHER_MESSAGES)
+                tally = self.tallies.setdefault(key, ErrorTally(outcome, None, OTHER_MESSAGES))
+            else:
+                self._shapes[outcome] += 1
+                tally = self.tallies[key] = ErrorTally(outcome, code, str(message))
+        tally.count += 1
+
+
+class PodTimeline:
+    """What report.html draws of the pods; fills ``Fold.pod_events`` and ``Fold.protocol``.
+
+    (t, what) of every fault (its kind as written), pod exit and readiness, in
+    order: a few per run, so collecting them here costs the audit nothing and
+    the report never reads the history again.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str]] = []
+        self.protocol: str | None = None
+        """The protocol the pod answered in (from pod_ready), or None in histories without it."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {
+            EventType.FAULT: self.fault,
+            EventType.POD_EXITED: self.exited,
+            EventType.POD_READY: self.ready,
+        }
+
+    def fault(self, ev: Event) -> None:
+        kind = ev["fault"]
+        self.events.append((ev["t"], kind))
+
+    def exited(self, ev: Event) -> None:
+        self.events.append((ev["t"], EventType.POD_EXITED.value))
+
+    def ready(self, ev: Event) -> None:
+        self.protocol = ev.get("protocol", self.protocol)
+        self.events.append((ev["t"], EventType.POD_READY.value))
+
+
+class RunBounds:
+    """The run's start and end; fills ``Fold.run``, ``ended``, ``collect_error`` and ``duration_s``.
+
+    The duration is the time of the last attempt event, pod exit or run end
+    (the fold passes the last attempt's time to :meth:`duration_s`).
+    """
+
+    def __init__(self) -> None:
+        self.run: dict[str, Any] = {}
+        self.ended: dict[str, Any] | None = None
+        self.collect_error: str | None = None
+        """Why the final read of a live effect source failed, if it did (effects_collected)."""
+        self.t = 0.0
+        """Time of the last pod exit or run end."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {
+            EventType.RUN_STARTED: self.run_started,
+            EventType.POD_EXITED: self.exited,
+            EventType.EFFECTS_COLLECTED: self.effects_collected,
+            EventType.RUN_ENDED: self.run_ended,
+        }
+
+    def run_started(self, ev: Event) -> None:
+        self.run = dict(ev)
+
+    def exited(self, ev: Event) -> None:
+        self.t = ev["t"]
+
+    def effects_collected(self, ev: Event) -> None:
+        self.collect_error = ev.get("error")
+
+    def run_ended(self, ev: Event) -> None:
+        self.ended = dict(ev)
+        self.t = ev["t"]
+
+    def duration_s(self, last_attempt_t: float) -> float:
+        return float(max(self.t, last_attempt_t))
