@@ -169,7 +169,9 @@ class _Run:
             workload_size=scenario.workload.intents,
         )
         # With stream faults, one fault proxy in front of each replica (its draws are per attempt,
-        # so which replica an attempt went to does not change whether it is hit).
+        # so which replica an attempt went to does not change whether it is hit). With crash points,
+        # one in front of the pod that tells the hold points of each call.
+        hooks = self.wiring.holds
         self.proxies = [
             FaultProxy(
                 port,
@@ -180,8 +182,9 @@ class _Run:
                 default_hold_s=scenario.client.attempt_timeout_s + 0.5,
                 key_meta=scenario.client.key_meta,
                 key_header=scenario.client.key_header,
+                hooks=hooks,
             )
-            for port in (self.wiring.ports if scenario.faults.stream else [])
+            for port in (self.wiring.ports if scenario.faults.stream or hooks else [])
         ]
         self.proxy_ports = [free_port() for _ in self.proxies]
         balancer = scenario.services.balancer

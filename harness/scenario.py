@@ -42,6 +42,7 @@ from pydantic import (
 )
 
 from harness import bounded_yaml
+from harness.crashpoints.points import PointKind, parse_path
 from harness.errors import ScenarioError
 from harness.history import StreamFaultKind
 from harness.template import Template, parse_template, parse_text
@@ -551,12 +552,66 @@ class RolloutFaults(_Model):
         return self
 
 
+class CrashHold(_Model):
+    """Hold the chosen intents at a point of their call and SIGKILL the pod there (``mcp-chaos crashpoints``
+    writes these; ``harness.crashpoints.holds`` carries them out)."""
+
+    at: str
+    """A hold point (``request``, ``db_commit#N``, ``downstream#N``, ``response``), or a path of two:
+    ``db_commit#1/db_commit#2`` holds the first attempt at the first, then the retry at the second."""
+    intents: list[Annotated[int, Field(ge=0)]] | None = None
+    """Which intents (default: every one)."""
+
+    @field_validator("at")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        parse_path(v)
+        return v
+
+    def kinds(self) -> set[PointKind]:
+        return {p.kind for p in parse_path(self.at)}
+
+
+class CrashExplore(_Model):
+    """Explore instead of a fixed plan: a clean call, then every point it passed (see
+    ``harness.crashpoints.plan``)."""
+
+    repeat: int = Field(default=3, ge=1, le=100)
+    """Tries per point."""
+    max_points: int = Field(default=8, ge=1, le=64)
+    """Paths explored at most, single points first, then points of the retries (a crash in the recovery)."""
+    only: list[str] | None = Field(default=None, min_length=1)
+    """Explore only these points or paths (``db_commit#2``, ``db_commit#1/db_commit#1``)."""
+
+    @field_validator("only")
+    @classmethod
+    def _paths(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or ():
+            parse_path(name)
+        return v
+
+
+class CrashPoints(_Model):
+    """Hold points wired into the run: every attempt's points are recorded (``crash_point`` events),
+    and the holds listed kill the pod at theirs. The first hold that names an intent applies to it."""
+
+    holds: list[CrashHold] = Field(default_factory=list)
+    explore: CrashExplore | None = None
+
+    @model_validator(mode="after")
+    def _one_plan(self) -> CrashPoints:
+        if self.explore is not None and self.holds:
+            raise ValueError("faults.crash_points: give holds or explore, not both")
+        return self
+
+
 class Faults(_Model):
     kill: KillFaults | None = None
     pause: PauseFaults | None = None
     rollout: RolloutFaults | None = None
     stream: list[StreamFault] = Field(default_factory=list)
     """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
+    crash_points: CrashPoints | None = None
 
 
 _SQL_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|;|[A-Za-z_]+", re.S)
@@ -620,6 +675,9 @@ class SinkEffects(_Model):
     For black-box images whose store the harness cannot read."""
 
     marker_field: str = "marker"
+    dedupe_by_key: bool = False
+    """Answer a call whose idempotency key (``Idempotency-Key`` header, else an ``idempotency_key``
+    field) was seen before as a replay, as a payment provider does: it is recorded, not counted."""
 
 
 class ToolEffects(_Model):
@@ -850,6 +908,39 @@ class Scenario(_Model):
                 raise ValueError(
                     "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _crash_points_fit(self) -> Scenario:
+        crash = self.faults.crash_points
+        if crash is None:
+            return self
+        target = self.target
+        if (
+            self.workload.concurrency != 1
+            or target.replicas != 1
+            or target.transport != "http"
+            or target.kubernetes is not None
+            or self.services.balancer is not None
+        ):
+            raise ValueError(
+                "faults.crash_points counts the points of one call at a time: it needs "
+                "workload.concurrency 1 and one HTTP pod the harness runs (no replicas, balancer, "
+                "stdio or Kubernetes target)"
+            )
+        f = self.faults
+        if f.kill is not None or f.pause is not None or f.rollout is not None or f.stream:
+            raise ValueError(
+                "faults.crash_points kills the pod itself, at its points; it does not mix with "
+                "faults.kill, pause, rollout or stream"
+            )
+        kinds = set().union(*(hold.kinds() for hold in crash.holds))
+        if crash.explore is not None and crash.explore.only:
+            kinds |= {p.kind for name in crash.explore.only for p in parse_path(name)}
+        if PointKind.DB_COMMIT in kinds and self.services.postgres is None:
+            raise ValueError("a db_commit hold point needs services.postgres (the harness holds its commits)")
+        if PointKind.DOWNSTREAM in kinds and self.audit.effects.sink is None:
+            raise ValueError("a downstream hold point needs audit.effects.sink (the sink holds its reply)")
         return self
 
     def dump_yaml(self) -> str:
