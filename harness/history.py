@@ -46,8 +46,9 @@ service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
                    request to more than one replica (read from its log after the run)
 crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashpoints.points``), held,
-                   [writes (db_commit: the statements it made durable), key and replayed (downstream)]:
-                   an attempt passed a hold point (``faults.crash_points``); held: the pod was killed there
+                   [path: the intent's planned holds], [writes, autocommit (db_commit: the statements it
+                   made durable)], [key, replayed (downstream)]: an attempt passed a hold point
+                   (``faults.crash_points``); held: the pod was killed there
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """

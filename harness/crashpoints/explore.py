@@ -120,6 +120,8 @@ class Exploration:
     effects: dict[int, int]
     audit: AuditResult
     seconds: float
+    not_passed: list[str] = field(default_factory=list)
+    """Points asked for (``--only``) that the clean call never passed, so none was explored."""
 
     @property
     def findings(self) -> list[PointResult]:
@@ -134,6 +136,7 @@ class Planned:
     exploring: Scenario
     run_dir: Path
     repeat: int
+    only: list[str] | None
 
 
 def prepare(
@@ -147,7 +150,8 @@ def prepare(
 ) -> Planned:
     """The exploring scenario and a new run directory for it under ``results_dir``."""
     exploring = exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=only)
-    return Planned(scenario, exploring, rundir.prepare_run_dir(results_dir, exploring, run_id), repeat)
+    run_dir = rundir.prepare_run_dir(results_dir, exploring, run_id)
+    return Planned(scenario, exploring, run_dir, repeat, only)
 
 
 async def explore(
@@ -157,7 +161,10 @@ async def explore(
     started = time.monotonic()
     await execute(planned.exploring, planned.run_dir, out=out, progress_interval_s=progress_interval_s)
     audit = audit_and_report(planned.run_dir, html=False)
-    return read_exploration(planned.scenario, planned.run_dir, planned.repeat, audit, started)
+    found = read_exploration(planned.scenario, planned.run_dir, planned.repeat, audit, started)
+    explored = {p.name for p in found.points}
+    found.not_passed = [name for name in planned.only or () if name not in explored]
+    return found
 
 
 def read_exploration(

@@ -51,6 +51,8 @@ def summary_line(exploration: Exploration) -> str:
         if not found
         else "findings at " + ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
     )
+    if exploration.not_passed:
+        what += f"; the call never passed {', '.join(exploration.not_passed)}"
     return (
         f"crashpoints: {len(exploration.points)} points, {tries} tries in {exploration.seconds:.1f}s; {what}"
     )
