@@ -30,7 +30,7 @@ def reproducer_name(result: PointResult) -> str:
 
 def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenario:
     """The scenario that crashes the target at ``result``'s path in each of ``intents`` intents."""
-    data = retry_quickly(scenario)
+    data = retry_quickly(scenario, kills=len(result.path) * intents)
     data["name"] = f"{scenario.name}-{reproducer_name(result).removesuffix('.yaml')}"[:64]
     data["description"] = (
         f"Written by mcp-chaos crashpoints: every intent is held at {result.name} (the pod is SIGKILLed "

@@ -13,9 +13,9 @@ What the exploration changes of the scenario, and why:
 
 * one intent at a time, as many as the plan can need (``1 + max_points x repeat``;
   intents the plan has nothing for run clean), no other fault, no gate;
-* the pod is restarted at once, and the client retries every 0.1 s, with as many
-  attempts as a restart can take: a try then costs the pod's restart and little
-  more. What is tested stays the client's: a new request id and the intent's key
+* the pod is restarted at once (as often as the plan can kill it), and the client
+  retries every 0.1 s, with as many attempts as a restart can take: a try then
+  costs the pod's restart and little more. What is tested stays the client's: a new request id and the intent's key
   (as ``client.key_reuse`` says) on every retry.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from harness import rundir
 from harness.audit.auditor import AuditResult
-from harness.crashpoints.points import Point, parse_path, path_name
+from harness.crashpoints.points import MAX_DEPTH, Point, parse_path, path_name
 from harness.errors import PreflightError
 from harness.history import FINDINGS, EventType, Verdict, read_history
 from harness.runner import audit_and_report, execute
@@ -47,18 +47,20 @@ def exploring_scenario(
     scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None
 ) -> Scenario:
     """The scenario as the exploration runs it (see the module's docstring)."""
-    data = retry_quickly(scenario)
+    data = retry_quickly(scenario, kills=MAX_DEPTH * max_points * repeat)
     data["workload"].update(intents=1 + max_points * repeat, concurrency=1)
     data["faults"] = {"crash_points": {"explore": {"repeat": repeat, "max_points": max_points, "only": only}}}
     data["gate"] = {}
     return Scenario.model_validate(data)
 
 
-def retry_quickly(scenario: Scenario) -> dict[str, Any]:
-    """The scenario's data with an immediate restart, and a client retrying every 0.1 s until it is back."""
+def retry_quickly(scenario: Scenario, *, kills: int) -> dict[str, Any]:
+    """The scenario's data with an immediate restart (up to ``kills`` of them), and a client retrying
+    every 0.1 s until the pod is back."""
     data = scenario.model_dump(mode="json")
     target = data["target"]
     target["restart_delay_s"] = 0.0
+    target["max_restarts"] = max(target["max_restarts"], kills)
     patience_s = target["ready_timeout_s"] + target["stop_timeout_s"] + 10
     client = data["client"]
     client["backoff"] = {
