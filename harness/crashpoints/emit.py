@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
-from harness.scenario import Scenario
+from harness.scenario import Scenario, parse_scenario
 
 FAIL_ON = ["duplicate", "lost", "applied_despite_error", "inconclusive"]
 
@@ -40,7 +40,7 @@ def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenari
     data["workload"].update(intents=intents, concurrency=1)
     data["faults"] = {"crash_points": {"holds": [{"at": result.name}]}}
     data["gate"] = {"fail_on": FAIL_ON}
-    return Scenario.model_validate(data)
+    return parse_scenario(data, source="the reproducer of " + scenario.name)
 
 
 def write_reproducers(exploration: Exploration, directory: Path) -> list[Path]:

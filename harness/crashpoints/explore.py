@@ -15,8 +15,8 @@ What the exploration changes of the scenario, and why:
   intents the plan has nothing for run clean), no other fault, no gate;
 * the pod is restarted at once (as often as the plan can kill it), and the client
   retries every 0.1 s, with as many attempts as a restart can take: a try then
-  costs the pod's restart and little more. What is tested stays the client's: a new request id and the intent's key
-  (as ``client.key_reuse`` says) on every retry.
+  costs the pod's restart and little more. What is tested stays the client's: a
+  new request id and the intent's key (as ``client.key_reuse`` says) on every retry.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from harness.crashpoints.points import MAX_DEPTH, Point, parse_path, path_name
 from harness.errors import PreflightError
 from harness.history import FINDINGS, EventType, Verdict, read_history
 from harness.runner import audit_and_report, execute
-from harness.scenario import Scenario
+from harness.scenario import Scenario, parse_scenario
 
 RETRY_EVERY_S = 0.1
 """The exploration's backoff: what a retry waits for is the pod's restart, not a pause."""
@@ -51,7 +51,7 @@ def exploring_scenario(
     data["workload"].update(intents=1 + max_points * repeat, concurrency=1)
     data["faults"] = {"crash_points": {"explore": {"repeat": repeat, "max_points": max_points, "only": only}}}
     data["gate"] = {}
-    return Scenario.model_validate(data)
+    return parse_scenario(data, source="the exploration of " + scenario.name)
 
 
 def retry_quickly(scenario: Scenario, *, kills: int) -> dict[str, Any]:
