@@ -27,6 +27,9 @@ from harness.contract.report import (
     summary_line,
     write_reports,
 )
+from harness.crashpoints import emit as crash_emit
+from harness.crashpoints import explore as crash_explore
+from harness.crashpoints import render as crash_render
 from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.describe import announcement, describe_plan
 from harness.init import Origin, init_scenario
@@ -296,6 +299,39 @@ def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
     return 0
 
 
+def cmd_crashpoints(args: argparse.Namespace) -> int:
+    """Kill the target at every point of a call, R times each; exit 1 when a point has a finding."""
+    scenario = load_scenario(args.scenario, _overrides(args))
+    check_environment(scenario)
+    if args.repeat < 1 or args.max_points < 1:
+        raise UsageError("--repeat and --max-points must be at least 1")
+    only = _ids(args.only) or None
+    if only is not None:
+        args.max_points = max(args.max_points, len(only))
+    sys.stderr.write(
+        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} tries per point\n"
+    )
+    planned = crash_explore.prepare(
+        scenario,
+        Path(args.results),
+        repeat=args.repeat,
+        max_points=args.max_points,
+        only=only,
+        run_id=args.run_id,
+    )
+    progress = None if args.quiet else 1.0
+    found = _drive(crash_explore.explore(planned, progress_interval_s=progress), [planned.run_dir])
+    report = crash_render.write_reports(found)
+    if args.json:
+        Path(args.json).write_text(crash_render.json_text(found), encoding="utf-8")
+    if args.emit:
+        for path in crash_emit.write_tests(found, Path(args.emit)):
+            sys.stderr.write(f"wrote {path}\n")
+    print(crash_render.render_terminal(found))
+    print(f"report: {report}")
+    return EXIT_GATE_FAILED if found.findings else 0
+
+
 def cmd_trend(args: argparse.Namespace) -> int:
     """The trend table; exit 1 when the newest run of a scenario moved beyond its interval."""
     path = Path(args.file)
@@ -436,6 +472,31 @@ def build_parser() -> argparse.ArgumentParser:
     contract.add_argument("--run-id", help="name of the run directory")
     scenario_options(contract)
     contract.set_defaults(func=cmd_contract)
+
+    crash = sub.add_parser(
+        "crashpoints", help="hold the target at each commit of a call, kill it there, retry, judge each try"
+    )
+    crash.add_argument("scenario", help="scenario YAML file: its target, tool, services and effect source")
+    crash.add_argument("--repeat", type=int, default=3, metavar="R", help="tries per point (default 3)")
+    crash.add_argument("--only", metavar="POINT,...", help="explore only these points (db_commit#2, ...)")
+    crash.add_argument(
+        "--max-points",
+        type=int,
+        default=8,
+        metavar="N",
+        help="points explored at most, the call's own first, then its retries' (default 8)",
+    )
+    crash.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    crash.add_argument(
+        "--emit", metavar="DIR", help="write a reproducing scenario and a pytest file per finding into DIR"
+    )
+    crash.add_argument(
+        "--results", default="results", help="directory for run directories (default: results)"
+    )
+    crash.add_argument("--run-id", help="name of the run directory")
+    crash.add_argument("--quiet", action="store_true", help="no progress line")
+    scenario_options(crash)
+    crash.set_defaults(func=cmd_crashpoints)
 
     init = sub.add_parser("init", help="start a server, list its tools and draft a scenario for it")
     where = init.add_mutually_exclusive_group(required=True)

@@ -45,6 +45,10 @@ service_started    service, pid, url (a service the harness runs for the target:
 service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
                    request to more than one replica (read from its log after the run)
+crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashpoints.points``), held,
+                   [path: the intent's planned holds], [writes, autocommit (db_commit: the statements it
+                   made durable)], [key, replayed (downstream)]: an attempt passed a hold point
+                   (``faults.crash_points``); held: the pod was killed there
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """
@@ -83,6 +87,7 @@ class EventType(enum.StrEnum):
     SERVICE_STARTED = "service_started"
     SERVICE_STOPPED = "service_stopped"
     BALANCER_RETRY = "balancer_retry"
+    CRASH_POINT = "crash_point"
     RUN_ENDED = "run_ended"
 
 

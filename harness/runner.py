@@ -170,7 +170,8 @@ class _Run:
         )
         # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
         # it (its draws are per attempt, so which replica an attempt went to does not change whether
-        # it is hit).
+        # it is hit). With crash points, one in front of the pod that tells the hold points of each call.
+        hooks = self.wiring.holds
         self.proxies = [
             FaultProxy(
                 port,
@@ -181,6 +182,7 @@ class _Run:
                 default_hold_s=scenario.client.attempt_timeout_s + 0.5,
                 key_meta=scenario.client.key_meta,
                 key_header=scenario.client.key_header,
+                hooks=hooks,
             )
             for port in (self.wiring.ports if self.wiring.proxy_ports else [])
         ]

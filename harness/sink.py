@@ -7,6 +7,14 @@ effect, of the marker in ``marker_field``, appended to ``sink.jsonl`` in the run
 directory with one unbuffered write, before it is acknowledged, so a
 harness that dies loses nothing it confirmed. The auditor counts markers in
 that file (``harness.audit.effects``); it never asks the target.
+
+Each record also keeps the call's idempotency key (the ``Idempotency-Key``
+header, else an ``idempotency_key`` field of the body), the way a payment
+provider sees it. With ``dedupe_by_key`` the sink behaves like one: a call whose
+key it has seen is answered as the first was and recorded as a replay, which is
+not an effect. So a server that forwards its key downstream is told apart from
+one that does not. For crash points, a hold controller may hold the reply after
+a call is recorded (the ``downstream`` point; see ``harness.crashpoints.holds``).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import asyncio
 import contextlib
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import httptools
 import orjson
@@ -27,11 +35,31 @@ _OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\
 _BAD = b'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok":false}'
 
 
+KEY_HEADER = b"idempotency-key"
+KEY_FIELD = "idempotency_key"
+
+
+class DownstreamHold(Protocol):
+    """What a hold controller offers the sink (``harness.crashpoints.holds.HoldPoints``)."""
+
+    generation: int
+    """Changes when the pod is killed at a point: calls on older connections are from a dying pod."""
+
+    def downstream(self, key: str | None, replayed: bool) -> bool:
+        """A call was recorded; True: hold its reply (the pod is being killed)."""
+        ...
+
+
 class _Request:
     def __init__(self) -> None:
         self.parser = httptools.HttpRequestParser(self)
         self.body = bytearray()
+        self.key: str | None = None
         self.complete = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == KEY_HEADER:
+            self.key = value.decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
         self.body += body
@@ -43,10 +71,16 @@ class _Request:
 class EffectSink(LoopbackServer):
     """Records every call as one effect line; answers 200 once the line is written."""
 
-    def __init__(self, run_dir: Path, marker_field: str = "marker", port: int = 0) -> None:
+    def __init__(
+        self, run_dir: Path, marker_field: str = "marker", port: int = 0, *, dedupe_by_key: bool = False
+    ) -> None:
         super().__init__(port)
         self.path = run_dir / rundir.SINK
         self.marker_field = marker_field
+        self.dedupe_by_key = dedupe_by_key
+        self.hold: DownstreamHold | None = None
+        """Set by the wiring when crash points run."""
+        self._keys: set[str] = set()
         self._file: BinaryIO | None = None
         self._t0 = time.monotonic()
 
@@ -64,19 +98,31 @@ class EffectSink(LoopbackServer):
             self._file.close()
             self._file = None
 
-    def _record(self, body: bytes) -> bool:
+    def _record(self, request: _Request) -> tuple[str | None, bool] | None:
+        """Write the call's line; (its key, whether it was a replay), or None for a call without a marker."""
         try:
-            payload = orjson.loads(body)
+            payload = orjson.loads(request.body)
         except orjson.JSONDecodeError:
-            return False
+            return None
         marker = payload.get(self.marker_field) if isinstance(payload, dict) else None
         if not isinstance(marker, str) or self._file is None:
-            return False
-        line = {"t": round(time.monotonic() - self._t0, 6), "marker": marker}
+            return None
+        key = request.key
+        if key is None and isinstance(payload.get(KEY_FIELD), str):
+            key = payload[KEY_FIELD]
+        line: dict[str, object] = {"t": round(time.monotonic() - self._t0, 6), "marker": marker}
+        if key is not None:
+            line["key"] = key
+        replayed = self.dedupe_by_key and key is not None and key in self._keys
+        if replayed:
+            line["replay"] = True
+        elif key is not None and self.dedupe_by_key:
+            self._keys.add(key)
         self._file.write(orjson.dumps(line) + b"\n")
-        return True
+        return key, replayed
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        generation = None if self.hold is None else self.hold.generation
         with contextlib.suppress(httptools.HttpParserError):
             while True:
                 request = _Request()
@@ -85,5 +131,11 @@ class EffectSink(LoopbackServer):
                     if not data:
                         return
                     request.parser.feed_data(data)
-                writer.write(_OK if self._record(bytes(request.body)) else _BAD)
+                if self.hold is not None and generation != self.hold.generation:
+                    return  # a call from a pod killed at a crash point: it never reached us
+                recorded = self._record(request)
+                if recorded is not None and self.hold is not None and self.hold.downstream(*recorded):
+                    await reader.read()  # held: no reply; the pod dies and its connection with it
+                    return
+                writer.write(_OK if recorded is not None else _BAD)
                 await writer.drain()

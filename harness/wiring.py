@@ -9,6 +9,12 @@ known before anything starts, including the ports where a run's fault proxies
 will sit in front of the replicas: nginx and the clients are pointed there.
 ``${VAR}`` values and passwords in URLs go into the redactor, which is also
 applied to the logs the target and services wrote once they have stopped.
+
+With ``faults.crash_points`` the wiring also holds the run's hold points
+(``harness.crashpoints.holds``): ``{postgres_url}`` then names a PostgreSQL proxy
+that can hold commits, the sink reports each call to them, and they kill
+replica 0 through its supervisor. A run puts a fault proxy in front of the
+pod that reports each tool call.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
+from harness.crashpoints.holds import HoldPoints
+from harness.crashpoints.pgproxy import PostgresProxy
 from harness.errors import ScenarioError
 from harness.final_read import final_read
 from harness.history import Detail, EventType, HistoryWriter, Outcome, Redactor
@@ -55,21 +63,36 @@ class TargetWiring:
                 self.pod_urls = [target.kubernetes.url]
             self.pod_url = self.pod_urls[0]
             urls: dict[str, str] = {}
+            crash = scenario.faults.crash_points
+            self.holds = None if crash is None else HoldPoints(crash)
+            """The hold points of ``faults.crash_points``, or None."""
             pg = scenario.services.postgres
             self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
+            self.pg_proxy: PostgresProxy | None = None
             if self.postgres is not None:
                 urls["postgres_url"] = self.postgres.url
+                if self.holds is not None:
+                    self.pg_proxy = PostgresProxy(self.postgres.port, self.holds, free_port())
+                    urls["postgres_url"] = self.pg_proxy.url(self.postgres.database)
             sink = scenario.audit.effects.sink
-            self.sink = EffectSink(run_dir, sink.marker_field, free_port()) if sink is not None else None
+            self.sink = (
+                EffectSink(run_dir, sink.marker_field, free_port(), dedupe_by_key=sink.dedupe_by_key)
+                if sink is not None
+                else None
+            )
             if self.sink is not None:
                 urls["sink_url"] = self.sink.url
+                self.sink.hold = self.holds
             self.pods: list[Pod] = [
                 make_pod(target, run_dir, port=port, name=f"pod-{i}", urls=urls, seed=scenario.seed)
                 for i, port in enumerate(self.ports)
             ]
             self.pod = self.pods[0]
-            # With stream faults, a run puts a fault proxy in front of each replica, on these ports.
-            self.proxy_ports = [free_port() for _ in self.ports] if scenario.faults.stream else []
+            # With stream faults or crash points, a run puts a fault proxy in front of each replica, on
+            # these ports.
+            self.proxy_ports = (
+                [free_port() for _ in self.ports] if scenario.faults.stream or self.holds is not None else []
+            )
             balancer = scenario.services.balancer
             self.nginx = (
                 None
@@ -118,6 +141,13 @@ class TargetWiring:
                 )
             )
         self.supervisor = self.supervisors[0]
+        if self.holds is not None:
+            supervisor = self.supervisor
+            self.holds.attach(
+                history,
+                lambda *, trigger, point: supervisor.kill(trigger=trigger, counted=False, point=point),
+                supervisor.ready.is_set,
+            )
         return self.supervisor
 
     async def start_services(self, stack: contextlib.AsyncExitStack) -> None:
@@ -127,9 +157,14 @@ class TargetWiring:
             await self.postgres.start()
             pg = self.postgres
             self._emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
+        if self.pg_proxy is not None:
+            stack.push_async_callback(self.pg_proxy.close)
+            await self.pg_proxy.start()
         if self.sink is not None:
             stack.push_async_callback(self.sink.close)
             await self.sink.start()
+        if self.holds is not None:
+            stack.callback(self.holds.record_missed)  # once no call can reach a point any more
 
     async def start_balancer(self, stack: contextlib.AsyncExitStack) -> None:
         """nginx, where the scenario has one (a run's; a contract check calls replica 0 directly);

@@ -95,14 +95,14 @@ def read_collected(run_dir: Path) -> Counter[str]:
 
 
 def count_sink_effects(run_dir: Path) -> Counter[str]:
-    """Effects per marker recorded by the sink of a run."""
+    """Effects per marker recorded by the sink of a run (a call deduplicated by its key is not one)."""
     path = run_dir / rundir.SINK
     if not path.is_file():
         raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
-    return count_jsonl(path, "marker", str(path))
+    return count_jsonl(path, "marker", str(path), skip="replay")
 
 
-def count_jsonl(path: Path, marker_field: str, where: str) -> Counter[str]:
+def count_jsonl(path: Path, marker_field: str, where: str, *, skip: str | None = None) -> Counter[str]:
     """One effect per JSON line, of the marker in ``marker_field``.
 
     A writer killed mid-line leaves a torn line; the next writer appends to it, so
@@ -127,6 +127,8 @@ def count_jsonl(path: Path, marker_field: str, where: str) -> Counter[str]:
                     continue
             if not isinstance(record, dict) or record.get(marker_field) is None:
                 raise AuditError(f"{path}:{number}: a record without a {marker_field!r} field: {raw[:80]!r}")
+            if skip is not None and record.get(skip) is True:
+                continue
             counts[str(record[marker_field])] += 1
     return counts
 

@@ -23,6 +23,11 @@ what a client sees when a stream breaks. Every fault is recorded in the history,
 with the request id it hit, before it acts (so it precedes the attempt's end).
 The proxy handles one request at a time per connection (no pipelining, which the
 driver never does).
+
+With crash points (``faults.crash_points``) the proxy also tells a hold
+controller (``ExchangeHooks``) when a call's request has reached the server and
+when its whole answer is back, and withholds that answer when told: the pod has
+been killed at the ``response`` point, so the client sees the stream break.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httptools
 import orjson
@@ -45,6 +50,27 @@ AttemptLookup = Callable[[Any], tuple[int, int] | None]
 """Request id -> (intent, attempt) for requests the driver has in flight."""
 
 _READ = 65536
+
+
+class ExchangeHooks(Protocol):
+    """What a hold controller (``harness.crashpoints.holds.HoldPoints``) is told of each tool call."""
+
+    def serving(self) -> bool:
+        """Whether the pod is ready; a call to a pod that is not gets its connection dropped, as behind
+        a health-checked balancer (a pod killed before it is ready would end the run)."""
+        ...
+
+    def request(self, intent: int, attempt: int) -> bool:
+        """The attempt's request was written to the server; True: the pod was killed there."""
+        ...
+
+    def response(self, intent: int, attempt: int) -> bool:
+        """Its whole answer is here; True: the pod was killed, and the client must not get the answer."""
+        ...
+
+    def ended(self, intent: int, attempt: int) -> None:
+        """The exchange is over."""
+        ...
 
 
 @dataclass(slots=True)
@@ -129,13 +155,15 @@ class _Response:
     def on_message_complete(self) -> None:
         self.complete = True
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bool:
+        """Follow ``data``; whether the response is complete now."""
         if self.malformed:
-            return
+            return False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
             self.malformed = True
+        return self.complete
 
 
 def events_cut(response: _Response, data: bytes, after_events: int) -> int | None:
@@ -179,8 +207,10 @@ class FaultProxy(LoopbackServer):
         default_hold_s: float,
         key_meta: str | None = None,
         key_header: str | None = None,
+        hooks: ExchangeHooks | None = None,
     ) -> None:
         super().__init__()
+        self.hooks = hooks
         self.key_meta = key_meta
         self.key_header = key_header
         self.upstream_port = upstream_port
@@ -281,6 +311,8 @@ class FaultProxy(LoopbackServer):
         ex = self._identify(request)
         chosen = choose_fault(self.rules, self.seed, ex)
         up_reader, up_writer = upstream
+        if chosen is None and self.hooks is not None and ex.intent is not None and ex.attempt is not None:
+            return await self._hooked(request, writer, upstream, self.hooks, ex.intent, ex.attempt)
         if chosen is None:
             up_writer.write(request.raw)
             return await self._relay(up_reader, writer)
@@ -300,10 +332,40 @@ class FaultProxy(LoopbackServer):
             return await self._stall(rule, ex, request, reader, writer, upstream)
         return await self._sever_response(rule, ex, request, writer, upstream)
 
-    async def _relay(
-        self, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, delay_s: float = 0.0
+    async def _hooked(
+        self,
+        request: _Request,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        hooks: ExchangeHooks,
+        intent: int,
+        attempt: int,
     ) -> bool:
-        """Relay one response as it arrives; False when it did not complete (pod died, client left)."""
+        """A tool call under crash points: the controller hears of its request and its answer."""
+        up_reader, up_writer = upstream
+        if not hooks.serving():
+            return False
+        up_writer.write(request.raw)
+        try:
+            if hooks.request(intent, attempt):
+                return False  # killed as the request arrived: nothing will come back
+            return await self._relay(up_reader, writer, last=lambda: hooks.response(intent, attempt))
+        finally:
+            hooks.ended(intent, attempt)
+
+    async def _relay(
+        self,
+        up_reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        delay_s: float = 0.0,
+        last: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Relay one response as it arrives; False when it did not complete (pod died, client left).
+
+        ``last``: asked once the whole response is here, before its final bytes go out; True keeps
+        them (the pod was killed at the response point) and drops the client's connection.
+        """
         response = _Response()
         first = True
         while not response.complete:
@@ -313,7 +375,8 @@ class FaultProxy(LoopbackServer):
             if first and delay_s:
                 await asyncio.sleep(delay_s)
             first = False
-            response.feed(data)
+            if response.feed(data) and last is not None and last():
+                return False
             writer.write(data)
             await writer.drain()
         return True

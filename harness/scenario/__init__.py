@@ -5,14 +5,15 @@ errors that name the field and the fix, so that no other module ever sees an
 untyped dict. The model knows nothing of processes, sockets or files beyond
 loading itself: the runner turns it into pods, a driver and an injector.
 
-One module per section (``target``, ``workload``, ``client``, ``faults``,
-``effects`` for ``audit``, ``services``, ``gate``), their shared pieces
+One module per section (``target``, ``workload``, ``client``, ``faults`` and
+its ``crash_points``, ``effects`` for ``audit``, ``services``, ``gate``), their shared pieces
 (``section``, ``placeholders``, ``headers``, ``window``, ``sql_guard``), the
 whole (``model``), the rules across sections (``rules``), and loading
 (``loading``, ``overrides``, ``bounded_yaml``). Other modules import from here.
 """
 
 from harness.scenario.client import Backoff, ClientPolicy
+from harness.scenario.crash_points import CrashExplore, CrashHold, CrashPoints
 from harness.scenario.effects import (
     Audit,
     CommandEffects,
@@ -45,6 +46,9 @@ __all__ = [
     "BalancerService",
     "ClientPolicy",
     "CommandEffects",
+    "CrashExplore",
+    "CrashHold",
+    "CrashPoints",
     "Effects",
     "Faults",
     "Gate",

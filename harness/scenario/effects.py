@@ -42,6 +42,9 @@ class SinkEffects(Section):
     For black-box images whose store the harness cannot read."""
 
     marker_field: str = "marker"
+    dedupe_by_key: bool = False
+    """Answer a call whose idempotency key (``Idempotency-Key`` header, else an ``idempotency_key``
+    field) was seen before as a replay, as a payment provider does: it is recorded, not counted."""
 
 
 class ToolEffects(Section):

@@ -1,4 +1,5 @@
-"""``faults``: what breaks the target during a run: kills, pauses, rollouts, the fault proxy's rules."""
+"""``faults``: what breaks the target during a run: kills, pauses, rollouts, the fault proxy's rules,
+crash points (``crash_points``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Literal
 from pydantic import Field, StrictInt, model_validator
 
 from harness.history import StreamFaultKind
+from harness.scenario.crash_points import CrashPoints
 from harness.scenario.section import Section
 from harness.scenario.window import Window
 
@@ -141,3 +143,4 @@ class Faults(Section):
     rollout: RolloutFaults | None = None
     stream: list[StreamFault] = Field(default_factory=list)
     """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
+    crash_points: CrashPoints | None = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from harness.crashpoints.points import PointKind, parse_path
+
 if TYPE_CHECKING:
     from harness.scenario.model import Scenario
 
@@ -101,12 +103,47 @@ def transport_fits(s: Scenario) -> None:
         raise ValueError("audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command")
 
 
+def crash_points_fit(s: Scenario) -> None:
+    """Crash points count the points of one call at a time, on one pod the harness kills itself,
+    and hold only where the harness stands (its PostgreSQL, its sink)."""
+    crash = s.faults.crash_points
+    if crash is None:
+        return
+    target = s.target
+    if (
+        s.workload.concurrency != 1
+        or target.replicas != 1
+        or target.transport != "http"
+        or target.kubernetes is not None
+        or s.services.balancer is not None
+    ):
+        raise ValueError(
+            "faults.crash_points counts the points of one call at a time: it needs "
+            "workload.concurrency 1 and one HTTP pod the harness runs (no replicas, balancer, "
+            "stdio or Kubernetes target)"
+        )
+    f = s.faults
+    if f.kill is not None or f.pause is not None or f.rollout is not None or f.stream:
+        raise ValueError(
+            "faults.crash_points kills the pod itself, at its points; it does not mix with "
+            "faults.kill, pause, rollout or stream"
+        )
+    kinds: set[PointKind] = set().union(*(hold.kinds() for hold in crash.holds))
+    if crash.explore is not None and crash.explore.only:
+        kinds |= {p.kind for name in crash.explore.only for p in parse_path(name)}
+    if PointKind.DB_COMMIT in kinds and s.services.postgres is None:
+        raise ValueError("a db_commit hold point needs services.postgres (the harness holds its commits)")
+    if PointKind.DOWNSTREAM in kinds and s.audit.effects.sink is None:
+        raise ValueError("a downstream hold point needs audit.effects.sink (the sink holds its reply)")
+
+
 RULES: tuple[Callable[[Scenario], None], ...] = (
     services_used,
     victims_exist,
     balancer_fits,
     kubernetes_fits,
     transport_fits,
+    crash_points_fit,
 )
 
 

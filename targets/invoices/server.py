@@ -25,7 +25,12 @@ environment variable (see ``targets/invoices/README.md``):
 PORT, HOST                      where to listen (HOST must be a loopback address)
 INVOICES_DB                     SQLite file (WAL; survives SIGKILL) or a postgresql:// URL
 INVOICES_SINK_URL               optional downstream: every invoice created is POSTed there
-                                ({"marker": memo, ...}), as a payment provider would be called
+                                ({"marker": memo, ...}), as a payment provider would be called,
+                                with the intent's key in an Idempotency-Key header
+INVOICES_DOWNSTREAM             after_commit (default: the downstream hears of an invoice once it
+                                exists) | before_commit (it is called first, as a card is charged
+                                before the invoice is recorded: a retry after a crash calls it
+                                again, which is safe only if it deduplicates by the key)
 INVOICES_LEDGER                 optional JSON-lines file: every invoice created is appended there
                                 ({"marker": memo, ...}), a store that no SQL query reads
 INVOICES_MODE                   naive | keyed | atomic
@@ -58,7 +63,10 @@ INVOICES_FLAW                   one contract bug on top of keyed or atomic, for 
                                 memory_keys (atomic, but the keys live in this process's memory),
                                 apologize (answers success and does nothing), sloppy_errors
                                 (errors as bare text, no code or recovery), endless_questions (the
-                                MRTR question about an ambiguous customer is asked forever)
+                                MRTR question about an ambiguous customer is asked forever),
+                                key_first (keyed, but the key record, holding the response to be,
+                                commits before the invoice: a crash between them loses it),
+                                unkeyed_downstream (the downstream is called without the key)
 INVOICES_REQUEST_STATE          process (default: the SDK's per-process key, lost with the process) |
                                 shared (INVOICES_REQUEST_STATE_KEY, else a key file beside the store):
                                 the key that seals the requestState of the customer question (see
@@ -101,7 +109,10 @@ FLAWS = (
     "apologize",
     "sloppy_errors",
     "endless_questions",
+    "key_first",
+    "unkeyed_downstream",
 )
+DOWNSTREAM = ("after_commit", "before_commit")
 FAILPOINTS = ("before_business_commit", "after_business_commit", "after_key_record", "before_response")
 
 
@@ -115,6 +126,7 @@ class Config:
     port: int
     db: str
     sink_url: str | None
+    downstream_first: bool
     ledger: str | None
     mode: str
     transport: str
@@ -189,6 +201,11 @@ class Config:
             raise ConfigError(
                 f"INVOICES_FLAW={flaw!r}; choose one of {', '.join(flaws)}, with mode keyed or atomic"
             )
+        if flaw == "key_first" and mode != "keyed":
+            raise ConfigError("INVOICES_FLAW='key_first' is a keyed design's bug: use INVOICES_MODE=keyed")
+        downstream = env.get("INVOICES_DOWNSTREAM", "after_commit")
+        if downstream not in DOWNSTREAM:
+            raise ConfigError(f"INVOICES_DOWNSTREAM={downstream!r}; choose after_commit or before_commit")
         annotations = env.get("INVOICES_ANNOTATIONS") or None
         if annotations not in (None, "idempotent", "readonly"):
             raise ConfigError(f"INVOICES_ANNOTATIONS={annotations!r}; choose idempotent or readonly")
@@ -205,6 +222,7 @@ class Config:
             port=port,
             db=env["INVOICES_DB"],
             sink_url=env.get("INVOICES_SINK_URL") or None,
+            downstream_first=downstream == "before_commit",
             ledger=env.get("INVOICES_LEDGER") or None,
             mode=mode,
             transport=transport,
@@ -311,18 +329,23 @@ def build_server(config: Config) -> MCPServer[Any]:
         if seconds > 0:
             await asyncio.sleep(seconds * random.uniform(1 - config.jitter, 1 + config.jitter))
 
-    async def notify_downstream(response: str) -> None:
-        """Tell the downstream (the effect sink, a ledger) of a new invoice: effects outside our store."""
-        invoice = json.loads(response)
+    async def notify_downstream(invoice: dict[str, Any], key: str | None) -> None:
+        """Tell the downstream (the effect sink, a ledger) of an invoice: effects outside our store.
+
+        The intent's key goes with it (``Idempotency-Key``), so a downstream that deduplicates by it
+        makes a second call for one intent harmless; naive ignores keys, and the flaw
+        unkeyed_downstream leaves it out.
+        """
         if config.ledger is not None:
             with open(config.ledger, "a", encoding="utf-8") as ledger:
                 ledger.write(json.dumps({"marker": invoice["memo"], **invoice}) + "\n")
         if config.sink_url is None:
             return
         body = json.dumps({"marker": invoice["memo"], **invoice}).encode()
-        request = urllib.request.Request(
-            config.sink_url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
+        headers = {"Content-Type": "application/json"}
+        if key is not None and config.mode != "naive" and config.flaw != "unkeyed_downstream":
+            headers["Idempotency-Key"] = key
+        request = urllib.request.Request(config.sink_url, data=body, headers=headers, method="POST")
         await asyncio.to_thread(lambda: urllib.request.urlopen(request, timeout=10).read())
 
     @server.tool(
@@ -425,6 +448,9 @@ def build_server(config: Config) -> MCPServer[Any]:
     ) -> CallToolResult:
         """The work and the commit(s), after the key checks."""
         await work(config.pre_commit_s, ctx, 1)
+        if config.downstream_first:  # charge first, record after: a retry charges again
+            charge = {"customer_id": customer_id, "amount_cents": amount_cents, "memo": memo}
+            await notify_downstream(charge, idempotency_key)
         failpoint("before_business_commit")
         if config.mode == "atomic" and config.flaw != "memory_keys":
             assert idempotency_key is not None
@@ -433,13 +459,25 @@ def build_server(config: Config) -> MCPServer[Any]:
             )
             failpoint("after_business_commit")
             failpoint("after_key_record")
-            if created:
-                await notify_downstream(response)
+            if created and not config.downstream_first:
+                await notify_downstream(json.loads(response), idempotency_key)
             await work(config.between_commits_s, ctx, 2)
+        elif config.flaw == "key_first":
+            assert idempotency_key is not None
+            # The key record promises an invoice that does not exist yet: a crash before the invoice's
+            # own commit leaves a key that replays a result nobody created.
+            invoice_id, response = store.reserve_invoice(customer_id, amount_cents, memo, now)
+            store.record_key(idempotency_key, request_hash, response, now)
+            await work(config.between_commits_s, ctx, 2)
+            store.create_invoice(customer_id, amount_cents, memo, now, invoice_id)
+            failpoint("after_business_commit")
+            if not config.downstream_first:
+                await notify_downstream(json.loads(response), idempotency_key)
         else:
             response = store.create_invoice(customer_id, amount_cents, memo, now)
             failpoint("after_business_commit")
-            await notify_downstream(response)
+            if not config.downstream_first:
+                await notify_downstream(json.loads(response), idempotency_key)
             await work(config.between_commits_s, ctx, 2)
             if config.flaw == "memory_keys":
                 assert idempotency_key is not None

@@ -142,17 +142,43 @@ class Store:
         ).fetchone()
         return None if row is None else (str(row[0]), str(row[1]))
 
-    def _insert_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
-        invoice_id = self._insert_returning_id(
-            self._q("INSERT INTO invoices (customer_id, amount_cents, memo, created_at) VALUES (?, ?, ?, ?)"),
-            (customer_id, amount_cents, memo, created_at),
-        )
+    def _next_invoice_id(self) -> int:
+        raise NotImplementedError
+
+    def _insert_invoice(
+        self, customer_id: str, amount_cents: int, memo: str, created_at: str, invoice_id: int | None = None
+    ) -> str:
+        if invoice_id is None:
+            invoice_id = self._insert_returning_id(
+                self._q(
+                    "INSERT INTO invoices (customer_id, amount_cents, memo, created_at) VALUES (?, ?, ?, ?)"
+                ),
+                (customer_id, amount_cents, memo, created_at),
+            )
+        else:
+            self._execute(
+                self._q(
+                    "INSERT INTO invoices (id, customer_id, amount_cents, memo, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)"
+                ),
+                (invoice_id, customer_id, amount_cents, memo, created_at),
+            )
         return invoice_json(invoice_id, customer_id, amount_cents, memo, created_at)
 
-    def create_invoice(self, customer_id: str, amount_cents: int, memo: str, created_at: str) -> str:
-        """One commit: the business write alone (naive, and keyed's first commit)."""
+    def create_invoice(
+        self, customer_id: str, amount_cents: int, memo: str, created_at: str, invoice_id: int | None = None
+    ) -> str:
+        """One commit: the business write alone (naive, and keyed's first commit); ``invoice_id``: one
+        reserved before (the flaw key_first)."""
         with self.transaction():
-            return self._insert_invoice(customer_id, amount_cents, memo, created_at)
+            return self._insert_invoice(customer_id, amount_cents, memo, created_at, invoice_id)
+
+    def reserve_invoice(
+        self, customer_id: str, amount_cents: int, memo: str, created_at: str
+    ) -> tuple[int, str]:
+        """The flaw key_first: an invoice id taken before the invoice exists, and its response to be."""
+        invoice_id = self._next_invoice_id()
+        return invoice_id, invoice_json(invoice_id, customer_id, amount_cents, memo, created_at)
 
     def record_key(self, key: str, request_hash: str, response: str, created_at: str) -> None:
         """Keyed's second commit. The first record for a key wins; a racing attempt's is dropped."""
@@ -334,6 +360,11 @@ class SqliteStore(Store):
         assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
+    def _next_invoice_id(self) -> int:
+        # Ids reserved here never collide with AUTOINCREMENT's: with key_first every invoice takes one.
+        self.db.execute("CREATE TABLE IF NOT EXISTS invoice_ids (id INTEGER PRIMARY KEY AUTOINCREMENT)")
+        return self._insert_returning_id("INSERT INTO invoice_ids DEFAULT VALUES", ())
+
     def _unique_violation(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
 
@@ -363,6 +394,11 @@ class PostgresStore(Store):
 
     def _insert_returning_id(self, sql: str, params: tuple[Any, ...]) -> int:
         row = self.db.execute(sql + " RETURNING id", params).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _next_invoice_id(self) -> int:
+        row = self.db.execute("SELECT nextval(pg_get_serial_sequence('invoices', 'id'))").fetchone()
         assert row is not None
         return int(row[0])
 

@@ -64,6 +64,24 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
             ["target.transport=stdio", "audit.effects={tool: {tool: count}}"],
             "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command",
         ),
+        (
+            ["faults={crash_points: {holds: [{at: response}]}}"],
+            "faults.crash_points counts the points of one call at a time: it needs workload.concurrency 1 "
+            "and one HTTP pod the harness runs (no replicas, balancer, stdio or Kubernetes target)",
+        ),
+        (
+            ["workload.concurrency=1", "faults.crash_points={holds: [{at: response}]}"],
+            "faults.crash_points kills the pod itself, at its points; it does not mix with faults.kill, "
+            "pause, rollout or stream",
+        ),
+        (
+            ["workload.concurrency=1", "faults={crash_points: {explore: {only: ['db_commit#1']}}}"],
+            "a db_commit hold point needs services.postgres (the harness holds its commits)",
+        ),
+        (
+            ["workload.concurrency=1", "faults={crash_points: {holds: [{at: 'request/downstream#1'}]}}"],
+            "a downstream hold point needs audit.effects.sink (the sink holds its reply)",
+        ),
     ],
 )
 def test_a_rule_across_sections_is_one_line_at_the_top_level(
@@ -114,6 +132,7 @@ def test_the_first_rule_broken_is_the_error(scenario_data: dict[str, Any]) -> No
         "balancer_fits",
         "kubernetes_fits",
         "transport_fits",
+        "crash_points_fit",
     ]
     both = ["target.transport=stdio", "client.key_in=header", "faults.kill.victim=1"]
     assert "faults.kill.victim: there is no replica 1" in error_of(scenario_data, *both)

@@ -1,0 +1,106 @@
+"""What a finding leaves behind: the scenario that reproduces it, and a pytest file that runs it.
+
+The reproducer is the user's scenario with the exploration's changes
+(``explore.retry_quickly``) and a fixed plan: every one of its intents is held
+along the finding's path (``faults.crash_points.holds``). So ``mcp-chaos run``
+on it crashes the target exactly there, every time, and its gate fails on the
+finding; once the target is fixed it passes. A path the target no longer takes
+(the fix removed the commit) is a missed fault, and the run is inconclusive:
+the regression test then says the point is gone instead of passing for nothing.
+
+The pytest file (``--emit DIR``) is the regression test a user commits beside
+the fix: it runs the reproducer through the harness's public API and asserts
+that every intent took effect exactly once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
+from harness.scenario import Scenario, parse_scenario
+
+FAIL_ON = ["duplicate", "lost", "applied_despite_error", "inconclusive"]
+
+
+def reproducer_name(result: PointResult) -> str:
+    """``crashpoint-db_commit-2.yaml``; a path of two joins its points with ``-then-``."""
+    return "crashpoint-" + "-then-".join(p.name.replace("#", "-") for p in result.path) + ".yaml"
+
+
+def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenario:
+    """The scenario that crashes the target at ``result``'s path in each of ``intents`` intents."""
+    data = retry_quickly(scenario, kills=len(result.path) * intents)
+    data["name"] = f"{scenario.name}-{reproducer_name(result).removesuffix('.yaml')}"[:64]
+    data["description"] = (
+        f"Written by mcp-chaos crashpoints: every intent is held at {result.name} (the pod is SIGKILLed "
+        f"there) and retried; it found {result.finding.value if result.finding else 'nothing'} there. "
+        "The gate fails until the target takes effect exactly once."
+    )
+    data["workload"].update(intents=intents, concurrency=1)
+    data["faults"] = {"crash_points": {"holds": [{"at": result.name}]}}
+    data["gate"] = {"fail_on": FAIL_ON}
+    return parse_scenario(data, source="the reproducer of " + scenario.name)
+
+
+def write_reproducers(exploration: Exploration, directory: Path) -> list[Path]:
+    """A reproducer for every finding, into ``directory``; their paths."""
+    written = []
+    for result in exploration.findings:
+        path = directory / reproducer_name(result)
+        path.write_text(
+            reproducer(exploration.scenario, result, exploration.repeat).dump_yaml(), encoding="utf-8"
+        )
+        written.append(path)
+    return written
+
+
+def pytest_text(scenario_file: str, result: PointResult) -> str:
+    """A test module that runs the reproducer next to it and asserts exactly once."""
+    test = "test_exactly_once_after_a_crash_at_" + "_then_".join(
+        p.name.replace("#", "_") for p in result.path
+    )
+    return f'''"""Regression test written by `mcp-chaos crashpoints`: a crash at {result.name}.
+
+The target was SIGKILLed while held at {result.name} and the client retried with the same key;
+it found {result.finding.value if result.finding else "nothing"} there. This test runs the
+scenario beside it (the same crash, every intent) and passes once each intent takes effect
+exactly once.
+"""
+
+import asyncio
+import io
+from pathlib import Path
+
+from harness import load_scenario, prepare_run_dir, run_and_audit
+
+SCENARIO = Path(__file__).with_name("{scenario_file}")
+
+
+def {test}(tmp_path: Path) -> None:
+    scenario = load_scenario(SCENARIO)
+    run_dir = prepare_run_dir(tmp_path, scenario)
+    audit = asyncio.run(
+        run_and_audit(scenario, run_dir, out=io.StringIO(), progress_interval_s=None, html=False)
+    )
+    assert not audit.summary.inconclusive, (
+        f"the crash did not happen ({{audit.summary.inconclusive}}): the call no longer passes "
+        "{result.name}; run mcp-chaos crashpoints again to find its points"
+    )
+    verdicts = audit.intents["verdict"].value_counts().to_dict()
+    assert verdicts == {{"exactly_once": len(audit.intents)}}, f"{{verdicts}}; see {{run_dir}}/report.md"
+'''
+
+
+def write_tests(exploration: Exploration, directory: Path) -> list[Path]:
+    """For every finding, its reproducer and a pytest file that runs it, into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for scenario_path, result in zip(
+        write_reproducers(exploration, directory), exploration.findings, strict=True
+    ):
+        stem = scenario_path.stem.replace("-", "_")
+        test_path = directory / f"test_{stem}.py"
+        test_path.write_text(pytest_text(scenario_path.name, result), encoding="utf-8")
+        written += [scenario_path, test_path]
+    return written

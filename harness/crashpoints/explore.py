@@ -1,0 +1,239 @@
+"""``mcp-chaos crashpoints``: kill the target at every point of a call, a few times each, and judge each try.
+
+The exploration is one ordinary run of the user's scenario, changed so that
+its hold points explore (``faults.crash_points.explore``, planned by
+``harness.crashpoints.plan``): intent 0 is a clean call whose points become the
+plan; every later intent is one try, held at its point, killed there,
+restarted and retried by the client with the same key and a new request id.
+The run directory is a run like any other, audited by the ordinary auditor;
+this module reads its history back to group the intents by the path they were
+held along, so every verdict is the auditor's.
+
+What the exploration changes of the scenario, and why:
+
+* one intent at a time, as many as the plan can need (``1 + max_points x repeat``;
+  intents the plan has nothing for run clean), no other fault, no gate;
+* the pod is restarted at once (as often as the plan can kill it), and the client
+  retries every 0.1 s, with as many attempts as a restart can take: a try then
+  costs the pod's restart and little more. What is tested stays the client's: a
+  new request id and the intent's key (as ``client.key_reuse`` says) on every retry.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness import rundir
+from harness.audit.auditor import AuditResult
+from harness.crashpoints.points import MAX_DEPTH, Point, parse_path, path_name
+from harness.errors import PreflightError
+from harness.history import FINDINGS, EventType, Verdict, read_history
+from harness.runner import audit_and_report, execute
+from harness.scenario import Scenario, parse_scenario
+
+RETRY_EVERY_S = 0.1
+"""The exploration's backoff: what a retry waits for is the pod's restart, not a pause."""
+DETAILS = ("writes", "autocommit", "key", "replayed")
+"""What a ``crash_point`` event says of its point beyond its name."""
+
+
+def exploring_scenario(
+    scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None
+) -> Scenario:
+    """The scenario as the exploration runs it (see the module's docstring)."""
+    data = retry_quickly(scenario, kills=MAX_DEPTH * max_points * repeat)
+    data["workload"].update(intents=1 + max_points * repeat, concurrency=1)
+    data["faults"] = {"crash_points": {"explore": {"repeat": repeat, "max_points": max_points, "only": only}}}
+    data["gate"] = {}
+    return parse_scenario(data, source="the exploration of " + scenario.name)
+
+
+def retry_quickly(scenario: Scenario, *, kills: int) -> dict[str, Any]:
+    """The scenario's data with an immediate restart (up to ``kills`` of them), and a client retrying
+    every 0.1 s until the pod is back."""
+    data = scenario.model_dump(mode="json")
+    target = data["target"]
+    target["restart_delay_s"] = 0.0
+    target["max_restarts"] = max(target["max_restarts"], kills)
+    patience_s = target["ready_timeout_s"] + target["stop_timeout_s"] + 10
+    client = data["client"]
+    client["backoff"] = {
+        "initial_s": RETRY_EVERY_S,
+        "max_s": RETRY_EVERY_S,
+        "multiplier": 1.0,
+        "jitter": "none",
+    }
+    client["max_attempts"] = max(client["max_attempts"], min(1000, math.ceil(patience_s / RETRY_EVERY_S)))
+    return data
+
+
+@dataclass
+class PointResult:
+    """The tries of one path: how the auditor judged each."""
+
+    path: tuple[Point, ...]
+    intents: list[int] = field(default_factory=list)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    held: int = 0
+    """Tries in which every point of the path was reached and the pod killed there."""
+
+    @property
+    def name(self) -> str:
+        return path_name(self.path)
+
+    @property
+    def tries(self) -> int:
+        return len(self.intents)
+
+    @property
+    def finding(self) -> Verdict | None:
+        """The worst verdict its tries got, if it is a retry-safety violation."""
+        return next((v for v in FINDINGS if self.verdicts[v.value]), None)
+
+    def example(self, verdicts: dict[int, str]) -> int:
+        """The intent whose story is told: the first with the finding (else the first try)."""
+        finding = self.finding
+        if finding is not None:
+            return next(i for i in self.intents if verdicts[i] == finding.value)
+        return self.intents[0]
+
+
+@dataclass
+class Exploration:
+    """What ``crashpoints`` found, with everything its reports read."""
+
+    scenario: Scenario
+    run_dir: Path
+    repeat: int
+    clean: tuple[Point, ...]
+    """The points of the clean call, in order."""
+    details: dict[str, dict[str, Any]]
+    """Per point of the clean call, what it said: the statements a commit wrote, a downstream call's key."""
+    points: list[PointResult]
+    clean_calls: Counter[str]
+    """Verdicts of the intents held nowhere (the clean call, and those after the plan ran out)."""
+    verdicts: dict[int, str]
+    effects: dict[int, int]
+    audit: AuditResult
+    seconds: float
+    not_passed: list[str] = field(default_factory=list)
+    """Points asked for (``--only``) that the clean call never passed, so none was explored."""
+
+    @property
+    def findings(self) -> list[PointResult]:
+        return [p for p in self.points if p.finding is not None]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An exploration ready to run: the user's scenario, the one it runs, and its run directory."""
+
+    scenario: Scenario
+    exploring: Scenario
+    run_dir: Path
+    repeat: int
+    only: list[str] | None
+
+
+def prepare(
+    scenario: Scenario,
+    results_dir: Path,
+    *,
+    repeat: int,
+    max_points: int,
+    only: list[str] | None = None,
+    run_id: str | None = None,
+) -> Planned:
+    """The exploring scenario and a new run directory for it under ``results_dir``."""
+    exploring = exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=only)
+    run_dir = rundir.prepare_run_dir(results_dir, exploring, run_id)
+    return Planned(scenario, exploring, run_dir, repeat, only)
+
+
+async def explore(
+    planned: Planned, *, out: TextIO = sys.stderr, progress_interval_s: float | None = 1.0
+) -> Exploration:
+    """Run the exploration, audit it with the auditor, and group its tries by point."""
+    started = time.monotonic()
+    await execute(planned.exploring, planned.run_dir, out=out, progress_interval_s=progress_interval_s)
+    audit = audit_and_report(planned.run_dir, html=False)
+    found = read_exploration(planned.scenario, planned.run_dir, planned.repeat, audit, started)
+    explored = {p.name for p in found.points}
+    found.not_passed = [name for name in planned.only or () if name not in explored]
+    return found
+
+
+def read_exploration(
+    scenario: Scenario, run_dir: Path, repeat: int, audit: AuditResult, started: float
+) -> Exploration:
+    """Group an audited exploration run's intents by the path they were held along."""
+    table = audit.intents
+    verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True))
+    effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True))
+    paths: dict[int, str] = {}
+    held: Counter[int] = Counter()
+    windows: defaultdict[int, list[dict[str, Any]]] = defaultdict(list)
+    """The clean call's points, per attempt."""
+    for ev in read_history(run_dir / rundir.HISTORY):
+        if ev["type"] != EventType.CRASH_POINT:
+            continue
+        intent = ev["intent"]
+        if "path" in ev:
+            paths.setdefault(intent, ev["path"])
+        held[intent] += ev["held"] is True
+        if intent == 0:
+            windows[ev["attempt"]].append(ev)
+    answered = next((w for w in windows.values() if w[-1]["point"] == "response"), [])
+    clean = tuple(parse_path(ev["point"])[0] for ev in answered)
+    details = {ev["point"]: {k: v for k, v in ev.items() if k in DETAILS} for ev in answered}
+    if verdicts.get(0) != Verdict.EXACTLY_ONCE.value:
+        raise PreflightError(
+            f"crashpoints: the clean call (intent 0, nothing held) was {verdicts.get(0, 'never made')}, "
+            f"with {effects.get(0, 0)} effects; it must succeed and be counted once before crashes can be "
+            f"judged (see {run_dir / rundir.REPORT_MD})"
+        )
+    results: dict[str, PointResult] = {}
+    clean_calls: Counter[str] = Counter()
+    for intent in sorted(verdicts):
+        name = paths.get(intent)
+        if name is None:
+            clean_calls[verdicts[intent]] += 1
+            continue
+        result = results.setdefault(name, PointResult(parse_path(name)))
+        result.intents.append(intent)
+        result.verdicts[verdicts[intent]] += 1
+        result.held += held[intent] == len(result.path)
+    return Exploration(
+        scenario=scenario,
+        run_dir=run_dir,
+        repeat=repeat,
+        clean=clean,
+        details=details,
+        points=list(results.values()),
+        clean_calls=clean_calls,
+        verdicts=verdicts,
+        effects=effects,
+        audit=audit,
+        seconds=time.monotonic() - started,
+    )
+
+
+def intent_events(run_dir: Path, intent: int) -> list[dict[str, Any]]:
+    """The history of one try: its own events, and the pod's between its first and last."""
+    events: list[dict[str, Any]] = []
+    inside = False
+    for ev in read_history(run_dir / rundir.HISTORY):
+        if ev.get("intent") == intent:
+            inside = ev["type"] != EventType.INTENT_ENDED
+            events.append(ev)
+        elif inside and ev["type"] in (EventType.FAULT, EventType.POD_EXITED, EventType.POD_READY):
+            events.append(ev)
+        if ev["type"] == EventType.INTENT_ENDED and ev.get("intent") == intent:
+            break
+    return events

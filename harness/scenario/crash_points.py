@@ -1,0 +1,69 @@
+"""``faults.crash_points``: hold a call at a point it passes (a commit, a downstream call, its
+answer) and SIGKILL the pod there, instead of killing it at random.
+
+``mcp-chaos crashpoints`` writes these (``explore``, or ``holds`` in a reproducer);
+``harness.crashpoints.holds`` carries them out. What a run with them needs of the other
+sections is :func:`harness.scenario.rules.crash_points_fit`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from harness.crashpoints.points import PointKind, parse_path
+from harness.scenario.section import Section
+
+
+class CrashHold(Section):
+    """Hold the chosen intents at a point of their call and SIGKILL the pod there (``mcp-chaos crashpoints``
+    writes these; ``harness.crashpoints.holds`` carries them out)."""
+
+    at: str
+    """A hold point (``request``, ``db_commit#N``, ``downstream#N``, ``response``), or a path of two:
+    ``db_commit#1/db_commit#2`` holds the first attempt at the first, then the retry at the second."""
+    intents: list[Annotated[int, Field(ge=0)]] | None = None
+    """Which intents (default: every one)."""
+
+    @field_validator("at")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        parse_path(v)
+        return v
+
+    def kinds(self) -> set[PointKind]:
+        return {p.kind for p in parse_path(self.at)}
+
+
+class CrashExplore(Section):
+    """Explore instead of a fixed plan: a clean call, then every point it passed (see
+    ``harness.crashpoints.plan``)."""
+
+    repeat: int = Field(default=3, ge=1, le=100)
+    """Tries per point."""
+    max_points: int = Field(default=8, ge=1, le=64)
+    """Paths explored at most, single points first, then points of the retries (a crash in the recovery)."""
+    only: list[str] | None = Field(default=None, min_length=1)
+    """Explore only these points or paths (``db_commit#2``, ``db_commit#1/db_commit#1``)."""
+
+    @field_validator("only")
+    @classmethod
+    def _paths(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or ():
+            parse_path(name)
+        return v
+
+
+class CrashPoints(Section):
+    """Hold points wired into the run: every attempt's points are recorded (``crash_point`` events),
+    and the holds listed kill the pod at theirs. The first hold that names an intent applies to it."""
+
+    holds: list[CrashHold] = Field(default_factory=list)
+    explore: CrashExplore | None = None
+
+    @model_validator(mode="after")
+    def _one_plan(self) -> CrashPoints:
+        if self.explore is not None and self.holds:
+            raise ValueError("faults.crash_points: give holds or explore, not both")
+        return self

@@ -1,0 +1,358 @@
+"""Crash points against real targets: the reference servers (Python and TypeScript) on a real PostgreSQL.
+
+No failpoint anywhere: the harness holds the target at its own commits (through its PostgreSQL
+proxy), at its downstream call (the effect sink) and at its answer (the fault proxy), SIGKILLs it
+there and lets the client retry. What each design must show is the source article's: keyed
+read-then-write duplicates at its first commit and nowhere else, atomic at no point, naive at
+every point after its commit; a server that records its key first loses an intent; a server
+that calls a deduplicating downstream without its key charges twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import io
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+import yaml
+
+from harness.crashpoints import emit
+from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
+from harness.crashpoints.holds import HoldPoints
+from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.points import parse_path
+from harness.crashpoints.render import as_json, render_markdown
+from harness.history import HistoryWriter
+from harness.loopback import free_port
+from harness.scenario import CrashPoints, parse_scenario
+from harness.services import CLUSTER_PREFIX, Postgres
+from tests.conftest import TS_DIR, alive, invoice_scenario
+
+pytestmark = pytest.mark.integration
+
+QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+
+
+def on_postgres(mode: str, **env: str) -> dict[str, Any]:
+    data = invoice_scenario(mode=mode, env=env)
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    return data
+
+
+def typescript(mode: str) -> dict[str, Any]:
+    data = on_postgres(mode)
+    data["target"]["command"] = ["node", str(TS_DIR / "server.mjs")]
+    return data
+
+
+def crashpoints(
+    data: dict[str, Any],
+    tmp_path: Path,
+    *,
+    repeat: int = 1,
+    max_points: int = 4,
+    only: list[str] | None = None,
+) -> Exploration:
+    planned = prepare(
+        parse_scenario(data), tmp_path / "results", repeat=repeat, max_points=max_points, only=only
+    )
+    return asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
+
+
+def table(found: Exploration) -> dict[str, dict[str, int]]:
+    return {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points}
+
+
+def everything_held(found: Exploration) -> bool:
+    return all(p.held == p.tries for p in found.points)
+
+
+def started_pids(found: Exploration) -> list[int]:
+    events = map(orjson.loads, (found.run_dir / "history.jsonl").read_bytes().splitlines())
+    return [e["pid"] for e in events if e["type"] in ("pod_started", "service_started")]
+
+
+@pytest.mark.postgres
+def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgres_server: None) -> None:
+    """psycopg through the proxy (its SSL request refused): the commit is in the database, and the
+    client still waits for it."""
+
+    async def go() -> None:
+        pg = Postgres(tmp_path, "held", free_port())
+        holds = HoldPoints(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]}))
+        killed: list[str] = []
+
+        def kill(*, trigger: str, point: str) -> bool:
+            killed.append(point)
+            return True
+
+        proxy = PostgresProxy(pg.port, holds)
+        with HistoryWriter(tmp_path / "history.jsonl") as history:
+            holds.attach(history, kill, lambda: True)
+            await pg.start()
+            await proxy.start()
+            try:
+                conn = await psycopg.AsyncConnection.connect(proxy.url("held"), autocommit=True)
+                await conn.execute("CREATE TABLE t (memo TEXT)")  # no call in flight: not a point
+                holds.request(0, 1)  # as the fault proxy does when a call reaches the server
+                async with conn.transaction():  # committed, but wrote nothing: not a point either
+                    await conn.execute("SELECT count(*) FROM t")
+
+                async def write() -> None:
+                    async with conn.transaction():
+                        await conn.execute("INSERT INTO t VALUES ('held')")
+
+                writing = asyncio.create_task(write())
+                async with await psycopg.AsyncConnection.connect(pg.url, autocommit=True) as direct:
+                    for _ in range(200):
+                        cur = await direct.execute("SELECT count(*) FROM t")
+                        row = await cur.fetchone()
+                        if row is not None and row[0] == 1:
+                            break
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise AssertionError("the held commit never became visible in the database")
+                assert killed == ["db_commit#1"]
+                await asyncio.sleep(0.2)
+                assert not writing.done()  # durable, and the client has not been told: it never will be
+                writing.cancel()
+                with contextlib.suppress(BaseException):
+                    await writing
+                await conn.close()
+            finally:
+                await proxy.close()
+                await pg.stop()
+
+    asyncio.run(go())
+
+
+@pytest.mark.postgres
+def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    found = crashpoints(on_postgres("keyed"), tmp_path, repeat=3, max_points=4)
+    assert [p.name for p in found.clean] == ["request", "db_commit#1", "db_commit#2", "response"]
+    assert table(found) == {
+        "request": {"exactly_once": 3},
+        "db_commit#1": {"duplicate": 3},
+        "db_commit#2": {"exactly_once": 3},
+        "response": {"exactly_once": 3},
+    }
+    assert everything_held(found)
+    assert found.details["db_commit#1"]["writes"][0].startswith("INSERT INTO invoices")
+    assert found.details["db_commit#2"]["writes"][0].startswith("INSERT INTO idempotency_keys")
+    point = as_json(found)["points"][1]
+    assert {k: point[k] for k in ("point", "kind", "index", "tries", "verdicts")} == {
+        "point": "db_commit#1",
+        "kind": "db_commit",
+        "index": 1,
+        "tries": 3,
+        "verdicts": {"duplicate": 3},
+    }
+    assert "one transaction" in point["fix"]
+    markdown = render_markdown(found)
+    assert "RETURNING id: HELD, the pod is killed here" in markdown
+    assert "effects found: 2 -> duplicate" in markdown
+    for pid in started_pids(found):  # the pods and PostgreSQL stopped with the run
+        assert not alive(pid)
+
+
+@pytest.mark.postgres
+def test_atomic_shows_nothing_at_any_point(tmp_path: Path, postgres_server: None) -> None:
+    found = crashpoints(on_postgres("atomic"), tmp_path, max_points=8)
+    assert table(found) == {
+        "request": {"exactly_once": 1},
+        "db_commit#1": {"exactly_once": 1},  # the invoice and its key record: one commit
+        "response": {"exactly_once": 1},
+    }
+    assert everything_held(found)
+    assert found.findings == []
+
+
+@pytest.mark.postgres
+def test_naive_duplicates_at_its_commit_and_its_answer(tmp_path: Path, postgres_server: None) -> None:
+    found = crashpoints(on_postgres("naive"), tmp_path, only=["db_commit#1", "response"])
+    assert table(found) == {"db_commit#1": {"duplicate": 1}, "response": {"duplicate": 1}}
+
+
+@pytest.mark.postgres
+def test_recording_the_key_first_loses_an_intent_at_one_point(tmp_path: Path, postgres_server: None) -> None:
+    found = crashpoints(on_postgres("keyed", INVOICES_FLAW="key_first"), tmp_path)
+    assert table(found) == {
+        "request": {"exactly_once": 1},
+        "db_commit#1": {"lost": 1},  # the key record, promising an invoice that never came
+        "db_commit#2": {"exactly_once": 1},
+        "response": {"exactly_once": 1},
+    }
+    assert found.details["db_commit#1"]["writes"][0].startswith("INSERT INTO idempotency_keys")
+
+
+@pytest.mark.parametrize(
+    ("flaw", "verdicts"), [("", {"exactly_once": 1}), ("unkeyed_downstream", {"duplicate": 1})]
+)
+def test_a_downstream_that_deduplicates_needs_the_key_forwarded(
+    tmp_path: Path, flaw: str, verdicts: dict[str, int]
+) -> None:
+    env = {"INVOICES_SINK_URL": "{sink_url}", "INVOICES_DOWNSTREAM": "before_commit", "INVOICES_FLAW": flaw}
+    data = invoice_scenario(mode="atomic", env=env)
+    data["audit"] = {"effects": {"sink": {"dedupe_by_key": True}}}
+    found = crashpoints(data, tmp_path, only=["downstream#1"])
+    assert table(found) == {"downstream#1": verdicts}
+    assert found.details["downstream#1"]["key"] == (None if flaw else found.audit.intents["key"][0])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("keyed", {"db_commit#1": {"duplicate": 1}}),
+        ("atomic", {}),
+        (
+            "naive",
+            {
+                "db_commit#1": {"duplicate": 1},
+                "response": {"duplicate": 1},
+                "db_commit#1/db_commit#1": {"duplicate": 1},  # the retry's own commit, held too
+            },
+        ),
+    ],
+)
+def test_the_typescript_target_on_node_postgres(
+    tmp_path: Path, postgres_server: None, node: str, mode: str, expected: dict[str, dict[str, int]]
+) -> None:
+    found = crashpoints(typescript(mode), tmp_path)
+    assert {p.name: dict(p.verdicts) for p in found.findings} == expected
+    assert everything_held(found)
+
+
+@pytest.mark.postgres
+def test_the_reproducer_fails_on_the_bug_and_its_test_passes_on_the_fix(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    result = PointResult(parse_path("db_commit#1"), [1], verdicts=Counter({"duplicate": 1}))
+    scenario = emit.reproducer(parse_scenario(on_postgres("keyed")), result, intents=1)
+    path = tmp_path / emit.reproducer_name(result)
+    path.write_text(scenario.dump_yaml(), encoding="utf-8")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(path),
+            "--results",
+            str(tmp_path / "r"),
+            "--quiet",
+            "--no-preflight",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 1, run.stderr  # the gate: a duplicate
+    assert "duplicate" in run.stdout
+    fixed = yaml.safe_load(path.read_text())
+    fixed["target"]["env"]["INVOICES_MODE"] = "atomic"
+    path.write_text(yaml.safe_dump(fixed), encoding="utf-8")
+    test = tmp_path / f"test_{path.stem.replace('-', '_')}.py"
+    test.write_text(emit.pytest_text(path.name, result), encoding="utf-8")
+    passed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def clusters_of(pid: int) -> list[str]:
+    return glob.glob(os.path.join(tempfile.gettempdir(), f"{CLUSTER_PREFIX}{pid}.*"))
+
+
+def cli(tmp_path: Path, data: dict[str, Any], *args: str) -> subprocess.Popen[str]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    argv = [sys.executable, "-m", "harness.cli", "crashpoints", str(path), "--results", str(tmp_path / "r")]
+    return subprocess.Popen(
+        [*argv, "--run-id", "cp", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def history_pids(run_dir: Path) -> list[int]:
+    path = run_dir / "history.jsonl"
+    lines = path.read_bytes().splitlines() if path.exists() else []
+    return [e["pid"] for e in map(orjson.loads, lines) if e["type"] in ("pod_started", "service_started")]
+
+
+def gone(pids: list[int], paths: list[str], timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(map(alive, pids)) and not any(map(os.path.exists, paths)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.postgres
+def test_ctrl_c_in_the_middle_leaves_nothing_behind(tmp_path: Path, postgres_server: None) -> None:
+    proc = cli(tmp_path, on_postgres("keyed"), "--repeat", "3")
+    history = tmp_path / "r" / "cp" / "history.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and b'"held":true' not in (
+        history.read_bytes() if history.exists() else b""
+    ):
+        time.sleep(0.05)
+    clusters = clusters_of(proc.pid)
+    assert clusters
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"mcp-chaos audit {history.parent}" in err
+    pids = history_pids(history.parent)
+    assert len(pids) >= 3  # PostgreSQL, the pod, the pod again after the first kill
+    assert gone(pids, clusters), f"left: {[p for p in pids if alive(p)]}, {clusters}"
+
+
+@pytest.mark.postgres
+def test_a_clean_call_that_fails_stops_it_and_leaves_nothing_behind(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    data = on_postgres("keyed")
+    data["workload"]["arguments"]["amount_cents"] = 0  # refused: invalid_amount
+    proc = cli(tmp_path, data)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out + err
+    assert "the clean call (intent 0, nothing held) was rejected" in err
+    assert gone(history_pids(tmp_path / "r" / "cp"), clusters_of(proc.pid))
+
+
+@pytest.mark.docker
+@pytest.mark.postgres
+def test_an_image_is_held_and_killed_at_its_commit(
+    tmp_path: Path, postgres_server: None, docker_image: str
+) -> None:
+    from tests.conftest import labelled_containers
+
+    data = on_postgres("keyed")
+    data["target"]["image"] = docker_image
+    del data["target"]["command"]
+    found = crashpoints(data, tmp_path, only=["db_commit#1", "db_commit#2"])
+    assert table(found) == {"db_commit#1": {"duplicate": 1}, "db_commit#2": {"exactly_once": 1}}
+    assert everything_held(found)
+    assert not [c for c in labelled_containers() if c.startswith(f"mcp-chaos-{found.run_dir.name}-")]

@@ -1,0 +1,237 @@
+"""Hold points by name, the plans that choose them, and the controller that counts and holds them.
+
+The controller is driven here as the fault proxy, the PostgreSQL proxy and the sink drive it in a
+run, with a real history file and a kill that only counts: what it records and when it kills.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harness.crashpoints.holds import HoldPoints
+from harness.crashpoints.pgwire import Commit, Write
+from harness.crashpoints.plan import ExplorePlan, FixedPlan
+from harness.crashpoints.points import Point, PointKind, parse_path, parse_point, path_name
+from harness.errors import ScenarioError
+from harness.history import HistoryWriter
+from harness.scenario import CrashPoints, parse_scenario
+from tests.conftest import invoice_scenario
+
+REQUEST, RESPONSE = Point(PointKind.REQUEST), Point(PointKind.RESPONSE)
+DB1, DB2 = Point(PointKind.DB_COMMIT, 1), Point(PointKind.DB_COMMIT, 2)
+DOWN1 = Point(PointKind.DOWNSTREAM, 1)
+CLEAN = (REQUEST, DB1, DB2, RESPONSE)
+
+
+def test_point_names_round_trip() -> None:
+    for name in ("request", "response", "db_commit#1", "downstream#12"):
+        assert parse_point(name).name == name
+    assert parse_path("db_commit#1/db_commit#2") == (DB1, DB2)
+    assert path_name((DB1, DB2)) == "db_commit#1/db_commit#2"
+
+
+@pytest.mark.parametrize("bad", ["commit#1", "db_commit", "db_commit#0", "request#1", "a/b/c", ""])
+def test_bad_point_names_say_what_a_point_is(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"hold point|at most 2"):
+        parse_path(bad)
+
+
+def test_a_fixed_plan_gives_each_intent_the_first_hold_that_names_it() -> None:
+    plan = FixedPlan([("db_commit#2", [1, 2]), ("response", None)])
+    assert plan.path_of(1) == (DB2,)
+    assert plan.path_of(0) == (RESPONSE,)
+    assert FixedPlan([("request", [3])]).path_of(0) == ()
+
+
+def test_exploring_starts_clean_then_holds_every_point_repeat_times() -> None:
+    plan = ExplorePlan(repeat=2, max_points=8)
+    assert plan.path_of(0) == ()
+    plan.answered(0, CLEAN, 0)
+    assert [plan.path_of(i) for i in range(1, 9)] == [(p,) for p in CLEAN for _ in range(2)]
+    assert plan.path_of(9) == ()  # nothing more to explore: a clean call
+
+
+def test_a_retry_after_a_hold_adds_its_own_commits_as_paths_of_two() -> None:
+    plan = ExplorePlan(repeat=1, max_points=8)
+    plan.path_of(0)
+    plan.answered(0, CLEAN, 0)
+    assert plan.path_of(1) == (REQUEST,)
+    plan.answered(1, CLEAN, 1)  # after the control point: a first execution again, not explored
+    assert plan.path_of(2) == (DB1,)
+    plan.answered(2, (REQUEST, DB1, DB2, RESPONSE), 1)
+    plan.answered(2, (REQUEST, DB1, DB2, RESPONSE), 1)  # seen twice: planned once
+    assert [plan.path_of(i) for i in range(3, 7)] == [(DB2,), (RESPONSE,), (DB1, DB1), (DB1, DB2)]
+
+
+def test_exploring_stops_at_max_points_single_points_first() -> None:
+    plan = ExplorePlan(repeat=1, max_points=3)
+    plan.path_of(0)
+    plan.answered(0, CLEAN, 0)
+    plan.path_of(1)
+    plan.answered(1, CLEAN, 1)
+    plan.path_of(2)
+    plan.answered(2, CLEAN, 1)
+    assert plan.planned == [(REQUEST,), (DB1,), (DB2,)]
+
+
+def test_only_plans_the_named_points_and_paths() -> None:
+    plan = ExplorePlan(
+        repeat=1, max_points=8, only=["db_commit#2", "db_commit#1/db_commit#1", "downstream#1"]
+    )
+    plan.path_of(0)
+    plan.answered(0, CLEAN, 0)
+    assert plan.planned == [(DB2,), (DB1, DB1)]  # the clean call never reached downstream#1
+
+
+class Kills:
+    def __init__(self, works: bool = True) -> None:
+        self.points: list[str] = []
+        self.works = works
+
+    def __call__(self, *, trigger: str, point: str) -> bool:
+        self.points.append(point)
+        return self.works
+
+
+Controller = Callable[[dict[str, Any], Kills], HoldPoints]
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[Controller]:
+    """Hold points writing to a real history (closed at the end), killing with ``kills``."""
+    history = HistoryWriter(tmp_path / "history.jsonl")
+
+    def make(crash: dict[str, Any], kills: Kills) -> HoldPoints:
+        holds = HoldPoints(CrashPoints.model_validate(crash))
+        holds.attach(history, kills, lambda: True)
+        return holds
+
+    yield make
+    history.close()
+
+
+def events(tmp_path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (tmp_path / "history.jsonl").read_bytes().splitlines()]
+
+
+COMMIT = Commit((Write("INSERT 0 1", "INSERT INTO invoices"),), autocommit=False)
+
+
+def test_points_are_counted_per_attempt_and_the_planned_one_kills(
+    tmp_path: Path, controller: Controller
+) -> None:
+    kills = Kills()
+    holds = controller({"holds": [{"at": "db_commit#2", "intents": [0]}]}, kills)
+    assert holds.db_commit(COMMIT) is False  # no call in flight (the pod's start-up): not a point
+    assert holds.request(0, 1) is False
+    assert holds.db_commit(COMMIT) is False
+    generation = holds.generation
+    assert holds.db_commit(COMMIT) is True
+    assert kills.points == ["db_commit#2"]
+    assert holds.generation == generation + 1  # the pod's connections are cut off
+    assert holds.downstream("k", False) is False  # the window closed with the kill
+    holds.ended(0, 1)
+    holds.request(0, 2)  # the retry counts from 1 again, and is not held a second time
+    assert [holds.db_commit(COMMIT), holds.db_commit(COMMIT), holds.response(0, 2)] == [False] * 3
+    recorded = [(e["attempt"], e["point"], e["held"]) for e in events(tmp_path) if e["type"] == "crash_point"]
+    assert recorded == [
+        (1, "request", False),
+        (1, "db_commit#1", False),
+        (1, "db_commit#2", True),
+        (2, "request", False),
+        (2, "db_commit#1", False),
+        (2, "db_commit#2", False),
+        (2, "response", False),
+    ]
+    held = next(e for e in events(tmp_path) if e.get("held"))
+    assert held["writes"] == ["INSERT INTO invoices"]
+    assert held["path"] == "db_commit#2"
+
+
+def test_a_point_never_reached_is_a_missed_kill(tmp_path: Path, controller: Controller) -> None:
+    holds = controller({"holds": [{"at": "response/db_commit#3"}]}, Kills())
+    holds.request(4, 1)
+    assert holds.response(4, 1) is True
+    holds.request(4, 2)
+    holds.response(4, 2)  # the retry replayed: no commit at all
+    holds.record_missed()
+    (missed,) = [e for e in events(tmp_path) if e["type"] == "fault_missed"]
+    assert missed["fault"] == "kill"
+    assert missed["counted"] is False  # planned, so the run is inconclusive
+    assert "never reached db_commit#3" in missed["reason"]
+
+
+def test_a_pod_that_cannot_be_killed_is_not_held(controller: Controller) -> None:
+    holds = controller({"holds": [{"at": "request"}]}, Kills(works=False))
+    assert holds.request(0, 1) is False
+    assert holds.generation == 0
+
+
+def test_the_scenario_refuses_crash_points_it_cannot_count() -> None:
+    data = invoice_scenario(concurrency=4)
+    data["faults"] = {"crash_points": {"holds": [{"at": "response"}]}}
+    with pytest.raises(ScenarioError, match="concurrency 1"):
+        parse_scenario(data)
+    data = invoice_scenario()
+    data["faults"] = {"crash_points": {"holds": [{"at": "db_commit#1"}]}}
+    with pytest.raises(ScenarioError, match=r"needs services\.postgres"):
+        parse_scenario(data)
+    data["faults"] = {"crash_points": {"explore": {}, "holds": [{"at": "request"}]}}
+    with pytest.raises(ScenarioError, match="holds or explore"):
+        parse_scenario(data)
+    data["faults"] = {"crash_points": {"holds": [{"at": "db_commit#0"}]}}
+    with pytest.raises(ScenarioError, match="not a hold point"):
+        parse_scenario(data)
+
+
+def test_a_tries_timeline_tells_the_held_point_the_kill_and_the_retry() -> None:
+    from harness.crashpoints.render import timeline
+
+    def ev(t: float, kind: str, **fields: Any) -> dict[str, Any]:
+        return {"t": t, "type": kind, **fields}
+
+    held = {"point": "db_commit#1", "held": True, "writes": ["INSERT INTO invoices"], "autocommit": False}
+    events = [
+        ev(10.0, "intent_started", intent=3),
+        ev(10.0, "attempt_started", intent=3, attempt=1, id=7),
+        ev(10.001, "crash_point", intent=3, attempt=1, point="request", held=False),
+        ev(10.05, "fault", fault="kill", pod="pod-0", trigger="crash point db_commit#1", point="db_commit#1"),
+        ev(10.05, "crash_point", intent=3, attempt=1, **held),
+        ev(
+            10.06,
+            "attempt_ended",
+            intent=3,
+            attempt=1,
+            outcome="transport_error",
+            detail="closed_before_response",
+        ),
+        ev(10.07, "pod_exited", pod="pod-0", returncode=-9),
+        *[ev(10.1 + a / 10, "attempt_started", intent=3, attempt=a, id=7 + a) for a in (2, 3)],
+        *[ev(10.1 + a / 10, "attempt_ended", intent=3, attempt=a, outcome="transport_error") for a in (2, 3)],
+        ev(11.5, "pod_ready", pod="pod-0", after_s=1.4),
+        ev(11.6, "attempt_started", intent=3, attempt=4, id=11),
+        ev(11.6, "crash_point", intent=3, attempt=4, point="request", held=False),
+        ev(11.7, "attempt_ended", intent=3, attempt=4, outcome="ok"),
+        ev(11.7, "intent_ended", intent=3, status="ok", attempts=4),
+    ]
+    lines = [line.strip() for line in timeline(events, 2, "duplicate")]
+    assert lines == [
+        "0.000s  attempt 1 (request id 7)",
+        "0.001s    request: the request reached the server",
+        "0.050s    db_commit#1: committed (COMMIT) INSERT INTO invoices: HELD, the pod is killed here",
+        "0.050s  pod-0 SIGKILLed (crash point db_commit#1)",
+        "0.060s    answer: transport_error (closed_before_response)",
+        "0.070s  pod-0 exited (-9)",
+        "0.300s  attempts 2-3: transport_error, nothing reached the server",
+        "1.500s  pod-0 ready again (1.40s after its start)",
+        "1.600s  attempt 4 (request id 11)",
+        "1.600s    request: the request reached the server",
+        "1.700s    answer: ok",
+        "1.700s  the client is done: ok after 4 attempts",
+        "effects found: 2 -> duplicate",
+    ]
