@@ -83,6 +83,8 @@ class Fold:
     faults_planned: Counter[str] = field(default_factory=Counter)
     """Pod faults planned: the counted ones from run_started, plus timed ones that came due."""
     missed: list[MissedFault] = field(default_factory=list)
+    paced: list[tuple[float | None, int]] = field(default_factory=list)
+    """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
     rule_hits: Counter[int] = field(default_factory=Counter)
     """Stream fault events per rule index of the scenario."""
     pod_exits: int = 0
@@ -357,6 +359,8 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     fold.pod_events.append((ev["t"], kind))
                     if kind in pod_fault_kinds and ev.get("counted") is False:
                         fold.faults_planned[kind] += 1  # a timed fault that came due
+                    if "in_flight" in ev:
+                        fold.paced.append((ev.get("held_s"), ev["in_flight"]))
                     if kind in (kill, rollout):
                         pod = ev.get("pod", "")
                         if "signal" in ev:  # a graceful stop: the pod may finish what it has
