@@ -117,11 +117,11 @@ def render(
 def kill_comment(startup_s: float | None) -> list[str]:
     """What the drafted kills do, with the start-up time init measured (it calls no tool: how long a
     call takes, and so whether the workload outlasts the kills, is for ``validate --preflight``)."""
-    started = f"The server started in {startup_s:.1f}s here; " if startup_s is not None else ""
+    started = f"The server started in {startup_s:.1f}s here; each" if startup_s is not None else "Each"
     return [
         "Four SIGKILLs of the server, spread over the workload; it is started again after each.",
-        f"{started}each kill waits until the pod has been up min_uptime_s. hold_dispatch: auto holds",
-        "new intents back only when a kill would otherwise come late or never (a fast server), and",
-        "lands it on work in flight; `validate --preflight` times a call and says how many intents",
-        "would let every kill come in its turn without holding.",
+        f"{started} kill waits until the pod has been up min_uptime_s. hold_dispatch: auto holds new "
+        "intents back only when a kill would otherwise come late or never (a fast server), and lands "
+        "it on work in flight; `validate --preflight` times a call and says how many intents would "
+        "let every kill come in its turn without holding.",
     ]
