@@ -21,6 +21,7 @@ from pathlib import Path
 from harness import rundir
 from harness.audit.effects import count_effects
 from harness.errors import AuditError, PreflightError, UsageError
+from harness.faults.pacing import advise
 from harness.history import EventType, Outcome, excerpt, read_history
 from harness.runner import audit_and_report, execute
 from harness.scenario import Scenario
@@ -37,12 +38,47 @@ class Preflight:
     source: str
     run_dir: Path
     seconds: float
+    timing: Timing | None = None
+    """The server's measured speed, and what it means for the run's planned kills."""
 
     def describe(self) -> str:
         return (
             f"preflight: 1 call of {self.tool}, 1 effect under its marker ({self.source}), "
             f"{self.seconds:.1f}s; kept in {self.run_dir}"
+        ) + (f"\n{self.timing.describe()}" if self.timing is not None else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How fast the server is, from the preflight's history: one call, one start."""
+
+    call_s: float
+    """The successful call's round trip (attempt_started to attempt_ended)."""
+    startup_s: float
+    """The pod's start-up: from its start to ready (``pod_ready``'s ``after_s``)."""
+    pacing: str | None = None
+    """How the scenario's planned kills fit that speed (:func:`harness.faults.pacing.advise`)."""
+
+    def describe(self) -> str:
+        return self.pacing or (
+            f"timing: the call took {self.call_s * 1000:.1f} ms; the server started in {self.startup_s:.1f}s"
         )
+
+
+def measure(scenario: Scenario, history: Path) -> Timing | None:
+    """The call's and the start-up's times, as the preflight's history recorded them."""
+    began: dict[object, float] = {}
+    call_s = startup_s = None
+    for event in read_history(history):
+        if event["type"] == EventType.ATTEMPT_STARTED:
+            began[event["id"]] = event["t"]
+        elif event["type"] == EventType.ATTEMPT_ENDED and event["outcome"] == Outcome.OK:
+            call_s = event["t"] - began.get(event["id"], event["t"])
+        elif event["type"] == EventType.POD_READY and startup_s is None:
+            startup_s = event.get("after_s")
+    if call_s is None or startup_s is None:
+        return None
+    return Timing(call_s, startup_s, advise(scenario, call_s=call_s, startup_s=startup_s))
 
 
 def preflight_scenario(scenario: Scenario) -> Scenario:
@@ -93,7 +129,8 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
         raise PreflightError(f"preflight: {tool} answered OK, but {source} failed: {exc.message}") from None
     found = counts.get(marker, 0)
     if found == 1:
-        return Preflight(tool, marker, source, pf_dir, time.monotonic() - started)
+        timing = measure(scenario, pf_dir / rundir.HISTORY)
+        return Preflight(tool, marker, source, pf_dir, time.monotonic() - started, timing)
     if found == 0:
         others = sorted(m for m in counts if counts[m])
         seen = (

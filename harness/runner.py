@@ -167,6 +167,7 @@ class _Run:
             min_uptime_s=kill.min_uptime_s if kill else 0.0,
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
             workload_size=scenario.workload.intents,
+            concurrency=scenario.workload.concurrency,
         )
         # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
         # it (its draws are per attempt, so which replica an attempt went to does not change whether
@@ -248,6 +249,7 @@ class _Run:
             dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
         )
+        self.injector.load = driver.stats
         injecting = asyncio.create_task(self.injector.run())
         stack.callback(self.injector.record_missed)
         stack.push_async_callback(_finish, injecting)

@@ -341,7 +341,8 @@ class MissedFault:
 
 
 class FaultPlan:
-    """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned`` and ``Fold.missed``.
+    """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned``, ``Fold.missed``
+    and ``Fold.paced``.
 
     Planned: the counted pod faults of ``run_started``, plus timed ones (``counted``
     false) that came due, injected or missed. Injected: every fault event by
@@ -352,6 +353,8 @@ class FaultPlan:
         self.injected: Counter[str] = Counter()
         self.planned: Counter[str] = Counter()
         self.missed: list[MissedFault] = []
+        self.paced: list[tuple[float | None, int]] = []
+        """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
 
     def handlers(self) -> Mapping[str, Handler]:
         return {
@@ -368,6 +371,8 @@ class FaultPlan:
         kind = ev["fault"]
         if kind in POD_FAULT_KINDS and ev.get("counted") is False:
             self.planned[kind] += 1  # a timed fault that came due
+        if "in_flight" in ev:
+            self.paced.append((ev.get("held_s"), ev["in_flight"]))
         self.injected[fault_label(ev)] += 1
 
     def fault_missed(self, ev: Event) -> None:

@@ -65,6 +65,8 @@ class Fold:
     faults_planned: Counter[str] = field(default_factory=Counter)
     """Pod faults planned: the counted ones from run_started, plus timed ones that came due."""
     missed: list[MissedFault] = field(default_factory=list)
+    paced: list[tuple[float | None, int]] = field(default_factory=list)
+    """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
     rule_hits: Counter[int] = field(default_factory=Counter)
     """Stream fault events per rule index of the scenario."""
     pod_exits: int = 0
@@ -192,6 +194,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
         faults=plan.injected,
         faults_planned=plan.planned,
         missed=plan.missed,
+        paced=plan.paced,
         rule_hits=streams.rule_hits,
         pod_exits=disruptions.exits,
         crashes=disruptions.crashes,

@@ -82,6 +82,27 @@ class FaultRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Pacing:
+    """How the injector paced the pod faults it struck (kills, pauses): which held dispatching
+    while they waited for their pod, for how long, and what was in flight when they struck."""
+
+    faults: int
+    held: int
+    """Of those, how many held dispatching (``faults.kill.hold_dispatch``: true, or auto when needed)."""
+    held_s: float
+    """Seconds no new intent could start, all of them together."""
+    least_in_flight: int
+    """The fewest attempts in flight as one of them struck (0: one hit nothing)."""
+
+    @staticmethod
+    def of(paced: list[tuple[float | None, int]]) -> Pacing | None:
+        if not paced:
+            return None
+        held = [h for h, _ in paced if h is not None]
+        return Pacing(len(paced), len(held), round(sum(held), 3), min(n for _, n in paced))
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaRow:
     """One replica of a target with several: the intents first sent to it, and what became of them."""
 
@@ -152,6 +173,8 @@ class Summary:
     """With several replicas: a row per replica (empty for a single pod)."""
     started_at: str = ""
     """When the run started (UTC, ISO 8601), as its history says."""
+    pacing: Pacing | None = None
+    """How the pod faults were paced (None: no pod fault said so, or a history from before pacing)."""
 
     @property
     def conclusive(self) -> bool:
@@ -337,6 +360,7 @@ def summarize(
         faults=_fault_rows(table, fold, scenario),
         replicas=_replica_rows(table),
         missed_faults=list(fold.missed),
+        pacing=Pacing.of(fold.paced),
         verdicts=verdicts,
         rates={v: Rate(c, started) for v, c in verdicts.items()},
         duplicate_causes={

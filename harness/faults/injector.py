@@ -14,18 +14,26 @@ Deployment's rolling update does: signal, grace period, restart, readiness,
 then the next.
 
 A due fault may hold dispatching (``hold_dispatch``): the driver then starts no
-new intent until the fault has happened, so "after intent N" is exact and the
-workload cannot run out before the fault. Without it the workload goes on, and
-may end first: every planned fault that did not happen is recorded as
-``fault_missed`` with what it was waiting for, and the report says so.
+new intent until the fault has happened, so the workload cannot run out before
+the fault. ``true`` holds from the trigger on; ``auto`` only once the fault
+would otherwise be late (:func:`~harness.faults.pacing.hold_points`). A held
+fault whose pod is ready lands on work: if too little is still in flight it
+re-opens dispatch and waits, briefly, for a full load
+(:class:`~harness.faults.pacing.Landing`). Its event says how it was paced
+(``held_s``: how long no intent could start; ``in_flight``: attempts in flight
+as it struck). Without holding the workload goes on, and may end first: every
+planned fault that did not happen is recorded as ``fault_missed`` with what it
+was waiting for, and the report says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from harness.faults.pacing import LANDING_POLL_S, Landing, Load, Paced, hold_points
 from harness.faults.schedule import PlannedFault
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.pods.supervisor import Supervisor
@@ -41,6 +49,8 @@ class Injector:
         min_uptime_s: float = 0.0,
         pause_min_uptime_s: float = 0.0,
         workload_size: int | None = None,
+        concurrency: int = 1,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.schedule = list(schedule)
         self.workload_size = workload_size
@@ -59,6 +69,22 @@ class Injector:
         self._timed_faults = [f for f in self.schedule if f.at_s is not None]
         self._next_progress = 0
         """Index of the progress-triggered fault the progress loop is on."""
+        self.concurrency = concurrency
+        self.clock = clock
+        self.load: Load | None = None
+        """The driver's live counters, once there is a driver: what a held fault lands on."""
+        self._hold_at = hold_points(
+            [(f.after_intents or 0, f.hold_dispatch) for f in self._progress_faults],
+            workload_size,
+            concurrency,
+        )
+        """Per progress fault: intents dispatched when, if it still waits, dispatching stops (None: never)."""
+        self._held_since: float | None = None
+        """When the current progress fault closed the gate (None: it is open)."""
+        self._held_s = 0.0
+        """How long the current progress fault has held dispatching, before ``_held_since``."""
+        self._landing = False
+        """The current progress fault re-opened the gate to land on work: it does not close it again."""
         self._waiting: dict[int, str] = {}
         """id(fault) -> what a due fault is waiting for (for fault_missed)."""
         self._injected: set[int] = set()
@@ -77,11 +103,19 @@ class Injector:
             self._dispatch_ended = self.history.now()
 
     def _hold_if_due(self) -> None:
-        if self._next_progress < len(self._progress_faults):
-            fault = self._progress_faults[self._next_progress]
-            assert fault.after_intents is not None
-            if fault.hold_dispatch and self._dispatched >= fault.after_intents:
-                self.dispatch_gate.clear()
+        if self._landing or self._next_progress >= len(self._progress_faults):
+            return
+        hold_at = self._hold_at[self._next_progress]
+        if hold_at is not None and self._dispatched >= hold_at and self.dispatch_gate.is_set():
+            self.dispatch_gate.clear()
+            self._held_since = self.clock()
+
+    def _release(self) -> None:
+        """Open the gate; what the current progress fault held so far adds up in ``_held_s``."""
+        if self._held_since is not None:
+            self._held_s += self.clock() - self._held_since
+            self._held_since = None
+        self.dispatch_gate.set()
 
     # -- the loops
     async def run(self) -> None:
@@ -98,8 +132,9 @@ class Injector:
                 self._progress.clear()
                 await self._progress.wait()
             await self._inject(fault)
+            self._release()
             self._next_progress = index + 1
-            self.dispatch_gate.set()
+            self._held_s, self._landing = 0.0, False
             self._hold_if_due()
 
     async def _run_timed(self) -> None:
@@ -141,15 +176,23 @@ class Injector:
         if fault.delay_s:
             self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
             await asyncio.sleep(fault.delay_s)
+        paced = await self._land(fault)
         if not all(s.ready.is_set() for s in victims):
+            # Down again (by itself, or another fault's): wait for it as before, holding as before.
+            self._landing = False
+            self._hold_if_due()
             return False
         trigger, counted = fault.describe(), fault.counted
         if fault.kind is FaultKind.KILL:
             for supervisor in victims:
-                supervisor.kill(trigger=trigger, counted=counted, sig=fault.signal, grace_s=fault.grace_s)
+                supervisor.kill(
+                    trigger=trigger, counted=counted, sig=fault.signal, grace_s=fault.grace_s, **paced
+                )
             return True
         paused = [
-            s for s in victims if s.pause(duration_s=fault.duration_s, trigger=trigger, counted=counted)
+            s
+            for s in victims
+            if s.pause(duration_s=fault.duration_s, trigger=trigger, counted=counted, **paced)
         ]
         try:
             await asyncio.sleep(fault.duration_s)
@@ -157,6 +200,38 @@ class Injector:
             for supervisor in paused:
                 supervisor.resume()  # the heal step always runs, even when cancelled
         return True
+
+    async def _land(self, fault: PlannedFault) -> Paced:
+        """How the fault is paced, for its event; a fault that holds dispatching first lands on work.
+
+        Held while its pod came back, the work in flight drained: unless enough is still in
+        flight, dispatching re-opens and the fault waits (bounded) for a full load.
+        """
+        load = self.load
+        if load is None:
+            return Paced()
+        holding = self._held_since is not None and self._is_current(fault)
+        if holding:
+            landing = Landing(self.concurrency, self.clock)
+            if not landing.ready(load.in_flight, load.planned - load.finished):
+                self._waiting[id(fault)] = "work in flight after dispatching re-opened"
+                self._landing = True
+                self._release()
+                while not landing.ready(load.in_flight, load.planned - load.finished):
+                    self._progress.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(LANDING_POLL_S):
+                            await self._progress.wait()
+        paced = Paced(in_flight=load.in_flight, dispatched=self._dispatched)
+        if holding:
+            held = self._held_s + (0.0 if self._held_since is None else self.clock() - self._held_since)
+            paced["held_s"] = round(held, 4)
+        return paced
+
+    def _is_current(self, fault: PlannedFault) -> bool:
+        """Whether ``fault`` is the progress fault the progress loop is on (the one that may hold)."""
+        index = self._next_progress
+        return index < len(self._progress_faults) and self._progress_faults[index] is fault
 
     async def _roll_out(self, fault: PlannedFault, victims: Sequence[Supervisor]) -> None:
         """Replace each replica in turn; the next one goes only when the last one is ready again."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.history import FaultKind
-from harness.scenario import Scenario
+from harness.scenario import HoldDispatch, Scenario
 
 MAX_TIMED_FAULTS = 10_000
 
@@ -32,8 +32,9 @@ class PlannedFault:
     """A seeded extra wait between the trigger and the fault."""
     duration_s: float = 0.0
     """For a pause: how long the pod stays frozen."""
-    hold_dispatch: bool = False
-    """Once due, no new intent starts until this fault has happened."""
+    hold_dispatch: HoldDispatch = False
+    """Once due, whether no new intent starts until this fault has happened: at once (True), only
+    when it would otherwise be late ("auto"), or never (see :mod:`harness.faults.pacing`)."""
     victim: int | None = 0
     """The replica it hits; None: every replica at once (a rollout: each in turn)."""
     signal: str = "SIGKILL"

@@ -141,4 +141,5 @@ async def init_scenario(
         draft=draft,
         source=source,
         uses_postgres=facts.uses_postgres,
+        startup_s=facts.startup_s,
     )

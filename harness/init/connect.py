@@ -58,6 +58,8 @@ class Facts:
     jsonl_paths: list[str] = field(default_factory=list)
     """Environment values naming a JSON-lines file (``{data_dir}/ledger.jsonl``): a possible effect source."""
     uses_postgres: bool = False
+    startup_s: float | None = None
+    """How long the server took to start and answer (None: reached at a URL, not started)."""
 
 
 async def learn(target: TargetSpec, *, url: str | None = None, ready_timeout_s: float = 30.0) -> Facts:
@@ -111,6 +113,7 @@ async def _started(scenario: Scenario, run_dir: Path) -> Facts:
             lambda params, rid: wiring.request(client, "tools/list", params, rid, timeout=30)
         )
         facts = Facts(wiring.protocol, tools, stores=_sqlite_stores(target, run_dir))
+        facts.startup_s = wiring.supervisors[0].startup_s
         facts.jsonl_paths = [v for v in target.env.values() if v.endswith(".jsonl")]
         if wiring.postgres is not None:
             facts.uses_postgres = True

@@ -38,6 +38,7 @@ def render(
     draft: Draft,
     source: Source,
     uses_postgres: bool,
+    startup_s: float | None = None,
 ) -> str:
     changing = [t for t in tools if t.changes_state]
     reading = [t for t in tools if not t.changes_state]
@@ -98,13 +99,8 @@ def render(
                 "key_reuse": "same",
             },
         ),
-        _comment(
-            [
-                "Four SIGKILLs of the server, spread over the workload; it is started again after each.",
-                "A report that says INCONCLUSIVE (a kill never came): raise workload.intents.",
-            ]
-        ),
-        _section("faults", {"kill": {"count": 4, "min_uptime_s": 0.2}}),
+        _comment(kill_comment(startup_s)),
+        _section("faults", {"kill": {"count": 4, "min_uptime_s": 0.2, "hold_dispatch": "auto"}}),
         _comment(
             [
                 f"How the audit counts effects per marker ({source.why}).",
@@ -116,3 +112,16 @@ def render(
         _section("gate", {"max_duplicates": 0}),
     ]
     return "".join(parts)
+
+
+def kill_comment(startup_s: float | None) -> list[str]:
+    """What the drafted kills do, with the start-up time init measured (it calls no tool: how long a
+    call takes, and so whether the workload outlasts the kills, is for ``validate --preflight``)."""
+    started = f"The server started in {startup_s:.1f}s here; each" if startup_s is not None else "Each"
+    return [
+        "Four SIGKILLs of the server, spread over the workload; it is started again after each.",
+        f"{started} kill waits until the pod has been up min_uptime_s. hold_dispatch: auto holds new "
+        "intents back only when a kill would otherwise come late or never (a fast server), and lands "
+        "it on work in flight; `validate --preflight` times a call and says how many intents would "
+        "let every kill come in its turn without holding.",
+    ]

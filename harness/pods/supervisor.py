@@ -46,6 +46,8 @@ class Supervisor:
         """``time.monotonic()`` when the pod last became ready."""
         self.protocol: str | None = None
         """The protocol the pod answered in when it last became ready."""
+        self.startup_s: float | None = None
+        """How long its last start took, to ready (``pod_ready``'s ``after_s``)."""
         self.kills = 0
         self.paused = False
         self.restarts = 0
@@ -73,11 +75,12 @@ class Supervisor:
             self._not_ready(readiness, pid, waiter)
             return
         self.protocol = readiness.protocol
+        self.startup_s = round(time.monotonic() - started, 4)
         self.history.emit(
             EventType.POD_READY,
             pod=self.pod.name,
             pid=pid,
-            after_s=round(time.monotonic() - started, 4),
+            after_s=self.startup_s,
             protocol=readiness.protocol,
         )
         self.ready_since = time.monotonic()

@@ -148,6 +148,19 @@ def _protocol_line(summary: Summary) -> list[str]:
     return [line]
 
 
+def _pacing_line(summary: Summary) -> list[str]:
+    """How the pod faults were paced against the workload (see harness/faults/pacing.py)."""
+    pacing = summary.pacing
+    if pacing is None:
+        return []
+    held = (
+        f"{pacing.held} of {pacing.faults} held dispatch, {pacing.held_s:.1f}s in all"
+        if pacing.held
+        else f"none of {pacing.faults} held dispatch"
+    )
+    return [f"pod faults paced: {held}; in flight at each: {pacing.least_in_flight} or more"]
+
+
 def facts(summary: Summary) -> list[str]:
     a, i, p, e = summary.attempts, summary.intents, summary.pods, summary.effects
     by = a.by_outcome
@@ -165,6 +178,7 @@ def facts(summary: Summary) -> list[str]:
             if by[o]
         ),
         f"pods: {p.exits} exits, {p.crashes} crashes, {p.attempts_hit} attempts in flight at a pod fault",
+        *_pacing_line(summary),
         *_protocol_line(summary),
         f"effects: {e.total} found" + (f", {e.foreign} not from this run's intents" if e.foreign else ""),
     ]

@@ -23,7 +23,14 @@ from harness.scenario.effects import (
     SqlEffects,
     ToolEffects,
 )
-from harness.scenario.faults import Faults, KillFaults, PauseFaults, RolloutFaults, StreamFault
+from harness.scenario.faults import (
+    Faults,
+    HoldDispatch,
+    KillFaults,
+    PauseFaults,
+    RolloutFaults,
+    StreamFault,
+)
 from harness.scenario.gate import Gate
 from harness.scenario.headers import RESERVED_HEADERS
 from harness.scenario.loading import load_scenario, parse_scenario
@@ -52,6 +59,7 @@ __all__ = [
     "Effects",
     "Faults",
     "Gate",
+    "HoldDispatch",
     "JsonlEffects",
     "KillFaults",
     "KubernetesTarget",

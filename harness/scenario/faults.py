@@ -12,6 +12,10 @@ from harness.scenario.crash_points import CrashPoints
 from harness.scenario.section import Section
 from harness.scenario.window import Window
 
+HoldDispatch = bool | Literal["auto"]
+"""Whether a due pod fault that waits for its pod holds new intents back: never, at once, or only
+when it would otherwise be late (``auto``: see :mod:`harness.faults.pacing`)."""
+
 
 class KillFaults(Section):
     """SIGKILL the pod at seeded points of the run, then restart it (like a crashed pod)."""
@@ -34,11 +38,14 @@ class KillFaults(Section):
     getting new attempts, may finish what it has, and gets SIGKILL after ``grace_s``."""
     grace_s: float = Field(default=30.0, ge=0, le=600)
     """With ``signal: SIGTERM``: seconds before SIGKILL (Kubernetes' default grace period is 30 s)."""
-    hold_dispatch: bool = False
+    hold_dispatch: HoldDispatch = "auto"
     """Counted kills: while a kill is due but waits for the pod (down, or not up for min_uptime_s),
-    start no new intent (retries go on). The kill then lands exactly after its intent, and a
-    workload cannot end before every planned kill happened; fewer attempts may be in flight when
-    it fires (see ``intents hit`` in the report)."""
+    start no new intent (retries go on). ``true``: from the kill's trigger on (it lands right after
+    its intent). ``auto`` (the default): only once the workload would otherwise pass the next
+    kill's trigger or come within ``concurrency`` intents of its end, so every planned kill happens
+    in its turn, and a run whose kills all come in time is not touched. ``false``: never (a kill
+    may then come late, or not at all: the run is inconclusive). A held kill whose pod is ready
+    re-opens dispatch and waits (at most 1 s) for work in flight before it strikes."""
 
     @model_validator(mode="after")
     def _one_way(self) -> KillFaults:
@@ -59,8 +66,9 @@ class PauseFaults(Section):
     duration_s: float = Field(gt=0, le=600)
     window: Window = Window(0.05, 0.95)
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
-    hold_dispatch: bool = False
-    """As for kills: start no new intent while a due pause waits for the pod."""
+    hold_dispatch: HoldDispatch = False
+    """As for kills: start no new intent while a due pause waits for the pod (``true``, or ``auto``
+    when it would otherwise be late); by default the workload goes on."""
     victim: Literal["random", "all"] | StrictInt = "random"
     """With replicas: which pod each pause freezes (as for kills)."""
 

@@ -7,24 +7,37 @@ the tool's. The tool is async, which saves the SDK a worker-thread hop per call.
 PORT, HOST (loopback only) as for every reference target; NOOP_TRANSPORT is
 ``json`` (default), ``sse`` or ``stdio`` (MCP on stdin and stdout, no PORT);
 NOOP_SESSIONS ``stateless`` (default) or ``stateful`` (2025 clients get a session).
+NOOP_LEDGER, when set, names a JSON-lines file each call appends ``{"memo", "n"}``
+to (buffered, no fsync): the fastest server with an effect a harness can count,
+for the tests of fault pacing against a server that answers in well under 1 ms.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 
-def build_server() -> MCPServer[Any]:
+def build_server(ledger: TextIO | None = None) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("reference-noop", version="1.0.0", log_level="WARNING")
 
-    @server.tool(description="Does nothing and returns its argument n. For benchmarks; memo is ignored.")
+    said = (
+        "Does nothing and returns its argument n. For benchmarks; memo is ignored."
+        if ledger is None
+        else "Records memo in the ledger and returns its argument n."
+    )
+
+    @server.tool(description=said)
     async def noop(n: int = 0, memo: str = "") -> dict[str, int]:
+        if ledger is not None:
+            ledger.write(json.dumps({"memo": memo, "n": n}) + "\n")
+            ledger.flush()  # in the kernel's hands before the answer: a kill cannot lose it
         return {"n": n}
 
     return server
@@ -35,8 +48,10 @@ def main() -> int:
     host = os.environ.get("HOST", "127.0.0.1")
     transport = os.environ.get("NOOP_TRANSPORT", "json")
     sessions = os.environ.get("NOOP_SESSIONS", "stateless")
+    path = os.environ.get("NOOP_LEDGER")
+    ledger = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115 (open while serving)
     if transport == "stdio":
-        asyncio.run(build_server().run_stdio_async())
+        asyncio.run(build_server(ledger).run_stdio_async())
         return 0
     loopback = host.startswith("127.") or host == "::1"
     if (
@@ -51,7 +66,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    server = build_server()
+    server = build_server(ledger)
     app = server.streamable_http_app(
         json_response=transport == "json", stateless_http=sessions == "stateless", host=host
     )
