@@ -27,7 +27,7 @@ async def calls(url: str, n: int, *, progress: bool = False) -> list[Any]:
             for i in range(n)
         ]
         # Keep-alive: one connection carried every sequential call.
-        assert len(client._open) == 1
+        assert client._pool.connections == 1
         return results
 
 
