@@ -23,7 +23,7 @@ from harness.client.messages import MODERN
 
 _VERSION_HEADER_SINCE = "2025-06-18"
 """2025-03-26 had no ``MCP-Protocol-Version`` header (versions are dates: they compare as strings)."""
-_ACCEPT = {
+_VERB_HEADERS = {  # what a request says of its body and of the answers it takes, by verb
     "POST": "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
     "GET": "Accept: text/event-stream\r\n",
     "DELETE": "",
@@ -33,7 +33,7 @@ _ACCEPT = {
 class Framing:
     """Requests to one endpoint, with the scenario's headers and idempotency-key placement."""
 
-    __slots__ = ("_extra", "_key_header", "_key_meta", "_meta", "_starts", "client_info")
+    __slots__ = ("_client_info", "_extra", "_key_header", "_key_meta", "_meta", "_starts")
 
     def __init__(
         self,
@@ -47,17 +47,17 @@ class Framing:
     ) -> None:
         self._starts = {
             verb: f"{verb} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{accept}"
-            for verb, accept in _ACCEPT.items()
+            for verb, accept in _VERB_HEADERS.items()
         }
         """Each verb's request line and the headers that only depend on the verb."""
         self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._key_header = key_header
         self._key_meta = key_meta
-        self.client_info = {"name": "mcp-chaos", "version": __version__}
+        self._client_info = {"name": "mcp-chaos", "version": __version__}
         self._meta: dict[str, Any] = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": self.client_info,
+            "io.modelcontextprotocol/clientInfo": self._client_info,
         }
         """2026-07-28's per-request ``_meta``: what a 2025 client said once, in ``initialize``."""
 
@@ -135,7 +135,7 @@ class Framing:
 
     def initialize(self, request_id: int, version: str) -> bytes:
         """The 2025 handshake's request, offering ``version``; its head precedes any agreement."""
-        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": self.client_info}
+        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": self._client_info}
         body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params})
         return self.head("POST", version=None, session=None, length=len(body)) + body
 

@@ -143,12 +143,14 @@ class McpHttpClient:
                 return failed
             timeout = max(0.001, timeout - (loop.time() - started))
         session = self.session
-        request = self.build_request(
+        request = self._framing.request(
             "tools/call",
             {"name": name, "arguments": arguments, **(answer or {})},
             request_id,
+            version=self.protocol,
+            session=session,
             name=name,
-            request_progress=request_progress,
+            progress=request_progress,
             key=key,
         )
         res = await self.send(request, request_id, timeout=timeout, session=session)

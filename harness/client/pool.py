@@ -103,6 +103,7 @@ class Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
+            # Bytes that are not HTTP spoil the exchange, even one whose response looked complete.
             self.abort()
             self.settle(End.BAD_HTTP, f"bad HTTP from server: {exc}")
             self._wake()
