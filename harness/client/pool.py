@@ -7,9 +7,10 @@ the driver's hot path, so it is built on asyncio protocols and llhttp's C parser
 
 An exchange never raises for what the network or the server did: how it ended
 (complete, closed early, timed out, refused, not HTTP) is data in the
-:class:`RawResponse`, which the protocol layer classifies. Two things cross the
-cut, both as plain values: the response headers the caller wants kept, and a
-predicate saying which event of an event stream carries the answer. An event
+:class:`RawResponse`, which the protocol layer classifies. Only two things come
+down from that layer: the names of the response headers to keep, and a predicate
+saying which event of an event stream carries the answer (after it, the stream
+is read only for a grace: that decision must be taken while reading). An event
 stream (``text/event-stream``) is a body format, so the transport splits it into
 events; it never reads them.
 """
