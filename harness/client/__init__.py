@@ -3,8 +3,11 @@
 Every transport offers the same :class:`McpClient` interface and returns a
 typed :class:`CallResult` for every call, never an exception for a failed one:
 
-``messages``   typed outcomes, SSE framing, JSON-RPC answers (pure)
-``http``       the fast HTTP client, both protocol generations
+``messages``   protocol versions, typed outcomes, SSE framing, JSON-RPC answers (pure)
+``pool``       HTTP/1.1 keep-alive connections: request bytes in, a raw response out (no MCP)
+``framing``    the bytes of every HTTP request: one head builder, the JSON-RPC bodies (pure)
+``classify``   a raw HTTP response as a typed outcome (pure)
+``http``       the fast HTTP client, both protocol generations, over the three above
 ``stdio``      newline-delimited JSON-RPC over a server process's pipes
 ``readiness``  is a server up, in which protocol, and if it never will be, why
 """

@@ -1,4 +1,4 @@
-"""MCP messages as the client sees them: typed outcomes, the SSE framing, JSON-RPC answers.
+"""MCP messages as the client sees them: versions, typed outcomes, the SSE framing, JSON-RPC answers.
 
 Pure: no sockets, no pipes. Every transport (HTTP in either protocol revision,
 stdio) turns what came back into a :class:`CallResult` through
@@ -13,6 +13,12 @@ from typing import Any
 import orjson
 
 from harness.history import Detail, Outcome, clip
+
+MODERN = "2026-07-28"
+"""The stateless protocol revision: one request per exchange, no handshake."""
+SESSION_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
+"""The 2025 revisions, newest first: what ``initialize`` offers and what a server may choose."""
+PROTOCOLS = (MODERN, *SESSION_VERSIONS)
 
 
 @dataclass(slots=True)

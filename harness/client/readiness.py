@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from harness.client.http import MODERN, SESSION_VERSIONS, McpHttpClient
-from harness.client.messages import CallResult
+from harness.client.http import McpHttpClient
+from harness.client.messages import MODERN, SESSION_VERSIONS, CallResult
 from harness.history import Detail, Outcome, clip
 
 FAIL_FAST_S = 1.0

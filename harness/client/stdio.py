@@ -24,8 +24,7 @@ from typing import Any
 import orjson
 
 from harness._version import __version__
-from harness.client.http import SESSION_VERSIONS
-from harness.client.messages import CallResult, interpret_message
+from harness.client.messages import SESSION_VERSIONS, CallResult, interpret_message
 from harness.history import Detail, EventType, HistoryWriter, Outcome, clip
 
 _FORM = "stdio"

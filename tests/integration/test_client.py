@@ -1,4 +1,5 @@
-"""The driver's client against the real SDK server: both response forms, errors, broken streams."""
+"""The driver's client against the real SDK server (both response forms, errors, broken streams), and its
+transport alone against scripted loopback servers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from harness.client.http import McpHttpClient
+from harness.client.pool import End, Pool, RawResponse
 from harness.history import Detail, Outcome
 from harness.loopback import free_port
 from tests.conftest import Target
@@ -27,7 +29,7 @@ async def calls(url: str, n: int, *, progress: bool = False) -> list[Any]:
             for i in range(n)
         ]
         # Keep-alive: one connection carried every sequential call.
-        assert len(client._open) == 1
+        assert client._pool.connections == 1
         return results
 
 
@@ -127,3 +129,123 @@ def test_timeout_closes_the_attempt(target: Callable[..., Target]) -> None:
 
     res = asyncio.run(main())
     assert (res.outcome, res.detail) == (Outcome.TIMEOUT, Detail.TIMEOUT_NO_RESPONSE)
+
+
+# -- the transport alone: request bytes in, a raw response out, against a scripted loopback server
+
+REQUEST = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def scripted(
+    answer: Callable[[int], list[bytes]], hold: asyncio.Event
+) -> tuple[asyncio.Server, list[int]]:
+    """A real TCP server on loopback answering the n-th request on a connection with ``answer(n)``'s
+    chunks; then it holds the connection until ``hold`` is set. Counts the connections it accepted."""
+    accepted: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        n = 0
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n{}")
+                for chunk in answer(n):
+                    writer.write(chunk)
+                    await writer.drain()
+                n += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            await hold.wait()
+            writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0), accepted
+
+
+def port_of(server: asyncio.Server) -> int:
+    return int(server.sockets[0].getsockname()[1])
+
+
+@pytest.mark.integration
+def test_the_pool_reuses_a_connection_and_keeps_the_asked_headers() -> None:
+    def answer(n: int) -> list[bytes]:
+        body = b'{"n": %d}' % n
+        return [
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s-1\r\nX-Other: 1\r\n",
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body),
+        ]
+
+    async def main() -> tuple[list[RawResponse], int, list[int]]:
+        hold = asyncio.Event()
+        server, accepted = await scripted(answer, hold)
+        pool = Pool("127.0.0.1", port_of(server), keep_headers=[b"Mcp-Session-Id"])
+        raws = [await pool.exchange(REQUEST, timeout=10) for _ in range(2)]
+        open_ = pool.connections
+        pool.close()
+        hold.set()
+        server.close()
+        return raws, open_, accepted
+
+    raws, open_, accepted = asyncio.run(main())
+    assert [(r.end, r.status, r.body, r.events) for r in raws] == [
+        (End.COMPLETE, 200, b'{"n": 0}', None),
+        (End.COMPLETE, 200, b'{"n": 1}', None),
+    ]
+    assert raws[0].headers == {b"mcp-session-id": b"s-1"}  # only what was asked for
+    assert (open_, len(accepted)) == (1, 1)
+
+
+@pytest.mark.integration
+def test_a_stream_left_open_after_its_answer_is_stopped_and_dropped() -> None:
+    def answer(n: int) -> list[bytes]:
+        return [
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"%x\r\n%s\r\n" % (len(b"id: e1\ndata: note\n\n"), b"id: e1\ndata: note\n\n"),
+            b"%x\r\n%s\r\n" % (len(b"id: e2\ndata: answer\n\n"), b"id: e2\ndata: answer\n\n"),
+        ]  # and the stream is never ended
+
+    async def main() -> tuple[RawResponse, int]:
+        hold = asyncio.Event()
+        server, _ = await scripted(answer, hold)
+        pool = Pool("127.0.0.1", port_of(server))
+        raw = await pool.exchange(REQUEST, timeout=30, answers=lambda event: event == b"answer")
+        open_ = pool.connections
+        hold.set()
+        server.close()
+        return raw, open_
+
+    raw, open_ = asyncio.run(main())
+    assert (raw.end, raw.events, raw.last_event_id) == (End.STOPPED, [b"note", b"answer"], b"e2")
+    assert open_ == 0  # a connection whose response never ended cannot carry another
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("chunks", "end"),
+    [
+        ([b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"jsonrpc"'], End.CLOSED),
+        ([], End.CLOSED),
+        ([b"SMTP ready\r\n\r\n"], End.BAD_HTTP),
+    ],
+)
+def test_how_an_exchange_ended_is_data(chunks: list[bytes], end: End) -> None:
+    async def main() -> RawResponse:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n{}")
+            for chunk in chunks:
+                writer.write(chunk)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        pool = Pool("127.0.0.1", port_of(server))
+        raw = await pool.exchange(REQUEST, timeout=30)
+        pool.close()
+        server.close()
+        return raw
+
+    raw = asyncio.run(main())
+    assert raw.end is end
+    assert raw.received == sum(len(c) for c in chunks)
+    if end is End.BAD_HTTP:
+        assert (raw.error or "").startswith("bad HTTP from server")

@@ -1,4 +1,4 @@
-"""The client's pure parts: SSE framing, JSON-RPC interpretation, the tool error contract."""
+"""The client's pure parts: SSE framing, JSON-RPC interpretation, the tool error contract, request bytes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.client.framing import Framing
 from harness.client.http import McpHttpClient
 from harness.client.messages import SseParser, interpret_message
 from harness.history import MESSAGE_LIMIT, Detail, Outcome
@@ -159,7 +160,6 @@ def test_a_2025_request_carries_the_session_and_the_agreed_version() -> None:
         key_header="Idem",
     )
     client.session = "s-1"
-    client._prefix = client._head_prefix()
     headers, body = request_parts(
         client.build_request("tools/call", {"name": "t", "arguments": {}}, 5, key="k")
     )
@@ -177,3 +177,66 @@ def test_the_key_in_meta_in_either_protocol() -> None:
         headers, body = request_parts(client.build_request("tools/call", {"name": "t"}, 5, key="k"))
         assert body["params"]["_meta"]["idem"] == "k"
         assert (b"MCP-Protocol-Version" in headers) == (protocol == "2026-07-28")  # 2025-03-26 had none
+
+
+def head_of(raw: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    head, body = raw.split(b"\r\n\r\n", 1)
+    line, *rest = head.split(b"\r\n")
+    return line, dict(h.split(b": ", 1) for h in rest), body
+
+
+FRAMING = Framing("127.0.0.1", 9, "/mcp", headers={"Authorization": "Bearer t"}, key_header="Idem")
+
+
+def test_the_handshake_precedes_any_version_and_session() -> None:
+    line, headers, body = head_of(FRAMING.initialize(-1, "2025-11-25"))
+    assert line == b"POST /mcp HTTP/1.1"
+    assert b"MCP-Protocol-Version" not in headers
+    assert b"Mcp-Session-Id" not in headers
+    assert headers[b"Authorization"] == b"Bearer t"
+    assert int(headers[b"Content-Length"]) == len(body)
+    params = orjson.loads(body)["params"]
+    assert (params["protocolVersion"], params["clientInfo"]["name"]) == ("2025-11-25", "mcp-chaos")
+
+
+@pytest.mark.parametrize(
+    ("raw", "verb"),
+    [
+        (FRAMING.notification("notifications/initialized", version="2025-11-25", session="s-1"), b"POST"),
+        (FRAMING.request("tools/list", {}, 3, version="2025-11-25", session="s-1", key="k"), b"POST"),
+        (FRAMING.resume("ev-4", version="2025-11-25", session="s-1"), b"GET"),
+        (FRAMING.delete(version="2025-11-25", session="s-1"), b"DELETE"),
+    ],
+)
+def test_every_request_in_a_session_carries_its_headers(raw: bytes, verb: bytes) -> None:
+    # One head builder: a GET that resumes a stream or a DELETE cannot forget what a POST carries.
+    line, headers, body = head_of(raw)
+    assert line == verb + b" /mcp HTTP/1.1"
+    assert headers[b"Host"] == b"127.0.0.1:9"
+    assert headers[b"MCP-Protocol-Version"] == b"2025-11-25"
+    assert headers[b"Mcp-Session-Id"] == b"s-1"
+    assert headers[b"Authorization"] == b"Bearer t"
+    if verb == b"GET":
+        assert (headers[b"Accept"], headers[b"Last-Event-ID"]) == (b"text/event-stream", b"ev-4")
+        assert b"Content-Length" not in headers
+    else:
+        assert int(headers[b"Content-Length"]) == len(body)
+    assert (b"Content-Type" in headers) == (verb == b"POST")
+
+
+def test_a_notification_has_no_id() -> None:
+    _, _, body = head_of(
+        FRAMING.notification("notifications/initialized", version="2025-03-26", session=None)
+    )
+    assert orjson.loads(body) == {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def test_2026_names_the_method_and_the_tool_in_the_head_and_only_then() -> None:
+    _, headers, _ = head_of(FRAMING.request("server/discover", {}, 0, version="2026-07-28", session=None))
+    assert headers[b"Mcp-Method"] == b"server/discover"
+    assert b"Mcp-Name" not in headers
+    _, headers, _ = head_of(
+        FRAMING.request("tools/call", {"name": "t"}, 1, version="2025-11-25", session=None, name="t")
+    )
+    assert b"Mcp-Method" not in headers
+    assert b"Mcp-Name" not in headers

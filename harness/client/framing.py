@@ -1,0 +1,153 @@
+"""The bytes of every request the HTTP client sends: one head builder, the JSON-RPC bodies.
+
+Streamable HTTP carries part of MCP in the request head: ``MCP-Protocol-Version``
+(from 2025-06-18, once a version is agreed), ``Mcp-Session-Id`` (a 2025 session),
+``Mcp-Method`` and ``Mcp-Name`` (2026-07-28, which a server checks against the
+body), the intent's idempotency key when the scenario puts it in a header, and
+the scenario's own headers (``Authorization``). Every head, whether a POST, the
+GET that resumes a stream or the DELETE that ends a session, a handshake or not,
+is built by :meth:`Framing.head`, so no request can miss a header the others
+carry. Pure: no I/O; what protocol version and session a request is in is the
+caller's to say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from harness._version import __version__
+from harness.client.messages import MODERN
+
+_VERSION_HEADER_SINCE = "2025-06-18"
+"""2025-03-26 had no ``MCP-Protocol-Version`` header (versions are dates: they compare as strings)."""
+_VERB_HEADERS = {  # what a request says of its body and of the answers it takes, by verb
+    "POST": "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+    "GET": "Accept: text/event-stream\r\n",
+    "DELETE": "",
+}
+
+
+class Framing:
+    """Requests to one endpoint, with the scenario's headers and idempotency-key placement."""
+
+    __slots__ = ("_client_info", "_extra", "_key_header", "_key_meta", "_meta", "_starts")
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        path: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        key_header: str | None = None,
+        key_meta: str | None = None,
+    ) -> None:
+        self._starts = {
+            verb: f"{verb} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{accept}"
+            for verb, accept in _VERB_HEADERS.items()
+        }
+        """Each verb's request line and the headers that only depend on the verb."""
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._key_header = key_header
+        self._key_meta = key_meta
+        self._client_info = {"name": "mcp-chaos", "version": __version__}
+        self._meta: dict[str, Any] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": self._client_info,
+        }
+        """2026-07-28's per-request ``_meta``: what a 2025 client said once, in ``initialize``."""
+
+    def head(
+        self,
+        verb: str,
+        *,
+        version: str | None,
+        session: str | None,
+        length: int | None = None,
+        method: str | None = None,
+        name: str | None = None,
+        key: str | None = None,
+        last_event_id: str | None = None,
+    ) -> bytes:
+        """The request line and headers of one request, up to and including the blank line.
+
+        ``version``: the protocol version agreed (None before one is: ``initialize``).
+        ``method``, ``name``: 2026-07-28's ``Mcp-Method`` and ``Mcp-Name`` (a name only with a method).
+        ``key``: the intent's idempotency key, sent only if the scenario puts it in a header.
+        """
+        head = self._starts[verb]
+        if version is not None and version >= _VERSION_HEADER_SINCE:
+            head += f"MCP-Protocol-Version: {version}\r\n"
+        if session is not None:
+            head += f"Mcp-Session-Id: {session}\r\n"
+        if method is not None:
+            head += f"Mcp-Method: {method}\r\n"
+            if name is not None:
+                head += f"Mcp-Name: {name}\r\n"
+        if key is not None and self._key_header is not None:
+            head += f"{self._key_header}: {key}\r\n"
+        if last_event_id is not None:
+            head += f"Last-Event-ID: {last_event_id}\r\n"
+        head += self._extra
+        if length is not None:
+            head += f"Content-Length: {length}\r\n"
+        return (head + "\r\n").encode()
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        request_id: int,
+        *,
+        version: str,
+        session: str | None,
+        name: str | None = None,
+        progress: bool = False,
+        key: str | None = None,
+    ) -> bytes:
+        """A JSON-RPC request as a POST, with the key where the scenario puts it.
+
+        2026-07-28 is stateless: every request carries the ``_meta`` a 2025 client
+        sends once, and names its method (and tool) in the head too.
+        """
+        if version == MODERN:
+            meta = {**self._meta, "progressToken": request_id} if progress else self._meta
+            if key is not None and self._key_meta is not None:
+                meta = {**meta, self._key_meta: key}
+            params = {**params, "_meta": meta}
+            named: str | None = method
+        else:
+            meta = {"progressToken": request_id} if progress else {}
+            if key is not None and self._key_meta is not None:
+                meta[self._key_meta] = key
+            if meta:
+                params = {**params, "_meta": meta}
+            named = None
+        body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        head = self.head(
+            "POST", version=version, session=session, length=len(body), method=named, name=name, key=key
+        )
+        return head + body
+
+    def initialize(self, request_id: int, version: str) -> bytes:
+        """The 2025 handshake's request, offering ``version``; its head precedes any agreement."""
+        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": self._client_info}
+        body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params})
+        return self.head("POST", version=None, session=None, length=len(body)) + body
+
+    def notification(self, method: str, *, version: str, session: str | None) -> bytes:
+        """A JSON-RPC notification (no id) as a POST."""
+        body = orjson.dumps({"jsonrpc": "2.0", "method": method})
+        return self.head("POST", version=version, session=session, length=len(body)) + body
+
+    def resume(self, last_event_id: str, *, version: str, session: str | None) -> bytes:
+        """The GET that asks for the rest of a broken event stream (2025 resumability)."""
+        return self.head("GET", version=version, session=session, last_event_id=last_event_id)
+
+    def delete(self, *, version: str, session: str) -> bytes:
+        """The DELETE that ends a 2025 session."""
+        return self.head("DELETE", version=version, session=session, length=0)
