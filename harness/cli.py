@@ -227,13 +227,20 @@ def cmd_init(args: argparse.Namespace) -> int:
         headers=_pairs(args.header, ":", "--header"),
     )
     doing = f"asking {origin.url}" if origin.url else f"starting {origin.describe()}"
-    sys.stderr.write(f"init: {doing} for its tools (no tool is called) ...\n")
+    sys.stderr.write(f"init: {doing} for its tools ...\n")
     prompt = _ask if sys.stdin.isatty() and sys.stderr.isatty() else None
-    text = _drive(init_scenario(origin, name=args.name, tool=args.tool, prompt=prompt), [])
+
+    def say(line: str) -> None:
+        sys.stderr.write(line + "\n")
+
+    text = _drive(init_scenario(origin, name=args.name, tool=args.tool, prompt=prompt, say=say), [])
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    todos = sum(1 for line in text.splitlines() if "TODO" in line and not line.lstrip().startswith("#"))
-    print(f"wrote {output}" + (f": fill in its {todos} TODO value(s), then" if todos else "; next:"))
+    todos = sum(1 for line in text.splitlines() if "TODO" in line)
+    print(
+        f"wrote {output}"
+        + (f": do what its {todos} TODO line(s) say and delete them, then" if todos else "; next:")
+    )
     print(f"  mcp-chaos validate --preflight {output}")
     print(f"  mcp-chaos run {output}")
     return 0
