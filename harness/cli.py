@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 
 from harness import reproduce, rundir
 from harness._version import __version__
-from harness.contract import CHECKS, CheckResult, CheckVerdict, cost, run_contract, select
+from harness.contract import CHECKS, CheckResult, cost, run_contract, select
 from harness.contract.report import (
     CONTRACT_JSON,
     CONTRACT_MD,
+    all_kept,
     junit,
     render_table,
     summary_line,
@@ -288,7 +289,7 @@ def cmd_contract(args: argparse.Namespace) -> int:
         Path(args.json).write_bytes((run_dir / CONTRACT_JSON).read_bytes())
     print(render_table(results))
     print(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
-    return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
+    return 0 if all_kept(results) else EXIT_GATE_FAILED
 
 
 def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
