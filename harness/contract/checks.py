@@ -174,6 +174,7 @@ def check(id: str, title: str, *, keyless: str | None = None) -> Callable[[Promi
 
 
 NO_KEY = "a retry cannot be told from a new call: give the tool an idempotency key"
+REPLAY_IT = "store the first result with the key and return it, as it was, to every retry"
 
 
 @check(
@@ -198,7 +199,7 @@ async def replay(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     seen.repeated[c.id] = effects
     again = "the retry with the same key" if s.keyed else "the same call made again"
     if second.outcome is not Outcome.OK:
-        return c.failed(f"{again} answered {said(second)} instead of the first result", evidence)
+        return c.failed(f"{again} answered {said(second)} instead of the first result: {REPLAY_IT}", evidence)
     if effects == 0:
         return c.failed(_nothing_stored(first, s), evidence)
     if (lost := lost_writes([first, second], effects)) is not None:
@@ -214,7 +215,7 @@ async def replay(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     if not same_result(first, second):
         return c.failed(
             f"one effect, but {again} answered differently (content or structuredContent): a client "
-            "whose first answer was lost never learns it",
+            f"whose first answer was lost never learns it; {REPLAY_IT}",
             evidence,
         )
     if s.keyed:
@@ -265,12 +266,18 @@ async def twins(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         return c.failed(lost, evidence)
     if effects != 2:
         dedup = (
-            ": the server deduplicates by payload, so a second intent identical to the first is lost"
+            ": the server deduplicates by payload, so a second intent identical to the first is lost; "
+            "deduplicate by the key, not the payload"
             if effects == 1
-            else ""
+            else ": one effect per key"
         )
         return c.failed(f"{effects} effect(s) for two intents with two keys{dedup}", evidence)
     return c.passed("two keys, two effects", evidence)
+
+
+REFUSE_REUSE = (
+    "refuse a key reused for another payload (a non-retryable error such as idempotency_key_reused)"
+)
 
 
 @check("key_reuse", "one key, another payload: a clear non-retryable error, no second effect")
@@ -296,14 +303,21 @@ async def key_reuse(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         return c.failed(f"the first call failed: {said(first)}", evidence)
     if counts[other.marker] > 0:
         return c.failed(
-            f"the other payload took effect ({counts[other.marker]}) under a key already used", evidence
+            f"the other payload took effect ({counts[other.marker]}) under a key already used: "
+            f"{REFUSE_REUSE}",
+            evidence,
         )
     if second.outcome is Outcome.OK:
         return c.failed(
-            "the other payload got a success: the first result, silently, for a different request", evidence
+            "the other payload got a success: the first result, silently, for a different request; "
+            f"{REFUSE_REUSE}",
+            evidence,
         )
     if retryable(second):
-        return c.failed("the refusal says retryable: retrying cannot make a reused key right", evidence)
+        return c.failed(
+            "the refusal says retryable: retrying cannot make a reused key right; say retryable: false",
+            evidence,
+        )
     return c.passed(f"refused: {said(second)}", evidence)
 
 
@@ -324,21 +338,33 @@ async def concurrent_same_key(c: Check, s: ContractSession, seen: Seen) -> Check
     evidence = {"key": intent.key, "effects": effects, "answers": [shown(r) for r in results]}
     if effects > 1:
         seen.repeated[c.id] = effects
-        return c.failed(f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key", evidence)
+        return c.failed(
+            f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key: make the key "
+            "unique in the store (a constraint in the effect's transaction) and answer the others 'in use' "
+            "or the first result",
+            evidence,
+        )
     if (lost := lost_writes(results, effects)) is not None:
         return c.failed(lost, evidence)
     if effects == 0:
         return c.failed(
-            f"{len(oks)} of {CONCURRENT_CALLS} concurrent calls answered OK and nothing was stored"
+            f"{len(oks)} of {CONCURRENT_CALLS} concurrent calls answered OK and nothing was stored: the "
+            "server stored nothing, or audit.effects does not see it (validate --preflight tells which)"
             if oks
             else f"every concurrent call was refused: {said(results[0])}",
             evidence,
         )
     if any(not same_result(oks[0], r) for r in oks[1:]):
-        return c.failed("one effect, but the successful answers differ from each other", evidence)
+        return c.failed(
+            f"one effect, but the successful answers differ from each other: {REPLAY_IT}", evidence
+        )
     wrong = [r for r in refused if not (r.outcome is Outcome.TOOL_ERROR and retryable(r))]
     if wrong:
-        return c.failed(f"a concurrent call got a refusal that is not retryable: {said(wrong[0])}", evidence)
+        return c.failed(
+            f"a concurrent call got a refusal that is not retryable: {said(wrong[0])}; a key in use is worth "
+            "waiting for: say retryable: true, with retry_after_ms",
+            evidence,
+        )
     return c.passed(f"one effect; {len(oks)} replays, {len(refused)} retryable 'in use' answers", evidence)
 
 
@@ -381,7 +407,9 @@ async def _concurrent_repeats(c: Check, s: ContractSession, seen: Seen) -> Check
             )
         if effects > len(oks):
             return c.failed(
-                f"{effects} effects from {len(oks)} acknowledged calls: a refused call took effect", evidence
+                f"{effects} effects from {len(oks)} acknowledged calls: a refused call took effect; a "
+                "refusal must store nothing",
+                evidence,
             )
         return c.passed(
             f"{len(oks)} concurrent identical calls acknowledged, {effects} stored: none lost (each is a new "
@@ -391,13 +419,18 @@ async def _concurrent_repeats(c: Check, s: ContractSession, seen: Seen) -> Check
     if effects > 1:
         return c.failed(
             f"{effects} effects from {CONCURRENT_CALLS} concurrent identical calls, where the same call "
-            "made twice in a row makes one: a race between concurrent writes",
+            "made twice in a row makes one: a race between concurrent writes (write under a lock or in a "
+            "transaction)",
             evidence,
         )
     if (lost := lost_writes(results, effects)) is not None:
         return c.failed(lost, evidence)
     if effects == 0:
-        return c.failed(f"{len(oks)} concurrent identical calls acknowledged, nothing stored", evidence)
+        return c.failed(
+            f"{len(oks)} concurrent identical calls acknowledged, nothing stored: the server stored nothing, "
+            "or audit.effects does not see it (validate --preflight tells which)",
+            evidence,
+        )
     return c.passed(
         f"one effect from {CONCURRENT_CALLS} concurrent identical calls ({len(oks)} acknowledged), as "
         "the same call made twice in a row makes one",
@@ -443,7 +476,8 @@ async def restart_keeps_keys(c: Check, s: ContractSession, seen: Seen) -> CheckR
         )
     if second.outcome is not Outcome.OK:
         return c.failed(
-            f"after the restart the same call answered {said(second)}, not the first result{session}",
+            f"after the restart the same call answered {said(second)}, not the first result{session}: keep "
+            "keys and their results in the store",
             evidence,
         )
     if effects == 0:
@@ -452,7 +486,8 @@ async def restart_keeps_keys(c: Check, s: ContractSession, seen: Seen) -> CheckR
         return c.failed(lost, evidence)
     if not same_result(first, second):
         return c.failed(
-            f"one effect, but after the restart the answer differs from the first{session}", evidence
+            f"one effect, but after the restart the answer differs from the first{session}: {REPLAY_IT}",
+            evidence,
         )
     return c.passed(f"one effect, same result{session}", evidence)
 
@@ -490,7 +525,7 @@ async def crash_window(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
             f"{effects} effects: the retry did the work again after a crash left the key unrecorded", evidence
         )
     if retry.outcome is not Outcome.OK:
-        return c.failed(f"after the crash the retry answered {said(retry)}", evidence)
+        return c.failed(f"after the crash the retry answered {said(retry)}: {REPLAY_IT}", evidence)
     if effects == 0:
         return c.failed("the retry answered OK with no effect", evidence)
     return c.passed("the crash cost nothing: one effect", evidence)
