@@ -304,7 +304,7 @@ class Leaf:
         return ".".join(str(p) for p in self.path)
 
 
-def _resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
+def resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
     """Follow local ``$ref`` and take the first usable branch of ``anyOf``/``oneOf``/``allOf``."""
     if not isinstance(node, Mapping) or depth > 20:
         return {}
@@ -314,13 +314,13 @@ def _resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str,
         for part in ref[2:].split("/"):
             target = target.get(part, {}) if isinstance(target, Mapping) else {}
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _resolve(merged, root, depth + 1)
+        return resolve(merged, root, depth + 1)
     for combinator in ("anyOf", "oneOf", "allOf"):
         options = node.get(combinator)
         if isinstance(options, list) and options:
             usable = [o for o in options if isinstance(o, Mapping) and o.get("type") != "null"] or options
             rest = {k: v for k, v in node.items() if k != combinator}
-            return _resolve({**rest, **usable[0]}, root, depth + 1)
+            return resolve({**rest, **usable[0]}, root, depth + 1)
     return node
 
 
@@ -339,7 +339,7 @@ def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> 
     root = schema if root is None else root
 
     def walk(node: Any, path: tuple[str | int, ...], required: bool, depth: int) -> Iterator[Leaf]:
-        node = _resolve(node, root)
+        node = resolve(node, root)
         kind = json_type(node)
         if depth > 12:
             return
@@ -357,11 +357,11 @@ def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> 
 
 def top_level(schema: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], bool]]:
     """The tool's arguments themselves (name, schema resolved, required), whatever their type."""
-    root = _resolve(schema, schema)
+    root = resolve(schema, schema)
     needed = set(root.get("required") or ())
     props = root.get("properties")
     return [
-        (str(name), _resolve(sub, schema), name in needed)
+        (str(name), resolve(sub, schema), name in needed)
         for name, sub in (props.items() if isinstance(props, Mapping) else ())
     ]
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from harness.catalog import Classified, Tool, classify
 from harness.errors import UsageError
+from harness.history import Outcome, excerpt
 from harness.init.connect import connected
 from harness.init.draft import choose_source, draft_arguments, sample_arguments
 from harness.init.render import render
@@ -147,7 +148,10 @@ async def init_scenario(
                     f"init: {', '.join(missing)} is not there yet (made at the first write): calling "
                     f"{chosen} once, in init's throwaway data directory, to see it"
                 )
-            await server.call(chosen, sample_arguments(draft.arguments))
+            called = await server.call(chosen, sample_arguments(draft.arguments))
+            if say is not None and called.outcome is not Outcome.OK:
+                said = f": {excerpt(called.message, 160)}" if called.message else ""
+                say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
         source = choose_source(server.stores(), draft.marker)
         uses_postgres = server.postgres_tables is not None
     return render(

@@ -28,6 +28,7 @@ from harness.catalog import (
     json_type,
     leaves,
     names_database_object,
+    resolve,
     words,
 )
 
@@ -140,31 +141,29 @@ def _fill_required(schema: Mapping[str, Any], arguments: dict[str, Any]) -> None
     """Required properties no scalar field reached (an object with no properties, or none required, an
     array of them): an empty one of their type, so the draft validates."""
     import jsonschema  # type: ignore[import-untyped]
+    from referencing.exceptions import Unresolvable
 
     empty = {"object": dict, "array": list}
-    for _ in range(20):
-        try:
-            errors = list(
-                jsonschema.Draft202012Validator(dict(schema)).iter_errors(sample_arguments(arguments))
-            )
-        except jsonschema.SchemaError:
-            return
-        missing = [e for e in errors if e.validator == "required"]
-        filled = False
-        for error in missing:
-            node: Any = arguments
-            for part in error.absolute_path:
-                node = node[part]
-            properties = (error.schema or {}).get("properties") or {}
-            for name in error.validator_value:
-                kind = (
-                    json_type(properties.get(name) or {}) if isinstance(properties.get(name), Mapping) else ""
-                )
-                if isinstance(node, dict) and name not in node and kind in empty:
-                    node[name] = empty[kind]()
-                    filled = True
-        if not filled:
-            return
+    try:
+        validator = jsonschema.validators.validator_for(schema)(dict(schema))
+        for _ in range(20):  # each round fills one level of nesting
+            filled = False
+            for error in validator.iter_errors(sample_arguments(arguments)):
+                if error.validator != "required":
+                    continue
+                node: Any = arguments
+                for part in error.absolute_path:
+                    node = node[part]
+                properties = (error.schema or {}).get("properties") or {}
+                for name in error.validator_value:
+                    kind = json_type(resolve(properties.get(name), schema))
+                    if isinstance(node, dict) and name not in node and kind in empty:
+                        node[name] = empty[kind]()
+                        filled = True
+            if not filled:
+                return
+    except (jsonschema.SchemaError, Unresolvable, LookupError, TypeError):
+        return  # a schema the validator cannot read is no reason to refuse a draft
 
 
 def sample_arguments(arguments: Any) -> Any:
