@@ -3,10 +3,12 @@
 ``init`` reads a catalog to draft a scenario, ``contract`` to judge one; both
 need the same answers, so they are given here once: what a tool's annotations
 promise, whether it changes state (annotations first, then the verb its name
-or description starts with), the scalar fields of its arguments (``$ref`` and
+or description starts with), what it does (makes a record, changes or removes
+one, or changes a schema), the scalar fields of its arguments (``$ref`` and
 combinators resolved, arrays entered at their first item), which of them is
-the idempotency key, which are free text (could carry a marker), and a value
-each field accepts.
+the idempotency key, which are references to something that exists or
+identifiers (a table, a path: never a marker), which are free text (could carry
+a marker), and a value each field accepts.
 """
 
 from __future__ import annotations
@@ -98,8 +100,109 @@ READ_VERBS = frozenset(
         "echo",
     ]
 )
-KEY_NAME = re.compile(r"idempot|dedup|requestid|clienttoken|operationid|uniquekey|nonce|clientreference")
+KEY_NAME = re.compile(r"idempot|dedup|clienttoken|clientrequestid|uniquekey|nonce")
 """An idempotency key's name, lower-cased with everything but letters removed."""
+MAYBE_KEY_NAME = re.compile(r"requestid|operationid|clientreference|requestkey")
+"""A name that is a key only where its description says so; elsewhere it refers to a request that exists."""
+KEY_WORDS = re.compile(r"idempot|retr(y|ies)|dedup|duplicate|replay", re.I)
+REFERENCE_WORDS = re.compile(
+    r"\bexisting\b|\b(of|for) (the|an?) \w+ (to|that|which|whose|where|being)\b|\bidentif", re.I
+)
+"""An argument's description that points at something that exists ("The name of the entity to add to")."""
+IDENTIFIER_WORDS = frozenset(
+    [
+        "table",
+        "column",
+        "schema",
+        "index",
+        "database",
+        "db",
+        "collection",
+        "path",
+        "file",
+        "filename",
+        "dir",
+        "directory",
+        "folder",
+        "url",
+        "uri",
+        "key",
+        "type",
+        "kind",
+        "status",
+        "sql",
+        "query",
+        "field",
+        "id",
+        "ids",
+        "uuid",
+        "slug",
+        "sku",
+        "email",
+        "phone",
+        "code",
+        "format",
+        "mode",
+        "lang",
+        "language",
+    ]
+)
+"""Words of a field's name that make it an identifier: a value the store does not keep as written."""
+DATABASE_WORDS = frozenset(["table", "column", "schema", "database", "collection"])
+"""Identifiers only the user can name: a table that exists, not a value made up for each intent."""
+MAKE_VERBS = frozenset(
+    [
+        "create",
+        "add",
+        "insert",
+        "write",
+        "request",
+        "post",
+        "submit",
+        "record",
+        "log",
+        "append",
+        "save",
+        "store",
+        "register",
+        "book",
+        "order",
+        "send",
+        "issue",
+        "enqueue",
+        "push",
+        "upload",
+        "publish",
+        "reserve",
+        "schedule",
+        "invite",
+        "charge",
+        "pay",
+        "transfer",
+        "make",
+        "put",
+        "new",
+    ]
+)
+REMOVE_VERBS = frozenset(["delete", "remove", "drop", "clear", "purge", "destroy", "truncate", "reset"])
+SCHEMA_NOUNS = frozenset(
+    [
+        "table",
+        "tables",
+        "index",
+        "indexes",
+        "schema",
+        "column",
+        "columns",
+        "database",
+        "collection",
+        "directory",
+        "folder",
+        "view",
+        "migration",
+    ]
+)
+"""What a schema operation makes or drops: not a business record."""
 FREE_TEXT_MIN_LENGTH = 24
 """A free-text field takes at least this many characters (a marker has about 20)."""
 
@@ -201,7 +304,7 @@ class Leaf:
         return ".".join(str(p) for p in self.path)
 
 
-def _resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
+def resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
     """Follow local ``$ref`` and take the first usable branch of ``anyOf``/``oneOf``/``allOf``."""
     if not isinstance(node, Mapping) or depth > 20:
         return {}
@@ -211,13 +314,13 @@ def _resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str,
         for part in ref[2:].split("/"):
             target = target.get(part, {}) if isinstance(target, Mapping) else {}
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _resolve(merged, root, depth + 1)
+        return resolve(merged, root, depth + 1)
     for combinator in ("anyOf", "oneOf", "allOf"):
         options = node.get(combinator)
         if isinstance(options, list) and options:
             usable = [o for o in options if isinstance(o, Mapping) and o.get("type") != "null"] or options
             rest = {k: v for k, v in node.items() if k != combinator}
-            return _resolve({**rest, **usable[0]}, root, depth + 1)
+            return resolve({**rest, **usable[0]}, root, depth + 1)
     return node
 
 
@@ -236,7 +339,7 @@ def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> 
     root = schema if root is None else root
 
     def walk(node: Any, path: tuple[str | int, ...], required: bool, depth: int) -> Iterator[Leaf]:
-        node = _resolve(node, root)
+        node = resolve(node, root)
         kind = json_type(node)
         if depth > 12:
             return
@@ -252,12 +355,52 @@ def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> 
     return walk(schema, (), True, 0)
 
 
+def top_level(schema: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], bool]]:
+    """The tool's arguments themselves (name, schema resolved, required), whatever their type."""
+    root = resolve(schema, schema)
+    needed = set(root.get("required") or ())
+    props = root.get("properties")
+    return [
+        (str(name), resolve(sub, schema), name in needed)
+        for name, sub in (props.items() if isinstance(props, Mapping) else ())
+    ]
+
+
 def idempotency_key(candidates: Sequence[Leaf]) -> Leaf | None:
-    """The field that looks like an idempotency key, if the tool has one."""
+    """The field that looks like an idempotency key, if the tool has one: named like one
+    (``idempotency_key``, ``client_token``), or named like a request id and described as a key.
+    A ``requestId`` that says nothing of retries is a reference to a request, never called a key."""
     for leaf in candidates:
-        if json_type(leaf.schema) == "string" and KEY_NAME.search(re.sub(r"[^a-z]", "", leaf.name.lower())):
+        if json_type(leaf.schema) != "string":
+            continue
+        letters = re.sub(r"[^a-z]", "", leaf.name.lower())
+        described = str(leaf.schema.get("description") or "")
+        if KEY_NAME.search(letters) or (MAYBE_KEY_NAME.search(letters) and KEY_WORDS.search(described)):
             return leaf
     return None
+
+
+def is_reference(leaf: Leaf) -> bool:
+    """A field that names something that must exist already (``taskId``, ``entityName`` "of the entity to
+    add ... to"): a tool that takes one changes a record, it does not make one."""
+    found = words(leaf.name)
+    if not found:
+        return False
+    described = str(leaf.schema.get("description") or "")
+    if found[-1] in ("id", "ids", "uuid"):
+        return True
+    return (found[-1] == "name" and len(found) > 1) or REFERENCE_WORDS.search(described) is not None
+
+
+def is_identifier(leaf: Leaf) -> bool:
+    """A field whose value names a thing (a table, a path, an id, a type) rather than text the store
+    keeps as written: never where a marker goes."""
+    return bool(IDENTIFIER_WORDS.intersection(words(leaf.name))) or is_reference(leaf)
+
+
+def names_database_object(leaf: Leaf) -> bool:
+    """A table, column or schema name: only the user knows one that exists."""
+    return bool(DATABASE_WORDS.intersection(words(leaf.name)))
 
 
 def is_free_text(leaf: Leaf) -> bool:
@@ -281,6 +424,9 @@ class Tool:
     """The argument that carries an idempotency key; None when the tool takes none."""
     free_text: tuple[Leaf, ...]
     """The arguments that could carry a marker, in schema order."""
+    does: str
+    """What it does, from its name (or description): ``makes`` a record, ``changes`` or ``removes``
+    one, changes a ``schema`` (create_table, create_directory), or ``reads``."""
 
     @classmethod
     def of(cls, tool: Mapping[str, Any]) -> Tool:
@@ -294,7 +440,35 @@ class Tool:
             arguments=arguments,
             key=idempotency_key(arguments),
             free_text=tuple(leaf for leaf in arguments if is_free_text(leaf)),
+            does=_does(tool),
         )
+
+    @property
+    def takes_reference(self) -> bool:
+        """A required argument names something that exists (``taskId``): it changes, not makes."""
+        return any(leaf.required and is_reference(leaf) and leaf != self.key for leaf in self.arguments)
+
+    def suitability(self) -> tuple[int, ...]:
+        """How well the tool suits a workload of intents that each make one effect (higher first):
+        a tool that makes a record, with a key, with free text for the marker, taking no reference."""
+        rank = {"makes": 3, "changes": 2, "schema": 1, "removes": 0, "reads": -1}[self.does]
+        marker = any(not is_identifier(leaf) for leaf in self.free_text)
+        return (rank, self.key is not None, marker, not self.takes_reference)
+
+
+def _does(tool: Mapping[str, Any]) -> str:
+    if not classify(tool).changes_state:
+        return "reads"
+    name = words(str(tool.get("name")))
+    verb = _verb(name[0]) if name else ""
+    if verb not in STATE_VERBS and verb not in MAKE_VERBS and verb not in REMOVE_VERBS:
+        described = words(str(tool.get("description") or ""))  # a name without a verb: its description's
+        verb = _verb(described[0]) if described else verb
+    if SCHEMA_NOUNS.intersection(name[1:]):  # create_table, drop_index, create_directory
+        return "schema"
+    if verb in REMOVE_VERBS:
+        return "removes"
+    return "makes" if verb in MAKE_VERBS else "changes"
 
 
 # -- values a field accepts

@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 
 from harness import reproduce, rundir
 from harness._version import __version__
-from harness.contract import CHECKS, CheckResult, CheckVerdict, cost, run_contract, select
+from harness.contract import CHECKS, CheckResult, cost, run_contract, select
 from harness.contract.report import (
     CONTRACT_JSON,
     CONTRACT_MD,
+    all_kept,
     junit,
     render_table,
     summary_line,
@@ -230,13 +231,20 @@ def cmd_init(args: argparse.Namespace) -> int:
         headers=_pairs(args.header, ":", "--header"),
     )
     doing = f"asking {origin.url}" if origin.url else f"starting {origin.describe()}"
-    sys.stderr.write(f"init: {doing} for its tools (no tool is called) ...\n")
+    sys.stderr.write(f"init: {doing} for its tools ...\n")
     prompt = _ask if sys.stdin.isatty() and sys.stderr.isatty() else None
-    text = _drive(init_scenario(origin, name=args.name, tool=args.tool, prompt=prompt), [])
+
+    def say(line: str) -> None:
+        sys.stderr.write(line + "\n")
+
+    text = _drive(init_scenario(origin, name=args.name, tool=args.tool, prompt=prompt, say=say), [])
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    todos = sum(1 for line in text.splitlines() if "TODO" in line and not line.lstrip().startswith("#"))
-    print(f"wrote {output}" + (f": fill in its {todos} TODO value(s), then" if todos else "; next:"))
+    todos = sum(1 for line in text.splitlines() if "TODO" in line)
+    print(
+        f"wrote {output}"
+        + (f": do what its {todos} TODO line(s) say and delete them, then" if todos else "; next:")
+    )
     print(f"  mcp-chaos validate --preflight {output}")
     print(f"  mcp-chaos run {output}")
     return 0
@@ -284,7 +292,7 @@ def cmd_contract(args: argparse.Namespace) -> int:
         Path(args.json).write_bytes((run_dir / CONTRACT_JSON).read_bytes())
     print(render_table(results))
     print(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
-    return EXIT_GATE_FAILED if any(r.verdict is CheckVerdict.FAIL for r in results) else 0
+    return 0 if all_kept(results) else EXIT_GATE_FAILED
 
 
 def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:

@@ -23,7 +23,8 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the rep
                    when the target has several], [round: n >= 2 when the attempt answers the
                    server's n-1-th input_required question (MRTR)]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
-                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT)]
+                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT; for an
+                   ok attempt, its reply's text, only where the run keeps replies: a preflight)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
                    the server's questions]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
@@ -57,6 +58,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -332,6 +334,20 @@ def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """Text for people: one line, no control bytes, at most ``limit`` characters."""
     line = clip(text)
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+FAILURE_TEXT = re.compile(
+    r"\b(error|exception|traceback|failed|failure|sorry|something went wrong|unable to|could not|"
+    r"couldn't|no such|not found)\b",
+    re.IGNORECASE,
+)
+"""Words that make a reply read as a failure to a person or a model, whatever its ``isError`` says."""
+
+
+def reads_as_failure(text: str) -> bool:
+    """Whether a server's reply reads as a failure ("Database error: no such table: notes"): a success
+    that says so stored nothing, most likely, and the server is what to fix."""
+    return FAILURE_TEXT.search(text) is not None
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:

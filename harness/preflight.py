@@ -8,6 +8,12 @@ as evidence), and audits it: the call must succeed and the effect source must
 count exactly one effect under its marker. Anything else fails in seconds with
 what was seen. It is a real call with a real effect; its marker carries a
 namespace of its own, so it never mixes with the run's intents.
+
+When the call succeeded and the source found nothing, either may be wrong: the
+message quotes the reply (kept in the preflight's history, redacted and cut like
+every server text) and says which is more likely to blame. A reply that reads
+as a failure ("Database error: no such table") points at the server; one that
+reads as a success points at the effect source.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from harness import rundir
 from harness.audit.effects import count_effects
 from harness.errors import AuditError, PreflightError, UsageError
 from harness.faults.pacing import advise
-from harness.history import EventType, Outcome, excerpt, read_history
+from harness.history import EventType, Outcome, excerpt, read_history, reads_as_failure
 from harness.runner import audit_and_report, execute
 from harness.scenario import Scenario
 
@@ -94,8 +100,28 @@ def preflight_scenario(scenario: Scenario) -> Scenario:
 def source_name(scenario: Scenario) -> str:
     effects = scenario.audit.effects
     return next(
-        f"audit.effects.{n}" for n in ("sql", "sink", "tool", "command", "jsonl") if getattr(effects, n)
+        f"audit.effects.{n}"
+        for n in ("sql", "sink", "tool", "command", "jsonl", "files")
+        if getattr(effects, n)
     )
+
+
+REPLY_LIMIT = 160
+"""How much of the reply a preflight message quotes."""
+
+
+def _blame(tool: str, reply: str | None, pf_dir: Path) -> tuple[str, str]:
+    """What the call answered, quoted, and which side is more likely wrong, in words."""
+    if reply is None:
+        return f"{tool} answered OK", "check the effect source"
+    quoted = f"{tool} answered OK: {excerpt(reply, REPLY_LIMIT)!r}"
+    if reads_as_failure(reply):
+        return quoted, (
+            "the reply reads as a failure, so the server most likely stored nothing and reported the "
+            "failure as a success: look at the server (and its log in "
+            f"{pf_dir / rundir.PODS}) before the effect source"
+        )
+    return quoted, "the reply reads as a success, so the effect source is more likely wrong"
 
 
 async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
@@ -106,7 +132,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
     started = time.monotonic()
     single = preflight_scenario(scenario)
     pf_dir = rundir.prepare_run_dir(parent, single, f"{run_id}{SUFFIX}")
-    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None)
+    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None, keep_replies=True)
     source = source_name(scenario)
     tool = scenario.workload.tool
     attempts = [e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.ATTEMPT_ENDED]
@@ -122,11 +148,13 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
             f"preflight: the call of {tool} did not succeed: {what}{said} "
             f"(check workload.tool and workload.arguments; the preflight run is in {pf_dir})"
         )
+    reply = next((str(a["message"]) for a in attempts if a["outcome"] == Outcome.OK and "message" in a), None)
+    answered, blame = _blame(tool, reply, pf_dir)
     try:
         audit_and_report(pf_dir)  # its report.md is the evidence a person reads
         counts: Counter[str] = count_effects(single.audit.effects, pf_dir)
     except AuditError as exc:
-        raise PreflightError(f"preflight: {tool} answered OK, but {source} failed: {exc.message}") from None
+        raise PreflightError(f"preflight: {answered}; but {source} failed: {exc.message}; {blame}") from None
     found = counts.get(marker, 0)
     if found == 1:
         timing = measure(scenario, pf_dir / rundir.HISTORY)
@@ -139,10 +167,15 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
             if others
             else "it counted no effects at all"
         )
+        check = (
+            ": check the query (or path, or field) and that the argument holding {marker} is what the "
+            "store keeps"
+            if reply is None or not reads_as_failure(reply)
+            else ""
+        )
         raise PreflightError(
-            f"preflight: {tool} answered OK, but {source} found 0 effects for the preflight marker "
-            f"{marker!r}; {seen}: check the query (or path, or field) and that the argument holding "
-            "{marker} is what the store keeps"
+            f"preflight: {answered}; but {source} found 0 effects for the preflight marker "
+            f"{marker!r}; {seen}; {blame}{check}"
         )
     raise PreflightError(
         f"preflight: one call of {tool} made {found} effects under marker {marker!r} by {source}; "

@@ -14,11 +14,16 @@ Intents are generated lazily so that a million-intent run holds none of them.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from harness.scenario import Scenario
+
+MARKER_SHAPE = re.compile(rb"(?<![A-Za-z0-9])[A-Za-z0-9]+-m[0-9]{7}(?![0-9])")
+"""A marker, ``<namespace>-m<index, 7 digits>`` (namespaces are letters and digits), found in any bytes:
+how a store that names no field (a directory of files, a JSON document) is searched for effects."""
 
 
 @dataclass(frozen=True, slots=True)

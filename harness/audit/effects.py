@@ -1,10 +1,11 @@
 """Effect sources: where the auditor finds the side effects of each intent, by marker.
 
-A SQLite file and the effect sink's record are read here, any time after the
-run. A PostgreSQL query and a read tool of the target need a live service: the
-runner makes that final read once, at the end of the run (``harness.final_read``),
-into ``effects.json``, which is what the auditor reads for them. Whatever the
-source, rows become counts per marker in one place, :func:`count_rows`.
+A SQLite file, a JSON-lines file, the files of a directory and the effect sink's
+record are read here, any time after the run. A PostgreSQL query and a read tool
+of the target need a live service: the runner makes that final read once, at the
+end of the run (``harness.final_read``), into ``effects.json``, which is what the
+auditor reads for them. Whatever the source, rows become counts per marker in one
+place, :func:`count_rows`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from harness.errors import AuditError
 from harness.history import excerpt
 from harness.scenario import AUDIT_PLACEHOLDERS, Effects
 from harness.template import render_text
+from harness.workload import MARKER_SHAPE
 
 
 def resolve_path(path: str, run_dir: Path) -> str:
@@ -68,6 +70,9 @@ def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
     if effects.jsonl is not None:
         path = Path(resolve_path(effects.jsonl.path, run_dir))
         return count_jsonl(path, effects.jsonl.marker_field, f"audit.effects.jsonl.path {path}")
+    if effects.files is not None:
+        directory = Path(resolve_path(effects.files.dir, run_dir))
+        return count_files(directory, effects.files.pattern, effects.files.marker_in)
     if effects.collected_at_end:
         return read_collected(run_dir)
     assert effects.sql is not None
@@ -130,6 +135,27 @@ def count_jsonl(path: Path, marker_field: str, where: str, *, skip: str | None =
             if skip is not None and record.get(skip) is True:
                 continue
             counts[str(record[marker_field])] += 1
+    return counts
+
+
+def count_files(directory: Path, pattern: str, marker_in: str) -> Counter[str]:
+    """Markers in the files of a directory: each occurrence in a file's bytes (``content``), or each
+    file whose name holds one (``name``)."""
+    where = f"audit.effects.files.dir {directory}"
+    if not directory.is_dir():
+        raise AuditError(f"{where} is not a directory (the target never made it, or another path)")
+    counts: Counter[str] = Counter()
+    for path in sorted(directory.glob(pattern)):
+        if not path.is_file():
+            continue
+        if marker_in == "name":
+            found = MARKER_SHAPE.findall(path.name.encode())
+        else:
+            try:
+                found = MARKER_SHAPE.findall(path.read_bytes())
+            except OSError as exc:
+                raise AuditError(f"cannot read {path} ({where}): {exc.strerror or exc}") from None
+        counts.update(m.decode() for m in found)
     return counts
 
 

@@ -87,6 +87,8 @@ class McpHttpClient:
         """The version spoken: 2026-07-28, or the 2025 version asked for (then what the server chose)."""
         self.modern = protocol == MODERN
         self.session: str | None = None
+        self.server_info: object = None
+        """What the last ``initialize`` said of the server (``serverInfo``), as it sent it."""
         self._handshaken = False
         """A 2025 session is open (or the server has none, but took the handshake)."""
         self.name = name
@@ -230,6 +232,7 @@ class McpHttpClient:
                 message=clip(f"initialize: the server chose protocol version {version!r}"),
             )
         self.protocol = str(version)
+        self.server_info = res.result.get("serverInfo")
         self.session = res.session
         done = await self._notify("notifications/initialized", timeout=max(0.001, deadline - loop.time()))
         if done is not None:

@@ -48,6 +48,8 @@ class StdioChannel:
         self._history = history
         self.name = name
         self.protocol: str | None = None
+        self.server_info: object = None
+        """What ``initialize`` said of the server (``serverInfo``: its name and version), as it sent it."""
         self.closed = False
         self.close_reason: str | None = None
         """Why the channel broke while its process may live on (a line too long to read)."""
@@ -178,6 +180,7 @@ class StdioChannel:
                 message=clip(f"initialize: the server chose protocol version {chosen!r}"),
             )
         self.protocol = str(chosen)
+        self.server_info = res.result.get("serverInfo")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if self._history is not None:
             self._history.emit(

@@ -50,7 +50,6 @@ async def run_contract(
         for check_id in ids:
             started = time.monotonic()
             result = await CHECKS[check_id](session, seen)
-            seen.verdicts[check_id] = result.verdict
             results.append(result)
             if on_result is not None:
                 on_result(result, time.monotonic() - started)

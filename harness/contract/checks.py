@@ -11,6 +11,15 @@ through the scenario's source and returns a verdict with the evidence a
 person needs: the responses side by side, the effect counts, the error text.
 What an answer or a catalog says is judged by :mod:`harness.contract.judging`;
 a check is the calls, the evidence and the order in which it concludes.
+
+Where no key travels (no ``{key}`` in the arguments, none in ``_meta`` or a
+header), a retry is the same call again, and the key checks become checks of
+repetition, worded as such: a naturally idempotent write passes ``replay``, a
+keyless insert fails it because a retry cannot be told from a new call, and
+``twins`` and ``key_reuse`` do not apply. Every check that concludes
+"deduplicated" or "replayed" also compares what was acknowledged with what was
+stored, so lost acknowledged writes are never read as deduplication.
+A check that raises is reported as ``error`` with its reason; the others run.
 """
 
 from __future__ import annotations
@@ -18,12 +27,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import Annotations
+from harness import rundir
+from harness.catalog import Annotations, json_type, top_level
 from harness.client.messages import CallResult
 from harness.contract.handles import (
     find_handle_tools,
@@ -33,19 +43,25 @@ from harness.contract.handles import (
     handle_problems,
 )
 from harness.contract.judging import (
-    apology,
     contract_problem,
     error_body,
+    failure_text,
     is_error,
     listing_problems,
+    lost_writes,
+    provoked_problem,
+    record_ids,
     refusal_problem,
+    retryable,
     said,
     same_result,
+    sdk_wrapped,
     shown,
     snapshot_diff,
 )
 from harness.contract.session import ContractSession
 from harness.contract.tokens import catalog_tokens
+from harness.errors import HarnessError
 from harness.history import Outcome, excerpt
 
 CONCURRENT_CALLS = 8
@@ -55,6 +71,8 @@ class CheckVerdict(enum.StrEnum):
     PASS = "pass"
     FAIL = "fail"
     NOT_APPLICABLE = "not_applicable"
+    ERROR = "error"
+    """The check could not finish (the target would not come back, the harness broke): no verdict."""
 
 
 @dataclass(slots=True)
@@ -72,7 +90,9 @@ class Seen:
 
     errors: list[tuple[str, CallResult]] = field(default_factory=list)
     empty_successes: list[tuple[str, CallResult]] = field(default_factory=list)
-    verdicts: dict[str, CheckVerdict] = field(default_factory=dict)
+    """Successes after which the store held nothing for their intent."""
+    repeated: dict[str, int] = field(default_factory=dict)
+    """Effects of one call made again (a retry, a replay after a restart), by the check that made it."""
     made_effects: bool = False
     crash_env: dict[str, str] = field(default_factory=dict)
     """Environment that makes the target crash between its effect and its key record (--crash-env)."""
@@ -87,6 +107,14 @@ class Seen:
         """Keep the errors among ``results`` for error_contract."""
         self.errors += [(check, res) for res in results if is_error(res)]
 
+    def saw(self, check: str, results: Sequence[CallResult], effects: int) -> None:
+        """Keep what ``results`` (the calls of one intent) say for the checks that judge it: their
+        errors, whether they made effects, and their successes when the store held nothing."""
+        self.note(check, *results)
+        self.made_effects = self.made_effects or effects > 0
+        if effects == 0:
+            self.empty_successes += [(check, r) for r in results if r.outcome is Outcome.OK]
+
 
 Promise = Callable[["Check", ContractSession, Seen], Awaitable[CheckResult]]
 
@@ -97,14 +125,24 @@ class Check:
 
     The function gets the check itself and concludes with :meth:`passed`,
     :meth:`failed` or :meth:`not_applicable`, which fill in the id and title.
+    Calling the check is the one place it runs: a check that raises is an
+    ``error`` result with its reason, never the end of the contract run.
     """
 
     id: str
     title: str
     promise: Promise
+    keyless: str | None = None
+    """The title where no key travels, for a check that then judges plain repetition."""
 
     async def __call__(self, session: ContractSession, seen: Seen) -> CheckResult:
-        return await self.promise(self, session, seen)
+        try:
+            result = await self.promise(self, session, seen)
+        except Exception as exc:  # a check's own failure is its result; cancellation goes through
+            return self.errored(exc, session)
+        if not session.keyed and self.keyless is not None:
+            result.title = self.keyless
+        return result
 
     def passed(self, why: str, evidence: dict[str, Any] | None = None) -> CheckResult:
         return CheckResult(self.id, self.title, CheckVerdict.PASS, why, evidence or {})
@@ -115,48 +153,106 @@ class Check:
     def not_applicable(self, why: str, evidence: dict[str, Any] | None = None) -> CheckResult:
         return CheckResult(self.id, self.title, CheckVerdict.NOT_APPLICABLE, why, evidence or {})
 
+    def errored(self, exc: Exception, session: ContractSession) -> CheckResult:
+        what = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        logs = session.run_dir / rundir.PODS
+        why = (
+            f"the check could not finish: {excerpt(what, 200)}; the target's log is in {logs}: fix what "
+            f"stopped it, then run this check again (--only {self.id})"
+        )
+        return CheckResult(self.id, self.title, CheckVerdict.ERROR, why, {"error": type(exc).__name__})
 
-def check(id: str, title: str) -> Callable[[Promise], Check]:
-    """Declare a check: ``@check("replay", "the same key twice: ...")`` on its function."""
+
+def check(id: str, title: str, *, keyless: str | None = None) -> Callable[[Promise], Check]:
+    """Declare a check: ``@check("replay", "the same key twice: ...")`` on its function; ``keyless``
+    is its title where no key travels."""
 
     def declare(promise: Promise) -> Check:
-        return Check(id, title, promise)
+        return Check(id, title, promise, keyless)
 
     return declare
 
 
-@check("replay", "the same key twice: one effect, the same result")
+NO_KEY = "a retry cannot be told from a new call: give the tool an idempotency key"
+REPLAY_IT = "store the first result with the key and return it, as it was, to every retry"
+
+
+@check(
+    "replay",
+    "the same key twice: one effect, the same result",
+    keyless="the same call twice (no key travels): one effect, the same result",
+)
 async def replay(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     intent = s.intent()
     first = await s.call(intent)
     second = await s.call(intent)
-    seen.note(c.id, first, second)
     effects = (await s.effects())[intent.marker]
-    evidence = {"key": intent.key, "first": shown(first), "second": shown(second), "effects": effects}
+    seen.saw(c.id, [first, second], effects)
+    evidence = {
+        "key": s.key_shown(intent),
+        "first": shown(first),
+        "second": shown(second),
+        "effects": effects,
+    }
     if first.outcome is not Outcome.OK:
-        return c.failed(f"the first call failed: {said(first)}", evidence)
-    seen.made_effects = seen.made_effects or effects > 0
-    if effects == 0:
-        seen.empty_successes.append((c.id, first))
+        return c.failed(f"the first call failed: {said(first)} (check workload.arguments)", evidence)
+    seen.repeated[c.id] = effects
+    again = "the retry with the same key" if s.keyed else "the same call made again"
     if second.outcome is not Outcome.OK:
-        return c.failed(
-            f"the retry with the same key answered {said(second)} instead of the first result", evidence
-        )
-    if effects != 1:
-        return c.failed(f"{effects} effects for one key", evidence)
+        return c.failed(f"{again} answered {said(second)} instead of the first result: {REPLAY_IT}", evidence)
+    if effects == 0:
+        return c.failed(_nothing_stored(first, s), evidence)
+    if (lost := lost_writes([first, second], effects)) is not None:
+        return c.failed(lost, evidence)
+    if effects > 1:
+        if s.keyed:
+            return c.failed(
+                f"{effects} effects for one key: the retry did the work again (look the key up first, and "
+                "record it in the same transaction as the effect)",
+                evidence,
+            )
+        return c.failed(f"{effects} effects from the same call made twice: {NO_KEY}", evidence)
     if not same_result(first, second):
-        return c.failed("the replay differs from the first result (content or structuredContent)", evidence)
-    return c.passed("one effect; the replay is identical", evidence)
+        return c.failed(
+            f"one effect, but {again} answered differently (content or structuredContent): a client "
+            f"whose first answer was lost never learns it; {REPLAY_IT}",
+            evidence,
+        )
+    if s.keyed:
+        return c.passed("one effect; the replay is identical", evidence)
+    return c.passed("one effect and the same answer: the call is naturally idempotent", evidence)
+
+
+def _nothing_stored(res: CallResult, s: ContractSession) -> str:
+    """Why a success with no effect fails, quoting the reply when it reads as a failure."""
+    source = f" (the effect source: {excerpt(s.source_error, 120)})" if s.source_error else ""
+    if (text := failure_text(res)) is not None:
+        return (
+            f"a failure reported as success: it answered OK with {excerpt(text, 120)!r} and stored "
+            f"nothing{source}"
+        )
+    return (
+        f"it answered OK and the effect source found nothing{source}: the server stored nothing, or "
+        "audit.effects does not see it (validate --preflight tells which)"
+    )
+
+
+NO_TWINS = (
+    "no key travels with a call (no {key} in workload.arguments, client.key_in: argument), so two "
+    "identical calls are one intent to the server: twins need two keys"
+)
 
 
 @check("twins", "identical payloads under two keys: two effects")
 async def twins(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
+    if not s.keyed:
+        return c.not_applicable(NO_TWINS)
     intent = s.intent()
     other = s.intent()  # only its key is used
     first = await s.call(intent)
     second = await s.call(intent, key=other.key)
-    seen.note(c.id, first, second)
     effects = (await s.effects())[intent.marker]
+    seen.saw(c.id, [first, second], effects)
     evidence = {
         "keys": [intent.key, other.key],
         "first": shown(first),
@@ -166,14 +262,31 @@ async def twins(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     if first.outcome is not Outcome.OK or second.outcome is not Outcome.OK:
         bad = first if first.outcome is not Outcome.OK else second
         return c.failed(f"a call with a new key was refused: {said(bad)}", evidence)
+    if (lost := lost_writes([first, second], effects)) is not None:
+        return c.failed(lost, evidence)
     if effects != 2:
-        dedup = ": the server deduplicates by payload" if effects == 1 else ""
+        dedup = (
+            ": the server deduplicates by payload, so a second intent identical to the first is lost; "
+            "deduplicate by the key, not the payload"
+            if effects == 1
+            else ": one effect per key"
+        )
         return c.failed(f"{effects} effect(s) for two intents with two keys{dedup}", evidence)
     return c.passed("two keys, two effects", evidence)
 
 
+REFUSE_REUSE = (
+    "refuse a key reused for another payload (a non-retryable error such as idempotency_key_reused)"
+)
+
+
 @check("key_reuse", "one key, another payload: a clear non-retryable error, no second effect")
 async def key_reuse(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
+    if not s.keyed:
+        return c.not_applicable(
+            "no key travels with a call (no {key} in workload.arguments, client.key_in: argument): "
+            "there is no key to reuse for another payload"
+        )
     intent = s.intent()
     other = s.intent()
     first = await s.call(intent)
@@ -190,57 +303,193 @@ async def key_reuse(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         return c.failed(f"the first call failed: {said(first)}", evidence)
     if counts[other.marker] > 0:
         return c.failed(
-            f"the other payload took effect ({counts[other.marker]}) under a key already used", evidence
+            f"the other payload took effect ({counts[other.marker]}) under a key already used: "
+            f"{REFUSE_REUSE}",
+            evidence,
         )
     if second.outcome is Outcome.OK:
         return c.failed(
-            "the other payload got a success: the first result, silently, for a different request", evidence
+            "the other payload got a success: the first result, silently, for a different request; "
+            f"{REFUSE_REUSE}",
+            evidence,
         )
-    if second.retryable:
-        return c.failed("the refusal says retryable: retrying cannot make a reused key right", evidence)
+    if retryable(second):
+        return c.failed(
+            "the refusal says retryable: retrying cannot make a reused key right; say retryable: false",
+            evidence,
+        )
     return c.passed(f"refused: {said(second)}", evidence)
 
 
-@check("concurrent_same_key", f"{CONCURRENT_CALLS} simultaneous calls with one key: one effect")
+@check(
+    "concurrent_same_key",
+    f"{CONCURRENT_CALLS} simultaneous calls with one key: one effect",
+    keyless=f"{CONCURRENT_CALLS} simultaneous identical calls (no key travels): each acknowledged one stored",
+)
 async def concurrent_same_key(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
+    if not s.keyed:
+        return await _concurrent_repeats(c, s, seen)
     intent = s.intent()
     results = await asyncio.gather(*(s.call(intent) for _ in range(CONCURRENT_CALLS)))
-    seen.note(c.id, *results)
     effects = (await s.effects())[intent.marker]
+    seen.saw(c.id, results, effects)
     oks = [r for r in results if r.outcome is Outcome.OK]
     refused = [r for r in results if r.outcome is not Outcome.OK]
     evidence = {"key": intent.key, "effects": effects, "answers": [shown(r) for r in results]}
-    if effects != 1:
-        return c.failed(f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key", evidence)
+    if effects > 1:
+        seen.repeated[c.id] = effects
+        return c.failed(
+            f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key: make the key "
+            "unique in the store (a constraint in the effect's transaction) and answer the others 'in use' "
+            "or the first result",
+            evidence,
+        )
+    if (lost := lost_writes(results, effects)) is not None:
+        return c.failed(lost, evidence)
+    if effects == 0:
+        return c.failed(
+            f"{len(oks)} of {CONCURRENT_CALLS} concurrent calls answered OK and nothing was stored: the "
+            "server stored nothing, or audit.effects does not see it (validate --preflight tells which)"
+            if oks
+            else f"every concurrent call was refused: {said(results[0])}",
+            evidence,
+        )
     if any(not same_result(oks[0], r) for r in oks[1:]):
-        return c.failed("the successful answers differ from each other", evidence)
-    wrong = [r for r in refused if not (r.outcome is Outcome.TOOL_ERROR and r.retryable)]
+        return c.failed(
+            f"one effect, but the successful answers differ from each other: {REPLAY_IT}", evidence
+        )
+    wrong = [r for r in refused if not (r.outcome is Outcome.TOOL_ERROR and retryable(r))]
     if wrong:
-        return c.failed(f"a concurrent call got a refusal that is not retryable: {said(wrong[0])}", evidence)
+        return c.failed(
+            f"a concurrent call got a refusal that is not retryable: {said(wrong[0])}; a key in use is worth "
+            "waiting for: say retryable: true, with retry_after_ms",
+            evidence,
+        )
     return c.passed(f"one effect; {len(oks)} replays, {len(refused)} retryable 'in use' answers", evidence)
 
 
-@check("restart_keeps_keys", "a key outlives the process: replay after a restart")
+async def _concurrent_repeats(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
+    """Without a key: what the same call made twice in a row does (one effect: naturally idempotent;
+    two: an insert), then the same call made concurrently must do as much, losing nothing it acknowledged."""
+    probe = s.intent()
+    in_a_row = [await s.call(probe), await s.call(probe)]
+    baseline = (await s.effects())[probe.marker]
+    intent = s.intent()
+    results = await asyncio.gather(*(s.call(intent) for _ in range(CONCURRENT_CALLS)))
+    effects = (await s.effects())[intent.marker]
+    seen.saw(c.id, results, effects)
+    oks = [r for r in results if r.outcome is Outcome.OK]
+    evidence: dict[str, Any] = {
+        "key": s.key_shown(intent),
+        "the same call twice in a row": {"answers": [shown(r) for r in in_a_row], "effects": baseline},
+        "effects": effects,
+        "answers": [shown(r) for r in results],
+    }
+    if any(r.outcome is not Outcome.OK for r in in_a_row) or baseline == 0:
+        return c.not_applicable(
+            f"the same call made twice in a row stored nothing to compare with ({said(in_a_row[0])}, "
+            f"{baseline} effects): see replay",
+            evidence,
+        )
+    if baseline > 1:  # an insert: every acknowledged call must be a stored record
+        if effects < len(oks):
+            ids = {record_ids(r) for r in oks}
+            same = (
+                f" all with the same record ({', '.join(f'{k}={v}' for k, v in next(iter(ids)) or ())})"
+                if len(ids) == 1 and None not in ids
+                else ""
+            )
+            return c.failed(
+                f"lost writes: {len(oks)} concurrent identical calls acknowledged{same}, {effects} stored: "
+                f"{len(oks) - effects} acknowledged write(s) lost, where the same call twice in a row "
+                "stores two (shared state written without a lock or transaction)",
+                evidence,
+            )
+        if effects > len(oks):
+            return c.failed(
+                f"{effects} effects from {len(oks)} acknowledged calls: a refused call took effect; a "
+                "refusal must store nothing",
+                evidence,
+            )
+        return c.passed(
+            f"{len(oks)} concurrent identical calls acknowledged, {effects} stored: none lost (each is a new "
+            "record, as a retry is: see replay)",
+            evidence,
+        )
+    if effects > 1:
+        return c.failed(
+            f"{effects} effects from {CONCURRENT_CALLS} concurrent identical calls, where the same call "
+            "made twice in a row makes one: a race between concurrent writes (write under a lock or in a "
+            "transaction)",
+            evidence,
+        )
+    if (lost := lost_writes(results, effects)) is not None:
+        return c.failed(lost, evidence)
+    if effects == 0:
+        return c.failed(
+            f"{len(oks)} concurrent identical calls acknowledged, nothing stored: the server stored nothing, "
+            "or audit.effects does not see it (validate --preflight tells which)",
+            evidence,
+        )
+    return c.passed(
+        f"one effect from {CONCURRENT_CALLS} concurrent identical calls ({len(oks)} acknowledged), as "
+        "the same call made twice in a row makes one",
+        evidence,
+    )
+
+
+@check(
+    "restart_keeps_keys",
+    "a key outlives the process: replay after a restart",
+    keyless="the same call after a restart (no key travels): one effect, the same result",
+)
 async def restart_keeps_keys(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     intent = s.intent()
     first = await s.call(intent)
     await s.restart(c.id)
+    lost_before = s.sessions_lost
     second = await s.call(intent)
-    seen.note(c.id, first, second)
     effects = (await s.effects())[intent.marker]
-    evidence = {"key": intent.key, "before": shown(first), "after restart": shown(second), "effects": effects}
+    seen.saw(c.id, [first, second], effects)
+    evidence: dict[str, Any] = {
+        "key": s.key_shown(intent),
+        "before": shown(first),
+        "after restart": shown(second),
+        "effects": effects,
+    }
+    session = ""
+    if s.sessions_lost > lost_before:
+        evidence["session"] = "lost with the process (404); a new one was opened, as a run does"
+        session = " (the 2025 session was lost with the process too; the check opened a new one)"
     if first.outcome is not Outcome.OK:
         return c.failed(f"the first call failed: {said(first)}", evidence)
-    if effects != 1:
-        forgotten = ": the key was forgotten with the process" if effects > 1 else ""
-        return c.failed(f"{effects} effects{forgotten}", evidence)
+    seen.repeated[c.id] = effects
+    if effects > 1:
+        if s.keyed:
+            return c.failed(
+                f"{effects} effects: the key was forgotten with the process (keep keys in the store, "
+                f"not in memory){session}",
+                evidence,
+            )
+        return c.failed(
+            f"{effects} effects from the same call before and after a restart: {NO_KEY}{session}", evidence
+        )
     if second.outcome is not Outcome.OK:
         return c.failed(
-            f"after the restart the replay answered {said(second)}, not the first result", evidence
+            f"after the restart the same call answered {said(second)}, not the first result{session}: keep "
+            "keys and their results in the store",
+            evidence,
         )
+    if effects == 0:
+        return c.failed(_nothing_stored(first, s), evidence)
+    if (lost := lost_writes([first, second], effects)) is not None:
+        return c.failed(lost, evidence)
     if not same_result(first, second):
-        return c.failed("after the restart the replay differs from the first result", evidence)
-    return c.passed("one effect, same result", evidence)
+        return c.failed(
+            f"one effect, but after the restart the answer differs from the first{session}: {REPLAY_IT}",
+            evidence,
+        )
+    return c.passed(f"one effect, same result{session}", evidence)
 
 
 @check(
@@ -259,6 +508,8 @@ async def crash_window(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         retry = await crashing.retry(intent)  # while the supervisor starts it again, as a kubelet would
         effects = (await crashing.effects())[intent.marker]
     seen.note(c.id, retry)
+    if first.outcome is not Outcome.OK:
+        seen.repeated[c.id] = effects
     evidence = {
         "env": seen.crash_env,
         "first (crashes)": shown(first),
@@ -274,7 +525,7 @@ async def crash_window(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
             f"{effects} effects: the retry did the work again after a crash left the key unrecorded", evidence
         )
     if retry.outcome is not Outcome.OK:
-        return c.failed(f"after the crash the retry answered {said(retry)}", evidence)
+        return c.failed(f"after the crash the retry answered {said(retry)}: {REPLAY_IT}", evidence)
     if effects == 0:
         return c.failed("the retry answered OK with no effect", evidence)
     return c.passed("the crash cost nothing: one effect", evidence)
@@ -452,6 +703,8 @@ async def catalog(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         else:
             seen.snapshot.write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             evidence["snapshot"] = f"written to {seen.snapshot}"
+    mine = [p for p in problems if p.startswith(f"{s.tool} ")]  # the workload's tool, first
+    problems = mine + [p for p in problems if p not in mine]
     evidence["problems"] = problems
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -464,20 +717,92 @@ async def catalog(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
 
 @check("error_contract", "errors say what happened and what to do (code, retryable, recovery)")
 async def error_contract(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
-    evidence: dict[str, Any] = {"errors seen": [{"check": by, **shown(r)} for by, r in seen.errors]}
+    provoked = await _provoke(s)
+    evidence: dict[str, Any] = {
+        "errors seen": [{"check": by, **shown(r)} for by, r in seen.errors],
+        "provoked": {what: shown(r) for what, r, _ in provoked},
+    }
     for by, res in seen.empty_successes:
-        if (text := apology(res)) is not None:
+        if (text := failure_text(res)) is not None:
             return c.failed(
-                f"in {by}, a success that apologises and made no effect: {excerpt(text, 120)}", evidence
+                f"failure reported as success: in {by}, {s.tool} answered OK (isError false) with "
+                f"{excerpt(text, 120)!r} and stored nothing; a model reads that as done: set isError "
+                "and say what to do",
+                evidence,
             )
-    if not seen.errors:
-        return c.not_applicable(
-            "no check provoked an error (run key_reuse and concurrent_same_key with it)", evidence
-        )
-    for by, res in seen.errors:
+    business = [(by, res) for by, res in seen.errors] + [
+        (what, r) for what, r, own in provoked if own and is_error(r)
+    ]
+    for what, res, own in provoked:
+        if not own and (problem := provoked_problem(res, what)) is not None:
+            return c.failed(problem, evidence)
+    for by, res in business:
         if (problem := contract_problem(res)) is not None:
-            return c.failed(f"in {by}: {problem}", evidence)
-    return c.passed(f"{len(seen.errors)} error(s), all keep it", evidence)
+            return c.failed(
+                f"in {by}, {s.tool} answered {said(res)}: {problem}; answer errors with isError and "
+                "structuredContent {code, retryable, recovery}",
+                evidence,
+            )
+    refusals = [r for _, r, own in provoked if not own and r.outcome is not Outcome.OK]
+    if not business and not refusals:
+        return c.not_applicable(
+            f"no call was refused: the checks provoked no error and {s.tool}'s schema has no required "
+            "argument to leave out or mistype",
+            evidence,
+        )
+    wrapped = [res for _, res in business if sdk_wrapped(res)]
+    note = (
+        "; its errors carry their JSON after the SDK's 'Error executing tool ...:' prefix, which a model "
+        "reads; structuredContent (isError with the body as structured content) is cleaner"
+        if wrapped
+        else ""
+    )
+    return c.passed(
+        f"{len(business)} error(s) in the server's own words keep it; {len(refusals)} call(s) its schema "
+        f"refuses were clearly refused{note}",
+        evidence,
+    )
+
+
+WRONG_TYPE: dict[str, Any] = {
+    "string": {"not": "a string"},
+    "integer": "not a number",
+    "number": "not a number",
+    "boolean": "not a boolean",
+    "array": "not an array",
+    "object": "not an object",
+}
+"""A value of another JSON type for each type: what no validator coerces."""
+
+
+async def _provoke(s: ContractSession) -> list[tuple[str, CallResult, bool]]:
+    """Calls the tool's schema refuses (a required argument left out, one of the wrong type) and one the
+    schema allows that a server may refuse itself (a required text sent empty): (what was sent, the
+    answer, whether a refusal is in the server's own words rather than its SDK's validation)."""
+    entry = next((t for t in await s.tools() if t.get("name") == s.tool), None)
+    schema = entry.get("inputSchema") if entry is not None else None
+    if not isinstance(schema, Mapping):
+        return []
+    intent = s.intent()
+    base = s.payload(intent)
+    marked = {k for k, v in base.items() if intent.marker in json.dumps(v)}
+    required = [(name, sub) for name, sub, needed in top_level(schema) if needed]
+    required.sort(key=lambda arg: arg[0] in marked)  # spare the marker's argument where it can
+    calls: list[tuple[str, dict[str, Any], bool]] = []
+    if required:
+        name = required[0][0]
+        calls.append((f"without its required {name}", {k: v for k, v in base.items() if k != name}, False))
+        kind = json_type(required[0][1])
+        if kind in WRONG_TYPE:
+            calls.append(
+                (f"{name} of the wrong type ({kind} expected)", {**base, name: WRONG_TYPE[kind]}, False)
+            )
+    text = next(
+        (name for name, sub in required if json_type(sub) == "string" and not sub.get("minLength")), None
+    )
+    if text is not None:
+        calls.append((f"{text} sent empty", {**base, text: ""}, True))
+    return [(what, await s.call_tool(s.tool, arguments), own) for what, arguments, own in calls]
 
 
 @check("annotations", "annotations match behaviour (idempotentHint, readOnlyHint, destructiveHint)")
@@ -495,9 +820,19 @@ async def annotations_hold(c: Check, s: ContractSession, seen: Seen) -> CheckRes
         "destructiveHint": ann.declared.get("destructiveHint"),
     }
     if ann.read_only is True and seen.made_effects:
-        return c.failed(f"{s.tool} says readOnlyHint: true, and the checks saw it make effects", evidence)
-    if ann.idempotent is True and seen.verdicts.get("replay") is CheckVerdict.FAIL:
-        return c.failed(f"{s.tool} says idempotentHint: true, and replay failed", evidence)
+        return c.failed(
+            f"{s.tool} says readOnlyHint: true, and the checks saw it make effects: a client will call it "
+            "freely; declare readOnlyHint: false",
+            evidence,
+        )
+    again = {by: n for by, n in seen.repeated.items() if n > 1}
+    if ann.idempotent is True and again:
+        where = ", ".join(f"{by}: {n} effects" for by, n in again.items())
+        return c.failed(
+            f"{s.tool} says idempotentHint: true, and one call made again made a second effect ({where}): "
+            "a client retries it freely; keep its keys where they outlive the process, or drop the hint",
+            evidence,
+        )
     if not ann.declared:
         return c.not_applicable(f"{s.tool} declares none", evidence)
     return c.passed("what it declares holds", evidence)

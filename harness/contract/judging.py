@@ -2,9 +2,15 @@
 
 A check (:mod:`harness.contract.checks`) makes the calls; what an answer says
 (its error body, whether it keeps the error contract, whether it is a clear
-refusal, whether two answers are the same) and what a catalog breaks of the
-advice (keys where effects are, sentences, few tools, stable listings) is
+refusal, whether it is a failure dressed as a success, which records it
+acknowledges, whether two answers are the same) and what a catalog breaks of
+the advice (keys where effects are, sentences, few tools, stable listings) is
 judged here, so every judgement is tested on answers written by hand.
+
+Errors are read as a model reads them: a JSON body in ``structuredContent``, in
+the text, or in the text after the Python SDK's ``Error executing tool NAME: ``
+prefix (how ``ToolError(json.dumps(...))`` reaches a client) all keep the
+contract; the last earns a note that ``structuredContent`` is cleaner.
 """
 
 from __future__ import annotations
@@ -16,18 +22,22 @@ from typing import Any
 
 from harness.catalog import Tool
 from harness.client.messages import CallResult
-from harness.history import Outcome, excerpt
+from harness.history import Outcome, excerpt, reads_as_failure
 
 MAX_TOOLS = 15
 MAX_SENTENCES = 3
 """One sentence of purpose, one of rules (the first article's FAQ), and one to spare."""
 SENTENCE_END = re.compile(r"[.!?](\s|$)")
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
-APOLOGY = re.compile(r"\b(sorry|something went wrong|unable to|could not|couldn't|failed to)\b", re.I)
+SDK_PREFIX = re.compile(r"^Error executing tool [^:\s]+: ")
+"""What the Python SDK puts before the text of an exception a tool raised (``ToolError``)."""
+ID_NAME = re.compile(r"^(id|uuid)$|_id$|[a-z0-9]Id$", re.I)
+"""A result field that names a record: ``id``, ``invoice_id``, ``noteId``."""
 JSONRPC_STANDARD = {-32700, -32600, -32601, -32602, -32603}
 SESSION_STYLE = re.compile(
     r"^(start|begin|open|end|close)_?session|^(log_?in|connect|set_?context|use_|select_)"
 )
+KEYLESS = " changes state but takes no idempotency key"
 RETRY_WORDS = re.compile(r"\bretr(y|ies|ying)\b|\breuse\b|\bsame key\b", re.I)
 
 
@@ -63,19 +73,51 @@ def is_error(res: CallResult) -> bool:
     )
 
 
+def _first_text(res: CallResult) -> str | None:
+    for block in (res.result or {}).get("content") or ():
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            return str(block["text"])
+    return None
+
+
+def _json_object(text: str) -> Mapping[str, Any] | None:
+    try:
+        body = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
 def error_body(res: CallResult) -> Mapping[str, Any] | None:
-    """A tool error's machine-readable body: structuredContent, or JSON in its first text block."""
+    """A tool error's machine-readable body: structuredContent, or a JSON object in its first text
+    block, alone or after the SDK's ``Error executing tool NAME: `` prefix."""
     result = res.result or {}
     if isinstance(result.get("structuredContent"), dict):
         return result["structuredContent"]  # type: ignore[no-any-return]
-    for block in result.get("content") or ():
-        if isinstance(block, dict) and block.get("type") == "text":
-            try:
-                body = json.loads(block.get("text", ""))
-            except (ValueError, TypeError):
-                return None
-            return body if isinstance(body, dict) else None
-    return None
+    text = _first_text(res)
+    if text is None:
+        return None
+    return _json_object(text) or _json_object(SDK_PREFIX.sub("", text, count=1))
+
+
+def sdk_wrapped(res: CallResult) -> bool:
+    """Whether an error's body came only as JSON after the SDK's prefix (no structuredContent)."""
+    result = res.result or {}
+    text = _first_text(res)
+    return (
+        not isinstance(result.get("structuredContent"), dict)
+        and text is not None
+        and SDK_PREFIX.match(text) is not None
+        and _json_object(SDK_PREFIX.sub("", text, count=1)) is not None
+    )
+
+
+def retryable(res: CallResult) -> bool:
+    """Whether an error says to retry, in its body as a model reads it (the client reads only some)."""
+    if res.retryable is not None:
+        return res.retryable
+    body = error_body(res) if res.outcome is Outcome.TOOL_ERROR else None
+    return body is not None and body.get("retryable") is True
 
 
 def said(res: CallResult) -> str:
@@ -110,10 +152,78 @@ def contract_problem(res: CallResult) -> str | None:
     return None
 
 
-def apology(res: CallResult) -> str | None:
-    """A success's content when it apologises (``sorry``, ``could not``): a failure dressed as success."""
-    text = json.dumps((res.result or {}).get("content"))
-    return text if APOLOGY.search(text) else None
+def failure_text(res: CallResult) -> str | None:
+    """A success's text when it reads as a failure (``Database error: no such table``, ``sorry``): with
+    no effect, a failure reported as success, the most common contract bug."""
+    if res.outcome is not Outcome.OK:
+        return None
+    content = (res.result or {}).get("content")
+    texts = [str(b["text"]) for b in content or () if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    text = " ".join(texts) if texts else json.dumps(content)
+    return text if reads_as_failure(text) else None
+
+
+def provoked_problem(res: CallResult, what: str) -> str | None:
+    """Why the answer to arguments the tool's schema refuses (``what``) is not a clear refusal, or None.
+
+    The refusal is the SDK's more often than the server's, so its words are not held
+    to the error contract: any tool error or invalid-params error that does not say
+    "retry" is clear; a success is not judged here (a server may take a default).
+    """
+    if res.outcome is Outcome.OK or res.outcome is Outcome.INPUT_REQUIRED:
+        return None
+    if res.outcome is Outcome.TOOL_ERROR:
+        if retryable(res):
+            return f"{what} got a refusal that says retryable: the same arguments cannot succeed"
+        return None
+    if res.outcome is Outcome.PROTOCOL_ERROR and res.error_code is not None:
+        if res.error_code == -32603:  # internal error: the server broke, it did not refuse
+            said_ = excerpt(res.message or "JSON-RPC error -32603", 100)
+            return f"{what} got {said_}: a model reads 'this tool is broken', not what to send"
+        return contract_problem(res)
+    return f"{what} got {said(res)}: the server broke on arguments its schema refuses"
+
+
+def record_ids(res: CallResult) -> tuple[tuple[str, str], ...] | None:
+    """The record identifiers an acknowledgement carries (``id``, ``invoice_id``, ``noteId`` fields, at
+    any depth of structuredContent or of JSON text), or None when it names none."""
+    result = res.result or {}
+    body: Any = result.get("structuredContent")
+    if body is None and (text := _first_text(res)) is not None:
+        body = _json_object(text)
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                here = f"{path}.{key}" if path else str(key)
+                if ID_NAME.search(str(key)) and isinstance(value, str | int) and not isinstance(value, bool):
+                    found.append((here, str(value)))
+                else:
+                    walk(value, here)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}.{i}")
+
+    walk(body, "")
+    return tuple(sorted(found)) or None
+
+
+def lost_writes(results: Sequence[CallResult], effects: int) -> str | None:
+    """Acknowledgements naming more distinct records than the store holds: the words of a lost-writes
+    finding, or None. Judged only where every success names its record (an id field)."""
+    oks = [r for r in results if r.outcome is Outcome.OK]
+    ids = [record_ids(r) for r in oks]
+    if not oks or any(i is None for i in ids):
+        return None
+    distinct = sorted({", ".join(f"{k}={v}" for k, v in i or ()) for i in ids})
+    if len(distinct) <= effects:
+        return None
+    return (
+        f"lost writes: {len(oks)} acknowledged as {len(distinct)} different records "
+        f"({excerpt('; '.join(distinct), 120)}), {effects} stored: {len(distinct) - effects} acknowledged "
+        "write(s) lost"
+    )
 
 
 def refusal_problem(res: CallResult, what: str) -> str | None:
@@ -141,6 +251,7 @@ def refusal_problem(res: CallResult, what: str) -> str | None:
 def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
     """What a catalog breaks of the advice: keys where effects are, none where they are not, rules
     in the description, sentences (a few, not a page), few tools, no hidden session state."""
+    keyless = []
     findings = []
     if len(tools) > MAX_TOOLS:
         findings.append(f"{len(tools)} tools: past {MAX_TOOLS}, tool selection degrades")
@@ -149,7 +260,7 @@ def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
         name, description, key = tool.name, tool.description, tool.key
         if tool.state.changes_state:
             if key is None:
-                findings.append(f"{name} changes state but takes no idempotency key")
+                keyless.append(f"{name}{KEYLESS}")
             elif not RETRY_WORDS.search(description + " " + str(key.schema.get("description") or "")):
                 findings.append(
                     f"{name}: nothing says to reuse {key.name} only for retries of the same intent"
@@ -167,7 +278,7 @@ def catalog_findings(tools: Sequence[Mapping[str, Any]]) -> list[str]:
             )
         if SESSION_STYLE.search(name.lower()):
             findings.append(f"{name} looks like a session-style tool that needs hidden state")
-    return findings
+    return keyless + findings  # a retry that cannot be told from a new call matters most
 
 
 def listing_problems(
@@ -179,9 +290,12 @@ def listing_problems(
     tokens: int,
     budget: int,
 ) -> list[str]:
-    """What three ``tools/list`` results (twice, then after a restart) break: the same tools every
-    time, the 2026-07-28 cache fields, the token budget; then the catalog advice."""
-    problems = []
+    """What three ``tools/list`` results (twice, then after a restart) break: tools that change state
+    and take no key first (what a retry costs), then the same tools every time, the 2026-07-28 cache
+    fields, the token budget, and the rest of the catalog advice."""
+    advice = catalog_findings([t for t in first.get("tools") or [] if isinstance(t, dict)])
+    keyless = [a for a in advice if a.endswith(KEYLESS)]
+    problems = keyless
     if first.get("tools") != again.get("tools"):
         problems.append("tools/list differs between two calls")
     if first.get("tools") != restarted.get("tools"):
@@ -190,7 +304,7 @@ def listing_problems(
         problems.append("no ttlMs/cacheScope on tools/list (2026-07-28 results carry them)")
     if tokens > budget:
         problems.append(f"the catalog costs {tokens} tokens, over the budget of {budget}")
-    return problems + catalog_findings([t for t in first.get("tools") or [] if isinstance(t, dict)])
+    return problems + [a for a in advice if a not in keyless]
 
 
 def snapshot_diff(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -13,7 +13,12 @@ from harness.report.tables import markdown_table
 
 CONTRACT_MD = "contract.md"
 CONTRACT_JSON = "contract.json"
-MARK = {CheckVerdict.PASS: "pass", CheckVerdict.FAIL: "FAIL", CheckVerdict.NOT_APPLICABLE: "n/a"}
+MARK = {
+    CheckVerdict.PASS: "pass",
+    CheckVerdict.FAIL: "FAIL",
+    CheckVerdict.NOT_APPLICABLE: "n/a",
+    CheckVerdict.ERROR: "ERROR",
+}
 
 
 def render_table(results: Sequence[CheckResult]) -> str:
@@ -23,17 +28,23 @@ def render_table(results: Sequence[CheckResult]) -> str:
 
 def summary_line(results: Sequence[CheckResult], seconds: float) -> str:
     counts = {v: sum(r.verdict is v for r in results) for v in CheckVerdict}
+    errors = f", {counts[CheckVerdict.ERROR]} could not finish" if counts[CheckVerdict.ERROR] else ""
     return (
         f"contract: {counts[CheckVerdict.PASS]} passed, {counts[CheckVerdict.FAIL]} failed, "
-        f"{counts[CheckVerdict.NOT_APPLICABLE]} not applicable, in {seconds:.1f}s"
+        f"{counts[CheckVerdict.NOT_APPLICABLE]} not applicable{errors}, in {seconds:.1f}s"
     )
+
+
+def all_kept(results: Sequence[CheckResult]) -> bool:
+    """No check failed and every check finished: what CI gates on."""
+    return all(r.verdict in (CheckVerdict.PASS, CheckVerdict.NOT_APPLICABLE) for r in results)
 
 
 def as_json(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> dict[str, Any]:
     return {
         "scenario": scenario,
         "seconds": round(seconds, 3),
-        "passed": all(r.verdict is not CheckVerdict.FAIL for r in results),
+        "passed": all_kept(results),
         "checks": [
             {"id": r.id, "title": r.title, "verdict": r.verdict.value, "why": r.why, "evidence": r.evidence}
             for r in results
@@ -60,13 +71,15 @@ def render_markdown(results: Sequence[CheckResult], *, scenario: str, seconds: f
 
 
 def junit(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> str:
-    """One test case per check; failures carry the why and the evidence, n/a is skipped."""
+    """One test case per check; failures carry the why and the evidence, a check that could not finish
+    is an error, n/a is skipped."""
     cases = [
         Case(
             r.id,
             failure=r.why if r.verdict is CheckVerdict.FAIL else None,
             details=json.dumps(r.evidence, indent=2, ensure_ascii=False, default=str),
             skipped=r.why if r.verdict is CheckVerdict.NOT_APPLICABLE else None,
+            error=r.why if r.verdict is CheckVerdict.ERROR else None,
         )
         for r in results
     ]

@@ -7,6 +7,11 @@ that needs "the same payload" or "another payload" takes an intent's arguments
 and sends them with the key it chooses. Effects are read through the
 scenario's effect source whenever a check asks, a live source (PostgreSQL, a
 read tool, a command) by a final read each time.
+
+A 2025 server keeps its sessions in memory: after a restart it answers 404 to
+the old ``Mcp-Session-Id``. As a run does, the session opens a new one and
+sends the request again, and counts the loss, so a check can say that the
+session was lost apart from what the tool did.
 """
 
 from __future__ import annotations
@@ -15,15 +20,16 @@ import asyncio
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from harness import rundir
 from harness.audit.effects import count_effects, read_collected
 from harness.client import McpClient
+from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult
-from harness.errors import TargetError
+from harness.errors import AuditError, TargetError
 from harness.history import HistoryWriter, Outcome
 from harness.scenario import Scenario
 from harness.wiring import TargetWiring
@@ -61,6 +67,23 @@ class ContractSession:
         self._ids = itertools.count(1)
         self.workload = Workload(scenario, namespace, size=INTENTS)
         self._intents: Iterator[Intent] = iter(self.workload)
+        self.source_error: str | None = None
+        """Why the effect source could not be read the last time, if it could not."""
+        self.sessions_lost = 0
+        """Requests answered "session not found" (a restarted 2025 server), each sent again in a new one."""
+
+    @property
+    def keyed(self) -> bool:
+        """Whether an idempotency key travels with each call: ``{key}`` in the arguments, or in
+        ``_meta`` or a header (``client.key_in``). Without one, a retry is the same call again."""
+        travels_apart = self.scenario.client.key_in != "argument"
+        return travels_apart or "key" in self.scenario.workload.template.placeholders
+
+    def key_shown(self, intent: Intent) -> str:
+        """The intent's key as evidence, or why there is none."""
+        if self.keyed:
+            return intent.key
+        return "none travels (no {key} in workload.arguments, client.key_in: argument)"
 
     @contextlib.asynccontextmanager
     async def started(self) -> AsyncIterator[ContractSession]:
@@ -134,32 +157,62 @@ class ContractSession:
         answer: dict[str, Any] | None = None,
     ) -> CallResult:
         """One request and its answer, a question included; ``answer`` answers the last question."""
-        assert self.client is not None, "call inside started()"
+        client = self.client
+        assert client is not None, "call inside started()"
         key = intent.key if key is None else key
         arguments = self.payload(payload_of or intent, key)
-        return await self.client.call_tool(
-            self.tool,
-            arguments,
-            request_id=next(self._ids),
-            timeout=self.scenario.client.attempt_timeout_s,
-            key=key,
-            answer=answer,
+        return await self._in_session(
+            lambda: client.call_tool(
+                self.tool,
+                arguments,
+                request_id=next(self._ids),
+                timeout=self.scenario.client.attempt_timeout_s,
+                key=key,
+                answer=answer,
+            )
         )
 
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> CallResult:
         """One ``tools/call`` of any tool with the arguments given (no key of an intent's)."""
-        assert self.client is not None, "call inside started()"
-        return await self.client.call_tool(
-            tool, arguments, request_id=next(self._ids), timeout=self.scenario.client.attempt_timeout_s
+        client = self.client
+        assert client is not None, "call inside started()"
+        return await self._in_session(
+            lambda: client.call_tool(
+                tool, arguments, request_id=next(self._ids), timeout=self.scenario.client.attempt_timeout_s
+            )
         )
 
+    async def _in_session(self, send: Callable[[], Awaitable[CallResult]]) -> CallResult:
+        """``send()``, and once more in a new session if the server forgot this one (a restarted 2025
+        server answers 404): what a run's client does, so no check fails on a session, only on a tool."""
+        client = self.client
+        sent_in = client.session if isinstance(client, McpHttpClient) else None
+        res = await send()
+        if res.outcome is not Outcome.SESSION_LOST:
+            return res
+        self.sessions_lost += 1
+        if isinstance(client, McpHttpClient) and sent_in is not None and client.session == sent_in:
+            # A request other than a tool call leaves the dead session in place: open the next one here.
+            failed = await client.initialize(timeout=self.scenario.client.attempt_timeout_s)
+            if failed is not None:
+                return failed
+        return await send()
+
     async def effects(self) -> Counter[str]:
-        """Effects per marker now, through the scenario's effect source."""
+        """Effects per marker now, through the scenario's effect source; none when the source cannot be
+        read (a store the server has not made yet: no file, no table), with why in :attr:`source_error`."""
         effects = self.scenario.audit.effects
-        if effects.collected_at_end:
-            await self.wiring.read_live_effects(self.namespace)
-            return read_collected(self.run_dir)
-        return await asyncio.to_thread(count_effects, effects, self.run_dir)
+        try:
+            if effects.collected_at_end:
+                await self.wiring.read_live_effects(self.namespace)
+                counts = read_collected(self.run_dir)
+            else:
+                counts = await asyncio.to_thread(count_effects, effects, self.run_dir)
+        except AuditError as exc:
+            self.source_error = exc.message
+            return Counter()
+        self.source_error = None
+        return counts
 
     async def restart(self, check: str) -> None:
         """SIGKILL the pod and wait until the supervisor has it ready again."""
@@ -169,8 +222,11 @@ class ContractSession:
 
     async def catalog(self) -> dict[str, Any]:
         """The server's ``tools/list`` result (first page), as it sent it; TargetError if it will not."""
-        assert self.client is not None, "call inside started()"
-        res = await self.wiring.request(self.client, "tools/list", {}, next(self._ids), timeout=30)
+        client = self.client
+        assert client is not None, "call inside started()"
+        res = await self._in_session(
+            lambda: self.wiring.request(client, "tools/list", {}, next(self._ids), timeout=30)
+        )
         if res.result is None:
             raise TargetError(f"the server did not list its tools: {res.outcome.value} {res.message or ''}")
         return res.result

@@ -1,9 +1,11 @@
 """``mcp-chaos init``: from an image, a command or a URL to a scenario that needs only its TODOs.
 
 ``connect`` starts the server as a run does (through the wiring) and learns what
-it offers (no tool is called), :mod:`harness.catalog` reads its tools, ``draft``
-decides arguments, marker, key and effect source (pure), and ``render`` writes
-the commented YAML.
+it offers, :mod:`harness.catalog` reads its tools, ``draft`` decides arguments,
+marker, key and effect source (pure), and ``render`` writes the commented YAML.
+No tool is called, unless a store the server's command line or environment names
+is made only at its first write: then one call, in init's throwaway data
+directory, shows init the store.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pydantic import ValidationError
 
 from harness.catalog import Classified, Tool, classify
 from harness.errors import UsageError
-from harness.init.connect import learn
-from harness.init.draft import choose_source, draft_arguments
+from harness.history import Outcome, excerpt
+from harness.init.connect import connected
+from harness.init.draft import choose_source, draft_arguments, sample_arguments
 from harness.init.render import render
 from harness.scenario import TargetSpec
 
@@ -68,13 +71,17 @@ class Origin:
             else f"{self.url}"
         )
 
-    def default_name(self) -> str:
-        if self.image:
+    def default_name(self, server_name: str | None = None) -> str:
+        """``<name>-chaos``, from the name the server gives itself, else from its image or script."""
+        if server_name:
+            base = server_name
+        elif self.image:
             base = self.image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
         elif self.command:
-            words = shlex.split(self.command)
+            words_ = shlex.split(self.command)
             script = next(
-                (w for w in reversed(words) if "/" in w or w.endswith((".py", ".js", ".ts"))), words[-1]
+                (w for w in reversed(words_) if w.endswith((".py", ".js", ".mjs", ".ts")) and "{" not in w),
+                words_[0],
             )
             path = Path(script)
             base = path.parent.name if path.stem in ("server", "main", "index", "app") else path.stem
@@ -90,6 +97,9 @@ def _pick(
     asked: str | None,
     prompt: Callable[[Sequence[str]], str] | None,
 ) -> str:
+    """The tool the workload calls: the one asked for, else the one that best makes a record of each
+    intent (a create/add/insert with free text and a key, over an update or a delete that takes an id,
+    or a schema operation); ``prompt`` chooses among several at a terminal."""
     if asked is not None:
         if asked not in tools:
             raise UsageError(f"--tool {asked!r} is not one of the server's tools: {', '.join(tools)}")
@@ -99,7 +109,7 @@ def _pick(
             f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}); "
             "name the one to test with --tool"
         )
-    ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).key is None)
+    ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).suitability(), reverse=True)
     names = [c.name for c in ranked]
     if prompt is not None and len(names) > 1:
         return prompt(names)
@@ -113,8 +123,10 @@ async def init_scenario(
     tool: str | None = None,
     ready_timeout_s: float = 30.0,
     prompt: Callable[[Sequence[str]], str] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> str:
-    """The drafted scenario's text. ``prompt`` (terminal only) picks among several candidate tools."""
+    """The drafted scenario's text. ``prompt`` (terminal only) picks among several candidate tools;
+    ``say`` hears what init does beyond listing tools (a call that shows it a store)."""
     target = origin.target()
     try:
         # Reached at a URL, the server is not started: the spec only carries the headers.
@@ -125,21 +137,33 @@ async def init_scenario(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"the server's options make no valid target ({where}: {first['msg']})") from None
-    facts = await learn(spec, url=origin.url, ready_timeout_s=ready_timeout_s)
-    tools = {str(t["name"]): t for t in facts.tools}
-    classified = [classify(t) for t in facts.tools]
-    chosen = _pick([c for c in classified if c.changes_state], tools, tool, prompt)
-    draft = draft_arguments(tools[chosen].get("inputSchema") or {})
-    source = choose_source([(s.url, s.tables) for s in facts.stores], facts.jsonl_paths, draft.marker)
+    async with connected(spec, url=origin.url, ready_timeout_s=ready_timeout_s) as server:
+        tools = {str(t["name"]): t for t in server.tools}
+        classified = [classify(t) for t in server.tools]
+        chosen = _pick([c for c in classified if c.changes_state], tools, tool, prompt)
+        draft = draft_arguments(tools[chosen].get("inputSchema") or {})
+        if origin.url is None and (missing := server.missing()):
+            if say is not None:
+                say(
+                    f"init: {', '.join(missing)} is not there yet (made at the first write): calling "
+                    f"{chosen} once, in init's throwaway data directory, to see it"
+                )
+            called = await server.call(chosen, sample_arguments(draft.arguments))
+            if say is not None and called.outcome is not Outcome.OK:
+                said = f": {excerpt(called.message, 160)}" if called.message else ""
+                say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
+        source = choose_source(server.stores(), draft.marker)
+        uses_postgres = server.postgres_tables is not None
     return render(
-        name=name or origin.default_name(),
+        name=name or origin.default_name(server.name),
         origin=origin.describe(),
-        protocol=facts.protocol,
+        server_name=server.name,
+        protocol=server.protocol,
         target=target,
         tools=classified,
         tool=chosen,
         draft=draft,
         source=source,
-        uses_postgres=facts.uses_postgres,
-        startup_s=facts.startup_s,
+        uses_postgres=uses_postgres,
+        startup_s=server.startup_s,
     )

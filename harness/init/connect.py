@@ -1,14 +1,21 @@
-"""What ``mcp-chaos init`` learns from a live server: its protocol, its tools, the stores it writes.
+"""What ``mcp-chaos init`` learns from a live server: its protocol, name, tools, the stores it writes.
 
 The target is started the way a run starts it, through :class:`~harness.wiring.TargetWiring`
 (its pod under a supervisor, the readiness check of its transport, the harness's
 PostgreSQL when its environment asks for ``{postgres_url}``, the effect sink for
 ``{sink_url}``), in a throwaway run directory (kept when the server would not
 start: the error names the server's log in it), or reached at a URL that is
-already serving. Its tools are listed over whatever protocol it speaks. Stores
-named in its environment (a SQLite file, the PostgreSQL database) are opened
-read-only after the server has started, so the tables it created can be offered
-to the effect query. Nothing is called: ``init`` makes no effect.
+already serving. Its tools are listed over whatever protocol it speaks, and its
+name is the one it gives itself (``serverInfo``).
+
+Stores are what its command line or environment names inside ``{data_dir}``
+(``--db-path {data_dir}/app.db``, ``MEMORY_FILE_PATH={data_dir}/memory.jsonl``, a
+directory such as ``{data_dir}`` itself) and the PostgreSQL database, opened
+read-only, so the tables it created can be offered to the effect query. Many
+servers make their store at the first write: when a store named that way is not
+there yet, :meth:`Server.call` makes one call in the throwaway data directory,
+as the preflight would, and the stores are looked at again. Otherwise nothing
+is called.
 """
 
 from __future__ import annotations
@@ -17,74 +24,114 @@ import contextlib
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import rundir
+from harness.client import McpClient
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.readiness import wait_ready
+from harness.client.stdio import StdioClient
 from harness.errors import TargetError, TargetNotReady
 from harness.history import HistoryWriter, Outcome
+from harness.init.draft import SeenStore
 from harness.pods.factory import target_headers
+from harness.pods.ready import StdioReady
 from harness.scenario import Scenario, TargetSpec
 from harness.wiring import TargetWiring
 
 MAX_PAGES = 20
 """``tools/list`` pages read at most (a catalog larger than that is a finding of its own)."""
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+SQLITE_HEADER = b"SQLite format 3\x00"
+DATA_DIR = "{data_dir}"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+"""Where a 2026-07-28 result's ``_meta`` names the server (there is no ``initialize``)."""
 
 Request = Callable[[dict[str, Any], int], Awaitable[CallResult]]
 
 
-@dataclass(frozen=True, slots=True)
-class Store:
-    """A database the target writes, as the scenario names it, with the columns of its tables."""
-
-    url: str
-    """As the scenario writes it: ``sqlite:///{data_dir}/x.db`` or ``{postgres_url}``."""
-    tables: dict[str, list[str]]
-
-
 @dataclass(slots=True)
-class Facts:
-    """What init found out about a server."""
+class Server:
+    """A server init is talking to: what it said of itself, and what it wrote where."""
 
     protocol: str
     tools: list[dict[str, Any]]
-    stores: list[Store] = field(default_factory=list)
-    jsonl_paths: list[str] = field(default_factory=list)
-    """Environment values naming a JSON-lines file (``{data_dir}/ledger.jsonl``): a possible effect source."""
-    uses_postgres: bool = False
+    name: str | None = None
+    """The name it gives itself (``serverInfo.name``), if it gave one."""
+    candidates: list[str] = field(default_factory=list)
+    """Values of its command line and environment inside ``{data_dir}``, as written: where a store may be."""
+    data_dir: Path | None = None
+    """The probe's data directory (None for a server reached at a URL)."""
+    postgres_tables: Mapping[str, list[str]] | None = None
+    """The harness's PostgreSQL, as the server left it (None when it uses none)."""
     startup_s: float | None = None
     """How long the server took to start and answer (None: reached at a URL, not started)."""
+    _call: Callable[[str, dict[str, Any]], Awaitable[CallResult]] | None = None
+
+    def stores(self) -> list[SeenStore]:
+        """The stores as they are now: SQLite files (with their tables), JSON-lines and JSON files,
+        directories (and those files inside them), and the PostgreSQL database."""
+        found: list[SeenStore] = []
+        for value in self.candidates:
+            path = self._path(value)
+            if path.is_dir():
+                for inside in sorted(path.iterdir()):
+                    store = _file_store(f"{value.rstrip('/')}/{inside.name}", inside)
+                    if store is not None:
+                        found.append(store)
+                found.append(SeenStore("dir", value))
+            elif (store := _file_store(value, path)) is not None:
+                found.append(store)
+        if self.postgres_tables is not None:
+            found.append(SeenStore("sql", "{postgres_url}", self.postgres_tables))
+        return _unique(found)
+
+    def missing(self) -> list[str]:
+        """Stores its command line or environment names that are not there yet (made at the first write)."""
+        return [value for value in self.candidates if not self._path(value).exists()]
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> CallResult:
+        """One call of ``tool`` in the probe's own data directory: for a store made at the first write."""
+        assert self._call is not None, "a server init started (one reached at a URL is not called)"
+        return await self._call(tool, arguments)
+
+    def _path(self, value: str) -> Path:
+        assert self.data_dir is not None
+        return self.data_dir / value.removeprefix(DATA_DIR).lstrip("/")
 
 
-async def learn(target: TargetSpec, *, url: str | None = None, ready_timeout_s: float = 30.0) -> Facts:
-    """Start the target (or reach ``url``), list its tools, find its stores; stop what was started."""
+@contextlib.asynccontextmanager
+async def connected(
+    target: TargetSpec, *, url: str | None = None, ready_timeout_s: float = 30.0
+) -> AsyncIterator[Server]:
+    """The target started (or reached at ``url``), its tools listed; stopped again on the way out."""
     if url is not None:
-        return await _reached(url, target_headers(target), ready_timeout_s)
+        yield await _reached(url, target_headers(target), ready_timeout_s)
+        return
     scenario = probe(target, ready_timeout_s)
     tmp = Path(tempfile.mkdtemp(prefix="mcp-chaos-init-"))
     run_dir = tmp / "init"
     (run_dir / rundir.DATA).mkdir(parents=True)
     (run_dir / rundir.PODS).mkdir()
     try:
-        facts = await _started(scenario, run_dir)
+        async with _started(scenario, run_dir) as server:
+            yield server
     except TargetError:
         raise  # the directory stays: the message names the server's log in it
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(tmp, ignore_errors=True)
-    return facts
 
 
 def probe(target: TargetSpec, ready_timeout_s: float) -> Scenario:
     """The smallest scenario around a target, for the wiring: the services its placeholders name, and a
-    workload and an effect source that nothing uses (init calls no tool and reads no effect)."""
+    workload and an effect source that nothing uses (init calls no tool unless a store appears only at
+    the first write, and reads no effect)."""
     texts = [*(target.command or ()), *target.env.values()]
     unused = {"jsonl": {"path": "{data_dir}/unused.jsonl"}}
     return Scenario.model_validate(
@@ -98,9 +145,18 @@ def probe(target: TargetSpec, ready_timeout_s: float) -> Scenario:
     )
 
 
-async def _started(scenario: Scenario, run_dir: Path) -> Facts:
-    """Start the probe's services and pod as a run does, list the tools, read the stores; stop it all."""
-    target = scenario.target
+def store_candidates(target: TargetSpec) -> list[str]:
+    """Values of the command line (``--db-path X``, ``--db=X``, a positional path) and the environment
+    that lie inside ``{data_dir}``, in that order, each once."""
+    values = [part.partition("=")[2] if part.startswith("-") else part for part in target.command or ()]
+    values += list(target.env.values())
+    found = [v for v in values if v == DATA_DIR or v.startswith(DATA_DIR + "/")]
+    return list(dict.fromkeys(found))
+
+
+@contextlib.asynccontextmanager
+async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
+    """The probe's services and pod started as a run starts them, the tools listed; all stopped after."""
     wiring = TargetWiring(scenario, run_dir)
     async with contextlib.AsyncExitStack() as stack:
         history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY, redactor=wiring.redactor))
@@ -109,19 +165,52 @@ async def _started(scenario: Scenario, run_dir: Path) -> Facts:
         await wiring.start_pod(stack)
         (client,) = wiring.clients()
         stack.push_async_callback(client.aclose)
-        tools = await _list_tools(
+        listed = await _list_tools(
             lambda params, rid: wiring.request(client, "tools/list", params, rid, timeout=30)
         )
-        facts = Facts(wiring.protocol, tools, stores=_sqlite_stores(target, run_dir))
-        facts.startup_s = wiring.supervisors[0].startup_s
-        facts.jsonl_paths = [v for v in target.env.values() if v.endswith(".jsonl")]
+        ids = iter(range(2000, 3000))
+
+        async def call(tool: str, arguments: dict[str, Any]) -> CallResult:
+            return await client.call_tool(tool, arguments, request_id=next(ids), timeout=30)
+
+        server = Server(
+            wiring.protocol,
+            listed.tools,
+            name=listed.name or _initialized_name(wiring, client),
+            candidates=store_candidates(scenario.target),
+            data_dir=run_dir / rundir.DATA,
+            _call=call,
+            startup_s=wiring.supervisors[0].startup_s,
+        )
         if wiring.postgres is not None:
-            facts.uses_postgres = True
-            facts.stores.append(Store("{postgres_url}", await _postgres_tables(wiring.postgres.url)))
-        return facts
+            server.postgres_tables = await _postgres_tables(wiring.postgres.url)
+        yield server
+        if wiring.postgres is not None:  # a call may have made tables since
+            server.postgres_tables = await _postgres_tables(wiring.postgres.url)
 
 
-async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) -> Facts:
+def _initialized_name(wiring: TargetWiring, client: McpClient) -> str | None:
+    """The name the 2025 handshake gave (stdio, or an HTTP session)."""
+    if isinstance(client, StdioClient) and isinstance(wiring.ready_check, StdioReady):
+        channel = wiring.ready_check.channel
+        return _name(channel.server_info) if channel is not None else None
+    if isinstance(client, McpHttpClient):
+        return _name(client.server_info)
+    return None
+
+
+def _name(info: object) -> str | None:
+    name = info.get("name") if isinstance(info, dict) else None
+    return name.strip() if isinstance(name, str) and name.strip() else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    tools: list[dict[str, Any]]
+    name: str | None
+
+
+async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) -> Server:
     """A server already serving at ``url``: nothing to start, only its protocol and tools to learn."""
     readiness = await wait_ready(url, timeout_s=ready_timeout_s, protocol="auto", headers=headers)
     if not readiness.ready:
@@ -132,46 +221,65 @@ async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) ->
     assert readiness.protocol is not None
     async with McpHttpClient(url, protocol=readiness.protocol, headers=headers) as client:
         try:
-            tools = await _list_tools(
+            listed = await _list_tools(
                 lambda params, rid: client.request("tools/list", params, rid, timeout=30)
             )
         finally:
             await client.end_session()
-    return Facts(readiness.protocol, tools)
+    return Server(readiness.protocol, listed.tools, name=listed.name or _name(client.server_info))
 
 
-async def _list_tools(request: Request) -> list[dict[str, Any]]:
-    """Every page of ``tools/list``; TargetNotReady (exit 3) when the server will not list them."""
+async def _list_tools(request: Request) -> _Listed:
+    """Every page of ``tools/list``, and the server's name where a result's ``_meta`` gives it;
+    TargetNotReady (exit 3) when the server will not list them."""
     tools: list[dict[str, Any]] = []
+    name: str | None = None
     cursor: str | None = None
     for page in range(MAX_PAGES):
         res = await request({"cursor": cursor} if cursor else {}, 1000 + page)
         if res.outcome is not Outcome.OK or not isinstance(res.result, dict):
             said = f"{res.outcome.value} {res.detail or ''} {res.message or ''}".strip()
             raise TargetNotReady(f"the server did not list its tools: {said}")
+        meta = res.result.get("_meta")
+        name = name or (_name(meta.get(SERVER_INFO)) if isinstance(meta, dict) else None)
         tools += [
             t for t in res.result.get("tools", []) if isinstance(t, dict) and isinstance(t.get("name"), str)
         ]
         cursor = res.result.get("nextCursor")
         if not isinstance(cursor, str) or not cursor:
             break
-    return tools
+    return _Listed(tools, name)
 
 
-def _sqlite_stores(target: TargetSpec, run_dir: Path) -> list[Store]:
-    """SQLite files the target's environment names in ``{data_dir}``, with their tables as it left them."""
-    stores = []
-    for value in target.env.values():
-        if not (value.startswith("{data_dir}/") and value.endswith(SQLITE_SUFFIXES)):
-            continue
-        path = run_dir / rundir.DATA / value.removeprefix("{data_dir}/")
-        if not path.is_file():
-            continue
+def _file_store(value: str, path: Path) -> SeenStore | None:
+    """What kind of store a file is (by its name, or a SQLite header), with a SQLite file's tables."""
+    if not path.is_file():
+        return None
+    if path.suffix == ".jsonl":
+        return SeenStore("jsonl", value)
+    if path.suffix == ".json":
+        return SeenStore("json", value)
+    with open(path, "rb") as f:
+        sqlite = f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    if not sqlite and path.suffix not in SQLITE_SUFFIXES:
+        return None
+    try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
             names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             tables = {n: [c[1] for c in db.execute(f'PRAGMA table_info("{n}")')] for n in names}
-        stores.append(Store(f"sqlite:///{value}", tables))
-    return stores
+    except sqlite3.Error:
+        return None  # named like a database, but not one (yet)
+    return SeenStore("sql", f"sqlite:///{value}", tables)
+
+
+def _unique(stores: list[SeenStore]) -> list[SeenStore]:
+    seen: set[str] = set()
+    out = []
+    for store in stores:
+        if store.where not in seen:
+            seen.add(store.where)
+            out.append(store)
+    return out
 
 
 async def _postgres_tables(url: str) -> dict[str, list[str]]:

@@ -3,10 +3,12 @@
 What the catalog says (which tools change state, the fields of their
 arguments, the key, the free-text fields, a value each field accepts) is
 :mod:`harness.catalog`'s; here it becomes a draft: an argument template from
-the tool's ``inputSchema`` (its required fields, plus ``{marker}`` in the
-free-text field the store most likely keeps as written and ``{key}`` in the
+the tool's ``inputSchema`` (its required fields, required objects included,
+plus ``{marker}`` in the free-text field the store most likely keeps as written,
+never an identifier such as a table, a path or an id, and ``{key}`` in the
 key), checked against the schema, and the effect source, from the stores the
-server was seen to write.
+server was seen to write: SQL over a table, a JSON-lines file, or the files of a
+directory (or a JSON document), counted by the markers in them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.catalog import Leaf, example_value, idempotency_key, is_free_text, leaves, words
+from harness.catalog import (
+    Leaf,
+    example_value,
+    idempotency_key,
+    is_free_text,
+    is_identifier,
+    json_type,
+    leaves,
+    names_database_object,
+    resolve,
+    words,
+)
 
 MARKER_NAMES = [
     "memo",
@@ -51,8 +64,9 @@ class Draft:
 
 
 def choose_marker(candidates: Sequence[Leaf]) -> Leaf | None:
-    """The free-text field the store most likely keeps as written: a memo, a description, a name."""
-    usable = [leaf for leaf in candidates if is_free_text(leaf)]
+    """The free-text field the store most likely keeps as written: a memo, a description, a name;
+    never an identifier (a table, a column, a path, an id, a reference to something that exists)."""
+    usable = [leaf for leaf in candidates if is_free_text(leaf) and not is_identifier(leaf)]
     for wanted in MARKER_NAMES:
         for leaf in usable:
             if wanted in words(leaf.name) or leaf.name.lower() == wanted:
@@ -92,19 +106,29 @@ def draft_arguments(schema: Mapping[str, Any]) -> Draft:
                 value: Any = "{marker}"
             elif leaf == key:
                 value = "{key}"
+            elif (
+                names_database_object(leaf)
+                and json_type(leaf.schema) == "string"
+                and "enum" not in leaf.schema
+            ):
+                value = f"TODO: an existing {' '.join(words(leaf.name))}"
+                notes.append(
+                    f"TODO: {leaf.shown()} names something in the store that only you know; fill it in"
+                )
             else:
                 value = example_value(leaf)
                 if value is None:
                     notes.append(f"TODO: no valid value found for {leaf.shown()}; fill it in")
                     value = "TODO"
             _put(arguments, leaf.path, value)
+    _fill_required(schema, arguments)
     if marker is None:
         notes.append(
             "TODO: no free-text field takes the marker; put {marker} into a field the store keeps as written"
         )
     if key is None:
         notes.append(
-            "finding: no argument looks like an idempotency key, so a retry cannot be told from a new call; "
+            "finding: no argument is an idempotency key, so a retry cannot be told from a new call; "
             "client.key_in: meta sends the intent's key in _meta, for servers that read it there"
         )
     problem = check_arguments(schema, arguments)
@@ -113,25 +137,56 @@ def draft_arguments(schema: Mapping[str, Any]) -> Draft:
     return Draft(arguments, marker, key, notes)
 
 
+def _fill_required(schema: Mapping[str, Any], arguments: dict[str, Any]) -> None:
+    """Required properties no scalar field reached (an object with no properties, or none required, an
+    array of them): an empty one of their type, so the draft validates."""
+    import jsonschema  # type: ignore[import-untyped]
+    from referencing.exceptions import Unresolvable
+
+    empty = {"object": dict, "array": list}
+    try:
+        validator = jsonschema.validators.validator_for(schema)(dict(schema))
+        for _ in range(20):  # each round fills one level of nesting
+            filled = False
+            for error in validator.iter_errors(sample_arguments(arguments)):
+                if error.validator != "required":
+                    continue
+                node: Any = arguments
+                for part in error.absolute_path:
+                    node = node[part]
+                properties = (error.schema or {}).get("properties") or {}
+                for name in error.validator_value:
+                    kind = json_type(resolve(properties.get(name), schema))
+                    if isinstance(node, dict) and name not in node and kind in empty:
+                        node[name] = empty[kind]()
+                        filled = True
+            if not filled:
+                return
+    except (jsonschema.SchemaError, Unresolvable, LookupError, TypeError):
+        return  # a schema the validator cannot read is no reason to refuse a draft
+
+
+def sample_arguments(arguments: Any) -> Any:
+    """The drafted arguments with their placeholders filled with sample values, as one call sends them."""
+    if isinstance(arguments, str):
+        return (
+            arguments.replace("{marker}", "init0000-m0000000")
+            .replace("{key}", "init-key-0")
+            .replace("{index}", "0")
+        )
+    if isinstance(arguments, dict):
+        return {k: sample_arguments(v) for k, v in arguments.items()}
+    if isinstance(arguments, list):
+        return [sample_arguments(v) for v in arguments]
+    return arguments
+
+
 def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
     """Why the arguments (placeholders filled with sample values) fail the schema, or None."""
-    import jsonschema  # type: ignore[import-untyped]
-
-    def sample(node: Any) -> Any:
-        if isinstance(node, str):
-            return (
-                node.replace("{marker}", "m-0123456789abcdef")
-                .replace("{key}", "k-0123")
-                .replace("{index}", "0")
-            )
-        if isinstance(node, dict):
-            return {k: sample(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [sample(v) for v in node]
-        return node
+    import jsonschema
 
     try:
-        jsonschema.validate(sample(copy.deepcopy(dict(arguments))), dict(schema))
+        jsonschema.validate(sample_arguments(copy.deepcopy(dict(arguments))), dict(schema))
     except jsonschema.ValidationError as exc:
         where = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
         return f"{where}: {exc.message}"[:200]
@@ -144,6 +199,18 @@ def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> 
 
 
 @dataclass(frozen=True, slots=True)
+class SeenStore:
+    """A store the server was seen to write, as the scenario names it."""
+
+    kind: str
+    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document) or ``dir`` (a directory)."""
+    where: str
+    """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``."""
+    tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Of a SQL store: its tables and their columns."""
+
+
+@dataclass(frozen=True, slots=True)
 class Source:
     """The drafted ``audit.effects`` section and what the user must still do about it."""
 
@@ -152,37 +219,45 @@ class Source:
     why: str
 
 
-def choose_source(
-    stores: Sequence[tuple[str, Mapping[str, Sequence[str]]]], jsonl_paths: Sequence[str], marker: Leaf | None
-) -> Source:
-    """SQL over a store the server was seen to write (with the query, where a column is named like the
-    marker's field), else a JSON-lines file from its environment, else a SQL source to fill in."""
+SQL_TODO = "TODO: SELECT <column holding the marker> AS marker, COUNT(*) AS effects FROM <table> GROUP BY 1"
+
+
+def choose_source(stores: Sequence[SeenStore], marker: Leaf | None) -> Source:
+    """Where the effects are counted, most specific first: SQL over a table with a column named like the
+    marker's field; a JSON-lines file (by that field); a JSON document or a directory (by the markers in
+    their files); a SQL store whose query is left to write; else a source to fill in."""
     field_name = marker.name.lower() if marker else None
-    for url, tables in stores:
-        for table, columns in tables.items():
+    sql = [s for s in stores if s.kind == "sql"]
+    for store in sql:
+        for table, columns in store.tables.items():
             column = next((c for c in columns if field_name and c.lower() == field_name), None)
             if column is not None:
                 query = f'SELECT "{column}" AS marker, COUNT(*) AS effects FROM "{table}" GROUP BY "{column}"'
                 why = f"the server created table {table} with a column {column}, like the marker's field"
-                return Source({"sql": {"url": url, "query": query}}, None, why)
-    if stores:
-        url, tables = stores[0]
-        listing = "; ".join(f"{t}({', '.join(c)})" for t, c in tables.items()) or "no tables yet"
-        query = (
-            "TODO: SELECT <column holding the marker> AS marker, COUNT(*) AS effects FROM <table> GROUP BY 1"
-        )
+                return Source({"sql": {"url": store.where, "query": query}}, None, why)
+    by_kind = {kind: next((s for s in stores if s.kind == kind), None) for kind in ("jsonl", "json", "dir")}
+    if (jsonl := by_kind["jsonl"]) is not None:
+        section = {"jsonl": {"path": jsonl.where, "marker_field": field_name or "TODO"}}
+        todo = None if field_name else "name the field of each line that holds the marker"
+        return Source(section, todo, f"the server writes the JSON-lines file {jsonl.where}")
+    if (document := by_kind["json"]) is not None:
+        directory, _, name = document.where.rpartition("/")
+        section = {"files": {"dir": directory, "pattern": name, "marker_in": "content"}}
+        return Source(section, None, f"the server keeps its records in the JSON file {document.where}")
+    if sql:
+        listing = "; ".join(f"{t}({', '.join(c)})" for t, c in sql[0].tables.items()) or "no tables yet"
         return Source(
-            {"sql": {"url": url, "query": query}},
+            {"sql": {"url": sql[0].where, "query": SQL_TODO}},
             f"write the query; the store has: {listing}",
             "the server writes this store",
         )
-    if jsonl_paths:
-        section = {"jsonl": {"path": jsonl_paths[0], "marker_field": field_name or "TODO"}}
-        todo = None if field_name else "name the field of each line that holds the marker"
-        return Source(section, todo, f"the server's environment names {jsonl_paths[0]}")
-    query = "TODO: SELECT <column holding the marker> AS marker, COUNT(*) AS effects FROM <table> GROUP BY 1"
+    if (directory_store := by_kind["dir"]) is not None:
+        section = {"files": {"dir": directory_store.where, "pattern": "**/*", "marker_in": "content"}}
+        why = f"the server writes files into the directory {directory_store.where}"
+        return Source(section, None, why)
     return Source(
-        {"sql": {"url": "TODO: sqlite:///{data_dir}/<file> or {postgres_url}", "query": query}},
-        "say where the server keeps its effects (or use sink, tool, command, jsonl: see scenarios/README.md)",
-        "no store was visible in the server's environment",
+        {"sql": {"url": "TODO: sqlite:///{data_dir}/<file> or {postgres_url}", "query": SQL_TODO}},
+        "say where the server keeps its effects (a path inside {data_dir} in its command line or "
+        "environment is found by init; or use sink, tool, command, jsonl, files: see scenarios/README.md)",
+        "no store was visible in the server's command line or environment",
     )

@@ -2,7 +2,8 @@
 
 Sections are dumped with PyYAML and joined with comments that say where each
 value came from and what is left to do; ``TODO`` marks what only the user can
-know, and a scenario that still holds one does not validate.
+know, and a scenario that still holds one, in a value or a comment, does not
+validate: so the word appears nowhere else.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def render(
     *,
     name: str,
     origin: str,
+    server_name: str | None = None,
     protocol: str,
     target: Mapping[str, Any],
     tools: Sequence[Classified],
@@ -43,8 +45,13 @@ def render(
     changing = [t for t in tools if t.changes_state]
     reading = [t for t in tools if not t.changes_state]
     head = [
-        f"Drafted by `mcp-chaos init` on {dt.date.today().isoformat()} from {origin} (it spoke {protocol}).",
-        "Fill in every TODO, then: mcp-chaos validate --preflight THIS_FILE, then: mcp-chaos run THIS_FILE",
+        f"Drafted by `mcp-chaos init` on {dt.date.today().isoformat()} from {origin}"
+        + (
+            f", which calls itself {server_name} and spoke {protocol}."
+            if server_name
+            else f" (it spoke {protocol})."
+        ),
+        "Next: mcp-chaos validate --preflight THIS_FILE, then: mcp-chaos run THIS_FILE",
         "",
         "Tools that change state (the workload calls one; switch with workload.tool):",
         *[f"  {t.name}: {t.why}" for t in changing],
@@ -55,7 +62,12 @@ def render(
     key = (
         f"the intent's idempotency key goes in {draft.key.shown()}"
         if draft.key
-        else "no argument takes a key"
+        else "no argument is an idempotency key"
+    )
+    how = (
+        "How the harness starts the server: it speaks MCP over the process's stdin and stdout."
+        if target.get("transport") == "stdio"
+        else "How the harness starts the server: it picks the port and passes it in $PORT."
     )
     workload = {
         "intents": 2000,
@@ -67,7 +79,7 @@ def render(
         _comment(head),
         _section("name", name),
         "seed: 1\n",
-        _comment(["How the harness starts the server: it picks the port and passes it in $PORT."]),
+        _comment([how]),
         _section("target", dict(target)),
     ]
     if uses_postgres:

@@ -25,6 +25,8 @@ class Case:
     """Why it failed (the message CI shows), or None."""
     details: str = ""
     skipped: str | None = None
+    error: str | None = None
+    """Why it could not be judged (a contract check that stopped), or None."""
 
 
 def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) -> str:
@@ -34,7 +36,7 @@ def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) 
         name=suite,
         tests=str(len(cases)),
         failures=str(sum(c.failure is not None for c in cases)),
-        errors="0",
+        errors=str(sum(c.error is not None for c in cases)),
         skipped=str(sum(c.skipped is not None for c in cases)),
         time=f"{seconds:.3f}",
     )
@@ -43,6 +45,9 @@ def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) 
         if c.failure is not None:
             failure = ET.SubElement(case, "failure", message=c.failure, type="finding")
             failure.text = c.details or c.failure
+        elif c.error is not None:
+            error = ET.SubElement(case, "error", message=c.error, type="check")
+            error.text = c.details or c.error
         elif c.skipped is not None:
             ET.SubElement(case, "skipped", message=c.skipped)
         elif c.details:

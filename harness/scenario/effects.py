@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -98,6 +98,36 @@ class JsonlEffects(Section):
         return v
 
 
+class FilesEffects(Section):
+    """Count markers in the files of a directory the target writes (a directory store, a JSON document).
+
+    ``marker_in: content``: every occurrence of a marker in a file's bytes is one effect (a file
+    of a directory store, a record of a JSON document); ``name``: every file whose name holds a
+    marker is one. Markers are found by their shape, so no field needs naming.
+    """
+
+    dir: str
+    pattern: str = Field(default="**/*", min_length=1)
+    """Which files, as a glob relative to ``dir`` (``**`` enters subdirectories)."""
+    marker_in: Literal["content", "name"] = "content"
+
+    @field_validator("dir")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        check_placeholders(v, AUDIT_PLACEHOLDERS, "audit.effects.files.dir")
+        return v
+
+    @field_validator("pattern")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        if v.startswith("/") or ".." in v.split("/"):
+            raise ValueError(f"audit.effects.files.pattern {v!r} must stay inside dir (relative, no '..')")
+        return v
+
+
+SOURCES = ("sql", "sink", "tool", "command", "jsonl", "files")
+
+
 class Effects(Section):
     """Where the auditor finds the effects: exactly one source."""
 
@@ -106,15 +136,14 @@ class Effects(Section):
     tool: ToolEffects | None = None
     command: CommandEffects | None = None
     jsonl: JsonlEffects | None = None
+    files: FilesEffects | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> Effects:
-        chosen = [
-            name for name in ("sql", "sink", "tool", "command", "jsonl") if getattr(self, name) is not None
-        ]
+        chosen = [name for name in SOURCES if getattr(self, name) is not None]
         if len(chosen) != 1:
             raise ValueError(
-                f"audit.effects needs exactly one of sql, sink, tool, command, jsonl (got {chosen or 'none'})"
+                f"audit.effects needs exactly one of {', '.join(SOURCES)} (got {chosen or 'none'})"
             )
         return self
 

@@ -2,11 +2,14 @@
 
 The order is the contract: overrides, then ``{scenario_dir}``, then the TODOs
 ``mcp-chaos init`` left, then the model; the first problem found is the one
-reported, with the file's name and the field's dotted path.
+reported, with the file's name and the field's dotted path. A file is also
+refused while a comment says TODO: ``init`` writes what is left to do there too,
+and a comment done but not deleted would mislead the next reader.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,16 +40,27 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
     return f"{source}: {loc}: {msg}{more}"
 
 
+TODO_COMMENT = re.compile(r"(^|\s)#.*TODO")
+
+
 def _first_todo(node: Any, path: str = "") -> str | None:
-    """The first field whose value is a ``TODO`` that ``mcp-chaos init`` left for the user."""
+    """The first field whose value (or name) is a ``TODO`` that ``mcp-chaos init`` left for the user."""
     if isinstance(node, str):
         return (path or "(top level)") if node.startswith("TODO") else None
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
     for key, value in items:
-        found = _first_todo(value, f"{path}.{key}" if path else str(key))
+        here = f"{path}.{key}" if path else str(key)
+        if isinstance(key, str) and key.startswith("TODO"):
+            return here
+        found = _first_todo(value, here)
         if found is not None:
             return found
     return None
+
+
+def _todo_comment(text: str) -> int | None:
+    """The line number of the first comment that says TODO."""
+    return next((n for n, line in enumerate(text.splitlines(), 1) if TODO_COMMENT.search(line)), None)
 
 
 def parse_scenario(
@@ -75,7 +89,8 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     if not p.is_file():
         raise ScenarioError(f"scenario file not found: {p} (pass a YAML file, e.g. scenarios/pod-kill.yaml)")
     try:
-        data = bounded_yaml.load(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        data = bounded_yaml.load(text)
     except bounded_yaml.YamlTooLarge as exc:
         raise ScenarioError(f"{p}: refused: {exc}") from None
     except yaml.YAMLError as exc:
@@ -85,4 +100,10 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
         raise ScenarioError(f"{p}: not valid YAML{where}: {problem}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{p}: cannot read scenario: {exc}") from None
-    return parse_scenario(data, source=str(p), scenario_dir=p.resolve().parent, overrides=overrides)
+    scenario = parse_scenario(data, source=str(p), scenario_dir=p.resolve().parent, overrides=overrides)
+    line = _todo_comment(text)
+    if line is not None:
+        raise ScenarioError(
+            f"{p}:{line}: a comment still says TODO (left by mcp-chaos init): do what it says, then delete it"
+        )
+    return scenario

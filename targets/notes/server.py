@@ -11,6 +11,9 @@ user's server, it never imports the harness), over stdio by default, as most
 file-store servers are, or Streamable HTTP (2026-07-28, stateless).
 
 NOTES_FILE          the JSON-lines store: one note per line ({"id", "title", "body", ...})
+--db-path PATH      (command line) keep the notes in a SQLite table instead (notes: id, name, title,
+                    body, created_at), made at the first write, as many published servers do;
+                    NOTES_FILE is then not needed (with every flaw but torn_file)
 NOTES_TRANSPORT     stdio (default) | http (127.0.0.1:$PORT/mcp, JSON responses)
 PORT, HOST          where to listen over HTTP (HOST must be a loopback address)
 NOTES_FLAW          none (default): each change under one lock, the file replaced atomically
@@ -24,7 +27,8 @@ NOTES_FLAW          none (default): each change under one lock, the file replace
                                        reported ("Error loading notes: ...") and the server
                                        starts empty, so its next save overwrites the rest
                     error_as_success   every NOTES_FAIL_EVERY-th add_note stores nothing and
-                                       answers "Database error: ..." as a success (isError false)
+                                       answers "Database error: no such table: notes (<its
+                                       store>)" as a success (isError false)
                     racy_ids           a note's id is read from a shared counter before the work
                                        and the counter moved on after it: concurrent adds get
                                        the same id, and the later overwrites the earlier
@@ -45,12 +49,15 @@ idempotent), list_notes (read-only), delete_note.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import ipaddress
 import json
 import os
 import signal
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +78,7 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class Config:
     file: Path
+    db_path: Path | None
     transport: str
     host: str
     port: int
@@ -81,10 +89,12 @@ class Config:
     errors: str
 
     @classmethod
-    def from_env(cls, env: dict[str, str]) -> Config:
-        file = env.get("NOTES_FILE")
-        if not file:
-            raise ConfigError("NOTES_FILE is not set: name the JSON-lines file the notes live in")
+    def from_env(cls, env: dict[str, str], db_path: str | None = None) -> Config:
+        file = env.get("NOTES_FILE") or ""
+        if not file and not db_path:
+            raise ConfigError(
+                "NOTES_FILE is not set: name the JSON-lines file the notes live in (or pass --db-path)"
+            )
         transport = env.get("NOTES_TRANSPORT", "stdio")
         if transport not in ("stdio", "http"):
             raise ConfigError(f"NOTES_TRANSPORT={transport!r}: use stdio or http")
@@ -111,8 +121,11 @@ class Config:
             raise ConfigError("PORT must be set to a port number for NOTES_TRANSPORT=http")
         if work_s < 0 or fail_every < 1:
             raise ConfigError("NOTES_WORK_MS must be >= 0 and NOTES_FAIL_EVERY >= 1")
+        if db_path and flaw == "torn_file":
+            raise ConfigError("NOTES_FLAW=torn_file rewrites a file in place; it has no --db-path store")
         return cls(
             file=Path(file),
+            db_path=Path(db_path) if db_path else None,
             transport=transport,
             host=host,
             port=port,
@@ -209,8 +222,43 @@ class NoteFile:
             f.writelines(lines[half:])
 
 
+NOTE_COLUMNS = ("id", "name", "title", "body", "created_at")
+
+
+class NoteTable:
+    """The notes in one SQLite table, read and written whole as the file is (so every flaw but the
+    torn file works the same); the database and its table are made at the first save."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.saves = 0
+
+    def load(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with contextlib.closing(sqlite3.connect(self.path)) as db:
+            try:
+                rows = db.execute(f"SELECT {', '.join(NOTE_COLUMNS)} FROM notes ORDER BY rowid").fetchall()
+            except sqlite3.OperationalError:  # no table yet: nothing was ever saved
+                return []
+        return [{k: v for k, v in zip(NOTE_COLUMNS, row, strict=True) if v is not None} for row in rows]
+
+    async def save(self, notes: list[dict[str, Any]]) -> None:
+        self.saves += 1
+        with contextlib.closing(sqlite3.connect(self.path)) as db, db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS notes "
+                "(id INTEGER, name TEXT, title TEXT, body TEXT, created_at TEXT)"
+            )
+            db.execute("DELETE FROM notes")
+            db.executemany(
+                f"INSERT INTO notes VALUES ({', '.join('?' for _ in NOTE_COLUMNS)})",
+                [tuple(note.get(k) for k in NOTE_COLUMNS) for note in notes],
+            )
+
+
 def build_server(config: Config) -> MCPServer[Any]:
-    store = NoteFile(config)
+    store: NoteFile | NoteTable = NoteFile(config) if config.db_path is None else NoteTable(config.db_path)
     try:
         notes = store.load()
     except ValueError as exc:
@@ -227,6 +275,7 @@ def build_server(config: Config) -> MCPServer[Any]:
         notes = []
     lock = asyncio.Lock()
     adds = 0
+    where = config.db_path or config.file
     next_id = 1 + max((int(n.get("id", 0)) for n in notes), default=0)
     server: MCPServer[Any] = MCPServer("reference-notes", version="1.0.0", log_level="WARNING")
 
@@ -272,9 +321,10 @@ def build_server(config: Config) -> MCPServer[Any]:
             return refuse("invalid_title", "title must not be empty", "Send a title with some text.")
         adds += 1
         if config.flaw == "error_as_success" and adds % config.fail_every == 0:
-            # The most common contract bug: the failure is the text of a success.
+            # The most common contract bug: the failure is the text of a success (naming the store, as
+            # published servers' errors often do: a path, a connection string).
             return CallToolResult(
-                content=[TextContent(type="text", text="Database error: no such table: notes")]
+                content=[TextContent(type="text", text=f"Database error: no such table: notes ({where})")]
             )
         now = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
         if config.flaw == "racy_ids":
@@ -334,20 +384,23 @@ def build_server(config: Config) -> MCPServer[Any]:
     return server
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A reference MCP server that keeps notes.")
+    parser.add_argument("--db-path", help="keep the notes in this SQLite file (made at the first write)")
+    args = parser.parse_args(argv)
     try:
-        config = Config.from_env(dict(os.environ))
+        config = Config.from_env(dict(os.environ), args.db_path)
     except ConfigError as exc:
         print(f"notes: {exc}", file=sys.stderr)
         return 2
     server = build_server(config)
-    count = len(config.file.read_text().splitlines()) if config.file.exists() else 0
+    if config.db_path is not None:
+        kept = f"database={config.db_path}"
+    else:
+        lines = len(config.file.read_text().splitlines()) if config.file.exists() else 0
+        kept = f"file={config.file} ({lines} lines)"
     where = "stdio" if config.transport == "stdio" else f"http://{config.host}:{config.port}/mcp"
-    print(
-        f"notes: flaw={config.flaw} file={config.file} ({count} lines) serving MCP on {where}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(f"notes: flaw={config.flaw} {kept} serving MCP on {where}", file=sys.stderr, flush=True)
     if config.transport == "stdio":
         asyncio.run(server.run_stdio_async())
         return 0

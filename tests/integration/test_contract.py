@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import invoice_scenario
+from tests.conftest import ROOT, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +164,7 @@ def test_a_failure_carries_its_evidence_into_junit(tmp_path: Path) -> None:
     assert suite.get("failures") == "1"
     failure = suite.find("testcase[@name='replay']/failure")
     assert failure is not None
-    assert failure.get("message") == "2 effects for one key"
+    assert failure.get("message", "").startswith("2 effects for one key: the retry did the work again")
     assert '"effects": 2' in (failure.text or "")
 
 
@@ -388,3 +388,181 @@ def test_the_bloated_catalog_breaks_the_one_sentence_advice(tmp_path: Path) -> N
         f"{tool}: nothing says to reuse idempotency_key only for retries of the same intent"
         for tool in ("create_invoice", "send_invoice", "void_invoice")
     ]
+
+
+# -- servers as they are published: no key, the SDK's errors, failures dressed as success, sessions
+
+NOTES = ROOT / "targets" / "notes" / "server.py"
+
+
+def notes(tool: str = "write_note", **env: str) -> dict[str, Any]:
+    """The notes target over stdio: a keyless upsert (write_note) or a keyless insert (add_note)."""
+    arguments = (
+        {"name": "note-{index}", "content": "{marker}"}
+        if tool == "write_note"
+        else {"title": "note {index}", "body": "{marker}"}
+    )
+    return {
+        "name": "notes",
+        "seed": 1,
+        "target": {
+            "command": ["{python}", str(NOTES)],
+            "transport": "stdio",
+            "env": {"NOTES_FILE": "{data_dir}/notes.jsonl", **env},
+            "restart_delay_s": 0.05,
+        },
+        "workload": {"intents": 10, "tool": tool, "arguments": arguments},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "body"}}},
+    }
+
+
+REPEATS = "replay,twins,key_reuse,concurrent_same_key,restart_keeps_keys,catalog"
+
+
+def test_without_a_key_a_naturally_idempotent_write_passes_and_twins_do_not_apply(tmp_path: Path) -> None:
+    proc, report = contract(tmp_path, notes("write_note"), "--only", REPEATS)
+    assert verdicts(report) == {
+        "replay": "pass",
+        "twins": "not_applicable",
+        "key_reuse": "not_applicable",
+        "concurrent_same_key": "pass",
+        "restart_keeps_keys": "pass",
+        "catalog": "fail",
+    }, proc.stdout
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert by_id["replay"]["title"] == "the same call twice (no key travels): one effect, the same result"
+    assert by_id["replay"]["why"] == "one effect and the same answer: the call is naturally idempotent"
+    assert by_id["replay"]["evidence"]["key"].startswith("none travels")
+    assert by_id["twins"]["why"].startswith("no key travels with a call (no {key} in workload.arguments")
+    assert by_id["key_reuse"]["why"].endswith("there is no key to reuse for another payload")
+    assert by_id["catalog"]["why"].startswith("write_note changes state but takes no idempotency key")
+
+
+def test_without_a_key_an_insert_fails_replay_because_a_retry_is_a_new_call(tmp_path: Path) -> None:
+    proc, report = contract(
+        tmp_path, notes("add_note"), "--only", "replay,concurrent_same_key,restart_keeps_keys"
+    )
+    assert verdicts(report) == {
+        "replay": "fail",
+        "concurrent_same_key": "pass",
+        "restart_keeps_keys": "fail",
+    }, proc.stdout
+    by_id = {c["id"]: c for c in report["checks"]}
+    no_key = "a retry cannot be told from a new call: give the tool an idempotency key"
+    assert by_id["replay"]["why"] == f"2 effects from the same call made twice: {no_key}"
+    assert by_id["restart_keeps_keys"]["why"].endswith(no_key)
+    assert "forgotten" not in json.dumps(report)  # no key, so none was forgotten
+    assert by_id["concurrent_same_key"]["why"].startswith(
+        "8 concurrent identical calls acknowledged, 8 stored: none lost"
+    )
+
+
+def test_a_keyless_server_racing_a_shared_counter_fails_concurrent_same_key_as_lost_writes(
+    tmp_path: Path,
+) -> None:
+    # 100 ms between reading the counter and moving it on: all eight calls read the same id.
+    racing = notes("add_note", NOTES_FLAW="racy_ids", NOTES_WORK_MS="100")
+    proc, report = contract(tmp_path, racing, "--only", "concurrent_same_key")
+    assert verdicts(report) == {"concurrent_same_key": "fail"}, proc.stdout
+    (check,) = report["checks"]
+    assert check["why"].startswith(
+        "lost writes: 8 concurrent identical calls acknowledged all with the same record (id="
+    )
+    assert "1 stored: 7 acknowledged write(s) lost" in check["why"]
+    assert check["evidence"]["the same call twice in a row"]["effects"] == 2
+
+
+@pytest.mark.parametrize(
+    ("env", "verdict", "why"),
+    [
+        ({}, "pass", "1 error(s) in the server's own words keep it; 2 call(s) its schema refuses"),
+        (
+            {"NOTES_ERRORS": "tool_error"},
+            "pass",
+            "its errors carry their JSON after the SDK's 'Error executing tool ...:' prefix",
+        ),
+        (
+            {"NOTES_FLAW": "error_as_success", "NOTES_FAIL_EVERY": "1"},
+            "fail",
+            "failure reported as success: in replay, add_note answered OK (isError false) with "
+            "'Database error: no such table: notes (",
+        ),
+    ],
+    ids=["structured", "sdk_tool_error", "error_as_success"],
+)
+def test_error_contract_reads_errors_as_models_do(
+    tmp_path: Path, env: dict[str, str], verdict: str, why: str
+) -> None:
+    proc, report = contract(tmp_path, notes("add_note", **env), "--only", "replay,error_contract")
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert by_id["error_contract"]["verdict"] == verdict, proc.stdout
+    assert why in by_id["error_contract"]["why"]
+    provoked = by_id["error_contract"]["evidence"]["provoked"]
+    assert set(provoked) == {
+        "without its required title",
+        "title of the wrong type (string expected)",
+        "title sent empty",
+    }
+    if verdict == "fail":
+        assert by_id["replay"]["why"].startswith("a failure reported as success: it answered OK with")
+
+
+def test_a_2025_session_server_with_keys_in_memory_completes_every_check(tmp_path: Path) -> None:
+    """Its sessions and its keys die with the process: the contract opens a new session after the restart
+    (as a run does), so restart_keeps_keys judges the two effects, and idempotentHint is caught."""
+    data = target(
+        "atomic", INVOICES_SESSIONS="stateful", INVOICES_FLAW="memory_keys", INVOICES_ANNOTATIONS="idempotent"
+    )
+    data["client"]["protocol"] = "2025-11-25"
+    proc, report = contract(tmp_path, data)
+    assert set(verdicts(report)) == ALL, proc.stderr
+    assert "error" not in verdicts(report).values(), proc.stdout
+    by_id = {c["id"]: c for c in report["checks"]}
+    restart = by_id["restart_keeps_keys"]
+    assert restart["verdict"] == "fail"
+    assert restart["why"].startswith("2 effects: the key was forgotten with the process")
+    assert "the 2025 session was lost with the process too" in restart["why"]
+    assert restart["evidence"]["effects"] == 2
+    assert restart["evidence"]["after restart"]["outcome"] == "ok"  # not the 404
+    assert by_id["annotations"]["verdict"] == "fail"
+    assert (
+        "says idempotentHint: true, and one call made again made a second effect"
+        in by_id["annotations"]["why"]
+    )
+    assert "restart_keeps_keys: 2 effects" in by_id["annotations"]["why"]
+    assert by_id["catalog"]["verdict"] == "pass"  # listed again after the restart, in a new session
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert "## catalog: pass" in (run_dir / "contract.md").read_text()
+
+
+def test_a_check_that_cannot_finish_is_an_error_and_the_others_still_run(tmp_path: Path) -> None:
+    # The crash variant's environment makes a target that will not start: crash_window cannot finish.
+    junit_path = tmp_path / "junit.xml"
+    proc, report = contract(
+        tmp_path,
+        target("atomic"),
+        "--only",
+        "replay,crash_window,catalog",
+        "--crash-env",
+        "INVOICES_MODE=nope",
+        "--junit",
+        str(junit_path),
+    )
+    assert verdicts(report) == {"replay": "pass", "crash_window": "error", "catalog": "pass"}, proc.stdout
+    assert proc.returncode == 1
+    assert report["passed"] is False
+    crash = report["checks"][1]
+    assert crash["why"].startswith("the check could not finish: ")
+    assert crash["why"].endswith("fix what stopped it, then run this check again (--only crash_window)")
+    assert "1 could not finish" in proc.stdout
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert "## crash_window: ERROR" in (run_dir / "contract.md").read_text()
+    import xmlschema
+
+    xmlschema.XMLSchema(str(Path(__file__).parents[1] / "schemas" / "junit.xsd")).validate(str(junit_path))
+    suite = ET.parse(junit_path).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("errors"), suite.get("failures")) == ("1", "0")
+    error = suite.find("testcase[@name='crash_window']/error")
+    assert error is not None
+    assert (error.get("message") or "").startswith("the check could not finish: ")

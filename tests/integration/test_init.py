@@ -1,10 +1,10 @@
 """`mcp-chaos init`, then `mcp-chaos run`, with no hand edits, for every shape of reference server.
 
 Each case starts a real server through `init` (which lists its tools and looks at
-the store it created), runs the drafted scenario (preflight included) on a small
-workload, and checks the audit: the atomic target gives exactly one effect per
-intent. Where `init` cannot see the store, it leaves the effect source as TODO,
-and only that is filled in.
+the store it created, named in its command line or environment), runs the drafted
+scenario (preflight included) on a small workload, and checks the audit: the
+atomic target gives exactly one effect per intent. Where `init` cannot see the
+store, it leaves the effect source as TODO, and only that is filled in.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import INVOICES, TS_DIR
+from tests.conftest import INVOICES, ROOT, TS_DIR
 
 pytestmark = pytest.mark.integration
 
@@ -116,23 +116,25 @@ def test_a_store_init_cannot_see_leaves_only_the_effect_source_to_fill_in(tmp_pa
         cwd=tmp_path,
     )
     assert made.returncode == 0, made.stderr
-    assert "fill in its 2 TODO value(s)" in made.stdout
+    drafted = tmp_path / "drafted.yaml"
+    todos = [line for line in drafted.read_text().splitlines() if "TODO" in line]
+    assert f"do what its {len(todos)} TODO line(s) say and delete them" in made.stdout
     refused = mcp_chaos("validate", "drafted.yaml", cwd=tmp_path)
     assert refused.returncode == 2
     assert "audit.effects.sql.url still says TODO (left by mcp-chaos init): fill it in" in refused.stderr
+    # The values given, the comments left: still refused, at the comment's line.
+    query = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+    given = ("--set", f"audit.effects.sql.url=sqlite:///{store}", "--set", f"audit.effects.sql.query={query}")
+    commented = mcp_chaos("validate", "drafted.yaml", *given, cwd=tmp_path)
+    assert commented.returncode == 2
+    number = next(n for n, line in enumerate(drafted.read_text().splitlines(), 1) if "# TODO" in line)
+    assert (
+        f"drafted.yaml:{number}: a comment still says TODO (left by mcp-chaos init): do what it says, "
+        "then delete it"
+    ) in commented.stderr
+    drafted.write_text("".join(line for line in drafted.read_text().splitlines(True) if "# TODO" not in line))
     store.unlink()  # init's own start created it; the run starts from an empty store
-    ran = mcp_chaos(
-        "run",
-        "drafted.yaml",
-        "--quiet",
-        "--set",
-        "workload.intents=100",
-        "--set",
-        f"audit.effects.sql.url=sqlite:///{store}",
-        "--set",
-        "audit.effects.sql.query=SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo",
-        cwd=tmp_path,
-    )
+    ran = mcp_chaos("run", "drafted.yaml", "--quiet", "--set", "workload.intents=100", *given, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert "exactly_once |     100 |" in ran.stdout
 
@@ -173,3 +175,37 @@ def test_init_against_a_server_that_will_not_start(tmp_path: Path) -> None:
         assert "no config" in log.read_text()
     finally:
         shutil.rmtree(log.parents[2])
+
+
+NOTES = ROOT / "targets" / "notes" / "server.py"
+
+
+def test_a_database_named_on_the_command_line_and_made_at_the_first_write(tmp_path: Path) -> None:
+    """`--db-path {data_dir}/app.db`, a SQLite file the server makes at its first write: init calls the
+    tool once in its own data directory, sees the table, drafts the query; the draft needs no edit."""
+    command = f"{sys.executable} {NOTES} --db-path {{data_dir}}/app.db"
+    made = mcp_chaos("init", "--command", command, "--transport", "stdio", "-o", "drafted.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "init: {data_dir}/app.db is not there yet (made at the first write): calling add_note once" in (
+        made.stderr
+    )
+    text = (tmp_path / "drafted.yaml").read_text()
+    drafted = yaml.safe_load(text)
+    assert drafted["name"] == "reference-notes-chaos"  # what the server calls itself
+    assert drafted["workload"]["tool"] == "add_note"
+    assert drafted["workload"]["arguments"] == {"title": "{marker}", "body": "body-{index}"}
+    assert drafted["audit"] == {
+        "effects": {
+            "sql": {
+                "url": "sqlite:///{data_dir}/app.db",
+                "query": 'SELECT "title" AS marker, COUNT(*) AS effects FROM "notes" GROUP BY "title"',
+            }
+        }
+    }
+    assert "TODO" not in text
+    assert "$PORT" not in text  # a stdio server is given no port
+    assert "over the process's stdin and stdout" in text
+    assert "idempotency key goes in" not in text
+    checked = mcp_chaos("validate", "--preflight", "drafted.yaml", "--results", "r", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "preflight: 1 call of add_note, 1 effect under its marker (audit.effects.sql)" in checked.stderr

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import invoice_scenario
+from tests.conftest import ROOT, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ def test_a_scenario_that_fits_passes_and_keeps_its_evidence(tmp_path: Path) -> N
         ),
         (
             with_query("SELECT memo AS marker FROM no_such_table"),
-            "create_invoice answered OK, but audit.effects.sql failed: audit query failed",
+            "; but audit.effects.sql failed: audit query failed",
         ),
         (
             with_query("SELECT memo AS marker FROM invoices UNION ALL SELECT memo FROM invoices"),
@@ -105,6 +105,10 @@ def test_a_marker_in_an_argument_the_store_does_not_keep(tmp_path: Path) -> None
     line = error_line(proc)
     assert "found 0 effects for the preflight marker" in line
     assert "it counted effects only under other markers (1, e.g. 'fixed memo')" in line
+    # The reply is quoted, and it reads as a success: the effect source is the more likely culprit.
+    assert "create_invoice answered OK: '{" in line
+    assert "invoice_id" in line
+    assert "the reply reads as a success, so the effect source is more likely wrong" in line
 
 
 def test_a_tool_that_rejects_the_arguments(tmp_path: Path) -> None:
@@ -155,3 +159,35 @@ def test_a_run_starts_with_its_preflight_unless_told_not_to(tmp_path: Path) -> N
     assert second.returncode == 0, second.stderr
     assert not (tmp_path / "r" / "without" / "without.preflight").exists()
     assert "preflight" not in second.stderr
+
+
+def test_a_success_that_reads_as_a_failure_is_quoted_and_the_server_blamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes target answers "Database error: no such table: notes (<its file>)" as a success and
+    stores nothing: the preflight quotes the reply, with the secret path in it redacted, and says the
+    server is the more likely culprit, not the effect source."""
+    secret = tmp_path / "s3cr3t-notes.jsonl"
+    monkeypatch.setenv("NOTES_SECRET_FILE", str(secret))
+    data = {
+        "name": "notes",
+        "seed": 1,
+        "target": {
+            "command": ["{python}", str(ROOT / "targets" / "notes" / "server.py")],
+            "transport": "stdio",
+            "env": {
+                "NOTES_FILE": "${NOTES_SECRET_FILE}",
+                "NOTES_FLAW": "error_as_success",
+                "NOTES_FAIL_EVERY": "1",
+            },
+        },
+        "workload": {"intents": 10, "tool": "add_note", "arguments": {"title": "{marker}", "body": "b"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "title"}}},
+    }
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "preflight: add_note answered OK: 'Database error: no such table: notes (***)'" in line
+    assert "the reply reads as a failure, so the server most likely stored nothing" in line
+    assert "check the query" not in line
+    assert str(secret) not in proc.stderr

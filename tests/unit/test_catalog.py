@@ -1,5 +1,6 @@
 """What a tool catalog says of itself, as init and contract both read it: which tools change state,
-what their annotations promise, the fields of their arguments, the key, the free text, a valid value."""
+what they do (make a record, change or remove one, change a schema), what their annotations promise, the
+fields of their arguments, the key (never a reference), identifiers, the free text, a valid value."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from harness.catalog import (
     example_value,
     idempotency_key,
     is_free_text,
+    is_identifier,
+    is_reference,
     leaves,
+    top_level,
 )
 
 
@@ -102,8 +106,8 @@ def leaf(name: str, **schema: Any) -> Leaf:
         "idempotency_key",
         "idempotencyKey",
         "Idempotency-Key",
-        "requestId",
         "client_token",
+        "clientRequestId",
         "dedupe_id",
         "nonce",
     ],
@@ -115,6 +119,107 @@ def test_key_names(name: str) -> None:
 def test_no_key_where_none_is_named_or_the_field_is_not_text() -> None:
     assert idempotency_key([leaf("memo"), leaf("customer_id"), leaf("reference_id")]) is None
     assert idempotency_key([leaf("request_id", type="integer")]) is None
+
+
+def test_a_request_id_is_a_key_only_where_its_description_says_so() -> None:
+    """mark_task_done(requestId, taskId) refers to a request that exists; calling it the intent's key
+    would send a fresh key where the server wants the id of a planned request."""
+    assert idempotency_key([leaf("requestId"), leaf("taskId")]) is None
+    described = leaf("requestId", type="string", description="Reuse it to retry the same request safely.")
+    assert idempotency_key([leaf("memo"), described]) == described
+    assert idempotency_key([leaf("operation_id", type="string", description="Deduplicates retries.")])
+
+
+@pytest.mark.parametrize(
+    ("field", "reference"),
+    [
+        (leaf("taskId"), True),
+        (leaf("request_id"), True),
+        (
+            leaf(
+                "entityName", type="string", description="The name of the entity to add the observations to"
+            ),
+            True,
+        ),
+        (leaf("from", type="string", description="The name of the entity where the relation starts"), True),
+        (leaf("name", type="string", description="The name of the entity"), False),
+        (leaf("title"), False),
+        (leaf("content"), False),
+    ],
+)
+def test_references_to_what_exists(field: Leaf, reference: bool) -> None:
+    assert is_reference(field) is reference
+
+
+@pytest.mark.parametrize(
+    ("name", "identifier"),
+    [
+        ("table_name", True),
+        ("path", True),
+        ("column", True),
+        ("entityType", True),
+        ("customer_id", True),
+        ("memo", False),
+        ("content", False),
+        ("observations", False),
+        ("name", False),
+    ],
+)
+def test_identifiers_never_carry_a_marker(name: str, identifier: bool) -> None:
+    assert is_identifier(leaf(name)) is identifier
+
+
+def tool(name: str, properties: dict[str, Any], *required: str, **annotations: bool) -> Tool:
+    schema = {"type": "object", "properties": properties, "required": list(required)}
+    return Tool.of({"name": name, "inputSchema": schema, "annotations": annotations})
+
+
+TEXT = {"type": "string"}
+
+
+def best(*tools: Tool) -> str:
+    return max(tools, key=lambda t: t.suitability()).name
+
+
+def test_what_a_tool_does() -> None:
+    assert tool("create_row", {"table": TEXT, "data": {"type": "object"}}, "table").does == "makes"
+    assert tool("create_table", {"table_name": TEXT}).does == "schema"
+    assert tool("create_directory", {"path": TEXT}).does == "schema"
+    assert tool("mark_task_done", {"taskId": TEXT}).does == "changes"
+    assert tool("delete_entities", {"entityNames": TEXT}).does == "removes"
+    assert tool("request_planning", {"originalRequest": TEXT}).does == "makes"
+    assert tool("get_note", {"id": TEXT}, readOnlyHint=True).does == "reads"
+
+
+def test_the_tool_that_makes_a_record_of_each_intent_is_preferred() -> None:
+    """The choices init got wrong on servers published by others: a schema operation over a row, an
+    update that takes a reference over the tool that makes records, a directory over a file."""
+    row = tool("create_row", {"table": TEXT, "values": {"type": "object"}, "note": TEXT}, "table")
+    assert best(tool("create_table", {"table_name": TEXT, "sql": TEXT}), row) == "create_row"
+    plan = tool("request_planning", {"originalRequest": TEXT, "tasks": {"type": "array"}}, "originalRequest")
+    done = tool("mark_task_done", {"requestId": TEXT, "taskId": TEXT, "completedDetails": TEXT}, "taskId")
+    status = tool("update_status", {"id": TEXT, "status": TEXT}, "id")
+    assert best(done, status, plan) == "request_planning"
+    write = tool("write_file", {"path": TEXT, "content": TEXT}, "path", "content")
+    assert best(tool("create_directory", {"path": TEXT}), tool("edit_file", {"path": TEXT}), write) == (
+        "write_file"
+    )
+    keyed = tool("create_invoice", {"memo": TEXT, "idempotency_key": TEXT})
+    assert best(tool("add_note", {"title": TEXT}), keyed) == "create_invoice"
+
+
+def test_top_level_arguments_whatever_their_type() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"E": {"type": "object", "properties": {"name": TEXT}}},
+        "properties": {
+            "entities": {"type": "array", "items": {"$ref": "#/$defs/E"}},
+            "dry": {"$ref": "#/$defs/E"},
+        },
+        "required": ["entities"],
+    }
+    found = [(name, sub.get("type"), required) for name, sub, required in top_level(schema)]
+    assert found == [("entities", "array", True), ("dry", "object", False)]
 
 
 @pytest.mark.parametrize(

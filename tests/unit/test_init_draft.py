@@ -1,10 +1,18 @@
-"""Drafting a scenario from a tool catalog: the arguments, where the marker and the key go, the source."""
+"""Drafting a scenario from a tool catalog: the arguments, where the marker and the key go, the source,
+the name, and where init looks for a store."""
 
 from __future__ import annotations
 
-from harness.init.connect import probe
-from harness.init.draft import check_arguments, choose_source, draft_arguments
-from harness.scenario import TargetSpec
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.errors import ScenarioError
+from harness.init import Origin
+from harness.init.connect import probe, store_candidates
+from harness.init.draft import SeenStore, check_arguments, choose_source, draft_arguments
+from harness.scenario import TargetSpec, load_scenario, parse_scenario
 
 INVOICE = {
     "type": "object",
@@ -54,7 +62,7 @@ def test_nested_arrays_and_refs_are_entered_so_the_marker_can_reach_them() -> No
     }
     draft = draft_arguments(schema)
     assert draft.arguments == {"entities": [{"name": "{marker}", "tags": ["tags-{index}"]}]}
-    assert any("no argument looks like an idempotency key" in n for n in draft.notes)
+    assert any("no argument is an idempotency key" in n for n in draft.notes)
     assert check_arguments(schema, draft.arguments) is None
 
 
@@ -65,7 +73,7 @@ def test_constrained_values_come_from_the_schema() -> None:
             "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
             "quantity": {"type": "integer", "minimum": 5, "maximum": 9},
             "note": {"type": "string"},
-            "requestId": {"type": "string"},
+            "requestId": {"type": "string", "description": "Send the same one to retry; it deduplicates."},
         },
         "required": ["sku", "quantity"],
     }
@@ -88,7 +96,7 @@ def test_the_source_is_the_table_with_a_column_named_like_the_marker_field() -> 
     stores = [
         ("sqlite:///{data_dir}/x.db", {"audit_log": ["id", "at"], "invoices": ["id", "memo", "amount"]})
     ]
-    source = choose_source(stores, [], draft.marker)
+    source = choose_source([SeenStore("sql", *store) for store in stores], draft.marker)
     assert source.todo is None
     assert source.section == {
         "sql": {
@@ -100,7 +108,7 @@ def test_the_source_is_the_table_with_a_column_named_like_the_marker_field() -> 
 
 def test_a_store_without_such_a_column_leaves_the_query_to_the_user() -> None:
     source = choose_source(
-        [("{postgres_url}", {"orders": ["id", "body"]})], [], draft_arguments(INVOICE).marker
+        [SeenStore("sql", "{postgres_url}", {"orders": ["id", "body"]})], draft_arguments(INVOICE).marker
     )
     assert source.section["sql"]["query"].startswith("TODO")
     assert source.todo is not None
@@ -109,12 +117,12 @@ def test_a_store_without_such_a_column_leaves_the_query_to_the_user() -> None:
 
 def test_a_jsonl_file_in_the_environment_is_the_source() -> None:
     draft = draft_arguments(INVOICE)
-    source = choose_source([], ["{data_dir}/ledger.jsonl"], draft.marker)
+    source = choose_source([SeenStore("jsonl", "{data_dir}/ledger.jsonl")], draft.marker)
     assert source.section == {"jsonl": {"path": "{data_dir}/ledger.jsonl", "marker_field": "memo"}}
 
 
 def test_nothing_visible_is_a_todo_for_the_url_and_the_query() -> None:
-    source = choose_source([], [], None)
+    source = choose_source([], None)
     assert source.section["sql"]["url"].startswith("TODO")
     assert source.todo is not None
 
@@ -136,3 +144,126 @@ def test_init_wires_the_smallest_scenario_around_a_target() -> None:
     assert both.services.postgres is not None
     assert both.audit.effects.sink is not None
     assert both.target.command == ["server", "--db", "{postgres_url}"]
+
+
+WRITE_FILE = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+    "required": ["path", "content"],
+}
+
+
+def test_a_directory_store_is_counted_by_the_markers_in_its_files() -> None:
+    draft = draft_arguments(WRITE_FILE)
+    assert draft.arguments == {"path": "path-{index}", "content": "{marker}"}  # never in the path
+    source = choose_source([SeenStore("dir", "{data_dir}")], draft.marker)
+    assert source.todo is None
+    assert source.section == {"files": {"dir": "{data_dir}", "pattern": "**/*", "marker_in": "content"}}
+    document = choose_source([SeenStore("json", "{data_dir}/db/notes.json")], draft.marker)
+    assert document.section == {
+        "files": {"dir": "{data_dir}/db", "pattern": "notes.json", "marker_in": "content"}
+    }
+
+
+def test_a_database_beside_a_directory_is_the_source() -> None:
+    """A SQLite file in the directory holds the markers too; its table is what counts them."""
+    stores = [
+        SeenStore("sql", "sqlite:///{data_dir}/app.db", {"notes": ["id", "content"]}),
+        SeenStore("dir", "{data_dir}"),
+    ]
+    assert "sql" in choose_source(stores, draft_arguments(WRITE_FILE).marker).section
+    unmatched = [SeenStore("sql", "sqlite:///{data_dir}/app.db", {}), SeenStore("dir", "{data_dir}")]
+    assert choose_source(unmatched, None).section["sql"]["query"].startswith("TODO")
+
+
+def test_a_row_tool_gets_its_table_left_to_the_user_and_its_object_drafted() -> None:
+    """create_record(table, data): the table is one only the user knows; data, a required object with no
+    properties, is drafted empty so the draft validates; a nested required object too."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "table": {"type": "string"},
+            "data": {"type": "object"},
+            "meta": {
+                "type": "object",
+                "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+            },
+            "note": {"type": "string"},
+        },
+        "required": ["table", "data", "meta"],
+    }
+    draft = draft_arguments(schema)
+    assert draft.arguments == {"table": "TODO: an existing table", "data": {}, "meta": {}, "note": "{marker}"}
+    assert any(n.startswith("TODO: table names something in the store") for n in draft.notes)
+    assert not any("do not validate" in n for n in draft.notes)
+
+
+def test_the_marker_never_goes_into_an_identifier() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "table_name": {"type": "string"},
+            "entityType": {"type": "string"},
+            "title": {"type": "string"},
+        },
+        "required": ["table_name", "entityType"],
+    }
+    assert draft_arguments(schema).arguments["title"] == "{marker}"
+    only_ids = {"type": "object", "properties": {"taskId": {"type": "string"}}, "required": ["taskId"]}
+    assert draft_arguments(only_ids).marker is None
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "found"),
+    [
+        (["server", "--db-path", "{data_dir}/app.db"], {}, ["{data_dir}/app.db"]),
+        (["server", "--db={data_dir}/app.sqlite"], {}, ["{data_dir}/app.sqlite"]),
+        (["node", "index.js", "{data_dir}"], {}, ["{data_dir}"]),
+        (
+            ["server"],
+            {"MEMORY_FILE_PATH": "{data_dir}/memory.jsonl", "PORT": "{port}"},
+            ["{data_dir}/memory.jsonl"],
+        ),
+        (["server", "/elsewhere/app.db"], {}, []),  # outside {data_dir}: init cannot see it
+    ],
+)
+def test_stores_named_in_the_command_line_or_the_environment(
+    command: list[str], env: dict[str, str], found: list[str]
+) -> None:
+    assert store_candidates(TargetSpec(command=command, env=env)) == found
+
+
+def test_the_name_is_the_servers_own() -> None:
+    origin = Origin(command="node /opt/servers/dist/index.js {data_dir}")
+    assert origin.default_name("secure-filesystem-server") == "secure-filesystem-server-chaos"
+    assert origin.default_name() == "dist-chaos"  # only what the path says, when the server says nothing
+    assert Origin(command="python server.py --db-path {data_dir}/app.db").default_name("notes server") == (
+        "notes-server-chaos"
+    )
+
+
+def test_a_todo_left_in_a_comment_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Everything init leaves to do is marked TODO, values and comments alike; a draft that still says
+    so anywhere does not load, so a half-edited scenario never runs."""
+    body = (
+        "name: s\n"
+        "target: {command: [server]}\n"
+        "workload: {intents: 1, tool: t, arguments: {memo: '{marker}'}}\n"
+        "# TODO: write the query\n"
+        "audit: {effects: {jsonl: {path: '{data_dir}/x.jsonl'}}}  # fine\n"
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(body)
+    with pytest.raises(
+        ScenarioError, match=r"s\.yaml:4: a comment still says TODO \(left by mcp-chaos init\)"
+    ):
+        load_scenario(path)
+    path.write_text(body.replace("# TODO: write the query\n", "") + "# done: TODOs handled  \n")
+    with pytest.raises(ScenarioError, match=r"s\.yaml:5: a comment still says TODO"):
+        load_scenario(path)
+    path.write_text(body.replace("# TODO: write the query\n", ""))
+    assert load_scenario(path).name == "s"
+    data = yaml.safe_load(path.read_text())
+    data["workload"]["arguments"]["data"] = {"TODO: the column that keeps text": "{marker}"}
+    with pytest.raises(ScenarioError, match=r"workload\.arguments\.data\.TODO: the column"):
+        parse_scenario(data)

@@ -2,7 +2,9 @@
 
 The catalog advice (the second article): keys where effects are, none where they are not, rules in the
 description, sentences, few tools, no hidden session state; stable listings and snapshot diffs. The
-error contract (code, retryable, recovery), clear refusals, and when two answers are the same.
+error contract (code, retryable, recovery) as a model reads it (the SDK's prefix included), clear
+refusals, failures dressed as successes, acknowledgements compared with what was stored, and when two
+answers are the same.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ import pytest
 from harness.client.messages import CallResult
 from harness.contract.judging import (
     MAX_TOOLS,
-    apology,
     catalog_findings,
     contract_problem,
     error_body,
+    failure_text,
     is_error,
     listing_problems,
+    lost_writes,
+    provoked_problem,
+    record_ids,
     refusal_problem,
+    retryable,
     said,
     same_result,
+    sdk_wrapped,
     shown,
     snapshot_diff,
 )
@@ -118,6 +125,23 @@ def test_listing_problems_stability_cache_fields_and_budget_come_before_the_advi
     assert listing_problems(keyless, keyless, keyless, modern=False, tokens=1, budget=1) == [
         "create_invoice changes state but takes no idempotency key"
     ]
+
+
+def test_a_tool_without_a_key_is_the_first_finding() -> None:
+    """What a retry costs comes before everything else the catalog breaks, the listing's stability too."""
+    tools = [
+        tool("start_session", "Starts a session.", PLAIN),
+        tool("pay_invoice", "pays", KEYED),
+        tool("create_invoice", "Creates an invoice.", PLAIN),
+    ]
+    findings = catalog_findings(tools)
+    assert findings[:2] == [
+        "start_session changes state but takes no idempotency key",
+        "create_invoice changes state but takes no idempotency key",
+    ]
+    listed = {"tools": tools}
+    problems = listing_problems(listed, {"tools": []}, listed, modern=False, tokens=1, budget=1)
+    assert problems[:3] == [*findings[:2], "tools/list differs between two calls"]
 
 
 # -- answers
@@ -227,9 +251,93 @@ def test_errors_are_noted_for_the_error_contract_only_when_it_applies() -> None:
     assert not is_error(answer(Outcome.OK, {"id": 1}))
 
 
-def test_a_success_that_apologises() -> None:
-    assert apology(answer(Outcome.OK, "Sorry, the invoice could not be created.")) is not None
-    assert apology(answer(Outcome.OK, "Invoice inv_1 created.")) is None
+@pytest.mark.parametrize(
+    ("text", "fails"),
+    [
+        ("Sorry, the invoice could not be created.", True),
+        ("Database error: no such table: notes", True),
+        ("Exception while writing", True),
+        ("Write failed", True),
+        ("Invoice inv_1 created.", False),
+        ("Successfully wrote to notes/a.txt", False),
+        ('{"errors": [], "id": 1}', False),
+    ],
+)
+def test_a_success_that_reads_as_a_failure(text: str, fails: bool) -> None:
+    assert (failure_text(answer(Outcome.OK, text)) is not None) is fails
+    assert failure_text(answer(Outcome.TOOL_ERROR, text)) is None  # an error says it is one
+
+
+SDK_TEXT = "Error executing tool add_note: " + json.dumps(KEPT)
+"""How the Python SDK reports ToolError(json.dumps(body)): the body after a prefix, no structuredContent."""
+
+
+def test_the_sdk_prefix_before_a_json_body_keeps_the_contract() -> None:
+    wrapped = answer(Outcome.TOOL_ERROR, SDK_TEXT)
+    assert error_body(wrapped) == KEPT
+    assert contract_problem(wrapped) is None
+    assert said(wrapped) == "tool_error idempotency_key_reused"
+    assert sdk_wrapped(wrapped)
+    assert not sdk_wrapped(answer(Outcome.TOOL_ERROR, KEPT))  # plain JSON text: nothing to note
+    prose = answer(Outcome.TOOL_ERROR, "Error executing tool add_note: 1 validation error")
+    assert error_body(prose) is None
+    assert not sdk_wrapped(prose)
+    assert contract_problem(prose) == "no machine-readable body (structuredContent or JSON text)"
+
+
+def test_retryable_is_read_from_the_body_a_model_reads() -> None:
+    busy = {**KEPT, "retryable": True, "retry_after_ms": 50}
+    assert retryable(answer(Outcome.TOOL_ERROR, "Error executing tool t: " + json.dumps(busy)))
+    assert not retryable(answer(Outcome.TOOL_ERROR, SDK_TEXT))
+    assert retryable(CallResult(Outcome.TOOL_ERROR, retryable=True))
+
+
+def ok(structured: Any) -> CallResult:
+    return CallResult(Outcome.OK, result={"content": [], "structuredContent": structured})
+
+
+def test_record_ids_are_the_id_fields_of_an_acknowledgement() -> None:
+    assert record_ids(ok({"invoice_id": "inv_1", "amount": 5})) == (("invoice_id", "inv_1"),)
+    assert record_ids(ok({"note": {"noteId": 7, "title": "x"}})) == (("note.noteId", "7"),)
+    assert record_ids(answer(Outcome.OK, {"id": 3})) == (("id", "3"),)  # JSON text, no structuredContent
+    assert record_ids(ok({"entities": [{"name": "a"}]})) is None
+    assert record_ids(ok({"valid": True, "id": True})) is None  # a boolean names nothing
+
+
+def test_acknowledgements_of_more_records_than_were_stored_are_lost_writes() -> None:
+    assert lost_writes([ok({"id": 1}), ok({"id": 2})], 1) == (
+        "lost writes: 2 acknowledged as 2 different records (id=1; id=2), 1 stored: "
+        "1 acknowledged write(s) lost"
+    )
+    assert lost_writes([ok({"id": 1}), ok({"id": 2})], 2) is None
+    assert lost_writes([ok({"id": 1}), ok({"id": 1})], 1) is None  # one record, acknowledged twice
+    assert lost_writes([ok({"name": "a"}), ok({"name": "b"})], 0) is None  # no ids: not judged here
+    assert lost_writes([ok({"id": 1}), CallResult(Outcome.TIMEOUT)], 0) is not None
+
+
+@pytest.mark.parametrize(
+    ("res", "problem"),
+    [
+        (answer(Outcome.TOOL_ERROR, "Input validation error: 'title' is a required property"), None),
+        (CallResult(Outcome.PROTOCOL_ERROR, error_code=-32602, message="Invalid params"), None),
+        (answer(Outcome.OK, {"id": 1}), None),  # a default taken: not judged here
+        (
+            answer(Outcome.TOOL_ERROR, {**KEPT, "retryable": True}),
+            "title left out got a refusal that says retryable: the same arguments cannot succeed",
+        ),
+        (
+            CallResult(Outcome.PROTOCOL_ERROR, error_code=-32603, message="Internal error"),
+            "title left out got Internal error: a model reads 'this tool is broken', not what to send",
+        ),
+        (
+            CallResult(Outcome.TRANSPORT_ERROR, message="connection reset"),
+            "title left out got transport_error: connection reset: the server broke on arguments its "
+            "schema refuses",
+        ),
+    ],
+)
+def test_arguments_the_schema_refuses_get_a_clear_refusal(res: CallResult, problem: str | None) -> None:
+    assert provoked_problem(res, "title left out") == problem
 
 
 @pytest.mark.parametrize(
