@@ -130,9 +130,13 @@ async def run_plan(
     plans: Mapping[str, Sequence[Scenario]],
     run_one: Callable[[Scenario], Awaitable[Path]],
     *,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
 ) -> dict[str, list[Path]]:
-    """Run every planned scenario, one after the other; returns the run directories per mode."""
+    """Run every planned scenario, one after the other; returns the run directories per mode.
+
+    Each is announced on ``out``: standard error as it is at the call, by default.
+    """
+    out = sys.stderr if out is None else out
     done: dict[str, list[Path]] = {}
     for mode, scenarios in plans.items():
         done[mode] = []

@@ -91,7 +91,7 @@ async def execute(
     scenario: Scenario,
     run_dir: Path,
     *,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
 ) -> RunStatus:
@@ -99,8 +99,10 @@ async def execute(
 
     Raises HarnessError subclasses for infrastructure failures and lets
     cancellation (Ctrl-C, SIGTERM, SIGHUP) through, always after cleaning up.
-    ``progress_interval_s=None`` shows no live status line.
+    ``progress_interval_s=None`` shows no live status line. ``out`` is where it goes: standard
+    error as it is at the call (not at import: a caller may have replaced it since).
     """
+    out = sys.stderr if out is None else out
     live = LiveStatus(out, progress_interval_s) if progress_interval_s is not None else None
     return await _Run(scenario, run_dir, namespace or secrets.token_hex(4)).execute(live)
 
@@ -116,7 +118,7 @@ async def run_and_audit(
     scenario: Scenario,
     run_dir: Path,
     *,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
     html: bool = True,
