@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 
 from harness.errors import TargetError, TargetNotReady, TargetStartError
 from harness.history import EventType, FaultKind, Verdict
-from tests.conftest import EFFECTS_QUERY, run_scenario
+from tests.conftest import CLI, EFFECTS_QUERY, run_scenario
 from tests.integration.test_contract import contract, verdicts
 from tests.kubefake import FakeCluster, fake_cluster
 
@@ -193,9 +192,7 @@ def test_podchaos_is_deleted_after_sigint(cluster: FakeCluster, tmp_path: Path) 
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "harness.cli",
+            *CLI,
             "run",
             str(path),
             "--results",
