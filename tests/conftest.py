@@ -123,7 +123,14 @@ def invoice_scenario(
                 "idempotency_key": "{key}",
             },
         },
-        "client": {"attempt_timeout_s": 10, "max_attempts": 30, "backoff": {"initial_s": 0.02, "max_s": 0.2}},
+        # Retries every 0.1 s on average (full jitter up to 0.2 s), for about 10 s: longer than any
+        # restart of the target, even on a loaded machine where it takes seconds. A test of giving
+        # up sets its own budget; 30 attempts (3 s) ran out under parallel tests on 2 cores.
+        "client": {
+            "attempt_timeout_s": 10,
+            "max_attempts": 100,
+            "backoff": {"initial_s": 0.02, "max_s": 0.2},
+        },
         "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": EFFECTS_QUERY}}},
     }
     if kills is not None:

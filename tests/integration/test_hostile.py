@@ -177,9 +177,9 @@ def test_a_lost_session_does_not_use_up_the_attempts(run: Run) -> None:
     data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
     data["target"]["env"]["INVOICES_SESSIONS"] = "stateful"
     # The retry waits until the restarted pod is up (no jitter): it meets the server that forgot.
-    data["client"].update(
-        {"protocol": "2025-11-25", "max_attempts": 2, "backoff": {"initial_s": 3, "jitter": "none"}}
-    )
+    # 3 s, and max_s with it: the default cap (1 s) made it 1 s, less than a restart on a loaded machine.
+    backoff = {"initial_s": 3, "max_s": 3, "jitter": "none"}
+    data["client"].update({"protocol": "2025-11-25", "max_attempts": 2, "backoff": backoff})
     s = run(data).summary
     # Intent 1: broken by the crash (1), told its session was gone (not charged), replayed (2).
     assert s.verdicts[Verdict.EXACTLY_ONCE] == 3

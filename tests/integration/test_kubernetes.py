@@ -66,7 +66,12 @@ def kube_scenario(
                 "idempotency_key": "{key}",
             },
         },
-        "client": {"attempt_timeout_s": 10, "max_attempts": 30, "backoff": {"initial_s": 0.02, "max_s": 0.2}},
+        # As tests/conftest.py's invoice_scenario: retries for about 10 s, longer than a replacement.
+        "client": {
+            "attempt_timeout_s": 10,
+            "max_attempts": 100,
+            "backoff": {"initial_s": 0.02, "max_s": 0.2},
+        },
         "faults": {"kill": {"count": 2, "hold_dispatch": True}},
         "audit": {"effects": {"sql": {"url": f"sqlite:///{db}", "query": EFFECTS_QUERY}}},
     }
