@@ -243,7 +243,8 @@ def reference_image(name: str) -> str:
         if client.images.get(name).labels.get("mcp-chaos.source") != source_hash(name):
             raise docker.errors.ImageNotFound("built from other sources")  # stale: build it again
     except docker.errors.ImageNotFound:
-        subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
+        with npm_lock():  # build.sh reinstalls the TypeScript target's node_modules (npm ci)
+            subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
         try:
             client.images.get(name)
         except docker.errors.ImageNotFound:
@@ -417,6 +418,15 @@ def start_cli_run(
 TS_DIR = ROOT / "targets" / "invoices-ts"
 
 
+@contextlib.contextmanager
+def npm_lock() -> Iterator[None]:
+    """One ``npm ci`` of the TypeScript target at a time on this machine: the test workers, and
+    other test sessions, may share the checkout (the node fixture and an image rebuild both run it)."""
+    with open(Path(tempfile.gettempdir()) / "mcp-chaos-invoices-ts-npm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def node() -> str:
     """Node.js with the target's node_modules installed (`npm ci`, once); skipped where Node is missing."""
@@ -428,9 +438,7 @@ def node() -> str:
         pytest.skip(f"the TypeScript target needs Node.js 18+, found {version}")
     installed = TS_DIR / "node_modules" / ".package-lock.json"
     lockfile = TS_DIR / "package-lock.json"
-    # One install at a time on this machine: other test sessions may share the checkout.
-    with open(Path(tempfile.gettempdir()) / "mcp-chaos-invoices-ts-npm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with npm_lock():
         if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
             if npm is None:
                 pytest.skip(
