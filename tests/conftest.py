@@ -49,11 +49,34 @@ RUNS_CLEANUP = pytest.mark.xdist_group("docker")
 harness that is gone, so only beside the container tests' own, which expect theirs to be there."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own modifyitems)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if CONTAINER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("docker"))
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _name_groups(items)
+
+
+def _name_groups(items: list[pytest.Item]) -> None:
+    """Give each test of an xdist group the node id suffix (``@docker``) that the scheduler reads.
+
+    pytest-xdist 3.8 does it by setting ``item._nodeid``, which pytest 9 no longer reads (node ids
+    are ``NodeId`` objects in ``item._id``): its groups were silently ignored, and container tests
+    ran side by side. This does what it meant, and fails loudly if pytest changes again.
+    """
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+            assert item.nodeid.endswith(f"@{'_'.join(groups)}"), "pytest no longer takes this node id"
 
 
 @pytest.hookimpl(wrapper=True)
