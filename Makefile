@@ -1,5 +1,5 @@
-# Two commands on a fresh machine: `make chaos` (the main job) and `make test`.
-# Both create .venv and install the project into it on first use.
+# Two commands on a fresh machine: `make chaos` (the main job) and `make test`; `make check` is
+# the loop while editing (under a minute). All create .venv and install the project on first use.
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,8 +12,12 @@ RESULTS ?= results
 ARGS ?=
 REPRO_RUNS ?= 1
 PYTEST_ARGS ?=
+# Test workers (pytest-xdist): 2 by default, the cores of the machine CI runs on. Most of a test's
+# time is spent waiting on real processes, so more than the cores can pay where tests are short.
+JOBS ?= 2
+XDIST := -n $(JOBS) --dist loadgroup
 
-.PHONY: chaos reproduce nightly test lint unit integration quality bench image node venv clean
+.PHONY: chaos reproduce nightly check test lint unit integration quality bench image node venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,9 +55,14 @@ nightly: $(STAMP)
 	done
 	$(BIN)/mcp-chaos trend $(NIGHTLY)/trend.csv -o $(NIGHTLY)/trend.html || echo "trend: a rate moved beyond its interval (see trend.html)"
 
-## Lint, type-check, then every test (unit, integration with real processes, quality).
+## The loop while editing, under a minute: lint and type-check, then the unit tests in parallel.
+check: lint
+	$(BIN)/pytest tests/unit -q $(XDIST) $(PYTEST_ARGS)
+
+## Lint, type-check, then every test (unit, integration with real processes, quality) in parallel;
+## tests that share the Docker engine or the machine's state run one at a time (tests/conftest.py).
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -62,13 +71,13 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-logo
 
 unit: $(STAMP)
-	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit $(XDIST) $(PYTEST_ARGS)
 
 integration: $(STAMP)
-	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 quality: $(STAMP)
-	$(BIN)/pytest tests/quality $(PYTEST_ARGS)
+	$(BIN)/pytest tests/quality $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 ## Benchmarks: harness vs wrk and the SDK client, audit at 1M intents, restarts, reproduce wall time.
 ## Prints PASS/FAIL per goal and rewrites BENCHMARKS.md. Needs wrk (installed from Debian if missing).

@@ -160,11 +160,13 @@ async def run_plan(
     *,
     preflight_first: bool = True,
     progress_interval_s: float | None = 1.0,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
 ) -> dict[str, list[Path]]:
     """Run every planned scenario into ``results_dir``, one after the other, each variant's first
     after a preflight; the run directories per mode. ``run_dirs`` grows as each run starts, so an
-    interrupted reproduction can name its partial run."""
+    interrupted reproduction can name its partial run. Each is announced on ``out``: standard error
+    as it is at the call, by default."""
+    out = sys.stderr if out is None else out
     done: dict[str, list[Path]] = {}
     for mode, scenarios in plans.items():
         done[mode] = []

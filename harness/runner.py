@@ -91,7 +91,7 @@ async def execute(
     scenario: Scenario,
     run_dir: Path,
     *,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
     keep_replies: bool = False,
@@ -100,9 +100,12 @@ async def execute(
 
     Raises HarnessError subclasses for infrastructure failures and lets
     cancellation (Ctrl-C, SIGTERM, SIGHUP) through, always after cleaning up.
-    ``progress_interval_s=None`` shows no live status line. ``keep_replies``: the history
-    keeps each success's reply text (redacted, cut), for a preflight to quote.
+    ``progress_interval_s=None`` shows no live status line. ``out`` is where it goes: standard
+    error as it is at the call (not at import: a caller may have replaced it since).
+    ``keep_replies``: the history keeps each success's reply text (redacted, cut), for a preflight
+    to quote.
     """
+    out = sys.stderr if out is None else out
     live = LiveStatus(out, progress_interval_s) if progress_interval_s is not None else None
     run = _Run(scenario, run_dir, namespace or secrets.token_hex(4))
     run.keep_replies = keep_replies
@@ -120,7 +123,7 @@ async def run_and_audit(
     scenario: Scenario,
     run_dir: Path,
     *,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
     html: bool = True,

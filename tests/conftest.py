@@ -1,10 +1,23 @@
-"""Shared helpers: the reference target as a real process, and whole harness runs in-process."""
+"""Shared helpers: the reference target as a real process, and whole harness runs in-process.
+
+Also what lets the suite run in parallel (``pytest -n 2 --dist loadgroup``, as ``make test`` does):
+tests are spread over worker processes, except where they share something of the machine.
+
+- Every test that starts containers (it uses ``docker_image`` or ``ts_image``) is put in the
+  ``docker`` xdist group: they run one after another on one worker, because each checks that no
+  labelled container is left when it ends, and ``mcp-chaos cleanup`` removes the containers of
+  any harness that is gone. A test that runs ``cleanup`` without ``--run`` joins that group too.
+- A test marked ``exclusive`` runs with no other test beside it (a lock shared by the workers:
+  the others finish the test they are in, then wait): for tests that look at state the whole
+  machine shares, such as the temporary PostgreSQL clusters every run's start may remove.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import fcntl
+import functools
 import io
 import os
 import shutil
@@ -12,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +43,77 @@ from harness.scenario import parse_scenario
 ROOT = Path(__file__).resolve().parents[1]
 INVOICES = ROOT / "targets" / "invoices" / "server.py"
 EFFECTS_QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+CONTAINER_FIXTURES = {"docker_image", "ts_image"}
+RUNS_CLEANUP = pytest.mark.xdist_group("docker")
+"""For a test that runs ``mcp-chaos cleanup`` without ``--run``: it removes the containers of every
+harness that is gone, so only beside the container tests' own, which expect theirs to be there."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if CONTAINER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("docker"))
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _name_groups(items)
+
+
+def _name_groups(items: list[pytest.Item]) -> None:
+    """Give each test of an xdist group the node id suffix (``@docker``) that the scheduler reads.
+
+    pytest-xdist 3.8 does it by setting ``item._nodeid``, which pytest 9 no longer reads (node ids
+    are ``NodeId`` objects in ``item._id``): its groups were silently ignored, and container tests
+    ran side by side. This does what it meant, and fails loudly if pytest changes again.
+    """
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+            assert item.nodeid.endswith(f"@{'_'.join(groups)}"), "pytest no longer takes this node id"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """Under xdist: the whole test (setup, call, teardown) holds the workers' room, shared or alone."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return (yield)
+    alone = item.get_closest_marker("exclusive") is not None
+    with _room(Path(item.config.option.basetemp).parent, alone=alone):  # the workers' common basetemp
+        return (yield)
+
+
+@contextlib.contextmanager
+def _room(shared_dir: Path, *, alone: bool) -> Iterator[None]:
+    """A fair readers-writer lock between the workers (flock, so a killed worker releases it).
+
+    A test that must be alone takes the turnstile first and keeps it while it waits, so the other
+    workers cannot start new tests and starve it; every other test passes the turnstile, then
+    shares the room.
+    """
+    turnstile, room = _lock_file(shared_dir / "turnstile.lock"), _lock_file(shared_dir / "room.lock")
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    if not alone:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        fcntl.flock(room, fcntl.LOCK_UN)
+        if alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@functools.cache
+def _lock_file(path: Path) -> int:
+    """One descriptor per lock and worker, open for the session: flock locks belong to the open file."""
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 
 def invoice_scenario(
@@ -62,7 +146,14 @@ def invoice_scenario(
                 "idempotency_key": "{key}",
             },
         },
-        "client": {"attempt_timeout_s": 10, "max_attempts": 30, "backoff": {"initial_s": 0.02, "max_s": 0.2}},
+        # Retries every 0.1 s on average (full jitter up to 0.2 s), for about 10 s: longer than any
+        # restart of the target, even on a loaded machine where it takes seconds. A test of giving
+        # up sets its own budget; 30 attempts (3 s) ran out under parallel tests on 2 cores.
+        "client": {
+            "attempt_timeout_s": 10,
+            "max_attempts": 100,
+            "backoff": {"initial_s": 0.02, "max_s": 0.2},
+        },
         "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": EFFECTS_QUERY}}},
     }
     if kills is not None:
@@ -175,7 +266,8 @@ def reference_image(name: str) -> str:
         if client.images.get(name).labels.get("mcp-chaos.source") != source_hash(name):
             raise docker.errors.ImageNotFound("built from other sources")  # stale: build it again
     except docker.errors.ImageNotFound:
-        subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
+        with npm_lock():  # build.sh reinstalls the TypeScript target's node_modules (npm ci)
+            subprocess.run([str(ROOT / "targets" / "images" / "build.sh")], check=True, cwd=ROOT)
         try:
             client.images.get(name)
         except docker.errors.ImageNotFound:
@@ -239,6 +331,91 @@ def alive(pid: int) -> bool:
         return False
 
 
+# The command line in tests. `main()` in this process wherever no process lifecycle is under test
+# (`mcp_chaos`): a child interpreter costs about a second of start-up and imports per call. A real
+# process (`mcp_chaos_process`, or `CLI` for Popen) where a test is about signals, process groups,
+# a SIGKILLed harness, a deadline on a run that could hang, or what a real process prints.
+
+CLI = [sys.executable, "-m", "harness.cli"]
+"""``mcp-chaos`` as a child process runs it (the console script is a wrapper around the same main)."""
+
+
+def mcp_chaos_process(
+    *args: str | os.PathLike[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """``mcp-chaos ARGS`` as a real process; ``env`` is added to this process's environment."""
+    return subprocess.run(
+        [*CLI, *(os.fspath(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
+        check=False,
+    )
+
+
+def mcp_chaos(
+    *args: str | os.PathLike[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``mcp-chaos ARGS`` in this process: ``main()``, with what it prints captured as a process's would be.
+
+    Standard output and error are swapped for buffers during the call, as capsys does; a plain
+    function rather than a fixture, so that a test's helpers (``contract()``, ``gated()``) call it
+    as they called the process. ``cwd`` and ``env`` (added to the environment) hold for the call
+    only. Whatever the command changed of the process is put back (the environment, which a
+    command may write to, as ``contract`` does for tiktoken's cache) or must already be back (the
+    working directory, the handlers of the signals a run catches): the next test finds the
+    process as this one did.
+    """
+    from harness.cli import main
+
+    argv = [os.fspath(a) for a in args]
+    out, err = _Captured(), _Captured()
+    environ, cwd_before, handlers = dict(os.environ), os.getcwd(), _stop_handlers()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.update(env or {})
+        inside = os.getcwd()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's usage errors, --help and --version
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)  # as the interpreter does on its way out
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        changed = os.getcwd() != inside
+    finally:
+        os.chdir(cwd_before)
+        os.environ.clear()
+        os.environ.update(environ)
+    assert not changed, "mcp-chaos changed the working directory"
+    assert _stop_handlers() == handlers, "mcp-chaos left its signal handlers installed"
+    return subprocess.CompletedProcess(["mcp-chaos", *argv], code, out.text(), err.text())
+
+
+class _Captured(io.TextIOWrapper):
+    """A text stream over bytes, as a process's standard output is (``.buffer`` included)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+
+    def text(self) -> str:
+        self.flush()
+        assert isinstance(self.buffer, io.BytesIO)
+        return self.buffer.getvalue().decode("utf-8", "replace")
+
+
+def _stop_handlers() -> tuple[object, ...]:
+    import signal
+
+    return tuple(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+
 def start_cli_run(
     tmp_path: Path, data: dict[str, Any], *, run_id: str, attempts: int = 30, timeout: float = 60
 ) -> tuple[subprocess.Popen[str], Path]:
@@ -248,17 +425,7 @@ def start_cli_run(
     path = tmp_path / f"{run_id}.yaml"
     path.write_text(yaml.safe_dump(data))
     results = tmp_path / "r"
-    argv = [
-        sys.executable,
-        "-m",
-        "harness.cli",
-        "run",
-        str(path),
-        "--results",
-        str(results),
-        "--run-id",
-        run_id,
-    ]
+    argv = [*CLI, "run", str(path), "--results", str(results), "--run-id", run_id]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     history = results / run_id / "history.jsonl"
     deadline = time.monotonic() + timeout
@@ -274,6 +441,15 @@ def start_cli_run(
 TS_DIR = ROOT / "targets" / "invoices-ts"
 
 
+@contextlib.contextmanager
+def npm_lock() -> Iterator[None]:
+    """One ``npm ci`` of the TypeScript target at a time on this machine: the test workers, and
+    other test sessions, may share the checkout (the node fixture and an image rebuild both run it)."""
+    with open(Path(tempfile.gettempdir()) / "mcp-chaos-invoices-ts-npm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def node() -> str:
     """Node.js with the target's node_modules installed (`npm ci`, once); skipped where Node is missing."""
@@ -285,9 +461,7 @@ def node() -> str:
         pytest.skip(f"the TypeScript target needs Node.js 18+, found {version}")
     installed = TS_DIR / "node_modules" / ".package-lock.json"
     lockfile = TS_DIR / "package-lock.json"
-    # One install at a time on this machine: other test sessions may share the checkout.
-    with open(Path(tempfile.gettempdir()) / "mcp-chaos-invoices-ts-npm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with npm_lock():
         if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
             if npm is None:
                 pytest.skip(

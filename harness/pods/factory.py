@@ -9,7 +9,6 @@ from pathlib import Path
 
 from harness import rundir
 from harness.pods.container import DockerPod
-from harness.pods.kubernetes import KubernetesPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
@@ -52,6 +51,10 @@ def make_pod(
     ``seed`` picks the victims of kills where a runtime has several pods to choose from (Kubernetes).
     """
     if target.kubernetes is not None:
+        # Imported here, not at the top: the official client costs about half a second of imports,
+        # which every command (`--version`, `validate`, `audit`, a run of a local process) would pay.
+        from harness.pods.kubernetes import KubernetesPod
+
         return KubernetesPod(
             target.kubernetes,
             logs_dir=run_dir / rundir.PODS,

@@ -49,6 +49,8 @@ class Supervisor:
         self.startup_s: float | None = None
         """How long its last start took, to ready (``pod_ready``'s ``after_s``)."""
         self.kills = 0
+        self._killed = False
+        """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
         self.paused = False
         self.restarts = 0
         self._stopping = False
@@ -123,10 +125,15 @@ class Supervisor:
             self.ready.clear()
             if pid is not None and (timer := self._grace_timers.pop(pid, None)) is not None:
                 timer.cancel()  # it stopped within its grace period: no SIGKILL for its successor
-            if self._stopping:
+            if self._stopping and not self._killed:
                 self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
                 return
+            self._killed = False
             self.history.emit(EventType.POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
+            if self._stopping:
+                # A kill's victim whose exit was seen only as the run stopped (a Kubernetes pod's
+                # exit is polled): its exit is the kill's, and nothing is restarted.
+                return
             if self.restarts >= self.max_restarts:
                 raise TargetError(
                     f"target pod {self.pod.name} exited (code {rc}) after {self.restarts} restarts, "
@@ -189,6 +196,7 @@ class Supervisor:
         if not self.pod.kill(sig):
             return False
         self.kills += 1
+        self._killed = True
         self.ready.clear()
         if sig != "SIGKILL":
             details = {"signal": sig, "grace_s": grace_s, **details}

@@ -1,12 +1,14 @@
-"""The command line as a user meets it: real subprocesses, exit codes, one-line errors, cleanup."""
+"""The command line as a user meets it: exit codes, one-line errors, cleanup.
+
+``main()`` runs in the test's process (``mcp_chaos``), except where the harness's own process is
+what the test signals or kills (``start_cli_run``).
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -16,19 +18,9 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import alive, invoice_scenario, start_cli_run
+from tests.conftest import alive, invoice_scenario, mcp_chaos, start_cli_run
 
 pytestmark = pytest.mark.integration
-
-
-def mcp_chaos(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def write(tmp_path: Path, data: dict[str, Any], name: str = "s.yaml") -> Path:
@@ -270,15 +262,8 @@ def test_an_image_without_an_engine_is_one_line_and_exit_3(tmp_path: Path) -> No
     data = invoice_scenario()
     data["target"]["image"] = "mcp-chaos/invoices:dev"
     del data["target"]["command"]
-    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(write(tmp_path, data)), "--results", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path), env=env)
     assert proc.returncode == 3
     assert proc.stderr.splitlines()[-1].startswith(
         f"mcp-chaos: error: no Docker engine answers at unix://{tmp_path}/no-engine.sock"
@@ -289,24 +274,8 @@ def gated(tmp_path: Path, mode: str, *flags: str) -> subprocess.CompletedProcess
     # One duplicate for naive, deterministically: the target dies right after its 2nd commit.
     data = invoice_scenario(mode=mode, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
     path = str(write(tmp_path, data, f"{mode}-{len(flags)}.yaml"))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            path,
-            "--results",
-            str(tmp_path / "r"),
-            "--quiet",
-            *flags,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")},
-        check=False,
-    )
+    env = {"GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")}
+    return mcp_chaos("run", path, "--results", str(tmp_path / "r"), "--quiet", *flags, env=env)
 
 
 def test_gates_from_the_command_line_and_canaries(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, invoice_scenario
+from tests.conftest import ROOT, invoice_scenario, mcp_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -41,24 +40,7 @@ def contract(
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / "contract.json"
     out.unlink(missing_ok=True)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "contract",
-            str(path),
-            "--results",
-            str(tmp_path / "r"),
-            "--json",
-            str(out),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    proc = mcp_chaos("contract", str(path), "--results", str(tmp_path / "r"), "--json", str(out), *args)
     return proc, json.loads(out.read_text()) if out.exists() else None
 
 
@@ -344,8 +326,8 @@ def test_catalog_cost_reproduces_the_article_ratios(tmp_path: Path) -> None:
     written in each style where it does not; a change to any of them shows here."""
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(invoice_scenario(env={"INVOICES_CATALOG": "demo"})))
-    run = [sys.executable, "-m", "harness.cli", "contract", str(path), "--results", str(tmp_path / "r")]
-    proc = subprocess.run([*run, "--catalog-cost"], capture_output=True, text=True, timeout=120, check=False)
+    run = ["contract", str(path), "--results", str(tmp_path / "r")]
+    proc = mcp_chaos(*run, "--catalog-cost")
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "r").iterdir()
     cost = json.loads((run_dir / "catalog-cost.json").read_text())
@@ -363,18 +345,10 @@ def test_catalog_cost_reproduces_the_article_ratios(tmp_path: Path) -> None:
     }
     assert f"| **total**       | **{totals['bloated']}** |" in proc.stdout
     assert "bloated / engineered: 2.4" in (run_dir / "catalog-cost.md").read_text()
-    usage = subprocess.run(
-        [*run, "--catalog-cost", "--only", "catalog"], capture_output=True, text=True, timeout=60, check=False
-    )
+    usage = mcp_chaos(*run, "--catalog-cost", "--only", "catalog")
     assert usage.returncode == 2
     assert "--catalog-cost measures the catalog and runs no check" in usage.stderr
-    flat = subprocess.run(
-        [*run, "--catalog-cost", "--style-env", "NOT_READ"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    flat = mcp_chaos(*run, "--catalog-cost", "--style-env", "NOT_READ")
     assert "the three styles cost the same: does the target read NOT_READ?" in flat.stdout
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from harness.history import FaultKind, Outcome, Verdict, read_history
 from harness.loopback import free_port
 from harness.pods.factory import make_pod
 from harness.scenario import parse_scenario
-from tests.conftest import invoice_scenario, labelled_containers, start_cli_run
+from tests.conftest import CLI, invoice_scenario, labelled_containers, mcp_chaos, start_cli_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 CRASH = {"INVOICES_FAILPOINT": "after_business_commit@2"}
@@ -132,12 +131,7 @@ def test_cleanup_removes_what_a_killed_harness_left(tmp_path: Path, docker_image
     proc.communicate(timeout=30)
     left = labelled_containers()
     assert left == ["mcp-chaos-d-pod-0"]
-    cleanup = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "cleanup", "--run", "d"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    cleanup = mcp_chaos("cleanup", "--run", "d")
     assert cleanup.returncode == 0, cleanup.stderr
     assert "removed container mcp-chaos-d-pod-0" in cleanup.stdout
     assert labelled_containers() == []
@@ -163,14 +157,7 @@ def test_a_relative_results_directory_reaches_docker_as_an_absolute_path(
 ) -> None:
     # What the README's `make chaos IMAGE=...` does: --results results, relative to the working directory.
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(image_scenario(docker_image, "atomic", intents=5)))
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "s.yaml", "--results", "results", "--run-id", "rel"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = mcp_chaos("run", "s.yaml", "--results", "results", "--run-id", "rel", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "| exactly_once |       5 |" in proc.stdout
     assert (tmp_path / "results" / "rel" / "data" / "invoices.db").is_file()
@@ -195,9 +182,7 @@ def test_cleanup_keeps_the_container_of_a_run_in_progress(tmp_path: Path, docker
     data = image_scenario(docker_image, "atomic", intents=100_000, concurrency=4)
     proc, _ = start_cli_run(tmp_path, data, run_id="busy")
     try:
-        cleanup = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "cleanup"], capture_output=True, text=True, check=False
-        )
+        cleanup = mcp_chaos("cleanup")
         assert cleanup.returncode == 0, cleanup.stderr
         assert "kept container mcp-chaos-busy-pod-0: its harness still runs" in cleanup.stdout
         assert labelled_containers() == ["mcp-chaos-busy-pod-0"]
@@ -214,13 +199,7 @@ def test_an_image_command_that_does_not_exist_is_one_line_and_exit_3(
     data = image_scenario(docker_image, "atomic")
     data["target"]["command"] = ["no-such-program", "/app/server.py"]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(tmp_path / "s.yaml"), "--results", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = mcp_chaos("run", str(tmp_path / "s.yaml"), "--results", str(tmp_path))
     assert proc.returncode == 3
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("mcp-chaos: error:")]
     assert error.startswith(f"mcp-chaos: error: cannot start a container of {docker_image!r}:")
@@ -235,14 +214,14 @@ def test_three_replicas_in_containers_run_and_stop(tmp_path: Path, docker_image:
     data = image_scenario(docker_image, "atomic", intents=30, concurrency=3)
     data["target"]["replicas"] = 3
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
-    argv = [sys.executable, "-m", "harness.cli", "run", "s.yaml", "--results", "r", "--run-id", "three"]
+    argv = [*CLI, "run", "s.yaml", "--results", "r", "--run-id", "three"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=90)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--force"], check=False, timeout=60)
+        subprocess.run([*CLI, "cleanup", "--force"], check=False, timeout=60)
         pytest.fail("a run of three replicas in containers did not end within 90 s")
     assert proc.returncode == 0, err
     assert "| exactly_once |      30 |" in out

@@ -8,10 +8,7 @@ leaves its process group; effect sources with torn or garbage content.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +21,7 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
 from harness.history import EventType, FaultKind, Outcome, Verdict, read_history
-from tests.conftest import alive, fault_row, invoice_scenario
+from tests.conftest import alive, fault_row, invoice_scenario, mcp_chaos, mcp_chaos_process
 
 pytestmark = pytest.mark.integration
 
@@ -39,24 +36,21 @@ def hostile(mode: str, **target: Any) -> dict[str, Any]:
     return data
 
 
-def cli(tmp_path: Path, data: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
+def cli(
+    tmp_path: Path, data: dict[str, Any], *args: str, env: dict[str, str] | None = None, process: bool = False
+) -> Any:
+    """In this process, or as a real one (``process``) where everything it prints is the point."""
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args, str(path), "--results", str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    command = mcp_chaos_process if process else mcp_chaos
+    proc = command(*args, str(path), "--results", str(tmp_path / "r"), env=env)
     return proc, time.monotonic() - started
 
 
 def test_a_token_the_server_echoes_back_is_written_nowhere(tmp_path: Path) -> None:
     data = hostile("echo401", headers={"Authorization": "Bearer ${HOSTILE_TOKEN}"})
-    proc, elapsed = cli(tmp_path, data, "run", env={"HOSTILE_TOKEN": SECRET})
+    proc, elapsed = cli(tmp_path, data, "run", env={"HOSTILE_TOKEN": SECRET}, process=True)
     assert proc.returncode == 3
     assert "it wants credentials" in proc.stderr
     assert elapsed < 15
@@ -148,9 +142,7 @@ def test_a_torn_line_inside_a_ledger_counts_the_record_after_it(run: Run, tmp_pa
     ledger = result.run_dir / "data" / "ledger.jsonl"
     first, second = ledger.read_bytes().splitlines(keepends=True)
     ledger.write_bytes(first[:9] + second)  # a writer killed mid-line, then one appended to it
-    audit = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "audit", str(result.run_dir)], capture_output=True, check=False
-    )
+    audit = mcp_chaos("audit", str(result.run_dir))
     assert audit.returncode == 0, audit.stderr
     summary = orjson.loads((result.run_dir / "summary.json").read_bytes())
     assert (summary["verdicts"]["exactly_once"], summary["verdicts"]["lost"]) == (1, 1)
@@ -176,12 +168,7 @@ def test_auditing_a_run_that_failed_says_why_it_failed(tmp_path: Path) -> None:
     proc, _ = cli(tmp_path, data, "run", "--no-preflight")
     assert proc.returncode == 3
     (run_dir,) = (tmp_path / "r").iterdir()
-    audit = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "audit", str(run_dir)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    audit = mcp_chaos("audit", str(run_dir))
     assert audit.returncode == 4
     assert "this run failed before it measured anything (target pod pod-0 did not answer" in audit.stderr
 
@@ -190,9 +177,9 @@ def test_a_lost_session_does_not_use_up_the_attempts(run: Run) -> None:
     data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
     data["target"]["env"]["INVOICES_SESSIONS"] = "stateful"
     # The retry waits until the restarted pod is up (no jitter): it meets the server that forgot.
-    data["client"].update(
-        {"protocol": "2025-11-25", "max_attempts": 2, "backoff": {"initial_s": 3, "jitter": "none"}}
-    )
+    # 3 s, and max_s with it: the default cap (1 s) made it 1 s, less than a restart on a loaded machine.
+    backoff = {"initial_s": 3, "max_s": 3, "jitter": "none"}
+    data["client"].update({"protocol": "2025-11-25", "max_attempts": 2, "backoff": backoff})
     s = run(data).summary
     # Intent 1: broken by the crash (1), told its session was gone (not charged), replayed (2).
     assert s.verdicts[Verdict.EXACTLY_ONCE] == 3
@@ -232,7 +219,8 @@ def test_a_read_tool_that_answers_nonsense_counts_is_named_by_the_audit(run: Run
 
 
 def test_an_answer_that_trickles_forever_cannot_hold_readiness(tmp_path: Path) -> None:
-    proc, took = cli(tmp_path, hostile("trickle", ready_timeout_s=3), "run")
+    # A real process: its timeout fails the test if a regression lets the wait hang.
+    proc, took = cli(tmp_path, hostile("trickle", ready_timeout_s=3), "run", process=True)
     assert proc.returncode == 3, proc.stderr
     assert "not ready" in proc.stderr or "did not answer" in proc.stderr, proc.stderr
     assert took < 20  # 3 s of patience, then the pod is stopped; a per-read timeout waited forever

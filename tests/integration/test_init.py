@@ -11,29 +11,17 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import INVOICES, ROOT, TS_DIR
+from tests.conftest import INVOICES, ROOT, TS_DIR, mcp_chaos
 
 pytestmark = pytest.mark.integration
 
 ATOMIC = ["--env", "INVOICES_MODE=atomic", "--env", "INVOICES_DB={data_dir}/invoices.db"]
-
-
-def mcp_chaos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=cwd,
-    )
 
 
 def init_then_run(tmp_path: Path, *init: str, sets: tuple[str, ...] = ()) -> tuple[dict[str, object], str]:

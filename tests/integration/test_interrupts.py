@@ -13,8 +13,6 @@ from __future__ import annotations
 import glob
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ import orjson
 import pytest
 
 from harness.services import CLUSTER_PREFIX
-from tests.conftest import INVOICES, alive, invoice_scenario, start_cli_run
+from tests.conftest import INVOICES, RUNS_CLEANUP, alive, invoice_scenario, mcp_chaos, start_cli_run
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +43,6 @@ def postgres_target() -> dict[str, Any]:
     data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
     data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
     return data
-
-
-def mcp_chaos(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def started_processes(run_dir: Path, harness_pid: int) -> tuple[list[int], list[str]]:
@@ -78,7 +70,8 @@ def gone(pids: list[int], paths: list[str], timeout: float = 20) -> bool:
     return False
 
 
-SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
+SIGKILL = pytest.param(signal.SIGKILL, marks=RUNS_CLEANUP)  # `cleanup` removes what the harness left
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, SIGKILL]
 
 
 def interrupt(tmp_path: Path, data: dict[str, Any], sig: signal.Signals) -> tuple[Path, list[int], list[str]]:
@@ -130,7 +123,7 @@ def test_the_postgres_service_leaves_nothing_behind(
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", [signal.SIGINT, SIGKILL], ids=lambda s: s.name)
 def test_replicas_and_their_service_leave_nothing_behind(
     tmp_path: Path, sig: signal.Signals, postgres_server: None
 ) -> None:
@@ -150,6 +143,7 @@ def test_replicas_and_their_service_leave_nothing_behind(
     )
 
 
+@pytest.mark.exclusive  # any run's start removes stale clusters too: it would take the test's own
 def test_cleanup_removes_clusters_of_harnesses_that_are_gone(tmp_path: Path) -> None:
     # A dead owner: a pid with a start time no live process has. Our own: this test's process.
     ours = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))

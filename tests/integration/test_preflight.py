@@ -8,7 +8,6 @@ one line within seconds.
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, invoice_scenario
+from tests.conftest import ROOT, invoice_scenario, mcp_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -27,22 +26,7 @@ def validate_preflight(
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     started = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "validate",
-            "--preflight",
-            str(path),
-            "--results",
-            str(tmp_path / "r"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = mcp_chaos("validate", "--preflight", str(path), "--results", str(tmp_path / "r"))
     return proc, time.monotonic() - started
 
 
@@ -133,29 +117,12 @@ def test_a_server_that_needs_a_token(tmp_path: Path) -> None:
 def test_a_run_starts_with_its_preflight_unless_told_not_to(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(invoice_scenario(intents=5)))
-    argv = [
-        sys.executable,
-        "-m",
-        "harness.cli",
-        "run",
-        str(path),
-        "--results",
-        str(tmp_path / "r"),
-        "--quiet",
-    ]
-    first = subprocess.run(
-        [*argv, "--run-id", "with"], capture_output=True, text=True, timeout=120, check=False
-    )
+    argv = ["run", str(path), "--results", str(tmp_path / "r"), "--quiet"]
+    first = mcp_chaos(*argv, "--run-id", "with")
     assert first.returncode == 0, first.stderr
     assert (tmp_path / "r" / "with" / "with.preflight" / "history.jsonl").is_file()
     assert "exactly_once |       5 |" in first.stdout  # the preflight's effect is not the run's
-    second = subprocess.run(
-        [*argv, "--run-id", "without", "--no-preflight"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    second = mcp_chaos(*argv, "--run-id", "without", "--no-preflight")
     assert second.returncode == 0, second.stderr
     assert not (tmp_path / "r" / "without" / "without.preflight").exists()
     assert "preflight" not in second.stderr

@@ -6,9 +6,6 @@ into the shape under test; failpoints make the interesting cases certain.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +18,7 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
 from harness.history import EventType, Outcome, Verdict, read_history
-from tests.conftest import ROOT, invoice_scenario
+from tests.conftest import ROOT, invoice_scenario, mcp_chaos, mcp_chaos_process
 
 pytestmark = pytest.mark.integration
 
@@ -95,18 +92,15 @@ def test_the_key_can_travel_in_meta_or_a_header(run: Run, key_in: str) -> None:
     assert s.verdicts[Verdict.EXACTLY_ONCE] == 3  # the server found the key where it looks: replayed
 
 
-def cli(tmp_path: Path, data: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
+def cli(
+    tmp_path: Path, data: dict[str, Any], *args: str, env: dict[str, str] | None = None, process: bool = False
+) -> Any:
+    """In this process, or as a real one (``process``) where everything it prints is the point."""
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results", str(tmp_path / "r"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    command = mcp_chaos_process if process else mcp_chaos
+    proc = command("run", str(path), "--results", str(tmp_path / "r"), *args, env=env)
     return proc, time.monotonic() - started
 
 
@@ -116,7 +110,7 @@ TOKEN = "tok-3f9a1c-never-written-down"
 def test_a_bearer_token_from_the_environment_is_sent_and_never_written(tmp_path: Path) -> None:
     data = invoice_scenario(intents=5, env={"INVOICES_BEARER_TOKEN": "${MCP_TOKEN}"})
     data["target"]["headers"] = {"Authorization": "Bearer ${MCP_TOKEN}"}
-    proc, _ = cli(tmp_path, data, "--run-id", "auth", env={"MCP_TOKEN": TOKEN})
+    proc, _ = cli(tmp_path, data, "--run-id", "auth", env={"MCP_TOKEN": TOKEN}, process=True)
     assert proc.returncode == 0, proc.stderr
     assert "| exactly_once |       5 |" in proc.stdout
     assert TOKEN not in proc.stdout + proc.stderr

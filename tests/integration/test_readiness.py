@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import invoice_scenario
+from tests.conftest import invoice_scenario, mcp_chaos_process
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +51,8 @@ def run_against(tmp_path: Path, body: str, mode: str, ready_timeout_s: float) ->
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results", str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # A real process: its timeout fails the test if a regression lets the wait hang.
+    proc = mcp_chaos_process("run", str(path), "--results", str(tmp_path / "r"), timeout=120)
     return proc.returncode, proc.stderr, time.monotonic() - started
 
 

@@ -7,8 +7,6 @@ the balancing policy alone.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict, read_history
-from tests.conftest import INVOICES, alive, fault_row, invoice_scenario
+from tests.conftest import INVOICES, alive, fault_row, invoice_scenario, mcp_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -215,10 +213,7 @@ def test_a_replica_that_cannot_start_fails_the_run_and_leaves_nothing(
         data["services"] = {"balancer": {"server": "nginx"}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
-    run = [sys.executable, "-m", "harness.cli", "run", str(path), "--results", str(tmp_path / "r")]
-    proc = subprocess.run(
-        [*run, "--run-id", "f", "--no-preflight"], capture_output=True, text=True, timeout=120, check=False
-    )
+    proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--run-id", "f", "--no-preflight")
     assert proc.returncode == 3, proc.stderr
     assert "target pod pod-2 exited with code 7 before it was ready" in proc.stderr
     events = list(read_history(tmp_path / "r" / "f" / "history.jsonl"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +10,7 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Outcome, Verdict, read_history
-from tests.conftest import alive, invoice_scenario
+from tests.conftest import alive, invoice_scenario, mcp_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -51,12 +49,7 @@ def test_postgres_store_keeps_the_ordering(
 @pytest.mark.postgres
 def test_a_postgres_run_can_be_re_audited_without_postgres(run: Run, postgres_server: None) -> None:
     result = run(on_postgres("naive", env={"INVOICES_FAILPOINT": "after_business_commit@1"}))
-    again = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "audit", str(result.run_dir)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = mcp_chaos("audit", str(result.run_dir))
     assert again.returncode == 0, again.stderr
     assert "duplicate !  |       1 |" in again.stdout
 
