@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 JOBS ?= 2
 XDIST := -n $(JOBS) --dist loadgroup
 
-.PHONY: chaos reproduce nightly check test lint unit integration quality bench image node venv clean
+.PHONY: chaos reproduce nightly check test lint unit integration quality bench image node servers venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,14 @@ node: targets/invoices-ts/node_modules/.package-lock.json
 
 targets/invoices-ts/node_modules/.package-lock.json: targets/invoices-ts/package-lock.json
 	cd targets/invoices-ts && npm ci --no-audit --no-fund --ignore-scripts
+
+## MCP servers published by others, pinned by tests/servers/package-lock.json (Node 18+), for the
+## tests of what the harness says about servers it did not write. The tests install them on first
+## use too (tests/conftest.py); this target is for trying them by hand.
+servers: tests/servers/node_modules/.package-lock.json
+
+tests/servers/node_modules/.package-lock.json: tests/servers/package-lock.json
+	cd tests/servers && npm ci --no-audit --no-fund --ignore-scripts
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache *.egg-info

@@ -450,31 +450,59 @@ def npm_lock() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def node() -> str:
-    """Node.js with the target's node_modules installed (`npm ci`, once); skipped where Node is missing."""
+def _node(why: str) -> tuple[str, str | None]:
+    """Node.js 18+ and npm (npm may be missing where node_modules are installed); skipped otherwise."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None:
-        pytest.skip("the TypeScript target needs Node.js 18+ and npm (e.g. apt-get install -y nodejs npm)")
+        pytest.skip(f"{why} needs Node.js 18+ and npm (e.g. apt-get install -y nodejs npm)")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     if int(version.lstrip("v").split(".")[0]) < 18:
-        pytest.skip(f"the TypeScript target needs Node.js 18+, found {version}")
-    installed = TS_DIR / "node_modules" / ".package-lock.json"
-    lockfile = TS_DIR / "package-lock.json"
+        pytest.skip(f"{why} needs Node.js 18+, found {version}")
+    return node, npm
+
+
+def _npm_ci(directory: Path, npm: str | None, why: str) -> None:
+    """``npm ci`` in ``directory`` unless its node_modules match its lockfile (one at a time)."""
+    installed = directory / "node_modules" / ".package-lock.json"
+    lockfile = directory / "package-lock.json"
     with npm_lock():
-        if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
-            if npm is None:
-                pytest.skip(
-                    "the TypeScript target's node_modules are missing and there is no npm to install them"
-                )
-            done = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                cwd=TS_DIR,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            if done.returncode != 0:
-                pytest.fail(f"npm ci in {TS_DIR.relative_to(ROOT)} failed:\n{done.stdout}{done.stderr}")
+        if installed.exists() and installed.stat().st_mtime >= lockfile.stat().st_mtime:
+            return
+        if npm is None:
+            pytest.skip(f"{why}: node_modules are missing and there is no npm to install them")
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.fail(f"npm ci in {directory.relative_to(ROOT)} failed:\n{done.stdout}{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """Node.js with the TypeScript target's node_modules installed (`npm ci`, once); skipped where
+    Node is missing."""
+    node, npm = _node("the TypeScript target")
+    _npm_ci(TS_DIR, npm, "the TypeScript target")
+    return node
+
+
+SERVERS_DIR = ROOT / "tests" / "servers"
+PUBLISHED = SERVERS_DIR / "node_modules" / "@modelcontextprotocol"
+MEMORY_SERVER = PUBLISHED / "server-memory" / "dist" / "index.js"
+"""The official memory server (stdio; a JSON-lines file named by MEMORY_FILE_PATH)."""
+FILESYSTEM_SERVER = PUBLISHED / "server-filesystem" / "dist" / "index.js"
+"""The official filesystem server (stdio; the directories it may touch are its arguments)."""
+
+
+@pytest.fixture(scope="session")
+def published_servers() -> str:
+    """Node.js with the servers published by others (tests/servers, pinned by its lockfile)
+    installed (`npm ci`, once, from the npm registry); skipped where Node is missing."""
+    node, npm = _node("the published servers")
+    _npm_ci(SERVERS_DIR, npm, "the published servers")
     return node

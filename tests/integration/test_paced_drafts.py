@@ -8,7 +8,6 @@ the whole harness: real server processes over stdio, the driver, the supervisor,
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,12 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind
 from harness.init import Origin, init_scenario
-from tests.conftest import ROOT, fault_row, run_scenario
+from tests.conftest import MEMORY_SERVER, ROOT, fault_row, run_scenario
 from tests.integration.test_fault_plan import kills_as_struck
 
 pytestmark = pytest.mark.integration
 
 NOOP = ROOT / "targets" / "noop" / "server.py"
-MEMORY = ROOT / "tests" / "servers" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
 
 
 def drafted(origin: Origin) -> dict[str, Any]:
@@ -65,15 +63,11 @@ def test_a_sub_millisecond_stdio_server_gets_every_drafted_kill(tmp_path: Path) 
     assert result.summary.duplicates.count > 0  # a keyless append under kills: what the run is for
 
 
-@pytest.mark.skipif(
-    not MEMORY.is_dir() or shutil.which("node") is None,
-    reason="needs Node.js and tests/servers/node_modules (cd tests/servers && npm ci)",
-)
-def test_the_official_memory_server_gets_every_drafted_kill(tmp_path: Path) -> None:
+def test_the_official_memory_server_gets_every_drafted_kill(tmp_path: Path, published_servers: str) -> None:
     # A server the harness did not write (TypeScript, stdio, one JSON-lines file rewritten per change).
     data = drafted(
         Origin(
-            command=f"node {MEMORY / 'index.js'}",
+            command=f"{published_servers} {MEMORY_SERVER}",
             transport="stdio",
             env={"MEMORY_FILE_PATH": "{data_dir}/memory.jsonl"},
         )

@@ -10,7 +10,6 @@ what it is: no key checks where no key travels, every check finished.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,24 +18,18 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import FILESYSTEM_SERVER, MEMORY_SERVER
 
 pytestmark = pytest.mark.integration
 
-SERVERS = ROOT / "tests" / "servers" / "node_modules" / "@modelcontextprotocol"
-FILESYSTEM = SERVERS / "server-filesystem" / "dist" / "index.js"
-MEMORY = SERVERS / "server-memory" / "dist" / "index.js"
+FILESYSTEM = FILESYSTEM_SERVER
+MEMORY = MEMORY_SERVER
 
 
 @pytest.fixture(scope="module")
-def node_servers() -> str:
-    """Node.js, with the pinned servers installed; skipped with the reason where either is missing."""
-    found = shutil.which("node")
-    if found is None:
-        pytest.skip("the published servers need Node.js 18+ (e.g. apt-get install -y nodejs npm)")
-    if not (FILESYSTEM.is_file() and MEMORY.is_file()):
-        pytest.skip("the published servers are not installed: make servers (npm ci in tests/servers)")
-    return found
+def node_servers(published_servers: str) -> str:
+    """Node.js with the pinned servers installed (the conftest fixture installs them on first use)."""
+    return published_servers
 
 
 def mcp_chaos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
