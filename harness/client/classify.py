@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from harness.client.messages import CallResult, interpret_message
-from harness.client.pool import End, RawResponse
+from harness.client.raw import End, RawResponse
 from harness.history import Detail, Outcome, clip
 
 SESSION_HEADER = b"mcp-session-id"

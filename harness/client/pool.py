@@ -7,7 +7,7 @@ the driver's hot path, so it is built on asyncio protocols and llhttp's C parser
 
 An exchange never raises for what the network or the server did: how it ended
 (complete, closed early, timed out, refused, not HTTP) is data in the
-:class:`RawResponse`, which the protocol layer classifies. Only two things come
+:class:`RawResponse` (``client/raw.py``), which the protocol layer classifies. Only two things come
 down from that layer: the names of the response headers to keep, and a predicate
 saying which event of an event stream carries the answer (after it, the stream
 is read only for a grace: that decision must be taken while reading). An event
@@ -18,58 +18,17 @@ events; it never reads them.
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import cast
 
 import httptools
 
 from harness.client.messages import SseParser
+from harness.client.raw import End, RawResponse
 
 STREAM_END_GRACE_S = 0.05
 """How long an event stream may stay open after the event that carries the answer."""
-
-
-class End(enum.Enum):
-    """How an exchange ended."""
-
-    COMPLETE = "complete"
-    """The whole response arrived."""
-    STOPPED = "stopped"
-    """An event stream carried the answer but stayed open; the client stopped reading after a grace."""
-    CLOSED = "closed"
-    """The connection ended before the response did (or before it began)."""
-    BAD_HTTP = "bad_http"
-    """What came back was not HTTP; ``error`` says why."""
-    TIMEOUT = "timeout"
-    """The deadline passed on an open connection (which is then closed)."""
-    CONNECT_TIMEOUT = "connect_timeout"
-    """The deadline passed before a connection was open."""
-    REFUSED = "refused"
-    """Nothing listens at the address."""
-    CONNECT_FAILED = "connect_failed"
-    """The connection could not be opened for another reason; ``error`` is the OS's words."""
-
-
-@dataclass(slots=True)
-class RawResponse:
-    """What one exchange brought back, before anyone reads it as MCP."""
-
-    end: End = End.CLOSED
-    status: int | None = None
-    headers: dict[bytes, bytes] = field(default_factory=dict)
-    """The response headers the caller asked to keep, by lower-case name."""
-    body: bytes = b""
-    """The body of a response that is not an event stream (complete or not)."""
-    events: list[bytes] | None = None
-    """An event stream's events (each one's ``data``), in order; None when the body is not a stream."""
-    last_event_id: bytes | None = None
-    """The stream's last ``id`` field: where a client may resume it from."""
-    received: int = 0
-    """Bytes received: a connection closed after none of them never began a response."""
-    error: str | None = None
 
 
 _COMPLETE = End.COMPLETE

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from harness.client.http import McpHttpClient
-from harness.client.pool import End, Pool, RawResponse
+from harness.client.pool import Pool
+from harness.client.raw import End, RawResponse
 from harness.history import Detail, Outcome
 from harness.loopback import free_port
 from tests.conftest import Target

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.client.classify import answers, classify
-from harness.client.pool import End, RawResponse
+from harness.client.raw import End, RawResponse
 from harness.history import Detail, Outcome
 
 RID = 7
