@@ -43,9 +43,10 @@ fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [s
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
 effects_collected  markers (or null and error): the final read of a live effect source
 effects_checkpoint when (a CheckpointWhen), pod, fault_seq (the seq of the fault event a
-                   before_fault read preceded, or of the pod_ready event an after_restart read
-                   followed), took_s, and either seen, counts, foreign (the effects found, as
-                   :class:`SeenEffects` encodes them) or error: a checkpoint read of the effect source
+                   before_fault read precedes: the next event; or of the pod_ready event an
+                   after_restart read follows), took_s, and either seen, counts, foreign (the effects
+                   found, as :class:`SeenEffects` encodes them) or error: a checkpoint read of the
+                   effect source
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
@@ -268,20 +269,26 @@ class SeenEffects:
     def of(cls, effects: Mapping[str, int], namespace: str, intents: int) -> SeenEffects:
         """Compact effects per marker, as an effect source counts them, for a run of ``intents``."""
         prefix = f"{namespace}-m"
+        cut = len(prefix)
         bitmap = bytearray((intents + 7) // 8)
         counts: dict[int, int] = {}
         foreign = 0
         for marker, n in effects.items():
             if n <= 0:
                 continue
-            digits = marker[len(prefix) :] if marker.startswith(prefix) else ""
-            index = int(digits) if digits.isascii() and digits.isdigit() else intents
-            if index >= intents or digits != f"{index:07d}":
+            digits = marker[cut:] if marker.startswith(prefix) else ""
+            # The workload's own spelling only: seven digits at least, no other leading zeros.
+            if (
+                digits.isdigit()
+                and digits.isascii()
+                and (len(digits) == 7 or (len(digits) > 7 and digits[0] != "0"))
+                and (index := int(digits)) < intents
+            ):
+                bitmap[index >> 3] |= 1 << (index & 7)
+                if n >= 2:
+                    counts[index] = n
+            else:
                 foreign += n
-                continue
-            bitmap[index >> 3] |= 1 << (index & 7)
-            if n >= 2:
-                counts[index] = n
         return cls(bytes(bitmap).rstrip(b"\0"), counts, foreign)
 
     def fields(self) -> dict[str, Any]:
@@ -377,6 +384,11 @@ class HistoryWriter:
     def now(self) -> float:
         """Seconds since the run started, on the history's clock."""
         return self._clock() - self._t0
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next event will get."""
+        return self._seq
 
     def emit(self, type_: EventType, **fields: Any) -> int:
         """Append one event; its ``seq`` (what a later event refers to it by)."""

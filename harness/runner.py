@@ -32,6 +32,7 @@ from typing import TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
+from harness.checkpoints import Checkpoints, effects_reader
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
@@ -164,6 +165,22 @@ class _Run:
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
         self.supervisors = self.wiring.supervisors
+        reads = scenario.audit.checkpoints
+        self.checkpoints = (
+            Checkpoints(
+                effects_reader(self.wiring, namespace),
+                self.history,
+                namespace=namespace,
+                intents=scenario.workload.intents,
+                timeout_s=reads.timeout_s,
+            )
+            if reads.enabled
+            else None
+        )
+        """Reads of the effect source before each pod fault and after each restart (``audit.checkpoints``)."""
+        if self.checkpoints is not None:
+            for supervisor in self.supervisors:
+                supervisor.on_restart = self.checkpoints.after_restart
         self.injector = Injector(
             self.schedule,
             self.supervisors,
@@ -172,6 +189,7 @@ class _Run:
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
             workload_size=scenario.workload.intents,
             concurrency=scenario.workload.concurrency,
+            before_fault=self.checkpoints.before_fault if self.checkpoints else None,
         )
         # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
         # it (its draws are per attempt, so which replica an attempt went to does not change whether
@@ -240,6 +258,8 @@ class _Run:
         clients = self.wiring.run_clients()  # ScenarioError for sessions behind nginx, before the final read
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
+        if self.checkpoints is not None:  # a read still running when the run ends is abandoned
+            stack.push_async_callback(self.checkpoints.close)
         stack.push_async_callback(_close_clients, [c for mine in clients for c in mine])
         driver = self.driver = Driver(
             Workload(self.scenario, self.namespace),
