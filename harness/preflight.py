@@ -184,10 +184,15 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
 
 
 def require_run_dir(path: Path) -> None:
-    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight, before
-    the run began, the error names the preflight's directory, which can be audited."""
+    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight or in its
+    control run, before the run began, the error names that directory, which can be audited."""
     if rundir.is_run_dir(path):
         return
+    if rundir.is_run_dir(path / rundir.CONTROL):
+        raise UsageError(
+            f"{path} stopped in its control run (run --control), before the faulted run began; "
+            f"audit that: mcp-chaos audit {path / rundir.CONTROL}"
+        )
     preflights = sorted(p for p in path.glob(f"*{SUFFIX}") if rundir.is_run_dir(p))
     if preflights:
         raise UsageError(
