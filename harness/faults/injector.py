@@ -182,8 +182,10 @@ class Injector:
         if fault.delay_s:
             self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
             await asyncio.sleep(fault.delay_s)
-        paced = await self._land(fault)
+        # Read before landing: a held fault reads the store the drained work left, and the work a
+        # landing lets start is what the kill is for.
         record = await self._checkpoint(victims[0]) if fault.kind is FaultKind.KILL else None
+        paced = await self._land(fault)
         if not all(s.ready.is_set() for s in victims):
             # Down again (by itself, or another fault's): wait for it as before, holding as before.
             self._landing = False
