@@ -23,8 +23,9 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the rep
                    when the target has several], [round: n >= 2 when the attempt answers the
                    server's n-1-th input_required question (MRTR)]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
-                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT; for an
-                   ok attempt, its reply's text, only where the run keeps replies: a preflight)]
+                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT), and for an
+                   ok: reply (excerpt of its text, <= MESSAGE_LIMIT), reads_as_failure (true when
+                   that text says the call failed: :func:`harness.replies.reads_as_failure`)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
                    the server's questions]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
@@ -364,8 +365,9 @@ class Redactor:
         return value
 
 
-FREE_TEXT_FIELDS = ("message", "reason", "error")
-"""Event fields that hold what a server or the OS said: redacted, and ``message`` cut to MESSAGE_LIMIT."""
+FREE_TEXT_FIELDS = ("message", "reason", "error", "reply")
+"""Event fields that hold what a server or the OS said: redacted, and ``message`` and ``reply`` cut to
+MESSAGE_LIMIT."""
 
 
 class HistoryWriter:
@@ -402,6 +404,9 @@ class HistoryWriter:
         message = fields.get("message")
         if message is not None:
             fields["message"] = excerpt(message)  # redacted first: a cut never leaves half a secret
+        reply = fields.get("reply")
+        if reply is not None:
+            fields["reply"] = excerpt(reply)
         seq = self._seq
         event = {"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1

@@ -132,7 +132,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
     started = time.monotonic()
     single = preflight_scenario(scenario)
     pf_dir = rundir.prepare_run_dir(parent, single, f"{run_id}{SUFFIX}")
-    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None, keep_replies=True)
+    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None)
     source = source_name(scenario)
     tool = scenario.workload.tool
     attempts = [e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.ATTEMPT_ENDED]
@@ -148,7 +148,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
             f"preflight: the call of {tool} did not succeed: {what}{said} "
             f"(check workload.tool and workload.arguments; the preflight run is in {pf_dir})"
         )
-    reply = next((str(a["message"]) for a in attempts if a["outcome"] == Outcome.OK and "message" in a), None)
+    reply = next((str(a["reply"]) for a in attempts if a["outcome"] == Outcome.OK and "reply" in a), None)
     answered, blame = _blame(tool, reply, pf_dir)
     try:
         audit_and_report(pf_dir)  # its report.md is the evidence a person reads

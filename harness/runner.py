@@ -95,19 +95,15 @@ async def execute(
     out: TextIO = sys.stderr,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
-    keep_replies: bool = False,
 ) -> RunStatus:
     """Run the scenario into ``run_dir`` (made by ``rundir.prepare_run_dir``); how the run ended.
 
     Raises HarnessError subclasses for infrastructure failures and lets
     cancellation (Ctrl-C, SIGTERM, SIGHUP) through, always after cleaning up.
-    ``progress_interval_s=None`` shows no live status line. ``keep_replies``: the history
-    keeps each success's reply text (redacted, cut), for a preflight to quote.
+    ``progress_interval_s=None`` shows no live status line.
     """
     live = LiveStatus(out, progress_interval_s) if progress_interval_s is not None else None
-    run = _Run(scenario, run_dir, namespace or secrets.token_hex(4))
-    run.keep_replies = keep_replies
-    return await run.execute(live)
+    return await _Run(scenario, run_dir, namespace or secrets.token_hex(4)).execute(live)
 
 
 def audit_and_report(run_dir: Path, *, html: bool = True) -> AuditResult:
@@ -209,7 +205,6 @@ class _Run:
             )
             for port in (self.wiring.ports if self.wiring.proxy_ports else [])
         ]
-        self.keep_replies = False
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
@@ -273,7 +268,6 @@ class _Run:
             on_dispatch=self.injector.on_dispatch,
             dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
-            keep_replies=self.keep_replies,
         )
         self.injector.load = driver.stats
         injecting = asyncio.create_task(self.injector.run())
