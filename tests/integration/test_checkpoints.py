@@ -144,26 +144,28 @@ def test_reads_of_a_live_postgresql_source(tmp_path: Path) -> None:
     assert seen(before) <= seen(after)
 
 
-def test_a_torn_file_erases_what_the_read_before_the_kill_saw(tmp_path: Path) -> None:
-    # One kill with dispatching held, then the restarted server's 30th save tears the file (the
-    # failpoint) and kills the server; the next start finds a line that does not parse and starts
-    # empty: every note saved before is gone, the ones the read before the kill saw too. (The file
-    # is rewritten in place, with no pause in the middle here: a read sees it whole but for a few
-    # microseconds, so only what the read saw is asserted, not that it saw every note.)
-    data = notes_scenario("torn_file", intents=60, NOTES_FAILPOINT="mid_write@30", NOTES_WORK_MS="0")
-    data["faults"] = {"kill": held_kills(1, window=[0.2, 0.3])}
+def test_a_torn_file_erases_what_the_read_after_the_crash_saw(tmp_path: Path) -> None:
+    # The server's 20th save tears its file (the failpoint) and kills it. Restarted, it finds a line
+    # that does not parse, says so and starts empty: its next save overwrites every note. The read
+    # after the restart comes before that save (the one worker waits 5 s before its retry), so it
+    # sees the notes the file still held, and none of them is there at the end.
+    data = notes_scenario("torn_file", intents=30, NOTES_FAILPOINT="mid_write@20")
+    data["client"].update(max_attempts=3, backoff={"initial_s": 5, "max_s": 5, "jitter": "none"})
     result = run_scenario(data, tmp_path)
     run_dir = result.run_dir
-    check_around_kills(run_dir, complete=False)
-    assert result.summary.pods.crashes == 1  # the failpoint
-    assert len(checkpoints(run_dir, CheckpointWhen.AFTER_RESTART)) == 2  # the kill's and the crash's
-    log = (run_dir / rundir.PODS / "pod-0.log").read_text()
-    assert "Error loading notes: line" in log
-    (before,) = checkpoints(run_dir, CheckpointWhen.BEFORE_FAULT)
-    assert seen(before)
+    assert result.summary.pods.crashes == 1
+    assert "Error loading notes: line" in (run_dir / rundir.PODS / "pod-0.log").read_text()
+    assert not checkpoints(run_dir, CheckpointWhen.BEFORE_FAULT)  # nothing was injected
+    (after,) = checkpoints(run_dir, CheckpointWhen.AFTER_RESTART)
+    ready = [e for e in events(run_dir) if e["type"] == EventType.POD_READY][1]
+    assert (after["fault_seq"], after["pod"]) == (ready["seq"], "pod-0")
+    saw = seen(after)
+    assert len(saw) >= 15  # the 19 notes before the torn save, but the line it cut
+    assert saw <= set(range(19))
     final = count_effects(parse_scenario(data).audit.effects, run_dir)
     markers = result.intents.set_index("intent")["marker"]
-    assert all(final[markers[i]] == 0 for i in seen(before))  # seen, then vanished
+    assert all(final[markers[i]] == 0 for i in saw)  # seen, then vanished
+    assert all(final[markers[i]] == 1 for i in range(19, 30))  # the retry and what came after
 
 
 def test_no_fault_no_read(tmp_path: Path) -> None:
