@@ -16,7 +16,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness import reproduce, rundir
+from harness import control, reproduce, rundir
 from harness._version import __version__
 from harness.contract import CHECKS, CheckResult, cost, run_contract, select
 from harness.contract.report import (
@@ -120,9 +120,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     if not args.no_preflight:
         _preflight(scenario, run_dir, run_dir.name, [run_dir])
+    progress = None if args.quiet else 1.0
+    if args.control:
+        sys.stderr.write(f"control: {scenario.workload.intents} intents with no faults first ...\n")
+        sys.stderr.flush()
+        baseline = _drive(control.run_control(scenario, run_dir, progress_interval_s=progress), [run_dir])
+        sys.stderr.write(control.describe(baseline) + "\n")
     sys.stderr.write(announcement(scenario, run_dir.name) + "\n")
     sys.stderr.flush()
-    progress = None if args.quiet else 1.0
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
     _step_summary(render_step_summary(audit.summary))
     if args.junit:
@@ -393,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"
+    )
+    run.add_argument(
+        "--control",
+        action="store_true",
+        help="first run the same workload with no faults (into <run>/control/), to compare with",
     )
     run.set_defaults(func=cmd_run)
 

@@ -34,7 +34,6 @@ import orjson
 
 from harness.client import CallResult, McpClient
 from harness.client.balance import Balancer
-from harness.client.messages import text_of
 from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
 from harness.scenario import Backoff, ClientPolicy
 from harness.workload import Intent, Workload
@@ -85,7 +84,6 @@ class Driver:
         on_dispatch: Callable[[int], None] | None = None,
         dispatch_gate: asyncio.Event | None = None,
         balancer: Balancer | None = None,
-        keep_replies: bool = False,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -100,8 +98,6 @@ class Driver:
         self.on_dispatch = on_dispatch
         self.dispatch_gate = dispatch_gate
         """While cleared, no new intent starts (retries go on): the injector holds a due fault's point."""
-        self.keep_replies = keep_replies
-        """Write each success's reply text into the history (as ``message``): the preflight quotes it."""
         self.stats = DriverStats(planned=len(workload))
         self.deadline_hit = False
         self._rng = random.Random(f"{seed}:driver")
@@ -255,9 +251,10 @@ class Driver:
             fields["notifications"] = res.notifications
         if res.message is not None:
             fields["message"] = res.message
-        elif self.keep_replies and res.outcome is Outcome.OK and res.result is not None:
-            reply = text_of(res.result) or orjson.dumps(res.result.get("structuredContent")).decode()
-            fields["message"] = reply
+        if res.reply is not None:
+            fields["reply"] = res.reply
+            if res.reads_as_failure:
+                fields["reads_as_failure"] = True
         if res.resumed is not None:
             fields["resumed"] = res.resumed
         self.history.emit(

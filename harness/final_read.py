@@ -12,6 +12,7 @@ that talks to the network, which is why it is not part of ``harness.audit``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import datetime as dt
 import io
@@ -50,16 +51,15 @@ async def final_read(
     namespace: str,
 ) -> int:
     """Take the final read into effects.json; returns the number of markers found."""
-    if effects.tool is not None:
-        counts = await _from_tool(effects.tool, pod_url, protocol, headers, namespace)
-        source = f"tool {effects.tool.tool}"
-    elif effects.command is not None:
-        counts = await _from_command(effects.command, run_dir, postgres_url)
-        source = "command " + " ".join(effects.command.command)
-    else:
-        assert effects.sql is not None
-        counts = await _from_postgres(effects.sql, run_dir, postgres_url)
-        source = "sql"
+    counts, source = await read_live(
+        effects,
+        run_dir,
+        pod_url=pod_url,
+        protocol=protocol,
+        headers=headers,
+        postgres_url=postgres_url,
+        namespace=namespace,
+    )
     record = {
         "source": source,
         "collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -67,6 +67,30 @@ async def final_read(
     }
     (run_dir / rundir.COLLECTED).write_bytes(orjson.dumps(record))
     return len(counts)
+
+
+async def read_live(
+    effects: Effects,
+    run_dir: Path,
+    *,
+    pod_url: str,
+    protocol: str,
+    headers: Mapping[str, str],
+    postgres_url: str | None,
+    namespace: str,
+) -> tuple[Counter[str], str]:
+    """Effects per marker of a live source now, and the source's name; AuditError if it cannot be read.
+
+    The final read's, and the checkpoint reads' (:mod:`harness.checkpoints`) during the run.
+    """
+    if effects.tool is not None:
+        counts = await _from_tool(effects.tool, pod_url, protocol, headers, namespace)
+        return counts, f"tool {effects.tool.tool}"
+    if effects.command is not None:
+        counts = await _from_command(effects.command, run_dir, postgres_url)
+        return counts, "command " + " ".join(effects.command.command)
+    assert effects.sql is not None
+    return await _from_postgres(effects.sql, run_dir, postgres_url), "sql"
 
 
 async def _from_tool(
@@ -159,6 +183,11 @@ async def _from_command(spec: CommandEffects, run_dir: Path, postgres_url: str |
         raise AuditError(
             f"the effects command ran longer than {spec.timeout_s:g}s (audit.effects.command.timeout_s)"
         ) from None
+    except asyncio.CancelledError:  # a checkpoint read abandoned: the command must not outlive it
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise
     if proc.returncode != 0:
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["(nothing on stderr)"]
         raise AuditError(f"the effects command exited with {proc.returncode}: {tail[0]}")

@@ -23,8 +23,9 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the rep
                    when the target has several], [round: n >= 2 when the attempt answers the
                    server's n-1-th input_required question (MRTR)]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
-                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT; for an
-                   ok attempt, its reply's text, only where the run keeps replies: a preflight)]
+                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT), and for an
+                   ok: reply (excerpt of its text, <= MESSAGE_LIMIT), reads_as_failure (true when
+                   that text says the call failed: :func:`harness.replies.reads_as_failure`)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
                    the server's questions]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
@@ -42,6 +43,11 @@ fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [s
                    faults id, intent, attempt, tool, key and what was done
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
 effects_collected  markers (or null and error): the final read of a live effect source
+effects_checkpoint when (a CheckpointWhen), pod, fault_seq (the seq of the fault event a
+                   before_fault read precedes: the next event; or of the pod_ready event an
+                   after_restart read follows), took_s, and either seen, counts, foreign (the effects
+                   found, as :class:`SeenEffects` encodes them) or error: a checkpoint read of the
+                   effect source
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
@@ -56,11 +62,13 @@ run_ended          status (a RunStatus), [reason], kills, restarts
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import json
-import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -86,6 +94,7 @@ class EventType(enum.StrEnum):
     FAULT = "fault"
     FAULT_MISSED = "fault_missed"
     EFFECTS_COLLECTED = "effects_collected"
+    EFFECTS_CHECKPOINT = "effects_checkpoint"
     SERVICE_STARTED = "service_started"
     SERVICE_STOPPED = "service_stopped"
     BALANCER_RETRY = "balancer_retry"
@@ -230,6 +239,93 @@ class Verdict(enum.StrEnum):
     INCOMPLETE = "incomplete"
 
 
+class CheckpointWhen(enum.StrEnum):
+    """When a checkpoint read of the effect source was taken (``effects_checkpoint``'s ``when``)."""
+
+    BEFORE_FAULT = "before_fault"
+    """Just before an injected kill or rollout step, the pod still up: what it had stored by then."""
+    AFTER_RESTART = "after_restart"
+    """Once a pod that died (killed or crashed) was ready again: what survived its restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeenEffects:
+    """The effects a checkpoint read found, compact enough for a million-intent run.
+
+    This run's intents (markers ``{namespace}-m{index:07d}``, :mod:`harness.workload`) with at
+    least one effect are a bitmap, bit ``index % 8`` (least significant first) of byte
+    ``index // 8``, trailing zero bytes dropped, written in base64 as ``seen`` (numpy reads it
+    with ``unpackbits(..., bitorder="little")``). Counts of two or more are listed as ``counts``
+    (``{index: n}``); effects under any other marker (another run's, another writer's) are only
+    counted, as ``foreign``.
+    """
+
+    bitmap: bytes
+    counts: dict[int, int]
+    """Intents with two or more effects; the other intents of the bitmap had one."""
+    foreign: int
+
+    @classmethod
+    def of(cls, effects: Mapping[str, int], namespace: str, intents: int) -> SeenEffects:
+        """Compact effects per marker, as an effect source counts them, for a run of ``intents``."""
+        prefix = f"{namespace}-m"
+        cut = len(prefix)
+        bitmap = bytearray((intents + 7) // 8)
+        counts: dict[int, int] = {}
+        foreign = 0
+        for marker, n in effects.items():
+            if n <= 0:
+                continue
+            digits = marker[cut:] if marker.startswith(prefix) else ""
+            # The workload's own spelling only: seven digits at least, no other leading zeros.
+            if (
+                digits.isdigit()
+                and digits.isascii()
+                and (len(digits) == 7 or (len(digits) > 7 and digits[0] != "0"))
+                and (index := int(digits)) < intents
+            ):
+                bitmap[index >> 3] |= 1 << (index & 7)
+                if n >= 2:
+                    counts[index] = n
+            else:
+                foreign += n
+        return cls(bytes(bitmap).rstrip(b"\0"), counts, foreign)
+
+    def fields(self) -> dict[str, Any]:
+        """The event's ``seen``, ``counts`` and ``foreign``."""
+        return {
+            "seen": base64.b64encode(self.bitmap).decode("ascii"),
+            "counts": {str(index): n for index, n in sorted(self.counts.items())},
+            "foreign": self.foreign,
+        }
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> SeenEffects | None:
+        """What an ``effects_checkpoint`` event saw; None for a read that failed (it has ``error``)."""
+        if event.get("seen") is None:
+            return None
+        try:
+            bitmap = base64.b64decode(event["seen"], validate=True)
+            counts = {int(k): int(v) for k, v in (event.get("counts") or {}).items()}
+            return cls(bitmap, counts, int(event.get("foreign") or 0))
+        except (binascii.Error, TypeError, ValueError, AttributeError) as exc:
+            raise HistoryError(f"effects_checkpoint #{event.get('seq')} is damaged: {exc}") from None
+
+    def count(self, index: int) -> int:
+        """The effects of intent ``index`` at this checkpoint."""
+        byte = index >> 3
+        if byte >= len(self.bitmap) or not self.bitmap[byte] >> (index & 7) & 1:
+            return 0
+        return self.counts.get(index, 1)
+
+    def indices(self) -> Iterator[int]:
+        """The intents with at least one effect, in order."""
+        for byte, bits in enumerate(self.bitmap):
+            for bit in range(8):
+                if bits >> bit & 1:
+                    yield byte * 8 + bit
+
+
 FINDINGS = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
 """Verdicts that are retry-safety violations of the target whatever the client did."""
 
@@ -268,8 +364,9 @@ class Redactor:
         return value
 
 
-FREE_TEXT_FIELDS = ("message", "reason", "error")
-"""Event fields that hold what a server or the OS said: redacted, and ``message`` cut to MESSAGE_LIMIT."""
+FREE_TEXT_FIELDS = ("message", "reason", "error", "reply")
+"""Event fields that hold what a server or the OS said: redacted, and ``message`` and ``reply`` cut to
+MESSAGE_LIMIT."""
 
 
 class HistoryWriter:
@@ -289,7 +386,13 @@ class HistoryWriter:
         """Seconds since the run started, on the history's clock."""
         return self._clock() - self._t0
 
-    def emit(self, type_: EventType, **fields: Any) -> None:
+    @property
+    def next_seq(self) -> int:
+        """The seq the next event will get."""
+        return self._seq
+
+    def emit(self, type_: EventType, **fields: Any) -> int:
+        """Append one event; its ``seq`` (what a later event refers to it by)."""
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
         if self._redactor is not None:
@@ -300,9 +403,14 @@ class HistoryWriter:
         message = fields.get("message")
         if message is not None:
             fields["message"] = excerpt(message)  # redacted first: a cut never leaves half a secret
-        event = {"seq": self._seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
+        reply = fields.get("reply")
+        if reply is not None:
+            fields["reply"] = excerpt(reply)
+        seq = self._seq
+        event = {"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1
         self._file.write(orjson.dumps(event) + b"\n")
+        return seq
 
     def close(self) -> None:
         if self._file is not None:
@@ -334,20 +442,6 @@ def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """Text for people: one line, no control bytes, at most ``limit`` characters."""
     line = clip(text)
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-FAILURE_TEXT = re.compile(
-    r"\b(error|exception|traceback|failed|failure|sorry|something went wrong|unable to|could not|"
-    r"couldn't|no such|not found)\b",
-    re.IGNORECASE,
-)
-"""Words that make a reply read as a failure to a person or a model, whatever its ``isError`` says."""
-
-
-def reads_as_failure(text: str) -> bool:
-    """Whether a server's reply reads as a failure ("Database error: no such table: notes"): a success
-    that says so stored nothing, most likely, and the server is what to fix."""
-    return FAILURE_TEXT.search(text) is not None
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:

@@ -28,7 +28,8 @@ from harness import rundir
 from harness.audit.effects import count_effects
 from harness.errors import AuditError, PreflightError, UsageError
 from harness.faults.pacing import advise
-from harness.history import EventType, Outcome, excerpt, read_history, reads_as_failure
+from harness.history import EventType, Outcome, excerpt, read_history
+from harness.replies import reads_as_failure
 from harness.runner import audit_and_report, execute
 from harness.scenario import Scenario
 
@@ -132,7 +133,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
     started = time.monotonic()
     single = preflight_scenario(scenario)
     pf_dir = rundir.prepare_run_dir(parent, single, f"{run_id}{SUFFIX}")
-    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None, keep_replies=True)
+    await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None)
     source = source_name(scenario)
     tool = scenario.workload.tool
     attempts = [e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.ATTEMPT_ENDED]
@@ -148,7 +149,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
             f"preflight: the call of {tool} did not succeed: {what}{said} "
             f"(check workload.tool and workload.arguments; the preflight run is in {pf_dir})"
         )
-    reply = next((str(a["message"]) for a in attempts if a["outcome"] == Outcome.OK and "message" in a), None)
+    reply = next((str(a["reply"]) for a in attempts if a["outcome"] == Outcome.OK and "reply" in a), None)
     answered, blame = _blame(tool, reply, pf_dir)
     try:
         audit_and_report(pf_dir)  # its report.md is the evidence a person reads
@@ -184,10 +185,15 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
 
 
 def require_run_dir(path: Path) -> None:
-    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight, before
-    the run began, the error names the preflight's directory, which can be audited."""
+    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight or in its
+    control run, before the run began, the error names that directory, which can be audited."""
     if rundir.is_run_dir(path):
         return
+    if rundir.is_run_dir(path / rundir.CONTROL):
+        raise UsageError(
+            f"{path} stopped in its control run (run --control), before the faulted run began; "
+            f"audit that: mcp-chaos audit {path / rundir.CONTROL}"
+        )
     preflights = sorted(p for p in path.glob(f"*{SUFFIX}") if rundir.is_run_dir(p))
     if preflights:
         raise UsageError(

@@ -32,6 +32,7 @@ from typing import TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult, audit_run
+from harness.checkpoints import Checkpoints, effects_reader
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
@@ -94,7 +95,6 @@ async def execute(
     out: TextIO | None = None,
     progress_interval_s: float | None = 1.0,
     namespace: str | None = None,
-    keep_replies: bool = False,
 ) -> RunStatus:
     """Run the scenario into ``run_dir`` (made by ``rundir.prepare_run_dir``); how the run ended.
 
@@ -102,14 +102,10 @@ async def execute(
     cancellation (Ctrl-C, SIGTERM, SIGHUP) through, always after cleaning up.
     ``progress_interval_s=None`` shows no live status line. ``out`` is where it goes: standard
     error as it is at the call (not at import: a caller may have replaced it since).
-    ``keep_replies``: the history keeps each success's reply text (redacted, cut), for a preflight
-    to quote.
     """
     out = sys.stderr if out is None else out
     live = LiveStatus(out, progress_interval_s) if progress_interval_s is not None else None
-    run = _Run(scenario, run_dir, namespace or secrets.token_hex(4))
-    run.keep_replies = keep_replies
-    return await run.execute(live)
+    return await _Run(scenario, run_dir, namespace or secrets.token_hex(4)).execute(live)
 
 
 def audit_and_report(run_dir: Path, *, html: bool = True) -> AuditResult:
@@ -167,6 +163,22 @@ class _Run:
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
         self.supervisors = self.wiring.supervisors
+        reads = scenario.audit.checkpoints
+        self.checkpoints = (
+            Checkpoints(
+                effects_reader(self.wiring, namespace),
+                self.history,
+                namespace=namespace,
+                intents=scenario.workload.intents,
+                timeout_s=reads.timeout_s,
+            )
+            if reads.enabled
+            else None
+        )
+        """Reads of the effect source before each pod fault and after each restart (``audit.checkpoints``)."""
+        if self.checkpoints is not None:
+            for supervisor in self.supervisors:
+                supervisor.on_restart = self.checkpoints.after_restart
         self.injector = Injector(
             self.schedule,
             self.supervisors,
@@ -175,6 +187,7 @@ class _Run:
             pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
             workload_size=scenario.workload.intents,
             concurrency=scenario.workload.concurrency,
+            before_fault=self.checkpoints.before_fault if self.checkpoints else None,
         )
         # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
         # it (its draws are per attempt, so which replica an attempt went to does not change whether
@@ -194,7 +207,6 @@ class _Run:
             )
             for port in (self.wiring.ports if self.wiring.proxy_ports else [])
         ]
-        self.keep_replies = False
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
@@ -243,6 +255,8 @@ class _Run:
         clients = self.wiring.run_clients()  # ScenarioError for sessions behind nginx, before the final read
         if self.scenario.audit.effects.collected_at_end:
             stack.push_async_callback(self._final_read)
+        if self.checkpoints is not None:  # a read still running when the run ends is abandoned
+            stack.push_async_callback(self.checkpoints.close)
         stack.push_async_callback(_close_clients, [c for mine in clients for c in mine])
         driver = self.driver = Driver(
             Workload(self.scenario, self.namespace),
@@ -256,7 +270,6 @@ class _Run:
             on_dispatch=self.injector.on_dispatch,
             dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
-            keep_replies=self.keep_replies,
         )
         self.injector.load = driver.stats
         injecting = asyncio.create_task(self.injector.run())

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from harness.history import Detail, Outcome, clip
+from harness.history import MESSAGE_LIMIT, Detail, Outcome, clip
+from harness.replies import reads_as_failure
 
 MODERN = "2026-07-28"
 """The stateless protocol revision: one request per exchange, no handshake."""
@@ -40,6 +41,12 @@ class CallResult:
     message: str | None = None
     """What the server or the OS said, as an excerpt (tool error text, JSON-RPC error message,
     the start of an HTTP error body): why an intent was rejected, for people."""
+    reply: str | None = None
+    """The start of an ok result's text (its text blocks, or its structured content where it has no
+    text), clipped: what the server answered, for people; the history keeps an excerpt."""
+    reads_as_failure: bool = False
+    """An ok result whose text says the call failed ("Database error: ..."): a failure answered as a
+    success."""
     session: str | None = None
     """The ``Mcp-Session-Id`` the server returned (on ``initialize``)."""
     event_id: str | None = None
@@ -101,6 +108,12 @@ class SseParser:
         if start < len(buf):
             self._partial.append(buf[start:])
         return events
+
+
+REPLY_WINDOW = 8 * MESSAGE_LIMIT
+"""How much of an ok reply's text a result keeps (a listing can be megabytes): the history keeps
+MESSAGE_LIMIT characters of it, cut after redaction, and a secret that starts inside them must be
+whole in the window to be redacted."""
 
 
 def text_of(result: dict[str, Any]) -> str:
@@ -189,4 +202,17 @@ def interpret_message(msg: Any, request_id: int, *, status: int | None, form: st
             retry_after_ms=after,
             message=clip(text) if text else None,
         )
-    return CallResult(Outcome.OK, status=status, form=form, result=result)
+    text = text_of(result)
+    if not text and result.get("structuredContent") is not None:  # structured only: that is the reply
+        text = orjson.dumps(result["structuredContent"]).decode()
+    if not text:
+        return CallResult(Outcome.OK, status=status, form=form, result=result)
+    reply = clip(text[:REPLY_WINDOW])
+    return CallResult(
+        Outcome.OK,
+        status=status,
+        form=form,
+        result=result,
+        reply=reply,
+        reads_as_failure=reads_as_failure(reply),
+    )

@@ -22,7 +22,8 @@ from typing import Any
 
 from harness.catalog import Tool
 from harness.client.messages import CallResult
-from harness.history import Outcome, excerpt, reads_as_failure
+from harness.history import Outcome, excerpt
+from harness.replies import reads_as_failure
 
 MAX_TOOLS = 15
 MAX_SENTENCES = 3

@@ -31,12 +31,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from harness.faults.pacing import LANDING_POLL_S, Landing, Load, Paced, hold_points
 from harness.faults.schedule import PlannedFault
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.pods.supervisor import Supervisor
+
+BeforeFault = Callable[[str], Awaitable[Callable[[], None]]]
+"""A checkpoint read just before a kill or rollout step of the named pod, the pod still up; what
+it returns records the read, and is called once the fault happened, right before its event."""
 
 
 class Injector:
@@ -51,8 +55,10 @@ class Injector:
         workload_size: int | None = None,
         concurrency: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        before_fault: BeforeFault | None = None,
     ) -> None:
         self.schedule = list(schedule)
+        self.before_fault = before_fault
         self.workload_size = workload_size
         self._dispatch_ended: float | None = None
         """When the last intent was dispatched: timed faults due later were never planned for the run."""
@@ -176,6 +182,9 @@ class Injector:
         if fault.delay_s:
             self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
             await asyncio.sleep(fault.delay_s)
+        # Read before landing: a held fault reads the store the drained work left, and the work a
+        # landing lets start is what the kill is for.
+        record = await self._checkpoint(victims[0]) if fault.kind is FaultKind.KILL else None
         paced = await self._land(fault)
         if not all(s.ready.is_set() for s in victims):
             # Down again (by itself, or another fault's): wait for it as before, holding as before.
@@ -185,9 +194,15 @@ class Injector:
         trigger, counted = fault.describe(), fault.counted
         if fault.kind is FaultKind.KILL:
             for supervisor in victims:
-                supervisor.kill(
-                    trigger=trigger, counted=counted, sig=fault.signal, grace_s=fault.grace_s, **paced
-                )
+                if supervisor.kill(
+                    trigger=trigger,
+                    counted=counted,
+                    sig=fault.signal,
+                    grace_s=fault.grace_s,
+                    before=record,
+                    **paced,
+                ):
+                    record = None  # one read for the fault, ahead of its first kill
             return True
         paused = [
             s
@@ -238,12 +253,14 @@ class Injector:
         for step, supervisor in enumerate(victims):
             while True:
                 await self._serving(fault, [supervisor], self.min_uptime_s)
+                record = await self._checkpoint(supervisor)
                 if supervisor.kill(
                     trigger=fault.describe(),
                     counted=fault.counted,
                     sig=fault.signal,
                     grace_s=fault.grace_s,
                     kind=FaultKind.ROLLOUT,
+                    before=record,
                     step=step,
                 ):
                     break
@@ -252,6 +269,10 @@ class Injector:
             self._injected.add(id(fault))  # begun: a rollout the run cut short shows as fewer steps
             self._waiting[id(fault)] = f"{supervisor.pod.name} to be replaced (rollout step {step})"
             await supervisor.ready.wait()
+
+    async def _checkpoint(self, victim: Supervisor) -> Callable[[], None] | None:
+        """The checkpoint read before a kill or rollout step (never a pause), where the run takes them."""
+        return None if self.before_fault is None else await self.before_fault(victim.pod.name)
 
     def record_missed(self) -> None:
         """After the loops stopped: a ``fault_missed`` for each planned fault that did not happen.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from harness.client.readiness import Readiness
 from harness.errors import TargetError, TargetNotReady
@@ -48,6 +49,11 @@ class Supervisor:
         """The protocol the pod answered in when it last became ready."""
         self.startup_s: float | None = None
         """How long its last start took, to ready (``pod_ready``'s ``after_s``)."""
+        self.ready_seq = -1
+        """The history seq of the pod's last ``pod_ready``."""
+        self.on_restart: Callable[[str, int], None] | None = None
+        """Called with the pod's name and ``ready_seq`` each time the pod is ready again after it
+        died (a run's checkpoint read); it must not block: the supervisor is watching the pod."""
         self.kills = 0
         self._killed = False
         """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
@@ -78,7 +84,7 @@ class Supervisor:
             return
         self.protocol = readiness.protocol
         self.startup_s = round(time.monotonic() - started, 4)
-        self.history.emit(
+        self.ready_seq = self.history.emit(
             EventType.POD_READY,
             pod=self.pod.name,
             pid=pid,
@@ -145,6 +151,8 @@ class Supervisor:
                 return
             self.restarts += 1
             await self.start()
+            if self.on_restart is not None and self.ready.is_set():
+                self.on_restart(self.pod.name, self.ready_seq)
 
     @property
     def stopping(self) -> bool:
@@ -182,13 +190,16 @@ class Supervisor:
         sig: str = "SIGKILL",
         grace_s: float = 0.0,
         kind: FaultKind = FaultKind.KILL,
+        before: Callable[[], None] | None = None,
         **details: object,
     ) -> bool:
         """Signal the pod now, if it is up and ready; records the fault. False when nothing was signalled.
 
         SIGKILL is a crash. Any other signal is a graceful stop as a deployment gives it: the
         pod is marked not ready at once (a balancer sends it nothing more), may finish what it
-        has, and gets SIGKILL after ``grace_s`` if it is still running then.
+        has, and gets SIGKILL after ``grace_s`` if it is still running then. ``before`` records
+        what was observed just before (a checkpoint read), once the signal went out: the event
+        right before the fault's.
         """
         if not self.ready.is_set() or self.pod.pid is None:
             return False
@@ -201,6 +212,8 @@ class Supervisor:
         if sig != "SIGKILL":
             details = {"signal": sig, "grace_s": grace_s, **details}
             self._grace_timers[pid] = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
+        if before is not None:
+            before()
         self.history.emit(EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
         return True
 

@@ -1,4 +1,5 @@
-"""``audit``: where the auditor finds each intent's effects, exactly one source."""
+"""``audit``: where the auditor finds each intent's effects (exactly one source), and when the run
+reads that source while it goes on (checkpoint reads)."""
 
 from __future__ import annotations
 
@@ -157,7 +158,24 @@ class Effects(Section):
         )
 
 
+class CheckpointReads(Section):
+    """Reads of the effect source during the run: just before each injected kill or rollout step
+    (the pod still up) and once each restarted pod is ready again. They show effects that were
+    stored and later vanished (a store a crash erased). ``audit.checkpoints: false`` turns them off,
+    for a source whose reads are expensive; ``true`` is the default."""
+
+    enabled: bool = True
+    timeout_s: float = Field(default=5.0, gt=0, le=300)
+    """A read that takes longer is abandoned and recorded as such; the run goes on."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
+
+
 class Audit(Section):
-    """How the run is judged: where its effects are counted."""
+    """How the run is judged: where its effects are counted, and when they are read during the run."""
 
     effects: Effects
+    checkpoints: CheckpointReads = Field(default_factory=CheckpointReads)
