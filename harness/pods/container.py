@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import os
 import socket
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,11 @@ class DockerPod:
         """Its own thread: a container's wait blocks for as long as it runs, and with a few replicas
         those waits filled asyncio's default pool, so the stop that would end them never ran."""
         self._demux: asyncio.Task[None] | None = None
+        self._lock = threading.Lock()
+        """Serialises the engine calls of a start and a stop: each runs in a thread that a cancelled
+        await does not end, so a restart still creating its container could outlive the stop."""
+        self._stops = 0
+        """How many stops have begun: a start that began before the latest one creates nothing."""
 
     @property
     def pid(self) -> int | None:
@@ -196,7 +202,13 @@ class DockerPod:
         _live[container.id] = container
         return container
 
-    def _start(self) -> int:
+    def _start(self, stops_seen: int) -> int:
+        with self._lock:
+            if self._stops != stops_seen:
+                raise TargetStartError(f"pod {self.name} was stopped while it started")
+            return self._start_locked()
+
+    def _start_locked(self) -> int:
         import docker.errors
 
         if self._container is None:
@@ -216,7 +228,7 @@ class DockerPod:
         return self._pid or 0
 
     async def start(self) -> int:
-        pid = await asyncio.to_thread(self._start)
+        pid = await asyncio.to_thread(self._start, self._stops)
         self._exit = None
         if self.stdio_pipes:
             await self._attach()
@@ -321,6 +333,10 @@ class DockerPod:
         return int(result.get("StatusCode", -1))
 
     def _stop(self, timeout: float) -> None:
+        with self._lock:
+            self._stop_locked(timeout)
+
+    def _stop_locked(self, timeout: float) -> None:
         if self._container is not None:
             with contextlib.suppress(Exception):
                 if self._state().get("Paused"):
@@ -341,6 +357,7 @@ class DockerPod:
 
     async def stop(self, timeout: float) -> None:
         """Stop (SIGTERM, then SIGKILL after ``timeout``), keep its logs in the run directory, remove it."""
+        self._stops += 1  # before any await: a start still in its thread must see it
         await self._detach()
         await asyncio.to_thread(self._stop, timeout)
         self._waiter.shutdown(wait=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from collections.abc import Callable
@@ -62,6 +63,30 @@ def test_kills_through_the_docker_api(run: Run, docker_image: str, mode: str, du
         assert s.duplicate_causes == {"kill": s.verdicts[Verdict.DUPLICATE]}
     else:
         assert s.verdicts[Verdict.EXACTLY_ONCE] == 300
+    assert labelled_containers() == []
+
+
+def test_a_stop_during_a_start_leaves_no_container(tmp_path: Path, docker_image: str) -> None:
+    # A restart's engine calls run in a thread that a cancelled await does not end: when a run
+    # ended while a pod restarted, the container was created after the stop and outlived the run.
+    import asyncio
+
+    from harness.errors import TargetStartError
+
+    scenario = parse_scenario(image_scenario(docker_image, "atomic"))
+    (tmp_path / "data").mkdir()
+    pod = make_pod(scenario.target, tmp_path, port=free_port(), name="pod-0", urls={})
+
+    async def race() -> None:
+        starting = asyncio.ensure_future(pod.start())
+        await asyncio.sleep(0)  # the start's thread is on its way to the engine
+        starting.cancel()  # as the end of a run cancels a supervisor mid-restart
+        await pod.stop(5)
+        with contextlib.suppress(asyncio.CancelledError, TargetStartError):
+            await starting
+        await asyncio.sleep(0.5)  # time for a start thread that outlived the stop to create its container
+
+    asyncio.run(race())
     assert labelled_containers() == []
 
 
