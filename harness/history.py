@@ -41,6 +41,9 @@ fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [s
                    faults id, intent, attempt, tool, key and what was done
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
 effects_collected  markers (or null and error): the final read of a live effect source
+effects_checkpoint when (before_fault | after_restart), pod, fault_seq, seen (base64 bitmap: bit i set
+                   when intent i had an effect), counts ({index: n} for n >= 2), foreign, [error],
+                   took_s: a read of the effect source during the run
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
@@ -80,6 +83,7 @@ class EventType(enum.StrEnum):
     FAULT = "fault"
     FAULT_MISSED = "fault_missed"
     EFFECTS_COLLECTED = "effects_collected"
+    EFFECTS_CHECKPOINT = "effects_checkpoint"
     SERVICE_STARTED = "service_started"
     SERVICE_STOPPED = "service_stopped"
     BALANCER_RETRY = "balancer_retry"
