@@ -21,7 +21,7 @@ READ_CHARS = 200
 """A reply is judged by its first characters: a failure says so at once."""
 
 _OPENER = (
-    r"(?:fatal|internal|unexpected|unhandled|server|database|db|runtime)?\s*"
+    r"(?:(?:fatal|internal|unexpected|unhandled|server|database|db|runtime)\s+){0,2}"
     r"(?:error|exception|failure|failed|fail)\b"
     r"|sorry\b|unable\s+to\b|cannot\b|can't\b|could\s+not\b|couldn't\b"
     r"|no\s+such\b|not\s+found\b|(?:access|permission)\s+denied\b|denied\b|forbidden\b"

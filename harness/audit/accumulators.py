@@ -119,7 +119,7 @@ class Intents:
         """Sparse: intent -> kinds of the faults that hit its attempts (most intents have none)."""
         self.pods: dict[int, list[str]] = {}
         """With replicas: intent -> the pods its attempts went to, in order, each once."""
-        self.replies: list[str | None] = []
+        self.replies: list[str] = []
         """Each intent's last ok reply, excerpted (``reply`` of attempt_ended), when the history has it."""
         self.codes: dict[int, str] = {}
         """Sparse: intent -> the code of its last failed attempt that carried one."""
@@ -141,8 +141,9 @@ class Intents:
         if n <= self.size:
             return
         extra = n - self.size
-        for column in (self.markers, self.keys, self.replies):
+        for column in (self.markers, self.keys):
             column.extend([None] * extra)
+        self.replies.extend([""] * extra)
         for counts in (self.status, self.attempts, self.hits, *self.outcomes.values()):
             counts.extend([0] * extra)
         self.first_t.extend([math.nan] * extra)

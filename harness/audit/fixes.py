@@ -3,7 +3,8 @@
 Keyed by (verdict, cause). A cause here is either one of the auditor's causes or
 a group of fault kinds that share a fix: ``pod_fault`` (the pod died: kill,
 crash, rollout) and ``in_flight`` (the original was still running when its retry
-came: a stream cut or held, a pause, a timeout). A duplicate's fix depends on
+came: a stream cut or held, a pause, a timeout, a balancer's re-send; a duplicate
+by a balancer's re-send has a row of its own). A duplicate's fix depends on
 whether the intent's key travelled with it, so duplicates have one row for a
 workload without a key (``no_key``). The advice follows the source article and
 the idempotency semantics of Stripe and the IETF draft (``Idempotency-Key``).
@@ -39,6 +40,7 @@ GROUPS: dict[str, str] = {
     FaultKind.PAUSE: IN_FLIGHT,
     FaultKind.SEVER_REQUEST: IN_FLIGHT,
     FaultKind.DELAY: IN_FLIGHT,
+    FaultKind.BALANCER_RETRY: IN_FLIGHT,
     "timeout": IN_FLIGHT,
     "transport_error": IN_FLIGHT,
     "retryable_tool_error": IN_FLIGHT,

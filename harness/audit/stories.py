@@ -14,15 +14,16 @@ part of the history, and a million-intent audit pays nothing for it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from harness.audit.accumulators import CheckpointRead, PodFault, fault_label
+from harness.audit.accumulators import CRASH_WINDOW_S, CheckpointRead, PodFault, fault_label
 from harness.audit.fixes import Fix
-from harness.history import POD_FAULTS, EventType, Verdict
+from harness.history import CONNECTION_CLOSED, POD_FAULTS, EventType, FaultKind, Verdict
 
 PER_CLASS = 5
 """Intents told per (verdict, cause) class."""
@@ -39,6 +40,7 @@ ORDER = (
 TOLD = frozenset(ORDER) - {Verdict.INCOMPLETE}
 """Verdicts whose intents get stories (an incomplete intent's story is the run's end)."""
 POD_FAULT_KINDS = frozenset(k.value for k in POD_FAULTS)
+CLOSED = frozenset(d.value for d in CONNECTION_CLOSED)
 
 History = Callable[[], Iterable[Sequence[Mapping[str, Any]]]]
 """Opens the history again, as batches of events."""
@@ -140,14 +142,16 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     "id": ev.get("id"),
                     "pod": ev.get("pod"),
                     "start": ev["t"],
+                    "start_seq": ev.get("seq", -1),
+                    "faults": [],
                 }
-                step["faults"] = []
                 steps[ev["intent"]].append(step)
                 open_attempts[ev.get("id")] = step
             elif typ == ended and ev.get("id") in open_attempts:
                 step = open_attempts.pop(ev["id"])
                 step.update(
                     end=ev["t"],
+                    end_seq=ev.get("seq", -1),
                     outcome=ev.get("outcome"),
                     detail=ev.get("detail"),
                     code=None if ev.get("code") is None else str(ev["code"]),
@@ -163,11 +167,21 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
     return steps
 
 
-def _pod_faults_during(
-    step: Mapping[str, Any], pod_faults: Sequence[PodFault], end_t: float
-) -> list[PodFault]:
-    pod = step.get("pod")
-    return [f for f in pod_faults if step["start"] <= f.t <= end_t and (pod is None or f.pod == pod)]
+def _pod_faults_during(step: Mapping[str, Any], pod_faults: Sequence[PodFault]) -> list[PodFault]:
+    """The pod faults that broke an attempt, as the fold judged them: those between its start and end
+    in history order, and a crash recorded (when reaped) up to ``CRASH_WINDOW_S`` after its connection
+    closed; on its own pod when it names one."""
+    pod, start, end = step.get("pod"), step["start_seq"], step.get("end_seq", math.inf)
+    closed = step.get("detail") in CLOSED
+    landed = []
+    for f in pod_faults:
+        if f.seq <= start or (pod is not None and f.pod != pod):
+            continue
+        if f.seq < end or (
+            f.kind == FaultKind.CRASH and closed and f.t - CRASH_WINDOW_S <= step.get("end", math.inf) <= f.t
+        ):
+            landed.append(f)
+    return landed
 
 
 def _reads(intent: int, reads: Sequence[CheckpointRead]) -> list[Seen]:
@@ -210,7 +224,7 @@ def tell(
         moments: dict[str, float] = {}
         for s in scanned.get(intent, []):
             end_t = s.get("end")
-            landed = _pod_faults_during(s, pod_faults, end_t if end_t is not None else float("inf"))
+            landed = _pod_faults_during(s, pod_faults)
             moments.update((f.label(), f.t) for f in landed)
             steps.append(
                 Step(

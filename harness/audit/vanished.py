@@ -61,8 +61,10 @@ def seen_counts(read: CheckpointRead, intents: npt.NDArray[np.int64]) -> npt.NDA
     if not read.ok or not len(intents):
         return np.zeros(len(intents), dtype=np.int32)
     size = int(intents.max()) + 1
-    seen = np.frombuffer(read.seen, dtype=np.uint8)
-    every = np.unpackbits(seen, count=size, bitorder="little").astype(np.int32)  # zero-padded
+    packed = np.zeros((size + 7) // 8, dtype=np.uint8)
+    given = np.frombuffer(read.seen, dtype=np.uint8)[: len(packed)]
+    packed[: len(given)] = given
+    every = np.unpackbits(packed, count=size, bitorder="little").astype(np.int32)
     for i, n in read.counts.items():
         if 0 <= i < size:
             every[i] = n

@@ -102,7 +102,7 @@ def class_title(found: FindingClass) -> str:
 def explain(summary: Summary) -> str:
     """``mcp-chaos explain RUN_DIR``: each class, its meaning and fix, and the story of its first intent."""
     if not summary.classes:
-        return f"{summary.headline.sentence}: every intent took effect exactly once; nothing to explain."
+        return f"{summary.headline.sentence}\nnothing to explain: every intent took effect exactly once"
     lines = [summary.headline.sentence]
     for found in summary.classes:
         lines += ["", class_title(found)]
