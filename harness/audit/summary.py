@@ -351,8 +351,8 @@ def _causes(table: pd.DataFrame) -> dict[Verdict, dict[str, int]]:
     return causes
 
 
-def _context(faults: list[FaultRow], exits: int) -> str:
-    """What the counts were measured under: ``with 8 kills, 8 pod exits``."""
+def _context(faults: list[FaultRow], exits: int, crashes: int) -> str:
+    """What the counts were measured under: ``with 8 kills, 8 pod exits`` (and the crashes among them)."""
     kill = next((row for row in faults if row.kind is FaultKind.KILL), None)
     if kill is None:
         text = "0 kills"
@@ -364,7 +364,8 @@ def _context(faults: list[FaultRow], exits: int) -> str:
     if rollout is not None:
         of = f" of {rollout.planned} planned" if rollout.planned not in (None, rollout.injected) else ""
         text += f", {rollout.injected}{of} pods replaced by rollouts"
-    return f"with {text}, {exits} pod exits"
+    crashed = f" ({crashes} by a crash)" if crashes else ""
+    return f"with {text}, {exits} pod exits{crashed}"
 
 
 def summarize(
@@ -427,7 +428,7 @@ def summarize(
         },
         errors=_errors(fold.errors.values()),
         effects=effects,
-        findings=findings(verdicts, rates, causes, inconclusive, _context(faults, fold.pod_exits)),
+        findings=findings(verdicts, rates, causes, inconclusive, _context(faults, fold.pod_exits, fold.crashes)),
         causes=causes,
         checkpoints=CheckpointCounts(
             reads=len(reads),
