@@ -428,7 +428,9 @@ def summarize(
         },
         errors=_errors(fold.errors.values()),
         effects=effects,
-        findings=findings(verdicts, rates, causes, inconclusive, _context(faults, fold.pod_exits, fold.crashes)),
+        findings=findings(
+            verdicts, rates, causes, inconclusive, _context(faults, fold.pod_exits, fold.crashes)
+        ),
         causes=causes,
         checkpoints=CheckpointCounts(
             reads=len(reads),

@@ -8,12 +8,14 @@ record is compact (a million intents are 125 kB a read) and this module is its
 one codec: :func:`encode_seen` for the writer, :func:`seen_counts` for the audit.
 
 An intent *vanished* when some read saw more of its effects than the final read
-counts, and a pod went down (a kill, a rollout step, a crash) between the last
-read that saw them and the first that did not: the store lost what it had
-acknowledged across a restart (a file rewritten in place, a start-up that begins
-empty). The drop is blamed on the last such pod fault (``vanished_after``). A drop
-with no pod fault in between is not a vanishing: something else (a concurrent
-writer, the server itself) removed it, and the other causes say so.
+counts, and a pod went down (a kill, a rollout step, a crash) after the last read
+that saw them: the store lost what it held across a restart (a file rewritten in
+place, a start-up that begins empty). The loss is blamed on the first pod fault
+after that read (``vanished_after``), the first moment a restart could lose it;
+a read in between that saw less (one that caught a file mid-rewrite) does not
+move the blame. Effects gone with no pod fault after the last read that saw them
+did not vanish in a restart: something else (a concurrent writer, the server
+itself) removed them, and the other causes say so.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Vanishing:
     """The most effects any read saw."""
     vanished: npt.NDArray[np.bool_]
     after: npt.NDArray[np.object_]
-    """The label of the pod fault a vanished intent's effects were lost across (``kill#3 pod-0 @12.40s``)."""
+    """The label of the pod fault a vanished intent's effects were lost in (``kill#3 pod-0 @12.40s``)."""
     fault: npt.NDArray[np.int64]
     """The index in ``pod_faults`` of that fault, or -1."""
 
@@ -94,28 +96,22 @@ def vanishing(
     """Which intents vanished, over whole columns (one pass per read, a few per run)."""
     n = len(intents)
     running = np.zeros(n, dtype=np.int32)
-    seen_seq = np.full(n, NO_READ, dtype=np.int64)
-    """The seq of the last read that still saw an intent's most effects (before any drop)."""
-    drop_seq = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    """The seq of the first read that saw fewer; the final read (max) when none did."""
+    last_seen = np.full(n, NO_READ, dtype=np.int64)
+    """The seq of the last read that saw more of an intent's effects than the final count."""
     for read in reads:
         if not read.ok:
             continue
         now = seen_counts(read, intents)
-        undropped = drop_seq == np.iinfo(np.int64).max
-        dropped = undropped & (now < running)
-        drop_seq[dropped] = read.seq
-        still = undropped & ~dropped & (now > 0)
-        seen_seq[still] = read.seq
+        last_seen[now > final] = read.seq
         np.maximum(running, now, out=running)
-    lower = running > final
     fault = np.full(n, -1, dtype=np.int64)
     after = np.full(n, "", dtype=object)
-    if pod_faults and lower.any():
+    seen = np.flatnonzero(last_seen != NO_READ)
+    if pod_faults and len(seen):
         seqs = np.array([f.seq for f in pod_faults], dtype=np.int64)
-        last = np.searchsorted(seqs, drop_seq[lower], side="right") - 1
-        between = (last >= 0) & (seqs[np.maximum(last, 0)] > seen_seq[lower])
-        fault[np.flatnonzero(lower)[between]] = last[between]
+        first = np.searchsorted(seqs, last_seen[seen], side="right")  # the first pod fault after it
+        down = first < len(seqs)
+        fault[seen[down]] = first[down]
         labels = np.array([f.label() for f in pod_faults], dtype=object)
         after[fault >= 0] = labels[fault[fault >= 0]]
     return Vanishing(seen_max=running, vanished=fault >= 0, after=after, fault=fault)

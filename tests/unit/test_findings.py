@@ -90,20 +90,25 @@ def test_effects_seen_before_a_kill_and_gone_after_the_restart_vanished(scenario
     assert story.pod_faults == [(0.04, "kill#1 pod-0 @0.04s")]
 
 
-def test_a_drop_with_no_pod_fault_in_between_is_not_a_vanishing() -> None:
-    # A concurrent writer overwrote the effect between two reads: no restart lost it.
+def test_effects_vanish_in_the_first_pod_fault_after_the_last_read_that_saw_them() -> None:
+    # 0 and 1: seen, then a read saw less (it caught the file mid-rewrite, or a writer overwrote it),
+    # then the kill: the first pod fault after the last read that saw them is blamed. 2: seen twice,
+    # lost in the kill after the second read. 3: never seen. Without a pod fault after the reads
+    # that saw them, nothing vanished: no restart lost it.
     checkpoints = Checkpoints()
-    for seq, seen in ((10, {"ns-m0": 1, "ns-m1": 1}), (20, {"ns-m1": 1}), (40, {})):
-        checkpoints.checkpoint(
-            {"seq": seq, "t": seq / 10, "when": "after_restart", **encode_seen(seen, "ns")}
-        )
+    reads = ((10, {"ns-m0": 1, "ns-m1": 1, "ns-m2": 1}), (20, {"ns-m2": 1}), (40, {}))
+    for seq, seen in reads:
+        checkpoints.checkpoint({"seq": seq, "t": seq / 10, "when": "before_fault", **encode_seen(seen, "ns")})
     from harness.audit.accumulators import PodFault
 
     kill = PodFault(seq=30, t=3.0, kind="kill", pod="pod-0", number=1, start=1)
-    gone = vanishing(checkpoints.reads, [kill], np.arange(3), np.array([0, 0, 0]))
-    assert list(gone.seen_max) == [1, 1, 0]
-    assert list(gone.vanished) == [False, True, False]  # 0 dropped at seq 20, before the kill
-    assert list(gone.after) == ["", "kill#1 pod-0 @3.00s", ""]
+    early = PodFault(seq=5, t=0.5, kind="crash", pod="pod-0", number=1, start=1)
+    gone = vanishing(checkpoints.reads, [early, kill], np.arange(4), np.array([0, 0, 0, 0]))
+    assert list(gone.seen_max) == [1, 1, 1, 0]
+    assert list(gone.vanished) == [True, True, True, False]
+    assert list(gone.after) == ["kill#1 pod-0 @3.00s"] * 3 + [""]
+    no_restart = vanishing(checkpoints.reads, [early], np.arange(4), np.array([0, 0, 0, 0]))
+    assert not no_restart.vanished.any()  # the only pod fault came before any read saw them
 
 
 def test_the_seen_bitmap_round_trips_with_counts_and_foreign_markers() -> None:
