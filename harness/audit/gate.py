@@ -50,7 +50,7 @@ def _check(gate: Gate, verdict: Verdict, count: int, started: int) -> GateCheck:
                 f"expected {name} (a canary) and saw none: against a target known to be broken, "
                 "that means the harness, not the target, is what broke",
             )
-        return GateCheck(name, EXPECTED, f"{count} {name}, as expected (gate.expect)")
+        return GateCheck(name, EXPECTED, f"{count} {name}, expected by gate.expect")
     over = _thresholds(gate, verdict, count, started)
     if over is not None:
         if over:

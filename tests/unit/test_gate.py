@@ -125,7 +125,7 @@ def test_a_canary_passes_when_its_finding_shows_and_fails_when_it_does_not(
 ) -> None:
     shown = judged(scenario_data, [2, 1], gate={"expect": ["duplicate"]})
     assert shown.gate_passed
-    assert checks(shown)["duplicate"] == ("expected", "1 duplicate, as expected (gate.expect)")
+    assert checks(shown)["duplicate"] == ("expected", "1 duplicate, expected by gate.expect")
     missing = judged(scenario_data, [1, 1], gate={"expect": ["duplicate"]})
     assert not missing.gate_passed
     assert "expected duplicate (a canary) and saw none" in missing.summary.gate.violations[0]
