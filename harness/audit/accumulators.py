@@ -219,8 +219,10 @@ class Intents:
                 # million-row intents.csv); nullable, as an attempt may never have ended.
                 "first_attempt_ms": _millis(self.first_t),
                 "last_end_ms": _millis(self.last_t),
-                "code": self._sparse_column(self.codes),
-                "reply": np.array(self.replies, dtype=object),
+                # Kept as Python strings: an Arrow copy of a million replies would add their size
+                # again to the audit's peak memory (the CSV writer converts them chunk by chunk).
+                "code": pd.Series(self._sparse_column(self.codes), dtype=object),
+                "reply": pd.Series(self.replies, dtype=object),
                 "reply_reads_as_failure": self._flags(self.failure_replies),
                 **self._pod_columns(),
             }

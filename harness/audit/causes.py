@@ -60,12 +60,12 @@ def first_fault(faults: str) -> str:
 def causes(table: pd.DataFrame, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
     """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags)."""
     result = np.full(len(table), "", dtype=object)
-    verdict_column = table["verdict"].to_numpy()
-    rows = np.flatnonzero(verdict_column != Verdict.EXACTLY_ONCE.value)
+    # Compared in the column's own (Arrow) form; only the few rows with a finding become Python strings.
+    rows = np.flatnonzero((table["verdict"] != Verdict.EXACTLY_ONCE.value).to_numpy())
     if not len(rows):
         return result
-    verdict = verdict_column[rows]
-    cells = table["faults"].to_numpy()[rows]
+    verdict = table["verdict"].iloc[rows].to_numpy()
+    cells = table["faults"].iloc[rows].to_numpy()
     firsts = {cell: first_fault(cell) for cell in set(cells)}
     fault = np.array([firsts[cell] for cell in cells], dtype=object)
     retry = np.select(
