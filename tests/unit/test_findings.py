@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from harness.audit.accumulators import Checkpoints
+from harness.audit.accumulators import Checkpoints, PodFault
 from harness.audit.fold import fold_history
 from harness.audit.vanished import encode_seen, seen_counts, vanishing
 from harness.cli import main
@@ -96,11 +96,13 @@ def test_effects_vanish_in_the_first_pod_fault_after_the_last_read_that_saw_them
     # lost in the kill after the second read. 3: never seen. Without a pod fault after the reads
     # that saw them, nothing vanished: no restart lost it.
     checkpoints = Checkpoints()
-    reads = ((10, {"ns-m0": 1, "ns-m1": 1, "ns-m2": 1}), (20, {"ns-m2": 1}), (40, {}))
+    reads: list[tuple[int, dict[str, int]]] = [
+        (10, {"ns-m0": 1, "ns-m1": 1, "ns-m2": 1}),
+        (20, {"ns-m2": 1}),
+        (40, {}),
+    ]
     for seq, seen in reads:
         checkpoints.checkpoint({"seq": seq, "t": seq / 10, "when": "before_fault", **encode_seen(seen, "ns")})
-    from harness.audit.accumulators import PodFault
-
     kill = PodFault(seq=30, t=3.0, kind="kill", pod="pod-0", number=1, start=1)
     early = PodFault(seq=5, t=0.5, kind="crash", pod="pod-0", number=1, start=1)
     gone = vanishing(checkpoints.reads, [early, kill], np.arange(4), np.array([0, 0, 0, 0]))
