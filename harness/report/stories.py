@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.audit.control import CONTROL
 from harness.audit.stories import FindingClass, Step, Story
 from harness.audit.summary import Summary
 
@@ -176,4 +177,5 @@ def control_lines(summary: Summary) -> list[str]:
         return []
     if control.problem is not None:
         return [f"control run: {control.problem}"]
-    return [f"control run ({control.run_id}): {row.sentence}" for row in control.rows]
+    named = "" if control.run_id == CONTROL else f" ({control.run_id})"
+    return [f"control run{named}: {row.sentence}" for row in control.rows]
