@@ -57,7 +57,7 @@ def test_a_postgres_run_can_be_re_audited_without_postgres(run: Run, postgres_se
         text=True,
         check=False,
     )
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 1, again.stderr  # its duplicate fails the default gate
     assert "duplicate !  |       1 |" in again.stdout
 
 
