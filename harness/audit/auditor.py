@@ -24,7 +24,7 @@ from harness import rundir
 from harness.audit.causes import causes
 from harness.audit.control import compare_control
 from harness.audit.effects import count_effects
-from harness.audit.fixes import Fix, fix_for
+from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.podlogs import evidence
@@ -98,7 +98,7 @@ def judge_fold(
         foreign_examples=sorted(str(m) for m in foreign_markers)[:5],
     )
     summary = summarize(fold, table, counted, scenario, run_dir)
-    fixes = partial(_fix, keyed=keyed(scenario))
+    fixes = partial(fix_for, keyed=keyed(scenario))
     found = classes(table)
     told = sorted({i for verdict, _, _, first in found if verdict in TOLD for i in first})
     stories = tell(table, told, history, fold.checkpoints, fold.pod_faults, fixes)
@@ -124,10 +124,6 @@ def judge_fold(
         pod_faults=fold.pod_faults,
         checkpoints=fold.checkpoints,
     )
-
-
-def _fix(verdict: str, cause: str, *, keyed: bool) -> Fix | None:
-    return fix_for(verdict, cause, keyed=keyed)
 
 
 def audit_run(run_dir: Path) -> AuditResult:
@@ -160,7 +156,7 @@ def story_of(result: AuditResult, intent: int) -> Story:
     if intent not in set(result.intents["intent"]):
         raise UsageError(f"intent {intent} never started in {result.run_dir}")
     history = result.run_dir / rundir.HISTORY
-    fixes = partial(_fix, keyed=keyed(result.scenario))
+    fixes = partial(fix_for, keyed=keyed(result.scenario))
     told = tell(
         result.intents, [intent], lambda: read_batches(history), result.checkpoints, result.pod_faults, fixes
     )

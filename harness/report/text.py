@@ -122,10 +122,9 @@ def gate_line(summary: Summary) -> str:
 
 
 def _markdown_gate(summary: Summary) -> str:
-    line = gate_line(summary)
-    return (
-        "Gate: **failed**" + line.removeprefix("gate: FAILED") if summary.gate.violations else "G" + line[1:]
-    )
+    if summary.gate.violations:
+        return "Gate: **failed**: " + "; ".join(summary.gate.violations)
+    return "Gate: " + gate_line(summary).removeprefix("gate: ")
 
 
 def headline_lines(summary: Summary) -> list[str]:
