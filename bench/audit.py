@@ -35,6 +35,8 @@ def synthesize(run_dir: Path, intents: int, seed: int = 1) -> None:
             "target": {"command": ["unused"]},
             "workload": {"intents": intents, "tool": "create_invoice", "arguments": {"memo": "{marker}"}},
             "audit": {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": QUERY}}},
+            # Its duplicates are the point (a canary): every other finding would fail the audit.
+            "gate": {"expect": ["duplicate"]},
         }
     )
     (run_dir / "scenario.yaml").write_text(scenario.dump_yaml())

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from harness import control, reproduce, rundir
 from harness._version import __version__
+from harness.audit.auditor import audit_run, story_of
 from harness.contract import CHECKS, CheckResult, cost, run_contract, select
 from harness.contract.report import (
     CONTRACT_JSON,
@@ -39,6 +40,7 @@ from harness.preflight import preflight, require_run_dir
 from harness.report import trend
 from harness.report.compare import counts_of, render_comparison, write_comparison
 from harness.report.junit import run_junit
+from harness.report.stories import explain, story_lines
 from harness.report.text import render_step_summary, render_text
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, run_and_audit
 from harness.scenario import Scenario, load_scenario
@@ -54,7 +56,7 @@ class _Interrupted(Exception):
         self.run_dirs = list(run_dirs)
 
 
-GATE_FLAGS = ("max_duplicates", "max_duplicate_rate", "max_lost", "fail_on", "expect")
+GATE_FLAGS = ("max_duplicates", "max_duplicate_rate", "max_lost", "fail_on", "expect", "allow_inconclusive")
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -68,6 +70,10 @@ def _overrides(args: argparse.Namespace) -> list[str]:
             continue
         if flag in ("fail_on", "expect"):
             value = "[" + ", ".join(v.strip() for v in value.split(",") if v.strip()) + "]"
+        elif flag == "allow_inconclusive":
+            if not value:
+                continue
+            value = "true"
         sets.append(f"gate.{flag}={value}")
     return sets
 
@@ -83,10 +89,18 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-duplicate-rate", type=float, metavar="RATE", help="fail above this rate (0.001)")
     p.add_argument("--max-lost", type=int, metavar="N", help="fail above N lost intents")
     p.add_argument(
-        "--fail-on", metavar="LIST", help="fail on any of: duplicate,lost,applied_despite_error,inconclusive"
+        "--fail-on",
+        metavar="LIST",
+        help="fail on any of these only: duplicate,lost,applied_despite_error (default: every finding)",
     )
     p.add_argument(
         "--expect", metavar="LIST", help="a canary: fail unless the run shows each (duplicate,lost,...)"
+    )
+    p.add_argument(
+        "--allow-inconclusive",
+        action="store_true",
+        default=None,
+        help="pass a run that did not test what it planned (by default it fails)",
     )
 
 
@@ -131,7 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
     _step_summary(render_step_summary(audit.summary))
     if args.junit:
-        junit_xml = run_junit(audit.summary, audit.scenario.gate, audit.summary.duration_s)
+        junit_xml = run_junit(audit.summary, audit.summary.duration_s)
         Path(args.junit).write_text(junit_xml, encoding="utf-8")
     if args.trend:
         trend.append(Path(args.trend), audit, args.trend_as)
@@ -147,6 +161,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(render_text(audit.summary))
     print(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """The story of one intent, or of the first intent of each kind of finding."""
+    run_dir = Path(args.run_dir)
+    require_run_dir(run_dir)
+    audit = audit_run(run_dir)
+    if args.intent is None:
+        print(explain(audit.summary))
+    else:
+        print("\n".join(story_lines(story_of(audit, args.intent))))
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -410,6 +436,15 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("run_dir")
     audit.add_argument("--no-html", action="store_true", help="skip report.html (its plots)")
     audit.set_defaults(func=cmd_audit)
+
+    explain_cmd = sub.add_parser(
+        "explain", help="what happened to an intent, or to the first intent of each kind of finding"
+    )
+    explain_cmd.add_argument("run_dir")
+    explain_cmd.add_argument(
+        "intent", nargs="?", type=int, help="an intent's index (default: one per finding)"
+    )
+    explain_cmd.set_defaults(func=cmd_explain)
 
     validate = sub.add_parser("validate", help="check a scenario file and print its fault schedule")
     validate.add_argument("scenario")

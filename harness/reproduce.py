@@ -141,13 +141,16 @@ def plan(path: Path, modes: Sequence[str], runs: int, overrides: Sequence[str]) 
     if runs < 1:
         raise UsageError(f"--runs must be at least 1, got {runs}")
     base = load_scenario(path, overrides)
-    plans = {
-        mode: [
-            load_scenario(path, [*overrides, f"target.env.INVOICES_MODE={mode}", f"seed={base.seed + i}"])
-            for i in range(runs)
-        ]
-        for mode in modes
-    }
+    own = base.target.env.get("INVOICES_MODE")
+
+    def variant(mode: str, i: int) -> Scenario:
+        # The scenario's canary (naive's expected duplicates) is a claim about its own mode only.
+        canary = [] if mode == own else ["gate.expect=[]"]
+        return load_scenario(
+            path, [*overrides, f"target.env.INVOICES_MODE={mode}", f"seed={base.seed + i}", *canary]
+        )
+
+    plans = {mode: [variant(mode, i) for i in range(runs)] for mode in modes}
     for scenarios in plans.values():
         check_environment(scenarios[0])
     return plans

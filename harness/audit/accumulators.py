@@ -14,7 +14,8 @@ fold handles them inline on the state of ``Intents`` and ``PodDisruptions``
 instead of dispatching them, and calls an accumulator here only on their rare
 branches (an error message, a resumed stream, a hit, a closed connection).
 Every other event type reaches the handlers of the accumulators that name it,
-in the order the fold lists them. A new concern is a new class here with its
+in the order the fold lists them (checkpoint reads of the effect source, for
+one, are ``Checkpoints``). A new concern is a new class here with its
 handlers and its fields in ``Fold``; the fold's hot path does not change.
 """
 
@@ -32,7 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from harness.errors import HistoryError
-from harness.history import POD_FAULTS, EventType, FaultKind, Outcome
+from harness.history import POD_FAULTS, EventType, FaultKind, Outcome, SeenEffects
 
 CRASH_WINDOW_S = 1.0
 """How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
@@ -116,6 +117,12 @@ class Intents:
         """Sparse: intent -> kinds of the faults that hit its attempts (most intents have none)."""
         self.pods: dict[int, list[str]] = {}
         """With replicas: intent -> the pods its attempts went to, in order, each once."""
+        self.replies: list[str] = []
+        """Each intent's last ok reply, excerpted (``reply`` of attempt_ended), when the history has it."""
+        self.codes: dict[int, str] = {}
+        """Sparse: intent -> the code of its last failed attempt that carried one."""
+        self.failure_replies: set[int] = set()
+        """Intents with an ok reply whose text reads as a failure (``reads_as_failure``)."""
         self.pending: dict[int, tuple[int, int, float, str | None]] = {}
         """Request id -> (intent, disruptions seen at its start, start t, pod) of each attempt in
         flight. The disruptions are those of the attempt's pod when the history names it
@@ -134,6 +141,7 @@ class Intents:
         extra = n - self.size
         for column in (self.markers, self.keys):
             column.extend([None] * extra)
+        self.replies.extend([""] * extra)
         for counts in (self.status, self.attempts, self.hits, *self.outcomes.values()):
             counts.extend([0] * extra)
         self.first_t.extend([math.nan] * extra)
@@ -172,6 +180,17 @@ class Intents:
             column[i] = ";".join(sorted(kinds))
         return column
 
+    def _sparse_column(self, values: Mapping[int, str]) -> npt.NDArray[np.object_]:
+        column = np.full(self.size, "", dtype=object)
+        for i, value in values.items():
+            column[i] = value
+        return column
+
+    def _flags(self, intents: Iterable[int]) -> npt.NDArray[np.bool_]:
+        column = np.zeros(self.size, dtype=bool)
+        column[list(intents)] = True
+        return column
+
     def _pod_columns(self) -> dict[str, Any]:
         """``first_pod`` and ``pods`` (every replica an intent's attempts went to), with replicas only."""
         if not self.pods:
@@ -198,13 +217,35 @@ class Intents:
                 # million-row intents.csv); nullable, as an attempt may never have ended.
                 "first_attempt_ms": _millis(self.first_t),
                 "last_end_ms": _millis(self.last_t),
+                # Kept as Python strings: an Arrow copy of a million replies would add their size
+                # again to the audit's peak memory (the CSV writer converts them chunk by chunk).
+                "code": pd.Series(self._sparse_column(self.codes), dtype=object),
+                "reply": pd.Series(self.replies, dtype=object),
+                "reply_reads_as_failure": self._flags(self.failure_replies),
                 **self._pod_columns(),
             }
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PodFault:
+    """A kill, rollout step or crash that took a pod down: what an effect that vanished is blamed on."""
+
+    seq: int
+    t: float
+    kind: str
+    pod: str
+    number: int
+    """Its place among the run's faults of its kind, from 1 (``kill#3``)."""
+    start: int
+    """The pod's start it ended (its log's ``start #N`` section); the next start came up after it."""
+
+    def label(self) -> str:
+        return f"{self.kind}#{self.number} {self.pod} @{self.t:.2f}s"
+
+
 class PodDisruptions:
-    """Which attempts a pod fault broke; fills ``Fold.pod_exits`` and ``Fold.crashes``.
+    """Which attempts a pod fault broke; fills ``Fold.pod_exits``, ``Fold.crashes`` and ``Fold.pod_faults``.
 
     A disruption is a moment a pod broke what it had in flight: a SIGKILL (kill
     or rollout), the exit after a graceful stop, a crash, or a pause (twice: when
@@ -237,6 +278,11 @@ class PodDisruptions:
         (end t, start t, intent, pod)."""
         self.exits = 0
         self.crashes = 0
+        self.starts: Counter[str] = Counter()
+        """Pod -> how many times it was started so far."""
+        self.downs: list[PodFault] = []
+        """Every disruption that took a pod down (not a pause), in order."""
+        self.numbers: Counter[str] = Counter()
 
     def handlers(self) -> Mapping[str, Handler]:
         return {
@@ -246,9 +292,14 @@ class PodDisruptions:
             EventType.POD_STARTED: self.started,
         }
 
-    def _disrupt(self, pod: str, kind: str) -> None:
+    def _disrupt(self, pod: str, kind: str, ev: Event) -> None:
         self.kinds.append(kind)
         self.by_pod.setdefault(pod, []).append(kind)
+        if kind != FaultKind.PAUSE:
+            self.numbers[kind] += 1
+            self.downs.append(
+                PodFault(ev.get("seq", -1), ev["t"], kind, pod, self.numbers[kind], self.starts[pod])
+            )
 
     def last_kind(self) -> str:
         """The kind of the latest disruption of any pod, or ``none``."""
@@ -268,18 +319,20 @@ class PodDisruptions:
             if "signal" in ev:  # a graceful stop: the pod may finish what it has
                 self.stopping[pod] = kind
             else:
-                self._disrupt(pod, kind)
+                self._disrupt(pod, kind, ev)
                 self.stopping[pod] = None
         elif kind == FaultKind.PAUSE:
             # Attempts in flight when the pod froze; those sent while it was frozen are caught
             # by the second disruption, when it thaws (pod_resumed).
-            self._disrupt(ev.get("pod", ""), kind)
+            self._disrupt(ev.get("pod", ""), kind, ev)
 
     def thawed(self, ev: Event) -> None:
-        self._disrupt(ev.get("pod", ""), FaultKind.PAUSE.value)
+        self._disrupt(ev.get("pod", ""), FaultKind.PAUSE.value, ev)
 
     def started(self, ev: Event) -> None:
-        self.stopping.pop(ev.get("pod", ""), None)
+        pod = ev.get("pod", "")
+        self.stopping.pop(pod, None)
+        self.starts[pod] += 1
 
     def exited(self, ev: Event) -> None:
         t = ev["t"]
@@ -288,11 +341,11 @@ class PodDisruptions:
         if pod in self.stopping:
             graceful = self.stopping.pop(pod)
             if graceful is not None:
-                self._disrupt(pod, graceful)
+                self._disrupt(pod, graceful, ev)
             return
         crash = FaultKind.CRASH.value
         self.crashes += 1
-        self._disrupt(pod, crash)
+        self._disrupt(pod, crash, ev)
         others: deque[tuple[float, float, int, str | None]] = deque()
         for end_t, start_t, j, on in self.recent:
             if on is not None and on != pod:
@@ -461,6 +514,114 @@ class ErrorTallies:
                 self._shapes[outcome] += 1
                 tally = self.tallies[key] = ErrorTally(outcome, code, str(message))
         tally.count += 1
+
+
+class FailureReplies:
+    """Ok replies whose text reads as a failure, counted by shape; fills ``Fold.failure_replies``.
+
+    The client flags them (``reads_as_failure`` on an ok ``attempt_ended``, judged by
+    :func:`harness.replies.reads_as_failure`); a lost intent with one is blamed on
+    ``error_as_success``. Bounded like the error tallies: ``MAX_MESSAGES`` shapes.
+    """
+
+    def __init__(self, intents: Intents) -> None:
+        self.intents = intents
+        self.tallies: dict[str, ErrorTally] = {}
+        """Reply shape -> tally (outcome ``ok``, the first reply of the shape verbatim)."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {}
+
+    def reply(self, ev: Event, i: int) -> None:
+        """An ok ``attempt_ended`` of intent ``i`` flagged ``reads_as_failure`` (from the fold's hot path)."""
+        self.intents.failure_replies.add(i)
+        text = str(ev.get("reply", ""))
+        shape = message_shape(text)
+        tally = self.tallies.get(shape)
+        if tally is None:
+            if len(self.tallies) >= MAX_MESSAGES:
+                shape = OTHER_MESSAGES
+                tally = self.tallies.setdefault(shape, ErrorTally(Outcome.OK.value, None, OTHER_MESSAGES))
+            else:
+                tally = self.tallies[shape] = ErrorTally(Outcome.OK.value, None, text)
+        tally.count += 1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRead:
+    """One read of the effect source during the run (``effects_checkpoint``), kept compact.
+
+    ``seen`` is the bitmap the run wrote (:class:`harness.history.SeenEffects`, the one codec):
+    bit ``i`` (least significant bit first in each byte) set when intent ``i`` had at least one
+    effect; ``counts`` has the intents with two or more. :mod:`harness.audit.vanished` reads them.
+    """
+
+    seq: int
+    t: float
+    when: str
+    """``before_fault`` (the pod still up, just before a kill or rollout step) or ``after_restart``."""
+    pod: str
+    fault_seq: int | None
+    """The seq of the fault (or pod_ready) event this read belongs to."""
+    seen: bytes
+    counts: dict[int, int]
+    foreign: int
+    """Effects whose marker is not one of this run's intents."""
+    error: str | None
+    """Why the read failed (or was abandoned); it saw nothing then."""
+    took_s: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def count(self, i: int) -> int:
+        """Effects of intent ``i`` this read saw."""
+        if not self.ok:
+            return 0
+        if i in self.counts:
+            return self.counts[i]
+        byte = i >> 3
+        return (self.seen[byte] >> (i & 7)) & 1 if byte < len(self.seen) else 0
+
+
+class Checkpoints:
+    """The run's checkpoint reads of the effect source, in order; fills ``Fold.checkpoints``.
+
+    A read whose ``seen`` cannot be decoded is kept as a failed read (the audit
+    goes on without it, as it would without that read), not as a damaged history.
+    """
+
+    def __init__(self) -> None:
+        self.reads: list[CheckpointRead] = []
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {EventType.EFFECTS_CHECKPOINT: self.checkpoint}
+
+    def checkpoint(self, ev: Event) -> None:
+        error = ev.get("error")
+        found = None
+        if error is None:
+            try:
+                found = SeenEffects.from_event(ev)
+            except HistoryError:
+                error = "its record cannot be read (a damaged seen or counts)"
+        fault_seq = ev.get("fault_seq")
+        took = ev.get("took_s")
+        self.reads.append(
+            CheckpointRead(
+                seq=ev.get("seq", -1),
+                t=ev["t"],
+                when=str(ev.get("when", "")),
+                pod=str(ev.get("pod", "")),
+                fault_seq=fault_seq if type(fault_seq) is int else None,
+                seen=found.bitmap if found else b"",
+                counts=found.counts if found else {},
+                foreign=found.foreign if found else 0,
+                error=None if error is None else str(error),
+                took_s=float(took) if isinstance(took, int | float) else None,
+            )
+        )
 
 
 class PodTimeline:

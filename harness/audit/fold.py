@@ -10,8 +10,10 @@ one per concern, as Jepsen composes its checkers:
 - ``StreamFaults``: faults that name their request (the fault proxy's, the
   balancer's re-sends), pinned on that intent exactly;
 - ``FaultPlan``: planned vs injected faults, and the missed ones;
-- ``Sessions``, ``ErrorTallies``, ``PodTimeline`` (what report.html draws) and
-  ``RunBounds`` (start, end, duration, the final read's error).
+- ``Sessions``, ``ErrorTallies``, ``FailureReplies`` (ok replies that read as
+  failures), ``Checkpoints`` (reads of the effect source during the run),
+  ``PodTimeline`` (what report.html draws) and ``RunBounds`` (start, end,
+  duration, the final read's error).
 
 The four per-intent events are nearly all of a history (four or five lines per
 intent) and this loop is the audit's hot path, so they are folded inline below
@@ -33,12 +35,16 @@ import pandas as pd
 
 from harness.audit.accumulators import (
     CRASH_WINDOW_S,
+    CheckpointRead,
+    Checkpoints,
     ErrorTallies,
     ErrorTally,
+    FailureReplies,
     FaultPlan,
     Intents,
     MissedFault,
     PodDisruptions,
+    PodFault,
     PodTimeline,
     RunBounds,
     Sessions,
@@ -47,9 +53,20 @@ from harness.audit.accumulators import (
 )
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
-from harness.history import CONNECTION_CLOSED, EventType, Outcome
+from harness.history import CONNECTION_CLOSED, EventType, Outcome, excerpt
 
-__all__ = ["CRASH_WINDOW_S", "ErrorTally", "Fold", "MissedFault", "fold_history"]
+CODE_LIMIT = 80
+"""An error code is an identifier; a server that puts a sentence there gets it cut."""
+
+__all__ = [
+    "CRASH_WINDOW_S",
+    "CheckpointRead",
+    "ErrorTally",
+    "Fold",
+    "MissedFault",
+    "PodFault",
+    "fold_history",
+]
 
 
 @dataclass
@@ -88,6 +105,13 @@ class Fold:
     pod_events: list[tuple[float, str]] = field(default_factory=list)
     """(t, what) of every pod fault (its kind) and pod exit and readiness, in order: the timeline
     that report.html draws (a few per run, so collecting them costs the fold nothing)."""
+    pod_faults: list[PodFault] = field(default_factory=list)
+    """Every kill, rollout step and crash that took a pod down, in order, with its seq and the pod's
+    start it ended: what vanished effects are blamed on, and where the pod log tells of it."""
+    checkpoints: list[CheckpointRead] = field(default_factory=list)
+    """Reads of the effect source during the run (``effects_checkpoint``), in order."""
+    failure_replies: dict[str, ErrorTally] = field(default_factory=dict)
+    """Reply shape -> tally, of ok replies whose text reads as a failure."""
 
 
 def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
@@ -100,13 +124,18 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     errors = ErrorTallies()
     timeline = PodTimeline()
     bounds = RunBounds()
+    failing = FailureReplies(intents)
+    checkpoints = Checkpoints()
     # The order handlers of one event type run in; run_started: the run, then its size.
-    others = dispatch((bounds, intents, plan, timeline, disruptions, streams, sessions, errors))
+    others = dispatch(
+        (bounds, intents, plan, timeline, disruptions, streams, sessions, errors, failing, checkpoints)
+    )
 
     # Local names for everything the hot path touches (a local is far cheaper than an attribute).
     status, attempts, first_t, last_t = intents.status, intents.attempts, intents.first_t, intents.last_t
     markers, keys, outcomes, pending = intents.markers, intents.keys, intents.outcomes, intents.pending
     intent_pods, make_room, hit = intents.pods, intents.make_room, intents.hit
+    replies, codes, failure_reply = intents.replies, intents.codes, failing.reply
     protocol_errors = outcomes[Outcome.PROTOCOL_ERROR.value]
     all_kinds, pod_kinds, closed_attempt = disruptions.kinds, disruptions.by_pod, disruptions.closed
     tally, resumed = errors.tally, sessions.attempt_resumed
@@ -157,6 +186,12 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     outcomes.get(outcome, protocol_errors)[i] += 1
                     if outcome != ok:
                         tally(ev, outcome)
+                        if "code" in ev:
+                            codes[i] = excerpt(str(ev["code"]), CODE_LIMIT)
+                    elif "reply" in ev:
+                        replies[i] = ev["reply"]
+                        if ev.get("reads_as_failure"):
+                            failure_reply(ev, i)
                     if "resumed" in ev:
                         resumed(ev)
                     kinds = all_kinds if started[3] is None else pod_kinds[started[3]]
@@ -207,4 +242,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
         duration_s=bounds.duration_s(t),
         open_attempts=len(pending),
         pod_events=timeline.events,
+        pod_faults=disruptions.downs,
+        checkpoints=checkpoints.reads,
+        failure_replies=failing.tallies,
     )

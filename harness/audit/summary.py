@@ -9,15 +9,19 @@ keys, so a field that moves breaks the type check, not a report at run time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from harness.audit.fold import Fold, MissedFault
+from harness.audit.control import ControlComparison
+from harness.audit.findings import Finding, findings
+from harness.audit.fold import ErrorTally, Fold, MissedFault
+from harness.audit.podlogs import FaultEvidence
 from harness.audit.stats import Rate
+from harness.audit.stories import FindingClass
 from harness.history import POD_FAULTS, FaultKind, Outcome, RunStatus, Verdict
 from harness.scenario import Scenario
 
@@ -140,9 +144,36 @@ class EffectCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointCounts:
+    """Reads of the effect source during the run, and what they showed."""
+
+    reads: int
+    failed: int
+    """Reads that failed or were abandoned (they saw nothing)."""
+    took_s: float
+    """The reads' time, all together."""
+    vanished: int
+    """Intents whose effects a read saw and the end of the run did not, across a pod restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateCheck:
+    """One finding as the gate judged it."""
+
+    name: str
+    """``lost``, ``applied_despite_error``, ``duplicate`` or ``inconclusive``."""
+    status: str
+    """``failed``, ``passed``, ``expected`` (a canary that showed) or ``not_gated``."""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class GateResult:
     passed: bool
     violations: list[str]
+    not_gated: list[str] = field(default_factory=list)
+    """Findings the gate let through because it does not list them: said, never silent."""
+    checks: list[GateCheck] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +206,27 @@ class Summary:
     """When the run started (UTC, ISO 8601), as its history says."""
     pacing: Pacing | None = None
     """How the pod faults were paced (None: no pod fault said so, or a history from before pacing)."""
+    findings: list[Finding] = field(default_factory=list)
+    """Every finding, worst first (lost, applied_despite_error, duplicate, inconclusive), or the
+    all-clear; the first is the headline every renderer prints first."""
+    causes: dict[Verdict, dict[str, int]] = field(default_factory=dict)
+    """Per verdict other than exactly_once: cause -> intents."""
+    classes: list[FindingClass] = field(default_factory=list)
+    """Every (verdict, cause) class with its meaning, fix and stories, worst verdict first."""
+    checkpoints: CheckpointCounts = field(default_factory=lambda: CheckpointCounts(0, 0, 0.0, 0))
+    replies_as_failure: int = 0
+    """Ok replies whose text reads as a failure (attempts)."""
+    failure_replies: list[ErrorMessage] = field(default_factory=list)
+    """The most common of those replies."""
+    evidence: list[FaultEvidence] = field(default_factory=list)
+    """Error-looking pod log lines around the pod faults."""
+    control: ControlComparison | None = None
+    """The control run (the same workload with no fault) beside this one, when the run had one."""
+
+    @property
+    def headline(self) -> Finding:
+        """The worst finding (or the all-clear): what every renderer prints first."""
+        return self.findings[0]
 
     @property
     def conclusive(self) -> bool:
@@ -196,7 +248,7 @@ class Summary:
         data = _plain(self)
         assert isinstance(data, dict)
         data["conclusive"] = self.conclusive
-        return data
+        return {"headline": _plain(self.headline), **data}
 
 
 def _plain(value: Any) -> Any:
@@ -307,9 +359,36 @@ def _inconclusive(fold: Fold, scenario: Scenario, table: pd.DataFrame) -> list[s
     return reasons
 
 
-def _errors(fold: Fold) -> list[ErrorMessage]:
-    tallies = sorted(fold.errors.values(), key=lambda e: (-e.count, e.outcome, e.example))
-    return [ErrorMessage(Outcome(e.outcome), e.code, e.example, e.count) for e in tallies[:TOP_ERRORS]]
+def _errors(tallies: Iterable[ErrorTally]) -> list[ErrorMessage]:
+    ranked = sorted(tallies, key=lambda e: (-e.count, e.outcome, e.example))
+    return [ErrorMessage(Outcome(e.outcome), e.code, e.example, e.count) for e in ranked[:TOP_ERRORS]]
+
+
+def _causes(table: pd.DataFrame) -> dict[Verdict, dict[str, int]]:
+    found = table[table["verdict"] != Verdict.EXACTLY_ONCE.value]
+    counts = found.groupby(["verdict", "cause"], sort=True).size()
+    causes: dict[Verdict, dict[str, int]] = {}
+    verdicts, reasons = counts.index.get_level_values(0), counts.index.get_level_values(1)
+    for verdict, cause, n in zip(verdicts, reasons, counts.to_numpy(), strict=True):
+        causes.setdefault(Verdict(str(verdict)), {})[str(cause)] = int(n)
+    return causes
+
+
+def _context(faults: list[FaultRow], exits: int, crashes: int) -> str:
+    """What the counts were measured under: ``with 8 kills, 8 pod exits`` (and the crashes among them)."""
+    kill = next((row for row in faults if row.kind is FaultKind.KILL), None)
+    if kill is None:
+        text = "0 kills"
+    elif kill.planned is not None and kill.planned != kill.injected:
+        text = f"{kill.injected} of {kill.planned} planned kills"
+    else:
+        text = f"{kill.injected} kills"
+    rollout = next((row for row in faults if row.kind is FaultKind.ROLLOUT), None)
+    if rollout is not None:
+        of = f" of {rollout.planned} planned" if rollout.planned not in (None, rollout.injected) else ""
+        text += f", {rollout.injected}{of} pods replaced by rollouts"
+    crashed = f" ({crashes} by a crash)" if crashes else ""
+    return f"with {text}, {exits} pod exits{crashed}"
 
 
 def summarize(
@@ -319,6 +398,11 @@ def summarize(
     started = len(table)
     counts = table["verdict"].value_counts()
     verdicts = {v: int(counts.get(v.value, 0)) for v in Verdict}
+    rates = {v: Rate(c, started) for v, c in verdicts.items()}
+    causes = _causes(table)
+    faults = _fault_rows(table, fold, scenario)
+    inconclusive = _inconclusive(fold, scenario, table)
+    reads = fold.checkpoints
     total_attempts = int(table["attempts"].sum())
     by_outcome = {o: int(table[f"n_{o.value}"].sum()) for o in Outcome}
     dup = table["verdict"] == Verdict.DUPLICATE.value
@@ -331,7 +415,7 @@ def summarize(
         status=RunStatus(ended.get("status", RunStatus.UNFINISHED)),
         status_reason=ended.get("reason"),
         duration_s=round(fold.duration_s, 3),
-        inconclusive=_inconclusive(fold, scenario, table),
+        inconclusive=inconclusive,
         intents=IntentCounts(
             planned=int(fold.run.get("intents", scenario.workload.intents)),
             started=started,
@@ -357,15 +441,27 @@ def summarize(
             crashes=fold.crashes,
             attempts_hit=int(table["attempts_hit_by_pod_fault"].sum()),
         ),
-        faults=_fault_rows(table, fold, scenario),
+        faults=faults,
         replicas=_replica_rows(table),
         missed_faults=list(fold.missed),
         pacing=Pacing.of(fold.paced),
         verdicts=verdicts,
-        rates={v: Rate(c, started) for v, c in verdicts.items()},
+        rates=rates,
         duplicate_causes={
             str(k): int(v) for k, v in table.loc[dup, "cause"].value_counts().sort_index().items()
         },
-        errors=_errors(fold),
+        errors=_errors(fold.errors.values()),
         effects=effects,
+        findings=findings(
+            verdicts, rates, causes, inconclusive, _context(faults, fold.pod_exits, fold.crashes)
+        ),
+        causes=causes,
+        checkpoints=CheckpointCounts(
+            reads=len(reads),
+            failed=sum(not r.ok for r in reads),
+            took_s=round(sum(r.took_s or 0.0 for r in reads), 3),
+            vanished=int((table["vanished_after"] != "").sum()) if "vanished_after" in table else 0,
+        ),
+        replies_as_failure=sum(t.count for t in fold.failure_replies.values()),
+        failure_replies=_errors(fold.failure_replies.values()),
     )

@@ -1,4 +1,4 @@
-"""Verdicts: the auditor's judgement of each intent, and the cause a duplicate is blamed on.
+"""Verdicts: the auditor's judgement of each intent (its cause is ``harness.audit.causes``).
 
 The rules are a pure function of two facts per intent: the client's final
 status (from the history) and the number of effects (from the store).
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from harness.history import FaultKind, IntentStatus, Verdict
+from harness.history import IntentStatus, Verdict
 
 
 class ClientStatus(enum.IntEnum):
@@ -84,18 +84,3 @@ def judge_all(status: npt.NDArray[np.int8], effects: npt.NDArray[np.int64]) -> n
     ]
     result: npt.NDArray[np.object_] = np.select(conditions, choices, default=Verdict.REJECTED.value)
     return result
-
-
-def cause_of(faults: str, timeouts: int, transport: int, tool_errors: int) -> str:
-    """What a duplicate is blamed on: the first FaultKind that hit it, else why it was retried."""
-    present = set(faults.split(";")) if faults else set()
-    for kind in FaultKind:
-        if kind in present:
-            return kind.value
-    if timeouts:
-        return "timeout"
-    if transport:
-        return "transport_error"
-    if tool_errors:
-        return "retryable_tool_error"
-    return "unexplained"

@@ -120,8 +120,14 @@ def render(
             ]
         ),
         _section("audit", {"effects": source.section}),
-        _comment(["Exit 1 on any duplicate: what CI gates on."]),
-        _section("gate", {"max_duplicates": 0}),
+        _comment(
+            [
+                "Exit 1 on any finding: a duplicate, a lost intent, an effect despite an error, or a run",
+                "that did not test what it planned (inconclusive). A finding left out of fail_on is",
+                "reported as not gated.",
+            ]
+        ),
+        _section("gate", {"fail_on": ["duplicate", "lost", "applied_despite_error", "inconclusive"]}),
     ]
     return "".join(parts)
 

@@ -35,6 +35,9 @@ COLUMNS = [
     "attempts_hit_by_pod_fault",
     "faults",
     "cause",
+    "vanished_after",
+    "code",
+    "reply",
     "first_attempt_ms",
     "last_end_ms",
 ]

@@ -24,7 +24,9 @@ import pandas as pd
 from harness.audit.auditor import AuditResult
 from harness.history import FINDINGS, Verdict
 from harness.report import pages
-from harness.report.text import facts, headline
+from harness.report.sequence import sequence_svg
+from harness.report.stories import class_title, story_lines
+from harness.report.text import facts, gate_line, headline_lines
 
 REPORT_HTML = "report.html"
 COLORS = {"kill": "#c0392b", "pause": "#8e44ad", "crash": "#e67e22"}
@@ -166,14 +168,33 @@ def recovery(intents: pd.DataFrame, timeline: Timeline) -> list[dict[str, Any]]:
     return rows
 
 
+def findings(result: AuditResult) -> list[dict[str, Any]]:
+    """Each finding class with its stories: the lines of each, and its picture (escaped SVG)."""
+    return [
+        {
+            "title": class_title(found),
+            "fix": found.fix,
+            "stories": [
+                {"lines": story_lines(story, fix=False), "svg": sequence_svg(story)}
+                for story in found.stories
+            ],
+        }
+        for found in result.summary.classes
+    ]
+
+
 def render_html(result: AuditResult) -> str:
     timeline = timeline_of(result.pod_events)
     intents = result.intents
     summary = result.summary
+    first, *others = headline_lines(summary)
     return pages.render(
         "report.html.j2",
         summary=summary,
-        headline=headline(summary),
+        headline=first,
+        under_headline=others,
+        gate=gate_line(summary),
+        findings=findings(result),
         facts=facts(summary),
         timeline=plot_timeline(intents, timeline),
         rates=plot_rates(result),

@@ -1,8 +1,9 @@
 """JUnit XML, the format every CI shows as tests: one test case per thing a team gates on.
 
-For a run: one case per gate criterion (each judged alone, so the failing one is
-named) and one per fault row (failing when the intents it hit show duplicates or
-lost effects, with the numbers). ``mcp-chaos contract`` writes one case per check
+For a run: one case per finding the gate judges (lost, applied_despite_error,
+duplicate, inconclusive: failed, passed, or skipped with the reason when the
+gate does not list it) and one per fault row (failing when the intents it hit
+show duplicates or lost effects, with the numbers). ``mcp-chaos contract`` writes one case per check
 with the same builder.
 """
 
@@ -12,10 +13,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.audit.gate import evaluate_gate
+from harness.audit.gate import FAILED, NOT_GATED
 from harness.audit.summary import Summary
 from harness.history import Verdict
-from harness.scenario import Gate
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,27 +59,16 @@ def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) 
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _criteria(gate: Gate) -> list[tuple[str, Gate]]:
-    """Each criterion the gate sets, as a gate of its own."""
-    found: list[tuple[str, Gate]] = []
-    for name in ("max_duplicates", "max_duplicate_rate", "max_lost"):
-        value = getattr(gate, name)
-        if value is not None:
-            found.append((f"gate.{name}={value:g}", Gate(**{name: value})))
-    if gate.fail_inconclusive:
-        found.append(("gate.fail_inconclusive", Gate(fail_inconclusive=True)))
-    found += [(f"gate.fail_on.{v}", Gate(fail_on=[v])) for v in gate.fail_on]
-    found += [(f"gate.expect.{v}", Gate(expect=[v])) for v in gate.expect]
-    return found
-
-
-def run_cases(summary: Summary, gate: Gate) -> list[Case]:
+def run_cases(summary: Summary) -> list[Case]:
     cases = []
-    for name, alone in _criteria(gate):
-        violations = evaluate_gate(alone, summary).violations
-        cases.append(Case(name, "; ".join(violations) if violations else None))
-    if not cases:
-        cases.append(Case("gate", details="the scenario sets no gate (see --max-duplicates, --fail-on)"))
+    for check in summary.gate.checks:
+        name = f"gate.{check.name}"
+        if check.status == FAILED:
+            cases.append(Case(name, check.message))
+        elif check.status == NOT_GATED:
+            cases.append(Case(name, skipped=check.message))
+        else:
+            cases.append(Case(name, details=check.message))
     for row in summary.faults:
         planned = f"{row.injected} of {row.planned} planned" if row.planned is not None else f"{row.injected}"
         low, high = row.duplicate.ci95
@@ -92,10 +81,7 @@ def run_cases(summary: Summary, gate: Gate) -> list[Case]:
     return cases
 
 
-def run_junit(summary: Summary, gate: Gate, seconds: float) -> str:
+def run_junit(summary: Summary, seconds: float) -> str:
     return document(
-        f"mcp-chaos run {summary.scenario}",
-        f"mcp-chaos.{summary.scenario}",
-        run_cases(summary, gate),
-        seconds,
+        f"mcp-chaos run {summary.scenario}", f"mcp-chaos.{summary.scenario}", run_cases(summary), seconds
     )

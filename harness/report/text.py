@@ -1,9 +1,20 @@
-"""The human-readable summary of one audit, for the terminal and for report.md."""
+"""The human-readable summary of one audit, for the terminal and for report.md.
+
+Both open with the headline (the worst finding, ``Summary.headline``), the other
+findings, what the gate let through and the gate's result, before any table.
+"""
 
 from __future__ import annotations
 
+from harness.audit.findings import SEVERITY, also
 from harness.audit.summary import Summary
 from harness.history import FINDINGS, FaultKind, Outcome, Verdict
+from harness.report.stories import (
+    control_lines,
+    evidence_markdown,
+    findings_markdown,
+    replies_markdown,
+)
 from harness.report.tables import ci, markdown_table, pct
 
 ALWAYS_SHOWN = (Verdict.EXACTLY_ONCE, Verdict.DUPLICATE, Verdict.LOST)
@@ -97,29 +108,44 @@ def error_table(summary: Summary) -> str:
     return markdown_table(["outcome", "code", "attempts", "message (first of its kind)"], rows, align="llrl")
 
 
-def _kills(summary: Summary) -> str:
-    """``8 kills``; with rollouts also ``6 pods replaced by rollouts``."""
-    row = summary.fault(FaultKind.KILL)
-    if row is None:
-        text = "0 kills"
-    elif row.planned is not None and row.planned != row.injected:
-        text = f"{row.injected} of {row.planned} planned kills"
-    else:
-        text = f"{row.injected} kills"
-    rollout = summary.fault(FaultKind.ROLLOUT)
-    if rollout is not None:
-        of = f" of {rollout.planned} planned" if rollout.planned not in (None, rollout.injected) else ""
-        text += f", {rollout.injected}{of} pods replaced by rollouts"
-    return text
-
-
 def headline(summary: Summary) -> str:
-    d = summary.duplicates
-    text = (
-        f"duplicates: {d.count} of {d.n} intents = {pct(d.value)} "
-        f"(95% CI {ci(d.ci95)}) with {_kills(summary)}, {summary.pods.exits} pod exits"
-    )
-    return text + (" (INCONCLUSIVE)" if not summary.conclusive else "")
+    """The worst finding in one sentence (or the all-clear)."""
+    return summary.headline.sentence
+
+
+def gate_line(summary: Summary) -> str:
+    gate = summary.gate
+    if gate.violations:
+        return "gate: FAILED: " + "; ".join(gate.violations)
+    expected = [c.message for c in gate.checks if c.status == "expected"]
+    return "gate: passed" + (f" ({'; '.join(expected)})" if expected else "")
+
+
+def _markdown_gate(summary: Summary) -> str:
+    if summary.gate.violations:
+        return "Gate: **failed**: " + "; ".join(summary.gate.violations)
+    return "Gate: " + gate_line(summary).removeprefix("gate: ")
+
+
+def headline_lines(summary: Summary) -> list[str]:
+    """The headline, the other findings (``also: ...``) and what the gate did not gate."""
+    return [
+        headline(summary),
+        *(also(f) for f in summary.findings[1:]),
+        *summary.gate.not_gated,
+    ]
+
+
+def cause_line(summary: Summary) -> list[str]:
+    """``causes: lost: no_fault 152, kill 6; duplicate: kill 1`` (worst verdict first)."""
+    order: list[Verdict] = [v for v in SEVERITY if v in summary.causes]
+    order += [v for v in summary.causes if v not in order]
+    parts = [
+        f"{v.value}: "
+        + ", ".join(f"{c} {n}" for c, n in sorted(summary.causes[v].items(), key=lambda kv: -kv[1]))
+        for v in order
+    ]
+    return ["causes: " + "; ".join(parts)] if parts else []
 
 
 def _protocol_line(summary: Summary) -> list[str]:
@@ -182,9 +208,12 @@ def facts(summary: Summary) -> list[str]:
         *_protocol_line(summary),
         f"effects: {e.total} found" + (f", {e.foreign} not from this run's intents" if e.foreign else ""),
     ]
-    if summary.duplicate_causes:
+    lines += cause_line(summary)
+    c = summary.checkpoints
+    if c.reads:
         lines.append(
-            "duplicate causes: " + ", ".join(f"{k} {v}" for k, v in summary.duplicate_causes.items())
+            f"checkpoint reads of the effects: {c.reads} ({c.failed} failed, {c.took_s:.1f}s in all); "
+            f"{c.vanished} intents seen and later gone"
         )
     for reason in summary.inconclusive:
         lines.append(f"INCONCLUSIVE: {reason}")
@@ -195,43 +224,51 @@ def facts(summary: Summary) -> list[str]:
             + (f" {top.code}" if top.code else "")
             + f": {top.message}"
         )
-    if summary.gate.violations:
-        lines.append("gate: FAILED: " + "; ".join(summary.gate.violations))
+    if summary.replies_as_failure:
+        top = summary.failure_replies[0]
+        lines.append(
+            f"ok replies that read as failures: {summary.replies_as_failure} (most common: {top.count}× "
+            f"{top.message})"
+        )
+    lines += control_lines(summary)
     return lines
 
 
 def render_text(summary: Summary) -> str:
+    """The terminal's report: the headline first, the gate's result last (what the exit code says)."""
     faults = fault_table(summary)
     replicas = replica_table(summary)
     return "\n".join(
         [
+            *headline_lines(summary),
+            "",
             *facts(summary),
             "",
             verdict_table(summary),
             *(["", faults] if faults else []),
             *(["", replicas] if replicas else []),
             "",
-            headline(summary),
+            gate_line(summary),
         ]
     )
 
 
 def render_markdown(summary: Summary, scenario_yaml: str) -> str:
-    gate = summary.gate
-    gate_line = (
-        "Gate: **failed**: " + "; ".join(gate.violations)
-        if gate.violations
-        else "Gate: passed (or none configured)."
-    )
     errors = error_table(summary)
+    first, *others = headline_lines(summary)
     return "\n".join(
         [
             f"# Retry-safety report: {summary.scenario} ({summary.run_id})",
             "",
-            f"**{headline(summary)}**",
+            f"**{first}**",
+            "",
+            *(f"- {line}" for line in others),
+            *([""] if others else []),
+            _markdown_gate(summary),
             "",
             *(f"- {line}" for line in facts(summary)),
             "",
+            *(line for part in (findings_markdown(summary),) if part for line in (*part, "")),
             "## Verdicts",
             "",
             verdict_table(summary),
@@ -241,14 +278,13 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
             "`!` marks retry-safety violations. "
             "Per-intent rows: `intents.csv`; machine-readable: `summary.json`.",
             "",
-            gate_line,
-            "",
             "## By fault",
             "",
             fault_table(summary) or "No fault was planned or hit an attempt.",
             "",
-            "An intent counts under every fault that hit one of its attempts; a duplicate's cause in",
-            "`intents.csv` is the first of " + ", ".join(k.value for k in FaultKind) + ".",
+            "An intent counts under every fault that hit one of its attempts; a finding's cause in",
+            "`intents.csv` is the first of " + ", ".join(k.value for k in FaultKind) + " that hit it",
+            "(see Findings for the causes that are not faults).",
             *(
                 [
                     "",
@@ -277,6 +313,12 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
             "",
             errors or "No attempt ended with an error message.",
             "",
+            *(
+                line
+                for part in (replies_markdown(summary), evidence_markdown(summary))
+                if part
+                for line in (*part, "")
+            ),
             "## Scenario as run",
             "",
             "```yaml",

@@ -52,7 +52,8 @@ def test_run_writes_the_run_directory_and_prints_the_table(tmp_path: Path) -> No
     ):
         assert (run_dir / name).is_file(), name
     assert "| exactly_once |      20 |" in proc.stdout
-    assert "duplicates: 0 of 20 intents" in proc.stdout
+    assert proc.stdout.startswith("exactly once: 20 of 20 intents")
+    assert "\ngate: passed\n" in proc.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["verdicts"]["exactly_once"] == 20
     assert not any(alive(pid) for pid in pod_pids(run_dir))
@@ -67,7 +68,11 @@ def test_gate_fails_the_exit_code(tmp_path: Path) -> None:
     path = write(tmp_path, data)
     proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--set", "gate.max_duplicates=0")
     assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("DUPLICATE: 1 of 3 intents")
     assert "gate: FAILED: 1 duplicates > max_duplicates 0" in proc.stdout
+    unset = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"))
+    assert unset.returncode == 1, unset.stderr  # no gate: every finding fails
+    assert "gate: FAILED: 1 duplicate (the default gate fails on any duplicate)" in unset.stdout
 
 
 def test_bad_scenario_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -247,7 +252,9 @@ def test_the_report_says_why_intents_were_rejected(tmp_path: Path) -> None:
     data["workload"]["arguments"]["amount_cents"] = {"random_int": [-9, -1]}
     path = str(write(tmp_path, data))
     proc = mcp_chaos("run", path, "--results", str(tmp_path / "r"), "--run-id", "no", "--no-preflight")
-    assert proc.returncode == 0, proc.stderr  # (the preflight would refuse this run: it is the point)
+    # (the preflight would refuse this run: it is the point) A run that measured nothing fails its gate.
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("INCONCLUSIVE: 6 of 6 intents never took effect (rejected or given up)")
     assert "most common error: 6× tool_error invalid_amount:" in proc.stdout
     assert "amount_cents must be positive" in proc.stdout
     report = (tmp_path / "r" / "no" / "report.md").read_text()
@@ -310,11 +317,17 @@ def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tm
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert list(cases) == ["gate.max_duplicates=0", "gate.fail_on.lost", "fault.crash"]
-    failure = cases["gate.max_duplicates=0"].find("failure")
+    assert list(cases) == [
+        "gate.lost",
+        "gate.applied_despite_error",
+        "gate.duplicate",
+        "gate.inconclusive",
+        "fault.crash",
+    ]
+    failure = cases["gate.duplicate"].find("failure")
     assert failure is not None
     assert failure.get("message") == "1 duplicates > max_duplicates 0"
-    assert cases["gate.fail_on.lost"].find("failure") is None
+    assert cases["gate.lost"].find("failure") is None
     crash = cases["fault.crash"].find("failure")
     assert crash is not None
     assert (crash.get("message") or "").startswith("1 duplicates, 0 lost among 1 intents hit")
@@ -323,8 +336,8 @@ def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tm
 
 def test_runs_append_to_a_trend_that_can_be_shown(tmp_path: Path) -> None:
     trend_file = tmp_path / "nights" / "trend.csv"
-    for mode in ("naive", "atomic"):
-        proc = gated(tmp_path, mode, "--trend", str(trend_file))
+    for mode, canary in (("naive", ["--expect", "duplicate"]), ("atomic", [])):
+        proc = gated(tmp_path, mode, *canary, "--trend", str(trend_file))
         assert proc.returncode == 0, proc.stderr
     shown = mcp_chaos("trend", str(trend_file), "-o", str(tmp_path / "trend.html"))
     assert shown.returncode == 0, shown.stderr  # 1 of 3 against 0 of 3: the intervals overlap

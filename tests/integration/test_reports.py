@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.audit.auditor import AuditResult
-from harness.history import FaultKind, Verdict
+from harness.history import FaultKind
 from harness.report.compare import Counts, render_comparison_html
 from harness.report.html import recovery, timeline_of
 from harness.runner import audit_and_report
@@ -29,7 +30,11 @@ def test_a_run_report_is_self_contained_and_marks_every_kill(run: Run) -> None:
     page = (result.run_dir / "report.html").read_text()
     assert re.findall(r'(?:src|href)="(https?:)', page) == []  # nothing fetched from a network
     assert page.count('src="data:image/png;base64,') == 4  # timeline, rates, faults, attempts
-    assert f"duplicates: {audited.summary.verdicts[Verdict.DUPLICATE]} of 400 intents" in page
+    headline = page.index('<p class="headline">')
+    assert page[headline:].startswith(
+        f'<p class="headline">{html.escape(audited.summary.headline.sentence)}</p>'
+    )
+    assert headline < page.index("<h2>Timeline</h2>")
 
     timeline = timeline_of(audited.pod_events)
     kills = [t for t, kind in timeline.faults if kind == "kill"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.audit.auditor import AuditResult, judge_fold
 from harness.audit.fold import fold_history
+from harness.history import SeenEffects
 from harness.scenario import Scenario
 
 
@@ -62,6 +63,23 @@ class History:
         self.add("pod_started", pod=pod, pid=2)
         self.add("pod_ready", pod=pod, pid=2, after_s=0.1, protocol="2026-07-28")
 
+    def checkpoint(
+        self,
+        when: str,
+        effects: dict[int, int],
+        *,
+        pod: str = "pod-0",
+        error: str | None = None,
+        foreign: int = 0,
+    ) -> None:
+        """A read of the effect source during the run: ``effects`` is intent -> effects it saw."""
+        counts = {f"ns-m{i:07d}": n for i, n in effects.items()} | ({"elsewhere": foreign} if foreign else {})
+        intents = max(effects, default=0) + 1
+        seen = {} if error is not None else SeenEffects.of(counts, "ns", intents).fields()
+        extra = {"error": error} if error is not None else {}
+        fault_seq = len(self.events) - 1
+        self.add("effects_checkpoint", when=when, pod=pod, fault_seq=fault_seq, took_s=0.01, **seen, **extra)
+
     def finish(self, intent: int, status: str = "ok", attempts: int = 1) -> None:
         self.add("intent_ended", intent=intent, status=status, attempts=attempts)
 
@@ -74,8 +92,11 @@ class History:
         self.finish(intent)
 
 
-def audit(h: History, effects: dict[str, int], scenario: Scenario) -> AuditResult:
-    return judge_fold(fold_history([h.events]), Counter(effects), scenario, Path("run"))
+def audit(
+    h: History, effects: dict[str, int], scenario: Scenario, run_dir: Path = Path("run")
+) -> AuditResult:
+    """The audit of a synthetic history (its stories read the same events again)."""
+    return judge_fold(fold_history([h.events]), Counter(effects), scenario, run_dir, lambda: [h.events])
 
 
 OUTCOMES = ("ok", "ok", "ok", "tool_error", "transport_error", "timeout", "protocol_error", "session_lost")
@@ -128,6 +149,12 @@ def random_history(seed: int, intents: int = 120, replicas: int = 1) -> History:
             if rng.random() < 0.1:
                 fields["resumed"] = rng.random() < 0.5
             outcome = rng.choice((*OUTCOMES, "a_new_outcome"))
+            if outcome == "ok" and rng.random() < 0.5:
+                fields["reply"] = rng.choice(("Created note {}", "Database error: no such table {}")).format(
+                    i
+                )
+                if fields["reply"].startswith("Database") and rng.random() < 0.9:
+                    fields["reads_as_failure"] = True
             h.end(i, rid, outcome, rng.choice((*DETAILS, None)), attempt, **fields)
         elif roll < 0.8 and open_intents:
             i = rng.choice(open_intents)
@@ -165,9 +192,18 @@ def random_history(seed: int, intents: int = 120, replicas: int = 1) -> History:
                 h.add("session_opened", session="s", version="2025-11-25", client="c")
             elif what < 0.7:
                 h.add("session_lost", session="s", status=404, client="c")
-            else:
+            elif what < 0.85:
                 kind = rng.choice(("kill", "pause", "rollout"))
                 h.add("fault_missed", fault=kind, trigger="t", counted=rng.random() < 0.5, reason="r")
+            else:
+                seen = {i: rng.choice((1, 1, 2)) for i in range(started) if rng.random() < 0.5}
+                failed = "timed out" if rng.random() < 0.1 else None
+                h.checkpoint(
+                    rng.choice(("before_fault", "after_restart")),
+                    seen,
+                    error=failed,
+                    foreign=rng.randint(0, 2),
+                )
     if rng.random() < 0.2:  # the harness died here: attempts in flight, intents never ended
         del h.events[rng.randint(1, len(h.events)) :]
         return h

@@ -38,7 +38,11 @@ def test_verdicts_and_rates(scenario: Scenario) -> None:
     assert (s.effects.total, s.effects.foreign, s.effects.foreign_examples) == (8, 4, ["other-run"])
     assert s.status is RunStatus.COMPLETED
     assert not result.gate_passed
-    assert s.gate.violations == ["1 duplicates > max_duplicates 0"]
+    # A threshold on duplicates replaces zero tolerance for duplicates only: the lost intent fails too.
+    assert s.gate.violations == [
+        "1 lost (the default gate fails on any lost)",
+        "1 duplicates > max_duplicates 0",
+    ]
     assert s.to_json()["rates"]["duplicate"]["rate"] == 0.25
 
 

@@ -442,3 +442,100 @@ def test_intent_end_without_start_is_an_error() -> None:
     h.finish(0)
     with pytest.raises(HistoryError, match="intent_ended for intent 0 without its intent_started"):
         fold(h)
+
+
+# PodDisruptions' pod faults: what vanished effects are blamed on, and which log section tells of it.
+
+
+def test_pod_faults_are_numbered_by_kind_with_the_start_they_ended() -> None:
+    h = History(intents=1)
+    h.add("pod_started", pod="pod-0", pid=1)  # start #1
+    h.tick()
+    h.fault("kill")  # SIGKILL: the fault is the disruption
+    h.exited()
+    h.restarted()  # start #2
+    h.tick()
+    h.exited(returncode=1)  # nothing killed it: a crash of start #2
+    h.restarted()  # start #3
+    h.fault("pause")  # a pause takes no pod down
+    h.add("pod_resumed", pod="pod-0", pid=2)
+    h.tick()
+    h.fault("kill", signal="SIGTERM", grace_s=1.0)  # graceful: the disruption is the exit
+    h.tick(0.5)
+    h.exited()
+    f = fold(h)
+    assert [(p.kind, p.number, p.pod, p.start) for p in f.pod_faults] == [
+        ("kill", 1, "pod-0", 1),
+        ("crash", 1, "pod-0", 2),
+        ("kill", 2, "pod-0", 3),
+    ]
+    assert [p.label() for p in f.pod_faults] == [
+        "kill#1 pod-0 @0.01s",
+        "crash#1 pod-0 @0.02s",
+        "kill#2 pod-0 @0.53s",
+    ]
+    assert [p.seq for p in f.pod_faults] == [2, 6, 12]  # the kill event, the exits
+
+
+# Checkpoints: reads of the effect source during the run.
+
+
+def test_checkpoint_reads_are_decoded_from_their_bitmap_and_counts() -> None:
+    h = History(intents=20)
+    h.fault("kill")
+    h.checkpoint("before_fault", {0: 1, 3: 1, 17: 2}, foreign=4)
+    h.tick()
+    h.checkpoint("after_restart", {}, error="timed out after 5 s")
+    h.add(
+        "effects_checkpoint", when="after_restart", pod="pod-0", fault_seq=1, seen="not base64!", took_s=0.1
+    )
+    f = fold(h)
+    first, failed, unreadable = f.checkpoints
+    assert [first.count(i) for i in (0, 1, 3, 17, 19, 500)] == [1, 0, 1, 2, 0, 0]
+    assert (first.when, first.pod, first.fault_seq, first.foreign, first.ok) == (
+        "before_fault",
+        "pod-0",
+        1,
+        4,
+        True,
+    )
+    assert (failed.ok, failed.error, failed.count(0)) == (False, "timed out after 5 s", 0)
+    assert unreadable.error == "its record cannot be read (a damaged seen or counts)"
+
+
+# Intents and FailureReplies: what each intent was last told.
+
+
+def test_the_last_reply_the_last_code_and_replies_that_read_as_failures() -> None:
+    h = History(intents=3)
+    for i in range(3):
+        h.start(i)
+    r = h.attempt(0)
+    h.end(0, r, reply="Created note 1")
+    r = h.attempt(0, attempt=2)
+    h.end(0, r, attempt=2, reply="Created note 1 again")
+    r = h.attempt(1)
+    h.end(1, r, "tool_error", "error_contract", code="E_BUSY", message="busy")
+    r = h.attempt(1, attempt=2)
+    h.end(1, r, "protocol_error", "jsonrpc_error", attempt=2, code=-32602, message="bad")
+    r = h.attempt(2)
+    h.end(2, r, reply="Database error: no such table: notes", reads_as_failure=True)
+    r = h.attempt(2, attempt=2)
+    h.end(2, r, attempt=2, reply="Database error: no such table: notes", reads_as_failure=True)
+    f = fold(h)
+    assert column(f, "reply") == ["Created note 1 again", "", "Database error: no such table: notes"]
+    assert column(f, "code") == ["", "-32602", ""]
+    assert column(f, "reply_reads_as_failure") == [False, False, True]
+    (tally,) = f.failure_replies.values()
+    assert (tally.outcome, tally.example, tally.count) == ("ok", "Database error: no such table: notes", 2)
+
+
+def test_reply_shapes_past_the_limit_are_counted_together() -> None:
+    h = History(intents=1)
+    h.start(0)
+    for n in range(MAX_MESSAGES + 5):
+        r = h.attempt(0, attempt=n + 1)
+        h.end(0, r, attempt=n + 1, reply=f"Error {'x' * n}", reads_as_failure=True)
+    f = fold(h)
+    assert len(f.failure_replies) == MAX_MESSAGES + 1
+    assert f.failure_replies[OTHER_MESSAGES].count == 5

@@ -1,0 +1,104 @@
+"""A cause for every finding: why an intent took effect other than exactly once.
+
+Every intent whose verdict is not ``exactly_once`` gets one cause, the first that
+applies of its verdict's list below. A fault kind is the first of
+:class:`~harness.history.FaultKind` (the blame order) among the faults that hit
+the intent's attempts; a retry reason says why the client sent it again.
+
+========================  =========================================================
+verdict                   cause, first that applies
+========================  =========================================================
+duplicate                 fault kind; retry reason; ``no_fault``
+lost                      ``vanished`` (seen by a checkpoint read, lost across a
+                          restart); ``error_as_success`` (an ok reply that reads as
+                          a failure); fault kind; ``no_fault``
+applied_despite_error     fault kind; ``no_fault``
+unfinished,               fault kind; retry reason; ``gave_up``
+applied_after_giving_up
+rejected                  fault kind; ``refused`` (the code is in its own column)
+incomplete                ``run_ended`` (the run stopped mid-intent)
+========================  =========================================================
+
+``no_fault`` is a finding of its own: nothing the harness did touched the intent,
+so the server loses (or repeats) writes by itself. Computed over whole columns,
+and only over the rows that are not exactly once (a handful in a good run).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from harness.history import FaultKind, Verdict
+
+
+class Cause(enum.StrEnum):
+    """The causes that are not fault kinds."""
+
+    TIMEOUT = "timeout"
+    TRANSPORT_ERROR = "transport_error"
+    RETRYABLE_TOOL_ERROR = "retryable_tool_error"
+    NO_FAULT = "no_fault"
+    VANISHED = "vanished"
+    ERROR_AS_SUCCESS = "error_as_success"
+    GAVE_UP = "gave_up"
+    REFUSED = "refused"
+    RUN_ENDED = "run_ended"
+
+
+def first_fault(faults: str) -> str:
+    """The first fault kind, in blame order, of a ``faults`` cell (``kill;stall``); empty for none."""
+    if not faults:
+        return ""
+    present = set(faults.split(";"))
+    return next((kind.value for kind in FaultKind if kind.value in present), "")
+
+
+def causes(table: pd.DataFrame, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
+    """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags)."""
+    result = np.full(len(table), "", dtype=object)
+    # Compared in the column's own (Arrow) form; only the few rows with a finding become Python strings.
+    rows = np.flatnonzero((table["verdict"] != Verdict.EXACTLY_ONCE.value).to_numpy())
+    if not len(rows):
+        return result
+    verdict = table["verdict"].iloc[rows].to_numpy()
+    cells = table["faults"].iloc[rows].to_numpy()
+    firsts = {cell: first_fault(cell) for cell in set(cells)}
+    fault = np.array([firsts[cell] for cell in cells], dtype=object)
+    retry = np.select(
+        [
+            table["n_timeout"].to_numpy()[rows] > 0,
+            table["n_transport_error"].to_numpy()[rows] > 0,
+            table["n_tool_error"].to_numpy()[rows] > 0,
+        ],
+        [Cause.TIMEOUT.value, Cause.TRANSPORT_ERROR.value, Cause.RETRYABLE_TOOL_ERROR.value],
+        default="",
+    ).astype(object)
+    fault_or_retry = np.where(fault != "", fault, retry)
+    failure_reply = table["reply_reads_as_failure"].to_numpy()[rows]
+
+    def either(first: npt.NDArray[np.object_], otherwise: str) -> npt.NDArray[np.object_]:
+        return np.where(first != "", first, otherwise)
+
+    by_verdict = {
+        Verdict.DUPLICATE: either(fault_or_retry, Cause.NO_FAULT),
+        Verdict.LOST: np.where(
+            vanished[rows],
+            Cause.VANISHED.value,
+            np.where(failure_reply, Cause.ERROR_AS_SUCCESS.value, either(fault, Cause.NO_FAULT)),
+        ),
+        Verdict.APPLIED_DESPITE_ERROR: either(fault, Cause.NO_FAULT),
+        Verdict.UNFINISHED: either(fault_or_retry, Cause.GAVE_UP),
+        Verdict.APPLIED_AFTER_GIVING_UP: either(fault_or_retry, Cause.GAVE_UP),
+        Verdict.REJECTED: either(fault, Cause.REFUSED),
+        Verdict.INCOMPLETE: np.full(len(rows), Cause.RUN_ENDED.value, dtype=object),
+    }
+    chosen = np.full(len(rows), "", dtype=object)
+    for name, values in by_verdict.items():
+        mask = verdict == name.value
+        chosen[mask] = values[mask]
+    result[rows] = chosen
+    return result

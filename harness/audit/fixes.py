@@ -1,0 +1,138 @@
+"""What each kind of finding means and how a server fixes it: one table, pure data.
+
+Keyed by (verdict, cause). A cause here is either one of the auditor's causes or
+a group of fault kinds that share a fix: ``pod_fault`` (the pod died: kill,
+crash, rollout) and ``in_flight`` (the original was still running when its retry
+came: a stream cut or held, a pause, a timeout, a balancer's re-send; a duplicate
+by a balancer's re-send has a row of its own). A duplicate's fix depends on
+whether the intent's key travelled with it, so duplicates have one row for a
+workload without a key (``no_key``). The advice follows the source article and
+the idempotency semantics of Stripe and the IETF draft (``Idempotency-Key``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.history import FaultKind, Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    meaning: str
+    """What the finding says about the server, in a sentence."""
+    fix: str
+    """What to change, in a sentence."""
+
+
+POD_FAULT = "pod_fault"
+IN_FLIGHT = "in_flight"
+NO_KEY = "no_key"
+ANY = "*"
+
+GROUPS: dict[str, str] = {
+    FaultKind.KILL: POD_FAULT,
+    FaultKind.CRASH: POD_FAULT,
+    FaultKind.ROLLOUT: POD_FAULT,
+    FaultKind.SEVER_RESPONSE: IN_FLIGHT,
+    FaultKind.SEVER_MID_STREAM: IN_FLIGHT,
+    FaultKind.STALL: IN_FLIGHT,
+    FaultKind.PAUSE: IN_FLIGHT,
+    FaultKind.SEVER_REQUEST: IN_FLIGHT,
+    FaultKind.DELAY: IN_FLIGHT,
+    FaultKind.BALANCER_RETRY: IN_FLIGHT,
+    "timeout": IN_FLIGHT,
+    "transport_error": IN_FLIGHT,
+    "retryable_tool_error": IN_FLIGHT,
+}
+"""Causes that share a fix."""
+
+FIXES: dict[tuple[str, str], Fix] = {
+    (Verdict.DUPLICATE, NO_KEY): Fix(
+        "a retry cannot be told from a new call: no idempotency key travels with the intent",
+        "take an idempotency key (an argument, _meta or a header), keep key -> result, and answer a "
+        "retry with the saved result",
+    ),
+    (Verdict.DUPLICATE, POD_FAULT): Fix(
+        "the pod died between the effect and the key record: the retry found no record and did it again",
+        "put the effect and the key record in one transaction (read-then-write with the key is not atomic)",
+    ),
+    (Verdict.DUPLICATE, IN_FLIGHT): Fix(
+        "a retry arrived while the original was still running, and both ran",
+        "a concurrent retry of an in-flight key must wait for the original or get 409 in-progress, "
+        "not run again",
+    ),
+    (Verdict.DUPLICATE, FaultKind.BALANCER_RETRY): Fix(
+        "the load balancer sent the request to a second replica, which did not know the key",
+        "keep key records where every replica reads them (the store, in the effect's transaction), "
+        "and do not let the balancer re-send non-idempotent requests",
+    ),
+    (Verdict.DUPLICATE, "no_fault"): Fix(
+        "the effect happened twice though nothing was retried: the server repeats writes by itself",
+        "look for a double write in the handler (two inserts, a trigger, a retry inside the server); "
+        "compare with a control run (run --control)",
+    ),
+    (Verdict.LOST, "no_fault"): Fix(
+        "the server acknowledged the write and kept nothing, with no fault at all: concurrent writes "
+        "are lost (load-modify-save without a lock or transaction)",
+        "serialise changes (one lock or one transaction around load-modify-save), or append instead "
+        "of rewriting; a control run (run --control) shows it without faults",
+    ),
+    (Verdict.LOST, "vanished"): Fix(
+        "effects the store held were gone after a pod restart: the store is not crash-safe",
+        "write a temporary file, fsync, rename; never start from empty on a parse error",
+    ),
+    (Verdict.LOST, "error_as_success"): Fix(
+        "a failure was answered as a success: the reply reads as an error and nothing was stored",
+        "answer a failure with isError: true and a machine-readable code, so a client can retry it",
+    ),
+    (Verdict.LOST, POD_FAULT): Fix(
+        "acknowledged, then lost with the pod: the reply went out before the effect was durable",
+        "answer only after the effect is committed (or fsynced); never acknowledge from memory",
+    ),
+    (Verdict.LOST, IN_FLIGHT): Fix(
+        "acknowledged on a retry, yet no effect: the retry was answered from a record of an effect "
+        "that never committed",
+        "record the key only in the effect's transaction, so a replay always has an effect behind it",
+    ),
+    (Verdict.APPLIED_DESPITE_ERROR, ANY): Fix(
+        "the server answered an error and the effect happened: the caller believes it failed",
+        "a retry must get the original result, not an error ('already exists' teaches callers that "
+        "retries are dangerous); an error must mean no effect",
+    ),
+    (Verdict.APPLIED_AFTER_GIVING_UP, ANY): Fix(
+        "the effect landed after the client stopped retrying: the caller believes it failed",
+        "let a later retry with the same key return the result (a key lifetime longer than any retry "
+        "horizon), or give callers a way to ask for the outcome",
+    ),
+    (Verdict.UNFINISHED, ANY): Fix(
+        "the client gave up and nothing happened: retries ran out before the server answered",
+        "if the server recovers, raise client.max_attempts or attempt_timeout_s; if it does not, its "
+        "restart is the finding (see the pod log)",
+    ),
+    (Verdict.REJECTED, ANY): Fix(
+        "the server refused the call, cleanly (no effect)",
+        "if most intents are refused, the workload's arguments or credentials are wrong (see the code "
+        "and the error table)",
+    ),
+    (Verdict.INCOMPLETE, ANY): Fix(
+        "the run stopped before the intent ended",
+        "run the scenario to completion (a deadline, an interrupt or a harness failure ended it)",
+    ),
+}
+
+INCONCLUSIVE = Fix(
+    "the run did not test what it planned: a planned fault never happened, or most intents never took effect",
+    "give the faults time to happen: more intents (workload.intents), faults.kill.hold_dispatch: true, "
+    "or a lower min_uptime_s; a refused workload needs its arguments fixed first",
+)
+
+
+def fix_for(verdict: str, cause: str, *, keyed: bool = True) -> Fix | None:
+    """The meaning and fix of one (verdict, cause) class; ``keyed``: whether the intents carried a key."""
+    if verdict == Verdict.DUPLICATE and not keyed:
+        return FIXES[(Verdict.DUPLICATE, NO_KEY)]
+    for key in ((verdict, cause), (verdict, GROUPS.get(cause, cause)), (verdict, ANY)):
+        if key in FIXES:
+            return FIXES[key]
+    return None

@@ -1,0 +1,263 @@
+"""Stories: what happened to a few intents of each kind of finding, attempt by attempt.
+
+A count says *that* intents were lost; a story says how one was: its attempts
+(request ids, pods, outcomes, the reply or error text, when), the faults that
+landed on them, the checkpoint reads that saw its effect and the first that did
+not, the final count, the cause and the fix. For each (verdict, cause) class the
+first ``PER_CLASS`` intents by index are told.
+
+They are built after judging by a second, targeted read of the history that
+follows only the chosen intents and stops once every one of them has ended:
+since the chosen intents are the first of their class, it usually reads a small
+part of the history, and a million-intent audit pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from harness.audit.accumulators import CRASH_WINDOW_S, CheckpointRead, PodFault, fault_label
+from harness.audit.fixes import Fix
+from harness.history import CONNECTION_CLOSED, POD_FAULTS, EventType, FaultKind, Verdict
+
+PER_CLASS = 5
+"""Intents told per (verdict, cause) class."""
+ORDER = (
+    Verdict.LOST,
+    Verdict.APPLIED_DESPITE_ERROR,
+    Verdict.DUPLICATE,
+    Verdict.APPLIED_AFTER_GIVING_UP,
+    Verdict.UNFINISHED,
+    Verdict.REJECTED,
+    Verdict.INCOMPLETE,
+)
+"""Classes are listed worst verdict first."""
+TOLD = frozenset(ORDER) - {Verdict.INCOMPLETE}
+"""Verdicts whose intents get stories (an incomplete intent's story is the run's end)."""
+POD_FAULT_KINDS = frozenset(k.value for k in POD_FAULTS)
+CLOSED = frozenset(d.value for d in CONNECTION_CLOSED)
+
+History = Callable[[], Iterable[Sequence[Mapping[str, Any]]]]
+"""Opens the history again, as batches of events."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One attempt of an intent, as the client saw it."""
+
+    attempt: int
+    request_id: Any
+    pod: str | None
+    start_t: float
+    end_t: float | None
+    """None: the attempt never ended (the run stopped)."""
+    outcome: str | None
+    detail: str | None
+    code: str | None
+    text: str | None
+    """The reply's excerpt (ok) or the error's message."""
+    reads_as_failure: bool
+    faults: list[str]
+    """What landed on it: pod faults while it was in flight, stream faults that named it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One checkpoint read, as it concerns the intent."""
+
+    t: float
+    when: str
+    pod: str
+    effects: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Story:
+    intent: int
+    marker: str
+    key: str
+    verdict: str
+    cause: str
+    client_status: str
+    effects: int
+    """The final count."""
+    steps: list[Step]
+    reads: list[Seen]
+    """The reads that saw its effect, and the first after them that saw fewer."""
+    reads_total: int
+    """Checkpoint reads in the run (those listed are the ones that tell)."""
+    vanished_after: str
+    fix: Fix | None
+    pod_faults: list[tuple[float, str]] = field(default_factory=list)
+    """(t, label) of the pod faults in its story: those that hit its attempts, and the one its
+    effects vanished after."""
+
+
+@dataclass(frozen=True, slots=True)
+class FindingClass:
+    """One (verdict, cause) class: how many, what it means, the fix, and a few stories."""
+
+    verdict: Verdict
+    cause: str
+    count: int
+    fix: Fix | None
+    stories: list[Story] = field(default_factory=list)
+
+
+def classes(table: pd.DataFrame) -> list[tuple[Verdict, str, int, list[int]]]:
+    """(verdict, cause, count, the first intents by index) of every class, worst verdict first."""
+    found = table[table["verdict"] != Verdict.EXACTLY_ONCE.value]
+    if found.empty:
+        return []
+    grouped = found.groupby(["verdict", "cause"], sort=False)["intent"]
+    counts, firsts = grouped.size(), grouped.apply(lambda s: sorted(s.nsmallest(PER_CLASS).tolist()))
+    rank = {v.value: n for n, v in enumerate(ORDER)}
+    rows = [(Verdict(str(v)), str(c), int(counts[(v, c)]), list(firsts[(v, c)])) for v, c in counts.index]
+    return sorted(rows, key=lambda r: (rank.get(r[0].value, len(rank)), -r[2], r[1]))
+
+
+def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]:
+    """The attempts of the chosen intents, read again from the history, as (mutable) step records."""
+    steps: dict[int, list[dict[str, Any]]] = {i: [] for i in chosen}
+    open_attempts: dict[Any, dict[str, Any]] = {}
+    remaining = set(chosen)
+    started, ended, fault, intent_ended = (
+        EventType.ATTEMPT_STARTED.value,
+        EventType.ATTEMPT_ENDED.value,
+        EventType.FAULT.value,
+        EventType.INTENT_ENDED.value,
+    )
+    for batch in history():
+        for ev in batch:
+            typ = ev.get("type")
+            if typ == started and ev.get("intent") in remaining:
+                step = {
+                    "attempt": ev.get("attempt", 0),
+                    "id": ev.get("id"),
+                    "pod": ev.get("pod"),
+                    "start": ev["t"],
+                    "start_seq": ev.get("seq", -1),
+                    "faults": [],
+                }
+                steps[ev["intent"]].append(step)
+                open_attempts[ev.get("id")] = step
+            elif typ == ended and ev.get("id") in open_attempts:
+                step = open_attempts.pop(ev["id"])
+                step.update(
+                    end=ev["t"],
+                    end_seq=ev.get("seq", -1),
+                    outcome=ev.get("outcome"),
+                    detail=ev.get("detail"),
+                    code=None if ev.get("code") is None else str(ev["code"]),
+                    text=ev.get("reply") if ev.get("outcome") == "ok" else ev.get("message"),
+                    failure=bool(ev.get("reads_as_failure")),
+                )
+            elif typ == fault and ev.get("id") in open_attempts and ev.get("fault") not in POD_FAULT_KINDS:
+                open_attempts[ev["id"]]["faults"].append(fault_label(ev))
+            elif typ == intent_ended and ev.get("intent") in remaining:
+                remaining.discard(ev["intent"])
+                if not remaining and not open_attempts:
+                    return steps
+    return steps
+
+
+def _pod_faults_during(step: Mapping[str, Any], pod_faults: Sequence[PodFault]) -> list[PodFault]:
+    """The pod faults that broke an attempt, as the fold judged them: those between its start and end
+    in history order, and a crash recorded (when reaped) up to ``CRASH_WINDOW_S`` after its connection
+    closed; on its own pod when it names one."""
+    pod, start, end = step.get("pod"), step["start_seq"], step.get("end_seq", math.inf)
+    closed = step.get("detail") in CLOSED
+    landed = []
+    for f in pod_faults:
+        if f.seq <= start or (pod is not None and f.pod != pod):
+            continue
+        if f.seq < end or (
+            f.kind == FaultKind.CRASH and closed and f.t - CRASH_WINDOW_S <= step.get("end", math.inf) <= f.t
+        ):
+            landed.append(f)
+    return landed
+
+
+def _reads(intent: int, reads: Sequence[CheckpointRead]) -> list[Seen]:
+    """The reads that saw the intent's effects, and the first after them that saw fewer."""
+    told: list[Seen] = []
+    most = 0
+    for read in reads:
+        if not read.ok:
+            if most:
+                told.append(Seen(read.t, read.when, read.pod, 0, read.error))
+            continue
+        n = read.count(intent)
+        if n and n >= most:
+            told.append(Seen(read.t, read.when, read.pod, n))
+            most = n
+        elif most and n < most:
+            told.append(Seen(read.t, read.when, read.pod, n))
+            break
+    return told
+
+
+def tell(
+    table: pd.DataFrame,
+    intents: Sequence[int],
+    history: History,
+    reads: Sequence[CheckpointRead],
+    pod_faults: Sequence[PodFault],
+    fixes: Callable[[str, str], Fix | None],
+) -> dict[int, Story]:
+    """The stories of these intents (rows of the judged ``table``), from one targeted read of the history."""
+    if not intents:
+        return {}
+    scanned = _scan(history, set(intents))
+    rows = table[table["intent"].isin(intents)].set_index("intent")  # a few rows, not a copy of all
+    by_label = {f.label(): f for f in pod_faults}
+    stories = {}
+    for i, row in rows.iterrows():
+        intent = int(str(i))
+        steps = []
+        moments: dict[str, float] = {}
+        for s in scanned.get(intent, []):
+            end_t = s.get("end")
+            landed = _pod_faults_during(s, pod_faults)
+            moments.update((f.label(), f.t) for f in landed)
+            steps.append(
+                Step(
+                    attempt=int(s["attempt"]),
+                    request_id=s["id"],
+                    pod=s["pod"],
+                    start_t=float(s["start"]),
+                    end_t=None if end_t is None else float(end_t),
+                    outcome=s.get("outcome"),
+                    detail=s.get("detail"),
+                    code=s.get("code"),
+                    text=s.get("text"),
+                    reads_as_failure=bool(s.get("failure")),
+                    faults=[*(f.label() for f in landed), *s["faults"]],
+                )
+            )
+        verdict, cause = str(row["verdict"]), str(row["cause"])
+        vanished_after = str(row.get("vanished_after", ""))
+        if vanished_after in by_label:
+            moments[vanished_after] = by_label[vanished_after].t
+        stories[intent] = Story(
+            intent=intent,
+            marker=str(row["marker"]),
+            key=str(row["key"]),
+            verdict=verdict,
+            cause=cause,
+            client_status=str(row["client_status"]),
+            effects=int(row["effects"]),
+            steps=steps,
+            reads=_reads(intent, reads),
+            reads_total=len(reads),
+            vanished_after=vanished_after,
+            fix=fixes(verdict, cause),
+            pod_faults=sorted((t, label) for label, t in moments.items()),
+        )
+    return stories

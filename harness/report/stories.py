@@ -1,0 +1,181 @@
+"""Findings in words: each (verdict, cause) class with its meaning, its fix and its stories.
+
+A story is a few lines a person reads top to bottom: the intent, each attempt
+(request id, pod, when, outcome, the reply or error text), what landed on it,
+the checkpoint reads that saw its effect and the one that did not, where it
+vanished, the fix. The same lines go to the terminal (``mcp-chaos explain``) and,
+in a fenced block, to report.md: server text is excerpted to one line and never
+opens a line, so it cannot break out of the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.audit.control import CONTROL
+from harness.audit.stories import FindingClass, Step, Story
+from harness.audit.summary import Summary
+
+
+def _seconds(t: float | None) -> str:
+    return "never ended" if t is None else f"{t:.3f}s"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _said(step: Step) -> str:
+    said = step.outcome or "no answer"
+    if step.detail:
+        said += f" {step.detail}"
+    if step.code:
+        said += f" code {step.code}"
+    if step.text:
+        said += f": {step.text!r}"
+        if step.reads_as_failure:
+            said += " (an ok reply that reads as a failure)"
+    return said
+
+
+def _attempt_lines(steps: Sequence[Step]) -> list[str]:
+    """One line per attempt; a run of alike attempts with nothing on them (refused while the pod was
+    down) as one line."""
+    lines = []
+    k = 0
+    while k < len(steps):
+        step = steps[k]
+        last = k
+        while (
+            last + 1 < len(steps)
+            and not step.faults
+            and not steps[last + 1].faults
+            and (steps[last + 1].outcome, steps[last + 1].detail, steps[last + 1].text, steps[last + 1].pod)
+            == (step.outcome, step.detail, step.text, step.pod)
+        ):
+            last += 1
+        where = f", {step.pod}" if step.pod else ""
+        if last > k:
+            end = steps[last]
+            lines.append(
+                f"  attempts {step.attempt}–{end.attempt} "
+                f"(requests {step.request_id}–{end.request_id}{where}) "
+                f"{_seconds(step.start_t)} → {_seconds(end.end_t)}: {_said(step)}, {last - k + 1} times"
+            )
+        else:
+            line = (
+                f"  attempt {step.attempt} (request {step.request_id}{where}) "
+                f"{_seconds(step.start_t)} → {_seconds(step.end_t)}: {_said(step)}"
+            )
+            lines.append(line + (f"; hit by {', '.join(step.faults)}" if step.faults else ""))
+        k = last + 1
+    return lines
+
+
+def story_lines(story: Story, *, fix: bool = True) -> list[str]:
+    """The story of one intent, as plain lines (the first names it, the rest are indented)."""
+    lines = [
+        f"intent {story.intent} (marker {story.marker}, key {story.key}): {story.verdict} ({story.cause}): "
+        f"the client saw {story.client_status}, {_plural(story.effects, 'effect')} at the end",
+        *_attempt_lines(story.steps),
+    ]
+    for read in story.reads:
+        seen = f"failed ({read.error})" if read.error else f"saw {_plural(read.effects, 'effect')}"
+        lines.append(f"  checkpoint read {read.when} {read.pod} @{read.t:.2f}s: {seen}")
+    if not story.reads and story.reads_total:
+        lines.append(f"  no checkpoint read saw an effect of it ({story.reads_total} reads)")
+    if story.vanished_after:
+        lines.append(f"  vanished after {story.vanished_after}")
+    if fix and story.fix is not None:
+        lines += [f"  what it means: {story.fix.meaning}", f"  fix: {story.fix.fix}"]
+    return lines
+
+
+def _code(text: str) -> str:
+    """Text for an inline code span (a backtick would end it)."""
+    return text.replace("`", "'")
+
+
+def class_title(found: FindingClass) -> str:
+    return f"{found.verdict.value} · {found.cause}: {_plural(found.count, 'intent')}"
+
+
+def explain(summary: Summary) -> str:
+    """``mcp-chaos explain RUN_DIR``: each class, its meaning and fix, and the story of its first intent."""
+    if not summary.classes:
+        return f"{summary.headline.sentence}\nnothing to explain: every intent took effect exactly once"
+    lines = [summary.headline.sentence]
+    for found in summary.classes:
+        lines += ["", class_title(found)]
+        if found.fix is not None:
+            lines += [f"  what it means: {found.fix.meaning}", f"  fix: {found.fix.fix}"]
+        if found.stories:
+            first = found.stories[0]
+            more = (
+                f" (and {found.count - 1} more: mcp-chaos explain RUN_DIR INTENT)" if found.count > 1 else ""
+            )
+            lines += [f"  the first{more}:", *("  " + line for line in story_lines(first, fix=False))]
+    return "\n".join(lines)
+
+
+def findings_markdown(summary: Summary) -> list[str]:
+    """The "Findings" section of report.md (empty for a run without any)."""
+    if not summary.classes:
+        return []
+    lines = [
+        "## Findings",
+        "",
+        "Each kind of finding (verdict · cause), what it means and how a server fixes it, and the first",
+        "intents of it, attempt by attempt (times in seconds since the run started).",
+    ]
+    for found in summary.classes:
+        lines += ["", f"### {class_title(found)}", ""]
+        if found.fix is not None:
+            lines += [f"- **What it means:** {found.fix.meaning}.", f"- **Fix:** {found.fix.fix}."]
+        if found.stories:
+            lines += ["", "```text"]
+            for story in found.stories:
+                lines += [*story_lines(story, fix=False), ""]
+            lines[-1] = "```"
+    return lines
+
+
+def replies_markdown(summary: Summary) -> list[str]:
+    """The ok replies that read as failures, most common first (like the error table)."""
+    if not summary.replies_as_failure:
+        return []
+    lines = [
+        "## Replies that read as failures",
+        "",
+        f"{_plural(summary.replies_as_failure, 'ok reply')} read as a failure (isError false, the text says "
+        "it failed); the most common:",
+        "",
+    ]
+    lines += [f"- {r.count}× `{_code(r.message)}`" for r in summary.failure_replies]
+    return lines
+
+
+def evidence_markdown(summary: Summary) -> list[str]:
+    """Error-looking pod log lines around each pod fault."""
+    if not summary.evidence:
+        return []
+    lines = ["## Pod logs around the faults", ""]
+    for shown in summary.evidence:
+        lines += [f"**{shown.fault}**", "", "```text"]
+        if not shown.sections:
+            lines.append("(the log has no start sections; its last error-looking lines)")
+        lines += [f"before: {line}" for line in shown.before]
+        lines += [f"after:  {line}" for line in shown.after]
+        lines += ["```", ""]
+    return lines[:-1]
+
+
+def control_lines(summary: Summary) -> list[str]:
+    """The control run's comparison, one sentence per verdict."""
+    control = summary.control
+    if control is None:
+        return []
+    if control.problem is not None:
+        return [f"control run: {control.problem}"]
+    named = "" if control.run_id == CONTROL else f" ({control.run_id})"
+    return [f"control run{named}: {row.sentence}" for row in control.rows]

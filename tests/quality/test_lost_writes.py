@@ -1,0 +1,190 @@
+"""Quality: lost writes lead the report, fail the gate, and carry the cause that explains them.
+
+Against file-store flaws that need no retry to lose a write (targets/notes: a load-modify-save
+without a lock, a rewrite in place torn by a crash, a failure answered as a success) and against
+a server this project did not write (the official memory server, pinned in tests/servers), the
+harness must say "lost" first, exit 1 under the default gate and under a duplicate threshold, name
+the cause of most lost intents, and tell the story of one. Runs go through the command line in
+process, as a user's would.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness.audit.fold import fold_history
+from harness.cli import main
+from harness.history import read_batches
+
+pytestmark = pytest.mark.quality
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTES = ROOT / "targets" / "notes" / "server.py"
+MEMORY = (
+    ROOT
+    / "tests"
+    / "servers"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "server-memory"
+    / "dist"
+    / "index.js"
+)
+
+
+def notes_scenario(
+    flaw: str, intents: int = 300, kills: int = 2, concurrency: int = 8, **env: str
+) -> dict[str, Any]:
+    return {
+        "name": f"notes-{flaw}",
+        "seed": 3,
+        "target": {
+            "command": [sys.executable, str(NOTES)],
+            "transport": "stdio",
+            "env": {"NOTES_FILE": "{data_dir}/notes.jsonl", "NOTES_FLAW": flaw, **env},
+            "ready_timeout_s": 30,
+            "restart_delay_s": 0.2,
+        },
+        "workload": {
+            "intents": intents,
+            "concurrency": concurrency,
+            "tool": "add_note",
+            "arguments": {"title": "{marker}", "body": "note {index}"},
+        },
+        "client": {"attempt_timeout_s": 10, "max_attempts": 10, "backoff": {"initial_s": 0.05, "max_s": 0.5}},
+        **({"faults": {"kill": {"count": kills, "min_uptime_s": 0.2}}} if kills else {}),
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "title"}}},
+    }
+
+
+def run_cli(
+    tmp_path: Path, data: dict[str, Any], capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, str, Path]:
+    """``mcp-chaos run`` of the scenario: exit code, what it printed, the run directory."""
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code = main(["run", str(path), "--results", str(tmp_path / "r"), "--run-id", "run", "--quiet", *flags])
+    return code, capsys.readouterr().out, tmp_path / "r" / "run"
+
+
+def lost(run_dir: Path) -> pd.Series:
+    rows = pd.read_csv(run_dir / "intents.csv", keep_default_na=False)
+    return rows.loc[rows["verdict"] == "lost", "cause"]
+
+
+def test_lost_updates_lead_fail_a_duplicate_threshold_and_have_no_fault(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, run_dir = run_cli(tmp_path, notes_scenario("lost_update"), capsys, "--max-duplicates", "1000")
+    assert code == 1, out
+    causes = lost(run_dir)
+    assert len(causes) >= 30, out  # concurrent adds at concurrency 8 overwrite each other
+    assert (causes == "no_fault").mean() >= 0.8, causes.value_counts()
+    assert out.startswith(f"LOST: {len(causes)} of 300 intents")
+    assert "gate: FAILED: " in out
+    assert f"{len(causes)} lost (the default gate fails on any lost)" in out
+    report = (run_dir / "report.md").read_text()
+    assert "### lost · no_fault" in report
+    assert "concurrent writes are lost (load-modify-save without a lock or transaction)" in report
+    assert "lost (no_fault): the client saw ok, 0 effects at the end" in report  # a story
+
+
+def test_a_torn_file_is_lost_after_a_crash_with_the_pod_log_that_tells_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = notes_scenario("torn_file", kills=0, NOTES_FAILPOINT="mid_write@150")
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    causes = lost(run_dir)
+    assert len(causes) >= 100, out  # the restart started empty and overwrote what it could not read
+    assert out.startswith("LOST: ")
+    report = (run_dir / "report.md").read_text()
+    assert "## Pod logs around the faults" in report
+    assert "after:  Error loading notes: " in report  # the start after the crash said so
+
+
+@pytest.mark.xfail(
+    strict=True, reason="needs the run side's effects_checkpoint reads (#20, branch s20-checkpoints)"
+)
+def test_a_torn_file_s_lost_notes_that_a_read_saw_vanished_in_the_kill_that_tore_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One writer at a time, 20 ms between the halves of each rewrite: a kill lands mid-rewrite and
+    # the restart starts from what was left. A read before each kill sees what the file holds then;
+    # every lost note a read saw vanished in the kill after it. How many a read saw is timing: a read
+    # that lands mid-rewrite sees the first half of the file (what only the second half held was
+    # never seen, and is no_fault); a crash by the failpoint alone has no read before it at all.
+    data = notes_scenario("torn_file", kills=3, concurrency=1, NOTES_WORK_MS="20")
+    code, _, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1
+    rows = pd.read_csv(run_dir / "intents.csv", keep_default_na=False)
+    gone = rows[rows["verdict"] == "lost"]
+    reads = fold_history(read_batches(run_dir / "history.jsonl")).checkpoints
+    assert len(reads) == 6  # before each kill and after each restart
+    seen = {int(i) for i in gone["intent"] if any(read.count(int(i)) for read in reads)}
+    assert len(seen) >= 10
+    vanished = gone[gone["cause"] == "vanished"]
+    assert set(vanished["intent"]) == seen
+    assert vanished["vanished_after"].str.match(r"kill#\d pod-0 @").all()
+    report = (run_dir / "report.md").read_text()
+    assert "### lost · vanished" in report
+    assert "vanished after kill#" in report
+
+
+@pytest.mark.xfail(strict=True, reason="needs the run side's reply excerpts (#20, branch s20-checkpoints)")
+def test_a_failure_answered_as_a_success_is_named_with_the_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = notes_scenario("error_as_success", kills=0)
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1
+    causes = lost(run_dir)
+    assert len(causes) >= 20
+    assert (causes == "error_as_success").mean() >= 0.8, causes.value_counts()
+    assert "ok replies that read as failures: " in out
+    report = (run_dir / "report.md").read_text()
+    assert "Database error: no such table" in report
+    assert "(an ok reply that reads as a failure)" in report
+
+
+@pytest.mark.skipif(
+    not MEMORY.is_file() or shutil.which("node") is None,
+    reason="the official memory server is not installed (make servers: npm ci in tests/servers, needs npm)",
+)
+def test_the_official_memory_server_loses_concurrent_writes_with_no_fault(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    drafted = main(
+        [
+            "init",
+            "--command",
+            f"node {MEMORY}",
+            "--transport",
+            "stdio",
+            "--env",
+            "MEMORY_FILE_PATH={data_dir}/memory.jsonl",
+            "--tool",
+            "create_entities",
+            "-o",
+            "drafted.yaml",
+        ]
+    )
+    assert drafted == 0
+    capsys.readouterr()
+    code = main(["run", "drafted.yaml", "--quiet", "--set", "workload.intents=400", "--run-id", "memory"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    run_dir = tmp_path / "results" / "memory"
+    causes = lost(run_dir)
+    assert len(causes) >= 40, out
+    assert out.startswith(f"LOST: {len(causes)} of 400 intents")
+    assert (causes == "no_fault").mean() >= 0.8, causes.value_counts()
+    assert "lost (no_fault): the client saw ok, 0 effects at the end" in (run_dir / "report.md").read_text()
