@@ -10,7 +10,6 @@ process, as a user's would.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,21 +21,12 @@ import yaml
 from harness.audit.fold import fold_history
 from harness.cli import main
 from harness.history import read_batches
+from tests.conftest import MEMORY_SERVER
 
 pytestmark = pytest.mark.quality
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTES = ROOT / "targets" / "notes" / "server.py"
-MEMORY = (
-    ROOT
-    / "tests"
-    / "servers"
-    / "node_modules"
-    / "@modelcontextprotocol"
-    / "server-memory"
-    / "dist"
-    / "index.js"
-)
 
 
 def notes_scenario(
@@ -110,9 +100,6 @@ def test_a_torn_file_is_lost_after_a_crash_with_the_pod_log_that_tells_it(
     assert "after:  Error loading notes: " in report  # the start after the crash said so
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs the run side's effects_checkpoint reads (#20, branch s20-checkpoints)"
-)
 def test_a_torn_file_s_lost_notes_that_a_read_saw_vanished_in_the_kill_that_tore_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -138,7 +125,6 @@ def test_a_torn_file_s_lost_notes_that_a_read_saw_vanished_in_the_kill_that_tore
     assert "vanished after kill#" in report
 
 
-@pytest.mark.xfail(strict=True, reason="needs the run side's reply excerpts (#20, branch s20-checkpoints)")
 def test_a_failure_answered_as_a_success_is_named_with_the_reply(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -154,19 +140,18 @@ def test_a_failure_answered_as_a_success_is_named_with_the_reply(
     assert "(an ok reply that reads as a failure)" in report
 
 
-@pytest.mark.skipif(
-    not MEMORY.is_file() or shutil.which("node") is None,
-    reason="the official memory server is not installed (make servers: npm ci in tests/servers, needs npm)",
-)
 def test_the_official_memory_server_loses_concurrent_writes_with_no_fault(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    published_servers: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     drafted = main(
         [
             "init",
             "--command",
-            f"node {MEMORY}",
+            f"{published_servers} {MEMORY_SERVER}",
             "--transport",
             "stdio",
             "--env",
