@@ -23,8 +23,9 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the rep
                    when the target has several], [round: n >= 2 when the attempt answers the
                    server's n-1-th input_required question (MRTR)]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
-                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT; for an
-                   ok attempt, its reply's text, only where the run keeps replies: a preflight)]
+                   code (a tool error's: excerpt <= CODE_LIMIT), retryable, notifications,
+                   message (excerpt, <= MESSAGE_LIMIT; for an ok attempt, its reply's text, only
+                   where the run keeps replies: a preflight)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
                    the server's questions]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
@@ -57,10 +58,9 @@ run_ended          status (a RunStatus), [reason], kills, restarts
 from __future__ import annotations
 
 import enum
-import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -236,53 +236,24 @@ FINDINGS = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
 Clock = Callable[[], float]
 
 
-class Redactor:
-    """Hides secret values (what ``${VAR}`` in a scenario expanded to) in text for people.
-
-    Secrets reach the harness's output only through text a server or the OS
-    wrote (an error body echoing a token, a log line), so only free text is
-    redacted, never identifiers or numbers. Besides the value itself, the forms
-    such text usually carries it in are hidden too: JSON-escaped (with and
-    without escaped non-ASCII), Python-repr escaped, and each of those of the UTF-8
-    bytes read as Latin-1 (what an HTTP server makes of a header).
-    """
-
-    def __init__(self, values: Iterable[str] = ()) -> None:
-        forms: set[str] = set()
-        for value in filter(None, values):
-            for read in (value, value.encode("utf-8", "surrogatepass").decode("latin-1")):
-                forms |= {
-                    read,
-                    json.dumps(read)[1:-1],  # non-ASCII escaped too
-                    json.dumps(read, ensure_ascii=False)[1:-1],
-                    repr(read)[1:-1],
-                }
-        self._forms = sorted(forms - {""}, key=len, reverse=True)
-
-    def __bool__(self) -> bool:
-        return bool(self._forms)
-
-    def text(self, value: str) -> str:
-        for form in self._forms:
-            value = value.replace(form, "***")
-        return value
-
-
-FREE_TEXT_FIELDS = ("message", "reason", "error")
-"""Event fields that hold what a server or the OS said: redacted, and ``message`` cut to MESSAGE_LIMIT."""
+FREE_TEXT_FIELDS = ("message", "reason", "error", "code")
+"""Event fields that hold what a server or the OS said: redacted, then cut to an excerpt
+(``message`` to MESSAGE_LIMIT, a tool error's ``code`` to CODE_LIMIT; a JSON-RPC code is a number)."""
+CODE_LIMIT = 80
+"""A tool error's ``code`` is an identifier (``handle_expired``); a server may send a megabyte."""
 
 
 class HistoryWriter:
     """Appends events to ``history.jsonl``; one unbuffered write per event, secrets redacted."""
 
     def __init__(
-        self, path: Path, *, clock: Clock = time.monotonic, redactor: Redactor | None = None
+        self, path: Path, *, clock: Clock = time.monotonic, redact: Callable[[str], str] | None = None
     ) -> None:
         self.path = path
         self._clock = clock
         self._t0 = clock()
         self._seq = 0
-        self._redactor = redactor if redactor else None
+        self._redact = redact
         self._file: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def now(self) -> float:
@@ -292,14 +263,13 @@ class HistoryWriter:
     def emit(self, type_: EventType, **fields: Any) -> None:
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
-        if self._redactor is not None:
-            for name in FREE_TEXT_FIELDS:
-                value = fields.get(name)
-                if isinstance(value, str):
-                    fields[name] = self._redactor.text(value)
-        message = fields.get("message")
-        if message is not None:
-            fields["message"] = excerpt(message)  # redacted first: a cut never leaves half a secret
+        for name in FREE_TEXT_FIELDS:
+            value = fields.get(name)
+            if isinstance(value, str):
+                # Redacted first: a cut or a collapsed space never leaves part of a secret behind.
+                value = self._redact(value) if self._redact is not None else value
+                limit = CODE_LIMIT if name == "code" else MESSAGE_LIMIT if name == "message" else None
+                fields[name] = value if limit is None else excerpt(value, limit)
         event = {"seq": self._seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1
         self._file.write(orjson.dumps(event) + b"\n")
@@ -322,17 +292,18 @@ _CONTROL = dict.fromkeys([*range(0x20), 0x7F], "?")
 
 
 def clip(text: str) -> str:
-    """A server's or the OS's text as a result carries it: one line, no control bytes, bounded.
+    """A server's or the OS's text as a result carries it: bounded, otherwise as it was said.
 
-    Not yet cut to MESSAGE_LIMIT: that happens after secrets are redacted, so a
-    cut can never leave part of a secret behind.
+    Not yet made one line nor cut to MESSAGE_LIMIT: that happens after secrets are
+    redacted (:mod:`harness.redaction`), so neither a cut nor a collapsed space can
+    leave part of a secret behind.
     """
-    return " ".join(text[:CLIP_LIMIT].split()).translate(_CONTROL)
+    return text[:CLIP_LIMIT]
 
 
 def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """Text for people: one line, no control bytes, at most ``limit`` characters."""
-    line = clip(text)
+    line = " ".join(text[:CLIP_LIMIT].split()).translate(_CONTROL)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

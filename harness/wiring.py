@@ -34,12 +34,13 @@ from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.errors import ScenarioError
 from harness.final_read import final_read
-from harness.history import Detail, EventType, HistoryWriter, Outcome, Redactor
+from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
-from harness.pods.factory import make_pod, secret_values, target_headers
+from harness.pods.factory import make_pod, target_headers
 from harness.pods.pod import Pod
 from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
+from harness.redaction import Redactor
 from harness.scenario import Scenario
 from harness.services import Postgres
 from harness.sink import EffectSink
@@ -55,7 +56,7 @@ class TargetWiring:
         target = scenario.target
         try:
             self.headers = target_headers(target)
-            self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
+            self.redactor = Redactor(scenario.secrets())
             self.ports = [free_port() for _ in range(target.replicas)]
             self.port = self.ports[0]
             self.pod_urls = [f"http://127.0.0.1:{port}{target.path}" for port in self.ports]

@@ -1,10 +1,33 @@
-"""The human-readable summary of one audit, for the terminal and for report.md."""
+"""The human-readable summary of one audit, for the terminal and for report.md.
+
+What a server said (error codes and messages, the answers quoted in a status or
+an inconclusive reason) passes through a ``said`` function: :func:`plain` for
+the terminal, :func:`in_markdown` for report.md and the CI step summary
+(:mod:`harness.sanitize`).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from harness.audit.summary import Summary
 from harness.history import FINDINGS, FaultKind, Outcome, Verdict
 from harness.report.tables import ci, markdown_table, pct
+from harness.sanitize import bounded, cell, terminal
+
+Said = Callable[[str], str]
+"""How a renderer shows a server's text in its kind of output."""
+
+
+def plain(text: str) -> str:
+    """A server's text on a terminal: one line, no control characters, an excerpt."""
+    return terminal(bounded(" ".join(text.split())))
+
+
+def in_markdown(text: str) -> str:
+    """A server's text in Markdown (a list item or a table cell): one line, no markup, an excerpt."""
+    return cell(bounded(text))
+
 
 ALWAYS_SHOWN = (Verdict.EXACTLY_ONCE, Verdict.DUPLICATE, Verdict.LOST)
 
@@ -89,11 +112,11 @@ def replica_table(summary: Summary) -> str:
     )
 
 
-def error_table(summary: Summary) -> str:
+def error_table(summary: Summary, said: Said = plain) -> str:
     """The most common error messages: why intents were rejected or retried."""
     if not summary.errors:
         return ""
-    rows = [[e.outcome.value, e.code or "", e.count, e.message.replace("|", "\\|")] for e in summary.errors]
+    rows = [[e.outcome.value, said(e.code or ""), e.count, said(e.message)] for e in summary.errors]
     return markdown_table(["outcome", "code", "attempts", "message (first of its kind)"], rows, align="llrl")
 
 
@@ -161,12 +184,12 @@ def _pacing_line(summary: Summary) -> list[str]:
     return [f"pod faults paced: {held}; in flight at each: {pacing.least_in_flight} or more"]
 
 
-def facts(summary: Summary) -> list[str]:
+def facts(summary: Summary, said: Said = plain) -> list[str]:
     a, i, p, e = summary.attempts, summary.intents, summary.pods, summary.effects
     by = a.by_outcome
     lines = [
         f"run {summary.run_id} ({summary.scenario}, seed {summary.seed}): {summary.status.value}"
-        + (f" ({summary.status_reason})" if summary.status_reason else "")
+        + (f" ({said(summary.status_reason)})" if summary.status_reason else "")
         + f" in {summary.duration_s:.1f}s",
         f"intents: {i.started} started of {i.planned} planned, {i.ended} ended",
         f"attempts: {a.total} ({a.retries} retries): ok {by[Outcome.OK]}, "
@@ -187,13 +210,13 @@ def facts(summary: Summary) -> list[str]:
             "duplicate causes: " + ", ".join(f"{k} {v}" for k, v in summary.duplicate_causes.items())
         )
     for reason in summary.inconclusive:
-        lines.append(f"INCONCLUSIVE: {reason}")
+        lines.append(f"INCONCLUSIVE: {said(reason)}")
     if summary.errors:
         top = summary.errors[0]
         lines.append(
             f"most common error: {top.count}× {top.outcome.value}"
-            + (f" {top.code}" if top.code else "")
-            + f": {top.message}"
+            + (f" {said(top.code)}" if top.code else "")
+            + f": {said(top.message)}"
         )
     if summary.gate.violations:
         lines.append("gate: FAILED: " + "; ".join(summary.gate.violations))
@@ -223,14 +246,14 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
         if gate.violations
         else "Gate: passed (or none configured)."
     )
-    errors = error_table(summary)
+    errors = error_table(summary, in_markdown)
     return "\n".join(
         [
             f"# Retry-safety report: {summary.scenario} ({summary.run_id})",
             "",
             f"**{headline(summary)}**",
             "",
-            *(f"- {line}" for line in facts(summary)),
+            *(f"- {line}" for line in facts(summary, in_markdown)),
             "",
             "## Verdicts",
             "",
