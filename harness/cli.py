@@ -560,7 +560,10 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--transport", choices=["http", "stdio"], default="http")
     init.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment for the server")
     init.add_argument(
-        "--header", action="append", metavar="NAME:VALUE", help='e.g. "Authorization: Bearer ${TOKEN}"'
+        "--header",
+        action="append",
+        metavar="NAME:VALUE",
+        help="in single quotes, so the scenario keeps the variable: 'Authorization: Bearer ${TOKEN}'",
     )
     init.add_argument("--tool", help="the tool the workload calls (default: asked, or the likeliest)")
     init.add_argument("--name", help="the scenario's name")

@@ -102,7 +102,9 @@ class Redactor:
     replies, log lines, evidence), never identifiers or numbers the harness made.
     """
 
-    def __init__(self, values: Iterable[str] = ()) -> None:
+    def __init__(self, values: Iterable[str] = (), *, mask: str = MASK) -> None:
+        """``mask`` replaces each form (``REDACTED`` where ``***`` would be YAML's alias syntax)."""
+        self.mask = mask
         forms = {form for value in values if value for form in forms_of(value)}
         ordered = sorted(forms, key=len, reverse=True)  # the longest form wins where two start together
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
@@ -114,7 +116,7 @@ class Redactor:
         if self._pattern is None:
             return value
         for _ in range(_PASSES):
-            redacted = self._pattern.sub(MASK, value)
+            redacted = self._pattern.sub(self.mask, value)
             if redacted == value:
                 break
             value = redacted
@@ -156,6 +158,15 @@ def mask_url_passwords(text: str) -> str:
         return f"{match['qhead']}{MASK}"
 
     return URL_PASSWORD.sub(mask, text)
+
+
+def literal_credential(name: str, value: str) -> bool:
+    """Whether a header or env value named like a credential holds one written out, where ``${VAR}``
+    was meant (a shell expanded ``"Bearer ${TOKEN}"`` in double quotes): a scenario must name the
+    variable, never keep its value."""
+    if not SECRET_NAME.search(name) or env_refs_in(value):
+        return False
+    return any(len(part) >= 8 for part in _credential(value) - {value} or {value})
 
 
 def _credential(value: str) -> set[str]:
