@@ -92,6 +92,8 @@ def forms_of(secret: str) -> set[str]:
     if len(secret) >= MIN_DERIVED:
         raw = secret.encode("utf-8", "surrogatepass")
         forms |= _base64_cores(raw) | {raw.hex(), raw.hex().upper()}
+    # Quoted once more: a message quoting a server's JSON (``{...!r}`` of an escaped body).
+    forms |= {escaped for form in forms for escaped in (json.dumps(form)[1:-1], repr(form)[1:-1])}
     return forms - {""}
 
 

@@ -34,7 +34,7 @@ def render_table(results: Sequence[CheckResult]) -> str:
 
 def terminal_table(results: Sequence[CheckResult]) -> str:
     """:func:`render_table` for a terminal: no control character reaches it."""
-    rows = [[r.id, MARK[r.verdict], terminal(" ".join(r.why.split()))] for r in results]
+    rows = [[r.id, MARK[r.verdict], terminal(" ".join(r.why.split())).replace("|", "\\|")] for r in results]
     return markdown_table(["check", "verdict", "why"], rows, align="lll")
 
 

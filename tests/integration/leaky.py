@@ -11,8 +11,8 @@ next to ESC sequences (clear screen, an OSC 8 link, a window title),
 ``<img src=x onerror=...>``, ``![x](http://127.0.0.1/x)``, ``|``, line breaks,
 C0 controls, U+FFFE and (``big``) a code of 1 MB.
 
-Modes: ``echo`` (the tool records each call in ``$LEDGER`` and answers the odd
-calls with a tool error, the even ones OK), ``big`` (as ``echo``, with a 1 MB
+Modes: ``echo`` (the tool records each call in ``$LEDGER`` and answers the even
+calls with a tool error, the odd ones OK), ``big`` (as ``echo``, with a 1 MB
 code), ``deny`` (401 to everything, quoting the token, after logging it).
 """
 
@@ -85,7 +85,7 @@ class Handler(BaseHTTPRequestHandler):
         with open(os.environ["LEDGER"], "a") as f:
             f.write(json.dumps({"marker": arguments.get("memo")}) + "\n")
         Handler.calls += 1
-        if Handler.calls % 2:
+        if Handler.calls % 2 == 0:
             code = leak() + ("x" * (1 << 20) if MODE == "big" else "")
             return {
                 "content": [{"type": "text", "text": f"refused: {leak()}"}],
