@@ -224,3 +224,28 @@ def _state(pid: int) -> bytes:
         return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
         return b"Z"
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "bad"),
+    [
+        ("run", "GITHUB_STEP_SUMMARY", "dir"),
+        ("run", "--junit", "missing/j.xml"),
+        ("run", "--trend", "missing/t.csv"),
+        ("contract", "--json", "missing/c.json"),
+        ("contract", "--junit", "dir"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path, command: str, flag: str, bad: str
+) -> None:
+    (tmp_path / "dir").mkdir()
+    target = str(tmp_path / bad)
+    env = {**ENV, flag: target} if flag.isupper() else ENV
+    options = [] if flag.isupper() else [flag, target]
+    path = scenario_file(tmp_path, leaky())
+    proc = mcp_chaos(command, path, "--results", tmp_path / "r", *options, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"mcp-chaos: error: {flag} {target}: ")
+    assert proc.stderr.count("\n") == 1
+    assert not (tmp_path / "r").exists()  # nothing ran
