@@ -66,7 +66,7 @@ WRITERS = {
     ("harness.final_read", "final_read"): "effects.json: counts",
     ("harness.history", "__init__"): "HistoryWriter: redact, then excerpt",
     ("harness.pods.container", "_demultiplex"): "a pod log: redact_logs / the watchdog",
-    ("harness.pods.container", "_stop"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.container", "_stop_locked"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.kubernetes", "_save_log"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.kubernetes", "collect_logs"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.process", "start"): "a pod log: redact_logs / the watchdog",
