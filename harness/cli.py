@@ -1,8 +1,12 @@
 """The ``mcp-chaos`` command line: parses arguments and calls the library, nothing more.
 
 Exit codes: 0 run (and gate) fine; 1 the scenario's gate failed; 2 bad usage or
-scenario; 3 the target could not be run; 4 a history or its effects could not
-be audited; 130 interrupted (the partial run is kept and can be audited).
+scenario (an output path that cannot be written is one, found before any work);
+3 the target could not be run; 4 a history or its effects could not be audited;
+130 interrupted (the partial run is kept and can be audited).
+
+Everything printed passes :func:`harness.sanitize.terminal`: tables and errors
+quote servers, and an ESC sequence from one must not reach a terminal.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from harness.contract.report import (
     CONTRACT_MD,
     all_kept,
     junit,
-    render_table,
     summary_line,
+    terminal_table,
     write_reports,
 )
 from harness.crashpoints import emit as crash_emit
@@ -43,6 +47,7 @@ from harness.report.junit import run_junit
 from harness.report.stories import explain, story_lines
 from harness.report.text import render_step_summary, render_text
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, run_and_audit
+from harness.sanitize import terminal
 from harness.scenario import Scenario, load_scenario
 from harness.services import remove_stale_clusters
 
@@ -104,6 +109,35 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _say(text: str = "", *, err: bool = False) -> None:
+    """Print a line for people; whatever a server put in it, no control sequence reaches the terminal."""
+    print(terminal(text), file=sys.stderr if err else sys.stdout)
+
+
+def _output(value: str | None, flag: str) -> Path | None:
+    """An output path checked before any work: a file that can be written in a directory that exists.
+
+    Found after a run, a bad path would cost the run and end in a traceback (exit 1,
+    which reads as "gate failed"); here it is a usage error (exit 2).
+    """
+    if not value:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise UsageError(f"{flag} {value}: is a directory; name a file")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {value}: the directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {value}: cannot be written (permissions)")
+    return path
+
+
+def _step_summary_path() -> Path | None:
+    """``$GITHUB_STEP_SUMMARY``, checked like any output path, or None where the CI offers none."""
+    return _output(os.environ.get("GITHUB_STEP_SUMMARY"), "GITHUB_STEP_SUMMARY")
+
+
 def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
     """Run the event loop; Ctrl-C, SIGTERM or SIGHUP become _Interrupted naming the partial runs."""
     try:
@@ -117,19 +151,21 @@ def _preflight(scenario: Scenario, parent: Path, run_id: str, run_dirs: Sequence
     sys.stderr.write(f"preflight: one call of {scenario.workload.tool} ...\n")
     sys.stderr.flush()
     done = _drive(preflight(scenario, parent, run_id), run_dirs)
-    sys.stderr.write(done.describe() + "\n")
+    _say(done.describe(), err=True)
 
 
-def _step_summary(markdown: str) -> None:
-    """Append to the CI job's summary page when the CI offers one (GitHub Actions does)."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
+def _step_summary(path: Path | None, markdown: str) -> None:
+    """Append to the CI job's summary page when the CI offers one (GitHub Actions does); the
+    Markdown's server text is escaped by its renderer (:func:`harness.report.text.in_markdown`)."""
+    if path is not None:
         with open(path, "a", encoding="utf-8") as summary:
             summary.write(markdown)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
+    summary_path, junit_path = _step_summary_path(), _output(args.junit, "--junit")
+    trend_path = _output(args.trend, "--trend")
     check_environment(scenario)
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     if not args.no_preflight:
@@ -143,14 +179,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     sys.stderr.write(announcement(scenario, run_dir.name) + "\n")
     sys.stderr.flush()
     audit = _drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
-    _step_summary(render_step_summary(audit.summary))
-    if args.junit:
+    _step_summary(summary_path, render_step_summary(audit.summary))
+    if junit_path is not None:
         junit_xml = run_junit(audit.summary, audit.summary.duration_s)
-        Path(args.junit).write_text(junit_xml, encoding="utf-8")
-    if args.trend:
-        trend.append(Path(args.trend), audit, args.trend_as)
-    print(render_text(audit.summary))
-    print(f"\nreport: {run_dir / rundir.REPORT_MD}")
+        junit_path.write_text(junit_xml, encoding="utf-8")
+    if trend_path is not None:
+        trend.append(trend_path, audit, args.trend_as)
+    _say(render_text(audit.summary))
+    _say(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
 
 
@@ -158,8 +194,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     require_run_dir(run_dir)
     audit = audit_and_report(run_dir, html=not args.no_html)
-    print(render_text(audit.summary))
-    print(f"\nreport: {run_dir / rundir.REPORT_MD}")
+    _say(render_text(audit.summary))
+    _say(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
 
 
@@ -169,16 +205,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     require_run_dir(run_dir)
     audit = audit_run(run_dir)
     if args.intent is None:
-        print(explain(audit.summary))
+        _say(explain(audit.summary))
     else:
-        print("\n".join(story_lines(story_of(audit, args.intent))))
+        _say("\n".join(story_lines(story_of(audit, args.intent))))
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
     print(f"{args.scenario}: valid scenario {scenario.name!r}, seed {scenario.seed}")
-    print("\n".join(describe_plan(scenario)))
+    _say("\n".join(describe_plan(scenario)))
     if args.preflight:
         check_environment(scenario)
         sys.stdout.flush()
@@ -201,7 +237,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     variants = reproduce.audit(_drive(running, run_dirs))
     seconds = time.monotonic() - started
     saved = reproduce.write_reports(results_dir, variants, seconds)
-    print(reproduce.table(variants))
+    _say(reproduce.table(variants))
     print(f"\nwall time {seconds:.0f}s; table saved to {saved}")
     return 0
 
@@ -240,7 +276,7 @@ def _pairs(values: Sequence[str] | None, sep: str, flag: str) -> dict[str, str]:
 def _ask(names: Sequence[str]) -> str:
     """Which tool to test, asked at a terminal (``init`` only asks where one is attached)."""
     for number, name in enumerate(names, 1):
-        print(f"  {number}. {name}", file=sys.stderr)
+        _say(f"  {number}. {name}", err=True)
     while True:
         answer = input(f"Which tool should the workload call? [1-{len(names)}, default 1] ").strip() or "1"
         if answer.isdigit() and 1 <= int(answer) <= len(names):
@@ -251,6 +287,8 @@ def _ask(names: Sequence[str]) -> str:
 
 def cmd_init(args: argparse.Namespace) -> int:
     output = Path(args.output)
+    if output.is_dir():
+        raise UsageError(f"-o {args.output}: is a directory; name a file")
     if output.exists() and not args.force:
         raise UsageError(f"{output} already exists; pass -o with another file, or --force to overwrite it")
     origin = Origin(
@@ -266,7 +304,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     prompt = _ask if sys.stdin.isatty() and sys.stderr.isatty() else None
 
     def say(line: str) -> None:
-        sys.stderr.write(line + "\n")
+        _say(line, err=True)
 
     text = _drive(init_scenario(origin, name=args.name, tool=args.tool, prompt=prompt, say=say), [])
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -283,6 +321,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_contract(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
+    junit_path, json_path = _output(args.junit, "--junit"), _output(args.json, "--json")
+    snapshot = _output(args.snapshot, "--snapshot")
     check_environment(scenario)
     ids = select(_ids(args.only), _ids(args.skip))
     if not ids:
@@ -303,7 +343,6 @@ def cmd_contract(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     crash_env = _pairs(args.crash_env, "=", "--crash-env")
-    snapshot = Path(args.snapshot) if args.snapshot else None
     checking = run_contract(
         scenario,
         run_dir,
@@ -317,12 +356,12 @@ def cmd_contract(args: argparse.Namespace) -> int:
     results = _drive(checking, [])
     seconds = time.monotonic() - started
     write_reports(run_dir, results, scenario=scenario.name, seconds=seconds)
-    if args.junit:
-        Path(args.junit).write_text(junit(results, scenario=scenario.name, seconds=seconds), encoding="utf-8")
-    if args.json:  # the document write_reports wrote as contract.json
-        Path(args.json).write_bytes((run_dir / CONTRACT_JSON).read_bytes())
-    print(render_table(results))
-    print(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
+    if junit_path is not None:
+        junit_path.write_text(junit(results, scenario=scenario.name, seconds=seconds), encoding="utf-8")
+    if json_path is not None:  # the document write_reports wrote as contract.json
+        json_path.write_bytes((run_dir / CONTRACT_JSON).read_bytes())
+    _say(terminal_table(results))
+    _say(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
     return 0 if all_kept(results) else EXIT_GATE_FAILED
 
 
@@ -332,8 +371,8 @@ def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
     started = time.monotonic()
     measured = _drive(cost.measure(scenario, run_dir, env), [])
     cost.write_reports(run_dir, measured, scenario=scenario.name)
-    print(cost.render_table(measured))
-    print(f"\n{cost.render_ratios(measured)}")
+    _say(cost.render_table(measured))
+    _say(f"\n{cost.render_ratios(measured)}")
     print(f"\nmeasured in {time.monotonic() - started:.1f}s; report: {run_dir / cost.COST_MD}")
     return 0
 
@@ -341,6 +380,7 @@ def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
 def cmd_crashpoints(args: argparse.Namespace) -> int:
     """Kill the target at every point of a call, R times each; exit 1 when a point has a finding."""
     scenario = load_scenario(args.scenario, _overrides(args))
+    json_path = _output(args.json, "--json")
     check_environment(scenario)
     if args.repeat < 1 or args.max_points < 1:
         raise UsageError("--repeat and --max-points must be at least 1")
@@ -361,12 +401,12 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
     progress = None if args.quiet else 1.0
     found = _drive(crash_explore.explore(planned, progress_interval_s=progress), [planned.run_dir])
     report = crash_render.write_reports(found)
-    if args.json:
-        Path(args.json).write_text(crash_render.json_text(found), encoding="utf-8")
+    if json_path is not None:
+        json_path.write_text(crash_render.json_text(found), encoding="utf-8")
     if args.emit:
         for path in crash_emit.write_tests(found, Path(args.emit)):
             sys.stderr.write(f"wrote {path}\n")
-    print(crash_render.render_terminal(found))
+    _say(crash_render.render_terminal(found))
     print(f"report: {report}")
     return EXIT_GATE_FAILED if found.findings else 0
 
@@ -374,10 +414,11 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
 def cmd_trend(args: argparse.Namespace) -> int:
     """The trend table; exit 1 when the newest run of a scenario moved beyond its interval."""
     path = Path(args.file)
+    output = _output(args.output, "-o")
     table, moved = trend.render(path)
-    print(table)
-    if args.output:
-        trend.write_output(path, Path(args.output))
+    _say(table)
+    if output is not None:
+        trend.write_output(path, output)
     if moved:
         print(
             "\nthe newest run's interval does not overlap the previous run's: the rate moved", file=sys.stderr
@@ -387,10 +428,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     run_dirs = [Path(d) for d in args.run_dirs]
+    output = _output(args.output, "-o")
     runs = [counts_of(d) for d in run_dirs]
-    print(render_comparison(runs))
-    if args.output:
-        write_comparison(Path(args.output), runs, run_dirs)
+    _say(render_comparison(runs))
+    if output is not None:
+        write_comparison(output, runs, run_dirs)
     return 0
 
 
@@ -563,7 +605,10 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--transport", choices=["http", "stdio"], default="http")
     init.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment for the server")
     init.add_argument(
-        "--header", action="append", metavar="NAME:VALUE", help='e.g. "Authorization: Bearer ${TOKEN}"'
+        "--header",
+        action="append",
+        metavar="NAME:VALUE",
+        help="in single quotes, so the scenario keeps the variable: 'Authorization: Bearer ${TOKEN}'",
     )
     init.add_argument("--tool", help="the tool the workload calls (default: asked, or the likeliest)")
     init.add_argument("--name", help="the scenario's name")
@@ -601,9 +646,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nmcp-chaos: interrupted during {args.command}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except HarnessError as exc:
-        print(f"mcp-chaos: error: {exc.message}", file=sys.stderr)
+        _say(f"mcp-chaos: error: {exc.message}", err=True)
         if exc.details:
-            print("\n".join("  | " + line for line in exc.details.splitlines()), file=sys.stderr)
+            _say("\n".join("  | " + line for line in exc.details.splitlines()), err=True)
         return exc.exit_code
 
 

@@ -23,9 +23,10 @@ attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the rep
                    when the target has several], [round: n >= 2 when the attempt answers the
                    server's n-1-th input_required question (MRTR)]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
-                   code, retryable, notifications, message (excerpt, <= MESSAGE_LIMIT), and for an
-                   ok: reply (excerpt of its text, <= MESSAGE_LIMIT), reads_as_failure (true when
-                   that text says the call failed: :func:`harness.replies.reads_as_failure`)]
+                   code (a tool error's: excerpt <= CODE_LIMIT), retryable, notifications, message
+                   (excerpt, <= MESSAGE_LIMIT), and for an ok: reply (excerpt of its text, <=
+                   MESSAGE_LIMIT), reads_as_failure (true when that text says the call failed:
+                   :func:`harness.replies.reads_as_failure`)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
                    the server's questions]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
@@ -65,9 +66,8 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -332,54 +332,26 @@ FINDINGS = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
 Clock = Callable[[], float]
 
 
-class Redactor:
-    """Hides secret values (what ``${VAR}`` in a scenario expanded to) in text for people.
-
-    Secrets reach the harness's output only through text a server or the OS
-    wrote (an error body echoing a token, a log line), so only free text is
-    redacted, never identifiers or numbers. Besides the value itself, the forms
-    such text usually carries it in are hidden too: JSON-escaped (with and
-    without escaped non-ASCII), Python-repr escaped, and each of those of the UTF-8
-    bytes read as Latin-1 (what an HTTP server makes of a header).
-    """
-
-    def __init__(self, values: Iterable[str] = ()) -> None:
-        forms: set[str] = set()
-        for value in filter(None, values):
-            for read in (value, value.encode("utf-8", "surrogatepass").decode("latin-1")):
-                forms |= {
-                    read,
-                    json.dumps(read)[1:-1],  # non-ASCII escaped too
-                    json.dumps(read, ensure_ascii=False)[1:-1],
-                    repr(read)[1:-1],
-                }
-        self._forms = sorted(forms - {""}, key=len, reverse=True)
-
-    def __bool__(self) -> bool:
-        return bool(self._forms)
-
-    def text(self, value: str) -> str:
-        for form in self._forms:
-            value = value.replace(form, "***")
-        return value
-
-
-FREE_TEXT_FIELDS = ("message", "reason", "error", "reply")
-"""Event fields that hold what a server or the OS said: redacted, and ``message`` and ``reply`` cut to
-MESSAGE_LIMIT."""
+FREE_TEXT_FIELDS = ("message", "reason", "error", "code", "reply")
+"""Event fields that hold what a server or the OS said: redacted, then cut to an excerpt
+(``message`` and an ok's ``reply`` to MESSAGE_LIMIT, a tool error's ``code`` to CODE_LIMIT; a
+JSON-RPC code is a number)."""
+CODE_LIMIT = 80
+"""A tool error's ``code`` is an identifier (``handle_expired``); a server may send a megabyte."""
+_LIMITS = {"message": MESSAGE_LIMIT, "reply": MESSAGE_LIMIT, "code": CODE_LIMIT}
 
 
 class HistoryWriter:
     """Appends events to ``history.jsonl``; one unbuffered write per event, secrets redacted."""
 
     def __init__(
-        self, path: Path, *, clock: Clock = time.monotonic, redactor: Redactor | None = None
+        self, path: Path, *, clock: Clock = time.monotonic, redact: Callable[[str], str] | None = None
     ) -> None:
         self.path = path
         self._clock = clock
         self._t0 = clock()
         self._seq = 0
-        self._redactor = redactor if redactor else None
+        self._redact = redact
         self._file: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def now(self) -> float:
@@ -395,17 +367,13 @@ class HistoryWriter:
         """Append one event; its ``seq`` (what a later event refers to it by)."""
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
-        if self._redactor is not None:
-            for name in FREE_TEXT_FIELDS:
-                value = fields.get(name)
-                if isinstance(value, str):
-                    fields[name] = self._redactor.text(value)
-        message = fields.get("message")
-        if message is not None:
-            fields["message"] = excerpt(message)  # redacted first: a cut never leaves half a secret
-        reply = fields.get("reply")
-        if reply is not None:
-            fields["reply"] = excerpt(reply)
+        for name in FREE_TEXT_FIELDS:
+            value = fields.get(name)
+            if isinstance(value, str):
+                # Redacted first: a cut or a collapsed space never leaves part of a secret behind.
+                value = self._redact(value) if self._redact is not None else value
+                limit = _LIMITS.get(name)
+                fields[name] = value if limit is None else excerpt(value, limit)
         seq = self._seq
         event = {"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1
@@ -430,17 +398,18 @@ _CONTROL = dict.fromkeys([*range(0x20), 0x7F], "?")
 
 
 def clip(text: str) -> str:
-    """A server's or the OS's text as a result carries it: one line, no control bytes, bounded.
+    """A server's or the OS's text as a result carries it: bounded, otherwise as it was said.
 
-    Not yet cut to MESSAGE_LIMIT: that happens after secrets are redacted, so a
-    cut can never leave part of a secret behind.
+    Not yet made one line nor cut to MESSAGE_LIMIT: that happens after secrets are
+    redacted (:mod:`harness.redaction`), so neither a cut nor a collapsed space can
+    leave part of a secret behind.
     """
-    return " ".join(text[:CLIP_LIMIT].split()).translate(_CONTROL)
+    return text[:CLIP_LIMIT]
 
 
 def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """Text for people: one line, no control bytes, at most ``limit`` characters."""
-    line = clip(text)
+    line = " ".join(text[:CLIP_LIMIT].split()).translate(_CONTROL)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -41,7 +41,7 @@ from harness.errors import HarnessError, ScenarioError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.history import EventType, HistoryWriter, Outcome, RunStatus, excerpt
+from harness.history import EventType, HistoryWriter, Outcome, RunStatus
 from harness.pods.factory import require_env_refs
 from harness.report.files import write_audit
 from harness.report.live import LiveStatus, Snapshot
@@ -51,8 +51,6 @@ from harness.wiring import TargetWiring
 from harness.workload import Workload
 
 T = TypeVar("T")
-TERMINAL_LIMIT = 1000
-"""The longest error line the harness prints (a server's answer in it is cut to fit)."""
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -158,7 +156,7 @@ class _Run:
         # from everything written.
         self.wiring = TargetWiring(scenario, run_dir)
         self.redactor = self.wiring.redactor
-        self.history = HistoryWriter(run_dir / rundir.HISTORY, redactor=self.redactor)
+        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.redactor.text)
         self.supervisor = self.wiring.supervise(self.history)
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
@@ -226,9 +224,7 @@ class _Run:
                 self.status, self.reason = RunStatus.INTERRUPTED, "cancelled (Ctrl-C, SIGTERM or SIGHUP)"
                 raise
             except HarnessError as exc:
-                # For the terminal: what a server said may hold a secret, and may be long.
-                exc.message = excerpt(self.redactor.text(exc.message), TERMINAL_LIMIT)
-                exc.details = None if exc.details is None else self.redactor.text(exc.details)
+                self.redactor.error(exc)  # for the terminal: what a server said may hold a secret
                 self.status, self.reason = RunStatus.FAILED, exc.message
                 raise
         return self.status

@@ -34,12 +34,14 @@ from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.errors import ScenarioError
 from harness.final_read import final_read
-from harness.history import Detail, EventType, HistoryWriter, Outcome, Redactor
+from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
-from harness.pods.factory import make_pod, secret_values, target_headers
+from harness.pods.factory import make_pod, target_headers
 from harness.pods.pod import Pod
 from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
+from harness.pods.watchdog import guard, redact_logs
+from harness.redaction import Redactor
 from harness.scenario import Scenario
 from harness.services import Postgres
 from harness.sink import EffectSink
@@ -55,7 +57,7 @@ class TargetWiring:
         target = scenario.target
         try:
             self.headers = target_headers(target)
-            self.redactor = Redactor([*secret_values(target), *scenario.url_passwords()])
+            self.redactor = Redactor(scenario.secrets())
             self.ports = [free_port() for _ in range(target.replicas)]
             self.port = self.ports[0]
             self.pod_urls = [f"http://127.0.0.1:{port}{target.path}" for port in self.ports]
@@ -179,6 +181,7 @@ class TargetWiring:
         """Every replica under its supervisor, ready; the supervising task (it ends, raising, if a pod
         gives up)."""
         assert self.supervisors, "supervise() first"
+        self.guard_logs()
         stack.push_async_callback(self._stop_pod)  # before start: a pod that never got ready is stopped too
         await asyncio.gather(*(s.start() for s in self.supervisors))
         self._supervise = asyncio.create_task(self._supervise_all())
@@ -299,14 +302,19 @@ class TargetWiring:
             pods = {f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(upstreams)}
             record_retries(self.nginx, self.history, pods)
 
+    def _logs(self) -> list[Path]:
+        """Where the target and the services write their logs (they write them directly)."""
+        return [self.run_dir / rundir.PODS, self.run_dir / rundir.POSTGRES_LOG]
+
+    def guard_logs(self) -> None:
+        """Tell the watchdog the secrets and the logs: a SIGKILLed harness cannot redact them itself."""
+        if self.redactor:
+            guard.logs(self.scenario.secrets(), self._logs())
+
     def redact_logs(self) -> None:
-        """Hide secrets in the logs the target and services wrote (they write them directly); call it
-        once every pod and service has stopped writing."""
+        """Hide secrets in the logs the target and services wrote; call it once every pod and service
+        has stopped writing (the watchdog is then released from doing it)."""
         if not self.redactor:
             return
-        for path in [*(self.run_dir / rundir.PODS).glob("*.log"), self.run_dir / rundir.POSTGRES_LOG]:
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                text = path.read_text(encoding="utf-8", errors="surrogateescape")
-                redacted = self.redactor.text(text)
-                if redacted != text:
-                    path.write_text(redacted, encoding="utf-8", errors="surrogateescape")
+        redact_logs(self._logs(), self.redactor)
+        guard.unlogs(self._logs())

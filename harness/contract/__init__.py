@@ -3,10 +3,15 @@
 ``session`` starts the scenario's target and makes the calls; ``checks`` holds
 the promises, one function each; ``judging`` says what the answers and the
 catalog mean (pure); ``report`` writes what a person and CI read.
+
+A check's why and evidence quote the server, which is untrusted: each result is
+redacted (:mod:`harness.redaction`) and cut to excerpts (:mod:`harness.sanitize`)
+as it comes, before any output sees it, and so is an error that stops the checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -14,8 +19,13 @@ from pathlib import Path
 
 from harness.contract.checks import CHECKS, CheckResult, CheckVerdict, Seen
 from harness.contract.session import ContractSession
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
+from harness.redaction import Redactor
+from harness.sanitize import FIELD_LIMIT, bounded, bounded_data
 from harness.scenario import Scenario
+
+WHY_LIMIT = 3 * FIELD_LIMIT
+"""A check's why is a sentence that may quote the server more than once."""
 
 
 def select(only: Sequence[str], skip: Sequence[str]) -> list[str]:
@@ -46,14 +56,27 @@ async def run_contract(
         handle_wait_s=handle_wait_s,
     )
     results = []
-    async with session.started():
-        for check_id in ids:
-            started = time.monotonic()
-            result = await CHECKS[check_id](session, seen)
-            results.append(result)
-            if on_result is not None:
-                on_result(result, time.monotonic() - started)
+    redactor = session.wiring.redactor
+    try:
+        async with session.started():
+            for check_id in ids:
+                started = time.monotonic()
+                result = told(await CHECKS[check_id](session, seen), redactor)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result, time.monotonic() - started)
+    except HarnessError as exc:
+        raise redactor.error(exc) from None
     return results
+
+
+def told(result: CheckResult, redactor: Redactor) -> CheckResult:
+    """The result as outputs may show it: secrets redacted first, then every text cut to an excerpt."""
+    return dataclasses.replace(
+        result,
+        why=bounded(redactor.text(result.why), WHY_LIMIT),
+        evidence=bounded_data(redactor.data(result.evidence)),
+    )
 
 
 __all__ = ["CHECKS", "CheckResult", "CheckVerdict", "run_contract", "select"]

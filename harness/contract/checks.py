@@ -63,6 +63,7 @@ from harness.contract.session import ContractSession
 from harness.contract.tokens import catalog_tokens
 from harness.errors import HarnessError
 from harness.history import Outcome, excerpt
+from harness.sanitize import json_safe
 
 CONCURRENT_CALLS = 8
 
@@ -697,11 +698,13 @@ async def catalog(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         first, again, restarted, modern=s.wiring.protocol >= "2026", tokens=total, budget=seen.token_budget
     )
     if seen.snapshot is not None:
+        listed = json_safe(s.wiring.redactor.data(tools))  # a server may list its token in a description
         if seen.snapshot.is_file():
-            changes = snapshot_diff(json.loads(seen.snapshot.read_text(encoding="utf-8")), tools)
+            changes = snapshot_diff(json.loads(seen.snapshot.read_text(encoding="utf-8")), listed)
             problems += [f"since the snapshot {seen.snapshot}: {change}" for change in changes]
         else:
-            seen.snapshot.write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            text = json.dumps(listed, indent=2, ensure_ascii=False) + "\n"
+            seen.snapshot.write_text(text, encoding="utf-8")
             evidence["snapshot"] = f"written to {seen.snapshot}"
     mine = [p for p in problems if p.startswith(f"{s.tool} ")]  # the workload's tool, first
     problems = mine + [p for p in problems if p not in mine]

@@ -1,4 +1,8 @@
-"""What a contract run leaves: a terminal table, contract.md, contract.json, and JUnit XML for CI."""
+"""What a contract run leaves: a terminal table, contract.md, contract.json, and JUnit XML for CI.
+
+Results arrive redacted and cut (:func:`harness.contract.told`); each writer
+escapes them for its kind of output (:mod:`harness.sanitize`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from harness.contract.checks import CheckResult, CheckVerdict
 from harness.report.junit import Case, document
 from harness.report.tables import markdown_table
+from harness.sanitize import cell, json_safe, markdown, terminal
 
 CONTRACT_MD = "contract.md"
 CONTRACT_JSON = "contract.json"
@@ -22,7 +27,14 @@ MARK = {
 
 
 def render_table(results: Sequence[CheckResult]) -> str:
-    rows = [[r.id, MARK[r.verdict], r.why] for r in results]
+    """The table a terminal shows (and contract.md starts with): a why on one line, without markup."""
+    rows = [[r.id, MARK[r.verdict], cell(r.why)] for r in results]
+    return markdown_table(["check", "verdict", "why"], rows, align="lll")
+
+
+def terminal_table(results: Sequence[CheckResult]) -> str:
+    """:func:`render_table` for a terminal: no control character reaches it."""
+    rows = [[r.id, MARK[r.verdict], terminal(" ".join(r.why.split())).replace("|", "\\|")] for r in results]
     return markdown_table(["check", "verdict", "why"], rows, align="lll")
 
 
@@ -41,15 +53,24 @@ def all_kept(results: Sequence[CheckResult]) -> bool:
 
 
 def as_json(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> dict[str, Any]:
-    return {
-        "scenario": scenario,
-        "seconds": round(seconds, 3),
-        "passed": all_kept(results),
-        "checks": [
-            {"id": r.id, "title": r.title, "verdict": r.verdict.value, "why": r.why, "evidence": r.evidence}
-            for r in results
-        ],
-    }
+    document: dict[str, Any] = json_safe(
+        {
+            "scenario": scenario,
+            "seconds": round(seconds, 3),
+            "passed": all_kept(results),
+            "checks": [
+                {
+                    "id": r.id,
+                    "title": r.title,
+                    "verdict": r.verdict.value,
+                    "why": r.why,
+                    "evidence": r.evidence,
+                }
+                for r in results
+            ],
+        }
+    )
+    return document
 
 
 def render_markdown(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> str:
@@ -62,12 +83,18 @@ def render_markdown(results: Sequence[CheckResult], *, scenario: str, seconds: f
     for r in results:
         parts += [
             f"## {r.id}: {MARK[r.verdict]}\n",
-            f"{r.title}. {r.why}.\n",
+            f"{r.title}. {markdown(r.why)}.\n",
             "```json",
-            json.dumps(r.evidence, indent=2, ensure_ascii=False, default=str),
+            _fenced(json.dumps(json_safe(r.evidence), indent=2, ensure_ascii=False, default=str)),
             "```\n",
         ]
     return "\n".join(parts)
+
+
+def _fenced(text: str) -> str:
+    """Text inside a code fence that cannot close it (JSON puts no string at a line's start, but a
+    backtick run is escaped anyway) nor carry control characters."""
+    return terminal(text).replace("```", "`\u200b``")
 
 
 def junit(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> str:
@@ -77,7 +104,7 @@ def junit(results: Sequence[CheckResult], *, scenario: str, seconds: float) -> s
         Case(
             r.id,
             failure=r.why if r.verdict is CheckVerdict.FAIL else None,
-            details=json.dumps(r.evidence, indent=2, ensure_ascii=False, default=str),
+            details=json.dumps(json_safe(r.evidence), indent=2, ensure_ascii=False, default=str),
             skipped=r.why if r.verdict is CheckVerdict.NOT_APPLICABLE else None,
             error=r.why if r.verdict is CheckVerdict.ERROR else None,
         )

@@ -61,7 +61,7 @@ class ContractSession:
         self.namespace = namespace
         self.tool = scenario.workload.tool
         self.wiring = TargetWiring(scenario, run_dir)
-        self.history = HistoryWriter(run_dir / rundir.HISTORY, redactor=self.wiring.redactor)
+        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.wiring.redactor.text)
         self.supervisor = self.wiring.supervise(self.history)
         self.client: McpClient | None = None
         self._ids = itertools.count(1)
@@ -89,6 +89,7 @@ class ContractSession:
     async def started(self) -> AsyncIterator[ContractSession]:
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(self.history)
+            stack.callback(self.wiring.redact_logs)  # once the pod and the services have stopped writing
             await self.wiring.start_services(stack)
             await self.wiring.start_pod(stack)
             (client,) = self.wiring.clients()

@@ -19,11 +19,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.catalog import Classified, Tool, classify
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 from harness.history import Outcome, excerpt
-from harness.init.connect import connected
+from harness.init.connect import connected, probe
 from harness.init.draft import choose_source, draft_arguments, sample_arguments
 from harness.init.render import render
+from harness.redaction import Redactor, literal_credential
 from harness.scenario import TargetSpec
 
 URL_TARGET_TODO = "TODO: the command that starts this server on 127.0.0.1:$PORT"
@@ -128,6 +129,13 @@ async def init_scenario(
     """The drafted scenario's text. ``prompt`` (terminal only) picks among several candidate tools;
     ``say`` hears what init does beyond listing tools (a call that shows it a store)."""
     target = origin.target()
+    for option, entries in (("--header", origin.headers), ("--env", origin.env)):
+        for key, value in entries.items():
+            if literal_credential(key, value):
+                raise UsageError(
+                    f"{option} {key} holds a credential written out; the scenario must name its variable: "
+                    f"write it in single quotes, e.g. --header 'Authorization: Bearer ${{TOKEN}}'"
+                )
     try:
         # Reached at a URL, the server is not started: the spec only carries the headers.
         spec = TargetSpec.model_validate(
@@ -137,6 +145,27 @@ async def init_scenario(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"the server's options make no valid target ({where}: {first['msg']})") from None
+    # What the server says (its name, descriptions, errors, its log) may quote the token: the draft and
+    # every error are redacted, with a mask YAML reads as plain text.
+    redactor = Redactor(probe(spec, ready_timeout_s).secrets(), mask="REDACTED")
+    try:
+        text = await _drafted(origin, spec, redactor, name, tool, ready_timeout_s, prompt, say)
+    except HarnessError as exc:
+        raise redactor.error(exc) from None
+    return redactor.text(text)
+
+
+async def _drafted(
+    origin: Origin,
+    spec: TargetSpec,
+    redactor: Redactor,
+    name: str | None,
+    tool: str | None,
+    ready_timeout_s: float,
+    prompt: Callable[[Sequence[str]], str] | None,
+    say: Callable[[str], None] | None,
+) -> str:
+    target = origin.target()
     async with connected(spec, url=origin.url, ready_timeout_s=ready_timeout_s) as server:
         tools = {str(t["name"]): t for t in server.tools}
         classified = [classify(t) for t in server.tools]
@@ -150,12 +179,12 @@ async def init_scenario(
                 )
             called = await server.call(chosen, sample_arguments(draft.arguments))
             if say is not None and called.outcome is not Outcome.OK:
-                said = f": {excerpt(called.message, 160)}" if called.message else ""
+                said = f": {excerpt(redactor.text(called.message), 160)}" if called.message else ""
                 say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
         source = choose_source(server.stores(), draft.marker)
         uses_postgres = server.postgres_tables is not None
     return render(
-        name=name or origin.default_name(server.name),
+        name=name or origin.default_name(redactor.text(server.name) if server.name else None),
         origin=origin.describe(),
         server_name=server.name,
         protocol=server.protocol,

@@ -159,7 +159,8 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
     """The probe's services and pod started as a run starts them, the tools listed; all stopped after."""
     wiring = TargetWiring(scenario, run_dir)
     async with contextlib.AsyncExitStack() as stack:
-        history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY, redactor=wiring.redactor))
+        history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY, redact=wiring.redactor.text))
+        stack.callback(wiring.redact_logs)  # a log kept for a failed start may quote the token
         wiring.supervise(history)
         await wiring.start_services(stack)
         await wiring.start_pod(stack)

@@ -12,7 +12,7 @@ from harness.pods.container import DockerPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
-from harness.template import TemplateError, env_refs_in, expand_env, render_text
+from harness.template import TemplateError, expand_env, render_text
 
 
 def placeholder_values(
@@ -122,10 +122,3 @@ def require_env_refs(target: TargetSpec, environ: Mapping[str, str] | None = Non
                 f"target.env.{name}: a variable it uses holds a NUL, which no environment can"
             )
     target_headers(target, environ)
-
-
-def secret_values(target: TargetSpec, environ: Mapping[str, str] | None = None) -> list[str]:
-    """What the target's ``${VAR}`` references expand to: values no file or terminal may show."""
-    environ = os.environ if environ is None else environ
-    names = {n for text in (*target.env.values(), *target.headers.values()) for n in env_refs_in(text)}
-    return [environ[n] for n in sorted(names) if n in environ]

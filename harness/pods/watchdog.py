@@ -13,8 +13,15 @@ exits. A harness that ends normally releases everything first, so its watchdog
 does nothing. Containers are not its business: ``mcp-chaos cleanup`` finds
 those by label.
 
+Logs: the target and the services write their logs themselves, and a target may
+log its token; a harness redacts them once they stop (``TargetWiring.redact_logs``).
+A SIGKILLed one cannot, so it tells the watchdog the secrets and the logs too, and
+the watchdog redacts them (:mod:`harness.redaction`) once it has killed the writers.
+
 The protocol is one line per order: ``group PGID``, ``ungroup PGID``,
-``dir PID PATH`` (delete PATH once PID has exited), ``undir PATH``.
+``dir PID PATH`` (delete PATH once PID has exited), ``undir PATH``, ``secret HEX``
+(a secret's UTF-8 in hex: a secret may hold any character), ``logs PATH`` (redact
+the ``*.log`` files of directory PATH, or file PATH), ``unlogs PATH``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import time
 from pathlib import Path
 
 from harness.pods.proctree import Process, descendants, signal_if_same
+from harness.redaction import Redactor
 
 POLL_S = 1.0
 """How often the watchdog notes the descendants of each guarded group (escapers are seen by then)."""
@@ -83,6 +91,18 @@ class _Guard:
     def undirectory(self, path: Path) -> None:
         self._send(f"undir {path}")
 
+    def logs(self, secrets: list[str], paths: list[Path]) -> None:
+        """Redact the logs at ``paths`` of ``secrets`` should the harness die before it does."""
+        for secret in secrets:
+            self._send(f"secret {secret.encode('utf-8', 'surrogatepass').hex()}")
+        for path in paths:
+            self._send(f"logs {path}")
+
+    def unlogs(self, paths: list[Path]) -> None:
+        if self._proc is not None:
+            for path in paths:
+                self._send(f"unlogs {path}")
+
 
 guard = _Guard()
 """The harness's one watchdog."""
@@ -96,6 +116,19 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def redact_logs(paths: list[Path], redactor: Redactor) -> None:
+    """Rewrite each log (a file, or the ``*.log`` of a directory) with the secrets hidden."""
+    if not redactor:
+        return
+    for path in paths:
+        for log in sorted(path.glob("*.log")) if path.is_dir() else [path]:
+            with contextlib.suppress(OSError):
+                text = log.read_text(encoding="utf-8", errors="surrogateescape")
+                redacted = redactor.text(text)
+                if redacted != text:
+                    log.write_text(redacted, encoding="utf-8", errors="surrogateescape")
 
 
 def _clean(groups: dict[int, set[Process]], dirs: dict[str, int]) -> None:
@@ -117,6 +150,8 @@ def main() -> None:  # pragma: no cover - runs as its own process; tested throug
         signal.signal(sig, signal.SIG_IGN)  # only the harness's end ends the watchdog
     groups: dict[int, set[Process]] = {}
     dirs: dict[str, int] = {}
+    secrets: set[str] = set()
+    logs: dict[str, None] = {}
     pending = b""
     stdin = sys.stdin.fileno()
     while True:
@@ -141,7 +176,14 @@ def main() -> None:  # pragma: no cover - runs as its own process; tested throug
                 dirs[path] = int(pid)
             elif order == "undir":
                 dirs.pop(rest, None)
-    _clean(groups, dirs)
+            elif order == "secret":
+                secrets.add(bytes.fromhex(rest).decode("utf-8", "surrogatepass"))
+            elif order == "logs":
+                logs[rest] = None
+            elif order == "unlogs":
+                logs.pop(rest, None)
+    _clean(groups, dirs)  # the writers are dead: their logs are whole
+    redact_logs([Path(p) for p in logs], Redactor(secrets))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ duplicate, inconclusive: failed, passed, or skipped with the reason when the
 gate does not list it) and one per fault row (failing when the intents it hit
 show duplicates or lost effects, with the numbers). ``mcp-chaos contract`` writes one case per check
 with the same builder.
+Every text goes through :func:`harness.sanitize.xml`: a server's
+text may hold characters XML cannot carry, and a JUnit file CI cannot parse shows nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from harness.audit.gate import FAILED, NOT_GATED
 from harness.audit.summary import Summary
 from harness.history import Verdict
+from harness.sanitize import xml
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class Case:
 
 def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) -> str:
     """A ``<testsuites>`` document with one suite."""
+    suite = xml(suite)
     node = ET.Element(
         "testsuite",
         name=suite,
@@ -41,17 +45,18 @@ def document(suite: str, classname: str, cases: Sequence[Case], seconds: float) 
         time=f"{seconds:.3f}",
     )
     for c in cases:
-        case = ET.SubElement(node, "testcase", classname=classname, name=c.name, time="0")
+        case = ET.SubElement(node, "testcase", classname=xml(classname), name=xml(c.name), time="0")
+        details = xml(c.details)
         if c.failure is not None:
-            failure = ET.SubElement(case, "failure", message=c.failure, type="finding")
-            failure.text = c.details or c.failure
+            failure = ET.SubElement(case, "failure", message=xml(c.failure), type="finding")
+            failure.text = details or xml(c.failure)
         elif c.error is not None:
-            error = ET.SubElement(case, "error", message=c.error, type="check")
-            error.text = c.details or c.error
+            error = ET.SubElement(case, "error", message=xml(c.error), type="check")
+            error.text = details or xml(c.error)
         elif c.skipped is not None:
-            ET.SubElement(case, "skipped", message=c.skipped)
-        elif c.details:
-            ET.SubElement(case, "system-out").text = c.details
+            ET.SubElement(case, "skipped", message=xml(c.skipped))
+        elif details:
+            ET.SubElement(case, "system-out").text = details
     root = ET.Element(
         "testsuites", name=suite, tests=node.get("tests", "0"), failures=node.get("failures", "0")
     )

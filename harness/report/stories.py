@@ -4,8 +4,8 @@ A story is a few lines a person reads top to bottom: the intent, each attempt
 (request id, pod, when, outcome, the reply or error text), what landed on it,
 the checkpoint reads that saw its effect and the one that did not, where it
 vanished, the fix. The same lines go to the terminal (``mcp-chaos explain``) and,
-in a fenced block, to report.md: server text is excerpted to one line and never
-opens a line, so it cannot break out of the block.
+in a fenced block, to report.md: server text is excerpted to one line without control
+characters (:mod:`harness.sanitize`) and never opens a line, so it cannot break out of the block.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from harness.audit.control import CONTROL
 from harness.audit.stories import FindingClass, Step, Story
 from harness.audit.summary import Summary
+from harness.sanitize import bounded, plain
 
 
 def _seconds(t: float | None) -> str:
@@ -30,9 +31,9 @@ def _said(step: Step) -> str:
     if step.detail:
         said += f" {step.detail}"
     if step.code:
-        said += f" code {step.code}"
+        said += f" code {plain(step.code)}"
     if step.text:
-        said += f": {step.text!r}"
+        said += f": {bounded(step.text)!r}"  # repr: no control character, quotes show where it ends
         if step.reads_as_failure:
             said += " (an ok reply that reads as a failure)"
     return said
@@ -80,7 +81,7 @@ def story_lines(story: Story, *, fix: bool = True) -> list[str]:
         *_attempt_lines(story.steps),
     ]
     for read in story.reads:
-        seen = f"failed ({read.error})" if read.error else f"saw {_plural(read.effects, 'effect')}"
+        seen = f"failed ({plain(read.error)})" if read.error else f"saw {_plural(read.effects, 'effect')}"
         lines.append(f"  checkpoint read {read.when} {read.pod} @{read.t:.2f}s: {seen}")
     if not story.reads and story.reads_total:
         lines.append(f"  no checkpoint read saw an effect of it ({story.reads_total} reads)")
@@ -151,7 +152,7 @@ def replies_markdown(summary: Summary) -> list[str]:
         "it failed); the most common:",
         "",
     ]
-    lines += [f"- {r.count}× `{_code(r.message)}`" for r in summary.failure_replies]
+    lines += [f"- {r.count}× `{_code(plain(r.message))}`" for r in summary.failure_replies]
     return lines
 
 
@@ -164,8 +165,8 @@ def evidence_markdown(summary: Summary) -> list[str]:
         lines += [f"**{shown.fault}**", "", "```text"]
         if not shown.sections:
             lines.append("(the log has no start sections; its last error-looking lines)")
-        lines += [f"before: {line}" for line in shown.before]
-        lines += [f"after:  {line}" for line in shown.after]
+        lines += [f"before: {plain(line)}" for line in shown.before]
+        lines += [f"after:  {plain(line)}" for line in shown.after]
         lines += ["```", ""]
     return lines[:-1]
 

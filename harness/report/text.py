@@ -2,9 +2,16 @@
 
 Both open with the headline (the worst finding, ``Summary.headline``), the other
 findings, what the gate let through and the gate's result, before any table.
+
+What a server said (error codes and messages, the answers quoted in a status or
+an inconclusive reason) passes through a ``said`` function: :func:`harness.sanitize.plain` for
+the terminal, :func:`~harness.sanitize.in_markdown` for report.md and the CI step summary
+(:mod:`harness.sanitize`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from harness.audit.findings import SEVERITY, also
 from harness.audit.summary import Summary
@@ -16,6 +23,11 @@ from harness.report.stories import (
     replies_markdown,
 )
 from harness.report.tables import ci, markdown_table, pct
+from harness.sanitize import cell, in_markdown, plain, terminal_line
+
+Said = Callable[[str], str]
+"""How a renderer shows a server's text in its kind of output."""
+
 
 ALWAYS_SHOWN = (Verdict.EXACTLY_ONCE, Verdict.DUPLICATE, Verdict.LOST)
 
@@ -100,11 +112,11 @@ def replica_table(summary: Summary) -> str:
     )
 
 
-def error_table(summary: Summary) -> str:
+def error_table(summary: Summary, said: Said = plain) -> str:
     """The most common error messages: why intents were rejected or retried."""
     if not summary.errors:
         return ""
-    rows = [[e.outcome.value, e.code or "", e.count, e.message.replace("|", "\\|")] for e in summary.errors]
+    rows = [[e.outcome.value, said(e.code or ""), e.count, said(e.message)] for e in summary.errors]
     return markdown_table(["outcome", "code", "attempts", "message (first of its kind)"], rows, align="llrl")
 
 
@@ -127,12 +139,12 @@ def _markdown_gate(summary: Summary) -> str:
     return "Gate: " + gate_line(summary).removeprefix("gate: ")
 
 
-def headline_lines(summary: Summary) -> list[str]:
-    """The headline, the other findings (``also: ...``) and what the gate did not gate."""
+def headline_lines(summary: Summary, line: Said = terminal_line) -> list[str]:
+    """The headline, the other findings (``also: ...``) and what the gate did not gate; ``line``
+    shows each in its kind of output (an inconclusive run's reason may quote the server)."""
     return [
-        headline(summary),
-        *(also(f) for f in summary.findings[1:]),
-        *summary.gate.not_gated,
+        line(text)
+        for text in (headline(summary), *(also(f) for f in summary.findings[1:]), *summary.gate.not_gated)
     ]
 
 
@@ -187,12 +199,12 @@ def _pacing_line(summary: Summary) -> list[str]:
     return [f"pod faults paced: {held}; in flight at each: {pacing.least_in_flight} or more"]
 
 
-def facts(summary: Summary) -> list[str]:
+def facts(summary: Summary, said: Said = plain) -> list[str]:
     a, i, p, e = summary.attempts, summary.intents, summary.pods, summary.effects
     by = a.by_outcome
     lines = [
         f"run {summary.run_id} ({summary.scenario}, seed {summary.seed}): {summary.status.value}"
-        + (f" ({summary.status_reason})" if summary.status_reason else "")
+        + (f" ({said(summary.status_reason)})" if summary.status_reason else "")
         + f" in {summary.duration_s:.1f}s",
         f"intents: {i.started} started of {i.planned} planned, {i.ended} ended",
         f"attempts: {a.total} ({a.retries} retries): ok {by[Outcome.OK]}, "
@@ -216,19 +228,19 @@ def facts(summary: Summary) -> list[str]:
             f"{c.vanished} intents seen and later gone"
         )
     for reason in summary.inconclusive:
-        lines.append(f"INCONCLUSIVE: {reason}")
+        lines.append(f"INCONCLUSIVE: {said(reason)}")
     if summary.errors:
         top = summary.errors[0]
         lines.append(
             f"most common error: {top.count}× {top.outcome.value}"
-            + (f" {top.code}" if top.code else "")
-            + f": {top.message}"
+            + (f" {said(top.code)}" if top.code else "")
+            + f": {said(top.message)}"
         )
     if summary.replies_as_failure:
         top = summary.failure_replies[0]
         lines.append(
             f"ok replies that read as failures: {summary.replies_as_failure} (most common: {top.count}× "
-            f"{top.message})"
+            f"{said(top.message)})"
         )
     lines += control_lines(summary)
     return lines
@@ -254,8 +266,8 @@ def render_text(summary: Summary) -> str:
 
 
 def render_markdown(summary: Summary, scenario_yaml: str) -> str:
-    errors = error_table(summary)
-    first, *others = headline_lines(summary)
+    errors = error_table(summary, in_markdown)
+    first, *others = headline_lines(summary, cell)
     return "\n".join(
         [
             f"# Retry-safety report: {summary.scenario} ({summary.run_id})",
@@ -266,7 +278,7 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
             *([""] if others else []),
             _markdown_gate(summary),
             "",
-            *(f"- {line}" for line in facts(summary)),
+            *(f"- {line}" for line in facts(summary, in_markdown)),
             "",
             *(line for part in (findings_markdown(summary),) if part for line in (*part, "")),
             "## Verdicts",

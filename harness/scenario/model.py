@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
+import os
+from collections.abc import Mapping
 from typing import Annotated
-from urllib.parse import unquote
 
 import yaml
 from pydantic import Field, model_validator
 
+from harness.redaction import collect, mask_url_passwords
 from harness.scenario.client import ClientPolicy
 from harness.scenario.effects import Audit
 from harness.scenario.faults import Faults
@@ -19,9 +20,6 @@ from harness.scenario.section import Section
 from harness.scenario.services import Services
 from harness.scenario.target import TargetSpec
 from harness.scenario.workload import WorkloadSpec
-
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)([^@/\s]+)(@)")
-"""``scheme://user:password@``: the password is group 2."""
 
 
 class Scenario(Section):
@@ -46,21 +44,22 @@ class Scenario(Section):
     def dump_yaml(self) -> str:
         """The scenario as run, loadable again (placeholders other than scenario_dir kept).
 
-        Passwords in URLs are replaced with ``***``: this text goes into the run
+        Passwords in URLs are replaced with ``***`` (:mod:`harness.redaction`): this text goes into the run
         directory and the report. The audit never needs them again, since live
         stores are read once, at the end of the run, into ``effects.json``.
         """
-        data = map_strings(self.model_dump(mode="json"), lambda s: _URL_PASSWORD.sub(r"\1***\3", s))
+        data = map_strings(self.model_dump(mode="json"), mask_url_passwords)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
-    def url_passwords(self) -> list[str]:
-        """Passwords written into URLs anywhere in the scenario, as written and URL-decoded."""
-        found: set[str] = set()
+    def secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """What no file or terminal may show (:func:`harness.redaction.collect`): the target's
+        ``${VAR}`` values and credentials, and the passwords of URLs anywhere in the scenario."""
+        strings: list[str] = []
 
-        def collect(text: str) -> str:
-            for match in _URL_PASSWORD.finditer(text):
-                found.update((match[2], unquote(match[2])))
+        def gather(text: str) -> str:
+            strings.append(text)
             return text
 
-        map_strings(self.model_dump(mode="json"), collect)
-        return sorted(found)
+        map_strings(self.model_dump(mode="json"), gather)
+        target = self.target
+        return collect(target.env, target.headers, strings, os.environ if environ is None else environ)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from harness.client.framing import Framing
 from harness.client.http import McpHttpClient
 from harness.client.messages import SseParser, interpret_message
-from harness.history import MESSAGE_LIMIT, Detail, Outcome
+from harness.history import MESSAGE_LIMIT, Detail, Outcome, excerpt
 
 EVENTS = [
     {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
@@ -81,13 +81,13 @@ def test_tool_error_without_contract() -> None:
     assert res.message == "Sorry, something went wrong"  # why it was rejected, for the report
 
 
-def test_error_text_is_kept_on_one_line_without_control_bytes() -> None:
+def test_error_text_is_kept_as_said_until_redacted_then_one_line_without_control_bytes() -> None:
     text = "line one\nline two\x00\x1b[31m " + "x" * 1000
     msg = ok({"isError": True, "content": [{"type": "text", "text": text}]})
     res = interpret_message(msg, 3, status=200, form="json")
-    assert res.message is not None
-    assert res.message.startswith("line one line two??[31m xxx")
-    assert len(res.message) > MESSAGE_LIMIT  # cut only when written, after secrets are redacted
+    assert res.message == text  # collapsed and cut only when written, after secrets are redacted
+    assert excerpt(res.message).startswith("line one line two??[31m xxx")
+    assert len(excerpt(res.message)) == MESSAGE_LIMIT
     err = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "Method not found"}}
     res = interpret_message(err, 3, status=200, form="json")
     assert res.message == "JSON-RPC error -32601: Method not found"

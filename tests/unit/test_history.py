@@ -18,11 +18,11 @@ from harness.history import (
     HistoryWriter,
     IntentStatus,
     Outcome,
-    Redactor,
     StreamFaultKind,
     excerpt,
     read_history,
 )
+from harness.redaction import Redactor
 from harness.report.files import COLUMNS
 
 
@@ -105,7 +105,7 @@ def test_secrets_never_reach_the_history(tmp_path: Path) -> None:
         f"bad token {secret} json {orjson.dumps(secret).decode()} repr {secret!r} "
         f"latin-1 {secret.encode().decode('latin-1')}"
     )
-    with HistoryWriter(path, redactor=Redactor([secret, "type", "2026"])) as h:
+    with HistoryWriter(path, redact=Redactor([secret, "type", "2026"]).text) as h:
         h.emit(EventType.RUN_STARTED, seed=20260728, scenario="type-2026")  # identifiers stay as they are
         h.emit(EventType.ATTEMPT_ENDED, message="x" * 290 + secret, outcome="auth_error")
         h.emit(EventType.RUN_ENDED, reason=f"HTTP 401: {echoed}")

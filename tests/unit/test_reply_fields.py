@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.client.messages import REPLY_WINDOW, interpret_message
-from harness.history import MESSAGE_LIMIT, EventType, HistoryWriter, Outcome, Redactor, read_history
+from harness.history import MESSAGE_LIMIT, EventType, HistoryWriter, Outcome, read_history
+from harness.redaction import Redactor
 
 
 def ok(*blocks: dict[str, Any], **result: Any) -> dict[str, Any]:
@@ -21,7 +22,7 @@ def test_an_ok_reply_keeps_its_text_and_says_whether_it_reads_as_a_failure() -> 
     res = interpret_message(ok(text("Database error:\n no such table: notes")), 7, status=200, form="json")
     assert (res.outcome, res.reply, res.reads_as_failure) == (
         Outcome.OK,
-        "Database error: no such table: notes",
+        "Database error:\n no such table: notes",  # as said: the history redacts it, then makes it one line
         True,
     )
     res = interpret_message(ok(text("Created note 'Error handling tips'")), 7, status=200, form="json")
@@ -47,7 +48,7 @@ def test_a_huge_reply_is_kept_only_as_far_as_the_history_can_use_it() -> None:
 def test_the_history_redacts_a_reply_then_cuts_it(tmp_path: Path) -> None:
     secret = "tok-123"
     path = tmp_path / "history.jsonl"
-    with HistoryWriter(path, redactor=Redactor([secret])) as history:
+    with HistoryWriter(path, redact=Redactor([secret]).text) as history:
         history.emit(EventType.ATTEMPT_ENDED, outcome="ok", reply="z" * 296 + secret + "z" * 100)
     (event,) = read_history(path)
     assert event["reply"] == "z" * 296 + "***" + "…"

@@ -326,7 +326,7 @@ def test_passwords_in_urls_stay_out_of_the_scenario_as_run(scenario_data: dict[s
     scenario_data["services"] = {"postgres": {}}
     scenario_data["audit"]["effects"]["sql"]["url"] = "postgresql://app:p%40ss@127.0.0.1:5432/shop"
     scenario = parse(scenario_data)
-    assert scenario.url_passwords() == ["p%40ss", "p@ss"]
+    assert scenario.secrets({}) == ["p%40ss", "p@ss"]
     dumped = scenario.dump_yaml()
     assert "postgresql://app:***@127.0.0.1:5432/shop" in dumped
     assert "p%40ss" not in dumped

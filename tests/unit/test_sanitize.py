@@ -1,0 +1,116 @@
+"""The sanitizers, one per kind of output, and the list of the harness's writers: a new writer
+fails :func:`test_every_writer_is_known` until it is placed here with the sanitizer it uses."""
+
+from __future__ import annotations
+
+import ast
+import xml.etree.ElementTree as ET
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.report.junit import Case, document
+from harness.sanitize import bounded_data, cell, json_safe, markdown, terminal, xml
+from tests.conftest import ROOT
+
+HOSTILE = "\x1b[2J\x1b]0;t\x07<img src=x onerror=alert(1)> ![x](http://127.0.0.1/x) a|b\nc\x00\ufffe\ud800"
+
+
+def test_each_sanitizer_disarms_what_its_output_fears() -> None:
+    assert "\x1b" not in terminal(HOSTILE)
+    assert "\n" in terminal(HOSTILE)  # a line break is not a control sequence
+    shown = cell(HOSTILE)
+    assert "\n" not in shown
+    assert "<img" not in shown.replace("\\<img", "")
+    assert "![" not in shown
+    assert "|" not in shown.replace("\\|", "")
+    assert markdown("a [b](c)") == "a \\[b\\](c)"
+    assert "\ufffe" not in xml(HOSTILE)
+    assert "\ud800" not in json_safe({"k": [HOSTILE]})["k"][0]
+
+
+def test_evidence_is_cut_to_excerpts() -> None:
+    cut = bounded_data({"handle": "h" * 10_000_000, "items": list(range(200))})
+    assert len(cut["handle"]) == 2000
+    assert len(cut["items"]) == 51
+
+
+@given(text=st.text(), name=st.text())
+def test_a_junit_document_parses_whatever_the_server_said(text: str, name: str) -> None:
+    cases = [Case(name, failure=text, details=text), Case("e", error=text), Case("s", skipped=text)]
+    ET.fromstring(document(text, name, cases, 1.0).encode("utf-8", "surrogatepass"))
+
+
+WRITERS = {
+    ("harness.balancer", "start"): "nginx's own configuration and log",
+    ("harness.cli", "_say"): "terminal()",
+    ("harness.cli", "_preflight"): "a harness line, then _say",
+    ("harness.cli", "_catalog_cost"): "token counts the harness measured",
+    ("harness.cli", "_step_summary"): "render_step_summary: in_markdown()",
+    ("harness.cli", "cmd_cleanup"): "names the harness gave",
+    ("harness.cli", "cmd_contract"): "junit (xml()), contract.json as written (json_safe())",
+    ("harness.cli", "cmd_crashpoints"): "crash_render.json_text: harness numbers",
+    ("harness.cli", "cmd_init"): "the draft, redacted by init_scenario",
+    ("harness.cli", "cmd_reproduce"): "a table of harness numbers",
+    ("harness.cli", "cmd_run"): "a harness line; run_junit (xml())",
+    ("harness.cli", "cmd_trend"): "a harness line",
+    ("harness.cli", "cmd_validate"): "the scenario's own name",
+    ("harness.cli", "main"): "a harness line",
+    ("harness.contract.checks", "catalog"): "the snapshot: redacted, json_safe()",
+    ("harness.contract.cost", "write_reports"): "token counts",
+    ("harness.contract.report", "write_reports"): "markdown()/cell(), json_safe() of told() results",
+    ("harness.contract.tokens", "encoding"): "the tokenizer's cache",
+    ("harness.crashpoints.emit", "write_reproducers"): "generated tests",
+    ("harness.crashpoints.emit", "write_tests"): "generated tests",
+    ("harness.crashpoints.render", "write_reports"): "harness numbers",
+    ("harness.final_read", "final_read"): "effects.json: counts",
+    ("harness.history", "__init__"): "HistoryWriter: redact, then excerpt",
+    ("harness.pods.container", "_demultiplex"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.container", "_stop_locked"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.kubernetes", "_save_log"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.kubernetes", "collect_logs"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.process", "start"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.watchdog", "redact_logs"): "the logs, redacted",
+    ("harness.report.compare", "write_comparison"): "counts; HTML autoescaped",
+    ("harness.report.files", "write_audit"): "report.md: in_markdown(); report.html: autoescape",
+    ("harness.report.trend", "write_output"): "numbers",
+    ("harness.reproduce", "write_reports"): "numbers",
+    ("harness.rundir", "prepare_run_dir"): "the scenario as run: URL passwords masked",
+    ("harness.services", "start"): "PostgreSQL's log: redact_logs / the watchdog",
+    ("harness.sink", "start"): "the sink's own records",
+}
+"""Every function of the harness that writes a file or prints, and what keeps a server's text safe there."""
+
+
+def writers() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for top in ast.parse(path.read_text(encoding="utf-8")).body:
+            nodes = [top, *(top.body if isinstance(top, ast.ClassDef) else [])]
+            for node in nodes:
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                if any(_writes(call) for call in ast.walk(node) if isinstance(call, ast.Call)):
+                    found.add((module, node.name))
+    return found
+
+
+def _writes(call: ast.Call) -> bool:
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr in ("write_text", "write_bytes"):
+        return True
+    if isinstance(f, ast.Name) and f.id == "print":
+        return True
+    if isinstance(f, ast.Attribute) and f.attr == "write" and isinstance(f.value, ast.Attribute):
+        return f.value.attr in ("stdout", "stderr")
+    if isinstance(f, ast.Name) and f.id == "open" and len(call.args) > 1:
+        mode = call.args[1]
+        return isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wa")
+    return False
+
+
+def test_every_writer_is_known() -> None:
+    found = writers()
+    assert found - set(WRITERS) == set(), "new writers: pass what they write through harness.sanitize"
+    assert set(WRITERS) - found == set(), "writers listed here that are gone"
