@@ -114,8 +114,9 @@ def _say(text: str = "", *, err: bool = False) -> None:
     print(terminal(text), file=sys.stderr if err else sys.stdout)
 
 
-def _output(value: str | None, flag: str) -> Path | None:
-    """An output path checked before any work: a file that can be written in a directory that exists.
+def _output(value: str | None, flag: str, *, makes_dirs: bool = False) -> Path | None:
+    """An output path checked before any work: a file that can be written in a directory that exists
+    (or, with ``makes_dirs``, that the writer creates: its nearest existing ancestor must be writable).
 
     Found after a run, a bad path would cost the run and end in a traceback (exit 1,
     which reads as "gate failed"); here it is a usage error (exit 2).
@@ -126,6 +127,9 @@ def _output(value: str | None, flag: str) -> Path | None:
     if path.is_dir():
         raise UsageError(f"{flag} {value}: is a directory; name a file")
     parent = path.parent if str(path.parent) else Path(".")
+    if makes_dirs:
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
     if not parent.is_dir():
         raise UsageError(f"{flag} {value}: the directory {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -165,7 +169,7 @@ def _step_summary(path: Path | None, markdown: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, _overrides(args))
     summary_path, junit_path = _step_summary_path(), _output(args.junit, "--junit")
-    trend_path = _output(args.trend, "--trend")
+    trend_path = _output(args.trend, "--trend", makes_dirs=True)  # a nightly's trend.csv starts its folder
     check_environment(scenario)
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     if not args.no_preflight:

@@ -90,7 +90,12 @@ class Injector:
         self._held_s = 0.0
         """How long the current progress fault has held dispatching, before ``_held_since``."""
         self._landing = False
-        """The current progress fault re-opened the gate to land on work: it does not close it again."""
+        """The current progress fault re-opened the gate to land on work: its hold point no longer
+        closes it."""
+        self._landing_cap = 0
+        """While landing: dispatched intents at which the gate closes again. A landing lets in at most the
+        load it waits for, and never the last intent: a fast server could otherwise finish the whole
+        workload before the fault wakes up, and the run would end without it."""
         self._waiting: dict[int, str] = {}
         """id(fault) -> what a due fault is waiting for (for fault_missed)."""
         self._injected: set[int] = set()
@@ -104,6 +109,9 @@ class Injector:
         """Called by the driver each time an intent is dispatched, before it runs."""
         self._dispatched = dispatched
         self._progress.set()
+        if self._landing and dispatched >= self._landing_cap and self.dispatch_gate.is_set():
+            self.dispatch_gate.clear()
+            self._held_since = self.clock()
         self._hold_if_due()
         if dispatched == self.workload_size:
             self._dispatch_ended = self.history.now()
@@ -231,8 +239,14 @@ class Injector:
             if not landing.ready(load.in_flight, load.planned - load.finished):
                 self._waiting[id(fault)] = "work in flight after dispatching re-opened"
                 self._landing = True
-                self._release()
+                undispatched = load.planned - self._dispatched
+                window = min(landing.wanted(load.planned - load.finished), undispatched - 1)
+                self._landing_cap = self._dispatched + max(0, window)
+                if window > 0:
+                    self._release()
                 while not landing.ready(load.in_flight, load.planned - load.finished):
+                    if self._dispatched >= self._landing_cap and load.in_flight == 0:
+                        break  # the window's intents all ended before it woke: nothing more will come
                     self._progress.clear()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(LANDING_POLL_S):

@@ -3,6 +3,7 @@ clock, no sleeping), the estimate for preflight, and the report's line."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,50 @@ def test_hold_true_closes_the_gate_at_the_trigger(scenario_data: dict[str, Any],
     scenario = parse_scenario(scenario_data)
     first = build_schedule(scenario)[0].after_intents
     assert _gate_closes_at(scenario, tmp_path, 100) == first
+
+
+class Load:
+    """The driver's live counters, moved by the test."""
+
+    def __init__(self, planned: int) -> None:
+        self.planned, self.finished, self.in_flight = planned, 0, 0
+
+
+def test_a_landing_lets_in_its_load_but_never_the_last_intent(
+    scenario_data: dict[str, Any], tmp_path: Path
+) -> None:
+    # A held kill re-opens dispatching to land on work. A fast server (or a slow event loop) used to
+    # let the driver dispatch and finish every intent left before the fault woke: the run ended
+    # without it ("fault_missed ... while it waited for work in flight").
+    scenario_data["workload"]["intents"] = 20
+    scenario_data["faults"]["kill"] = {"count": 2, "hold_dispatch": True}
+    scenario = parse_scenario(scenario_data)
+
+    async def land() -> tuple[int, dict[str, Any]]:
+        with HistoryWriter(tmp_path / "history.jsonl") as history:
+            injector = Injector(build_schedule(scenario), [], history, workload_size=20, concurrency=4)
+            load = injector.load = Load(planned=20)
+            fault = injector._progress_faults[0]
+            trigger = fault.after_intents
+            assert trigger is not None
+            for dispatched in range(1, trigger + 1):
+                injector.on_dispatch(dispatched)
+            load.finished = trigger  # the drained work
+            assert not injector.dispatch_gate.is_set()
+            landing = asyncio.ensure_future(injector._land(fault))
+            await asyncio.sleep(0)
+            assert injector.dispatch_gate.is_set()  # re-opened to land on work
+            dispatched = trigger
+            while injector.dispatch_gate.is_set() and dispatched < 20:  # a driver that never waits
+                dispatched += 1
+                injector.on_dispatch(dispatched)
+            load.finished = dispatched  # and they all ended before the fault looked again
+            paced = await asyncio.wait_for(landing, timeout=5)
+            return dispatched - trigger, dict(paced)
+
+    let_in, paced = asyncio.run(land())
+    assert let_in == 4  # the load it waits for: one intent per worker
+    assert paced["dispatched"] < 20  # the workload cannot end before the kill strikes
 
 
 # -- the estimate
