@@ -206,16 +206,39 @@ def _pairs(values: Sequence[str] | None, sep: str, flag: str) -> dict[str, str]:
     return pairs
 
 
-def _ask(names: Sequence[str]) -> str:
+async def _ask(names: Sequence[str]) -> str:
     """Which tool to test, asked at a terminal (``init`` only asks where one is attached)."""
     for number, name in enumerate(names, 1):
         print(f"  {number}. {name}", file=sys.stderr)
     while True:
-        answer = input(f"Which tool should the workload call? [1-{len(names)}, default 1] ").strip() or "1"
+        sys.stderr.write(f"Which tool should the workload call? [1-{len(names)}, default 1] ")
+        sys.stderr.flush()
+        answer = (await _typed_line()).strip() or "1"
         if answer.isdigit() and 1 <= int(answer) <= len(names):
             return names[int(answer) - 1]
         if answer in names:
             return answer
+
+
+async def _typed_line() -> str:
+    """A line typed at the terminal, read without blocking the event loop: ``input()`` would hold it,
+    and Ctrl-C with it, until Enter."""
+    loop = asyncio.get_running_loop()
+    typed: asyncio.Future[bytes] = loop.create_future()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not typed.done():
+            typed.set_result(os.read(fd, 4096))
+
+    loop.add_reader(fd, readable)
+    try:
+        line = await typed
+    finally:
+        loop.remove_reader(fd)
+    if not line:
+        raise UsageError("no tool was chosen (end of input); name it with --tool")
+    return line.decode(errors="replace")
 
 
 def cmd_init(args: argparse.Namespace) -> int:
