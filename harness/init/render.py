@@ -20,7 +20,12 @@ from harness.init.draft import Draft, Source
 
 
 def _section(name: str, value: Any) -> str:
-    return yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
+    """``name: value`` as YAML that loads back as ``value``: PyYAML's plain and single-quoted styles fold
+    some line breaks in a server's names (NEL, U+2028) into spaces, its double-quoted style escapes them."""
+    text = yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
+    if yaml.safe_load(text) == {name: value}:
+        return text
+    return yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100, default_style='"')
 
 
 COMMENT_LIMIT = 400
