@@ -241,3 +241,43 @@ def test_passwords_in_urls_are_written_nowhere(run: Run, tmp_path: Path) -> None
     assert b"postgresql://app:***@127.0.0.1:1/x" in (run_dir / "scenario.yaml").read_bytes()
     for secret in (b"hunter2", b"s3cr%40t", b"s3cr@t"):
         assert secret not in written
+
+
+def catalog_init(tmp_path: Path, tools: list[dict[str, Any]], noise: str = "") -> Any:
+    """``init`` against a stdio server listing ``tools`` (and printing ``noise`` first), as a real process:
+    its timeout fails the test if init hangs."""
+    (tmp_path / "catalog.json").write_text(orjson.dumps(tools).decode())
+    env = ["--env", f"CATALOG={tmp_path / 'catalog.json'}", *(["--env", f"NOISE={noise}"] if noise else [])]
+    command = f"{{python}} {HOSTILE} stdio_catalog"
+    args = ["init", "--command", command, "--transport", "stdio", *env, "-o", "drafted.yaml"]
+    return mcp_chaos_process(*args, cwd=tmp_path, timeout=90)
+
+
+def test_init_gives_up_on_a_pattern_that_backtracks_forever(tmp_path: Path) -> None:
+    """``^(a+)+$`` matched against a default that almost fits takes exponential time, holding the GIL:
+    the search is abandoned at its deadline and the field is a TODO, and init ends."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "memo": {"type": "string"},
+            "code": {"type": "string", "pattern": "^(a+)+$", "default": "a" * 40 + "!"},
+        },
+        "required": ["memo", "code"],
+    }
+    made = catalog_init(tmp_path, [{"name": "create", "inputSchema": schema}])
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "drafted.yaml").read_text()
+    drafted = yaml.safe_load(text)
+    assert drafted["workload"]["tool"] == "create"
+    assert drafted["workload"]["arguments"]["memo"] == "{marker}"
+    assert drafted["workload"]["arguments"]["code"] == "TODO"
+    assert "TODO: finding a value for code took longer than" in text
+
+
+def test_init_reads_past_what_a_stdio_server_prints_before_speaking(tmp_path: Path) -> None:
+    """``booting... `` on stdout with no newline, then MCP: init skips it rather than waiting for a line."""
+    schema = {"type": "object", "properties": {"memo": {"type": "string"}}, "required": ["memo"]}
+    made = catalog_init(tmp_path, [{"name": "create", "inputSchema": schema}], noise="booting... ")
+    assert made.returncode == 0, made.stderr
+    drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
+    assert drafted["workload"]["arguments"] == {"memo": "{marker}"}
