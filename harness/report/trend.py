@@ -17,6 +17,7 @@ than a traceback or a rate shown as ``nan%``.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def row_problem(row: dict[str, Any]) -> str | None:
+def row_problem(row: Mapping[Hashable, Any]) -> str | None:
     """What is wrong with one row of a trend file, or None: it can be shown and compared."""
     for name in NAMES:
         value = row[name]
