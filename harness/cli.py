@@ -37,7 +37,7 @@ from harness.init import Origin, init_scenario
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import preflight, require_run_dir
 from harness.report import trend
-from harness.report.compare import counts_of, render_comparison, write_comparison
+from harness.report.compare import counts_of, mixed_scenarios, render_comparison, write_comparison
 from harness.report.junit import run_junit
 from harness.report.text import render_step_summary, render_text
 from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, run_and_audit
@@ -380,6 +380,8 @@ def cmd_trend(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     run_dirs = [Path(d) for d in args.run_dirs]
     runs = [counts_of(d) for d in run_dirs]
+    if (warning := mixed_scenarios(runs)) is not None:
+        print(f"mcp-chaos: warning: {warning}", file=sys.stderr)
     print(render_comparison(runs))
     if args.output:
         write_comparison(Path(args.output), runs, run_dirs)
