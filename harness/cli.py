@@ -34,6 +34,7 @@ from harness.crashpoints import render as crash_render
 from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.describe import announcement, describe_plan
 from harness.init import Origin, init_scenario
+from harness.init.connect import remove_stale_probes
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import preflight, require_run_dir
 from harness.report import trend
@@ -176,9 +177,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters and containers (by label)."""
-    for path in remove_stale_clusters():
+    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters, init's throwaway
+    directories (which belong to no run: only without ``--run``) and containers (by label)."""
+    for path in remove_stale_clusters(args.run):
         print(f"removed temporary PostgreSQL cluster {path}")
+    for path in remove_stale_probes() if args.run is None else ():
+        print(f"removed init's temporary directory {path}")
     try:
         client = docker_client()
     except TargetError as exc:
@@ -554,7 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.set_defaults(func=cmd_init)
 
     cleanup = sub.add_parser(
-        "cleanup", help="remove what a killed harness left: temporary PostgreSQL clusters, containers"
+        "cleanup",
+        help="remove what a killed harness left: PostgreSQL clusters, init's directories, containers",
     )
     cleanup.add_argument("--run", help="only those of this run id")
     cleanup.add_argument("--force", action="store_true", help="also those of runs whose harness still runs")
