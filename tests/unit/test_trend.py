@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -96,9 +97,7 @@ GOOD = frame([("a", 37, 2700), ("a", 34, 2700)])
     ],
 )
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_a_damaged_row_is_named(
-    tmp_path: Path, suffix: str, column: str, value: object, problem: str
-) -> None:
+def test_a_damaged_row_is_named(tmp_path: Path, suffix: str, column: str, value: Any, problem: str) -> None:
     rows = GOOD.astype({column: object})
     rows.loc[1, column] = value
     path = tmp_path / f"trend{suffix}"
