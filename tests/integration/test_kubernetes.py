@@ -232,7 +232,9 @@ def test_podchaos_is_deleted_after_sigint(cluster: FakeCluster, tmp_path: Path) 
 @pytest.mark.parametrize("cluster", [{"chaos_mesh": False}], indirect=True)
 def test_a_kill_the_api_refuses_fails_the_run_with_its_message(cluster: FakeCluster, tmp_path: Path) -> None:
     """Not "nothing was killed", which would have the injector try again at once, forever."""
-    data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), kill="chaos_mesh", intents=20)
+    # Intents enough that the run cannot end before its first kill is due (a held kill waits for work
+    # in flight, and a fast run of 20 could end first under load): the kill's failure ends it at once.
+    data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), kill="chaos_mesh", intents=400)
     started = time.monotonic()
     with pytest.raises(TargetError, match=r"cannot create a PodChaos for pod invoices-\S+: 404 Not Found"):
         run_scenario(data, tmp_path / "results")
