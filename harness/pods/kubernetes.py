@@ -91,6 +91,13 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{problem} at line {mark.line + 1}" if mark is not None else str(problem)
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a call failed for want of an answer (not an answer that said no)."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason or exc
+    return isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError)
+
+
 _API_FAILURES = (ApiException, urllib3.exceptions.HTTPError, OSError, credentials.PluginFailed)
 
 
@@ -154,7 +161,11 @@ class KubernetesPod:
         self.chaos_objects: list[str] = []
         """Names of the PodChaos objects of this run, each recorded before it is created."""
         self._deadline: float | None = None
-        """While :meth:`start` waits: when its ``ready_timeout_s`` ends (``time.monotonic()``)."""
+        """While :meth:`start` waits or :meth:`stop` cleans up: when that ends (``time.monotonic()``)."""
+        self._deadline_for = ""
+        """What the deadline is, for the error that says it passed."""
+        self._silent = False
+        """The last call went unanswered: the logs at the end are not asked for (each would time out)."""
 
     @property
     def pid(self) -> int | None:
@@ -209,15 +220,17 @@ class KubernetesPod:
                     self.spec.namespace, label_selector=self.spec.selector, _request_timeout=self._timeout()
                 )
         except _API_FAILURES as exc:
-            if self._deadline is not None and time.monotonic() >= self._deadline:
+            self._silent = _timed_out(exc)
+            if self._deadline is not None and time.monotonic() >= self._deadline and self._silent:
                 raise TargetNotReady(
-                    f"target.kubernetes: the API server did not answer within target.ready_timeout_s "
-                    f"({self.ready_timeout_s:g}s): {_api_error(exc)}"
+                    f"target.kubernetes: the API server did not answer within {self._deadline_for}: "
+                    f"{_api_error(exc)}"
                 ) from None
             raise TargetError(
                 f"target.kubernetes: cannot list pods in namespace {self.spec.namespace} "
                 f"({self.spec.selector}): {_api_error(exc)}"
             ) from None
+        self._silent = False
         return list(pods.items)
 
     def _ready_names(self) -> dict[str, int]:
@@ -231,6 +244,7 @@ class KubernetesPod:
         ``ready_timeout_s``; Ctrl-C kills a credential plugin still running.
         """
         self._deadline = time.monotonic() + self.ready_timeout_s
+        self._deadline_for = f"target.ready_timeout_s ({self.ready_timeout_s:g}s)"
         try:
             return await self._wait_ready()
         except BaseException:
@@ -351,16 +365,20 @@ class KubernetesPod:
     async def stop(self, timeout: float) -> None:
         """Delete every PodChaos of the run, then copy the pods' logs; the pods themselves stay.
 
-        The deletions are synchronous so that a second Ctrl-C cannot cut them short.
-        TargetError naming what could not be deleted, after trying them all.
+        The deletions are synchronous so that a second Ctrl-C cannot cut them short. Every call
+        ends by ``timeout`` (``target.stop_timeout_s``). TargetError naming what could not be
+        deleted, after trying them all.
         """
         credentials.kill_all()
         if self._api is None:
             return
-        left = self._delete_chaos_objects()
+        self._deadline = time.monotonic() + timeout
+        self._deadline_for = f"target.stop_timeout_s ({timeout:g}s)"
         try:
+            left = self._delete_chaos_objects()
             await asyncio.to_thread(self.collect_logs)
         finally:
+            self._deadline = None
             self._api.close()  # type: ignore[no-untyped-call]
             self._api = self._core = self._custom = None
         if left:
@@ -381,7 +399,7 @@ class KubernetesPod:
                     self.spec.namespace,
                     CHAOS_PLURAL,
                     name,
-                    _request_timeout=REQUEST_TIMEOUT_S,
+                    _request_timeout=self._timeout(),
                 )
             except ApiException as exc:
                 if exc.status != 404:  # never created (its creation failed), or already gone
@@ -394,6 +412,9 @@ class KubernetesPod:
         """Each matching pod's log (and its previous container's, after a restart) into ``logs_dir``."""
         assert self._core is not None
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if self._silent:
+            (self.logs_dir / "kubernetes.log").write_text("(no pod logs: the API server did not answer)\n")
+            return
         try:
             pods = self._list()
         except TargetError as exc:
@@ -415,7 +436,7 @@ class KubernetesPod:
                 self.spec.namespace,
                 container=container,
                 previous=previous,
-                _request_timeout=REQUEST_TIMEOUT_S,
+                _request_timeout=self._timeout(),
             )
         except _API_FAILURES as exc:
             text = f"(log not available: {_api_error(exc)})\n"
@@ -424,6 +445,8 @@ class KubernetesPod:
     def log_tail(self, lines: int = 20) -> str:
         if self._core is None or "," in self.name or self.name == self.spec.selector:
             return "(no log: more than one pod)"
+        if self._silent:
+            return "(no log: the API server did not answer)"
         try:
             return self._core.read_namespaced_pod_log(
                 self.name, self.spec.namespace, tail_lines=lines, _request_timeout=REQUEST_TIMEOUT_S

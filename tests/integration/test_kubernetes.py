@@ -369,6 +369,9 @@ def test_an_api_server_that_never_answers_ends_at_the_deadline(tmp_path: Path, s
         "mcp-chaos: error: target.kubernetes: the API server did not answer within target.ready_timeout_s "
         "(2s): ReadTimeoutError (/api/v1/namespaces/default/pods?labelSelector=app%3Dx)"
     ), err
+    # The logs are not asked for at the end: each call would wait out its timeout again.
+    (log,) = (tmp_path / "results").rglob("kubernetes.log")
+    assert log.read_text() == "(no pod logs: the API server did not answer)\n"
 
 
 HANGING_PLUGIN = """#!/bin/sh
