@@ -13,10 +13,12 @@ a marker), and a value each field accepts.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 STATE_VERBS = frozenset(
     [
@@ -304,23 +306,47 @@ class Leaf:
         return ".".join(str(p) for p in self.path)
 
 
+MAX_REF_DEPTH = 20
+"""``$ref`` and combinators followed in a row at most: a cycle (``$ref: "#"``) ends there."""
+MAX_FIELD_DEPTH = 12
+"""Levels of objects and arrays entered at most: a recursive or 100-level schema ends there."""
+
+
+def _pointer(root: Any, ref: str) -> Any:
+    """The node a local ``$ref`` (``#``, ``#/$defs/x``, with ``~0``, ``~1`` and %-escapes) points at,
+    or ``{}`` where it points at nothing (a dangling reference reads as a schema that says nothing)."""
+    target = root
+    for raw in ref[2:].split("/") if ref.startswith("#/") else ():
+        part = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping):
+            target = target.get(part, {})
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            return {}
+    return target
+
+
 def resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
-    """Follow local ``$ref`` and take the first usable branch of ``anyOf``/``oneOf``/``allOf``."""
-    if not isinstance(node, Mapping) or depth > 20:
+    """Follow local ``$ref`` and take the first usable branch of ``anyOf``/``oneOf``/``allOf``.
+
+    Any JSON is taken: what is not a schema object is ``{}``, a reference to nothing
+    or past ``MAX_REF_DEPTH`` references (a cycle) is ``{}``; never an exception.
+    """
+    if not isinstance(node, Mapping) or depth > MAX_REF_DEPTH:
         return {}
     ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return resolve(merged, root, depth + 1)
+    if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+        target = _pointer(root, ref)
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return resolve({**target, **rest} if isinstance(target, Mapping) else rest, root, depth + 1)
     for combinator in ("anyOf", "oneOf", "allOf"):
         options = node.get(combinator)
         if isinstance(options, list) and options:
             usable = [o for o in options if isinstance(o, Mapping) and o.get("type") != "null"] or options
             rest = {k: v for k, v in node.items() if k != combinator}
-            return resolve({**rest, **usable[0]}, root, depth + 1)
+            first = usable[0] if isinstance(usable[0], Mapping) else {}
+            return resolve({**rest, **first}, root, depth + 1)
     return node
 
 
@@ -334,21 +360,29 @@ def json_type(schema: Mapping[str, Any]) -> str:
     return str(kind)
 
 
+def _names(value: Any) -> set[str]:
+    """``required`` as a set of names, whatever JSON it is (a list of strings, else nothing)."""
+    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
+
+
 def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> Iterator[Leaf]:
-    """Every scalar field of a tool's arguments, arrays entered at their first item."""
+    """Every scalar field of a tool's arguments, arrays entered at their first item; at most
+    ``MAX_FIELD_DEPTH`` levels deep, whatever the schema (recursive, malformed) says."""
     root = schema if root is None else root
 
     def walk(node: Any, path: tuple[str | int, ...], required: bool, depth: int) -> Iterator[Leaf]:
         node = resolve(node, root)
         kind = json_type(node)
-        if depth > 12:
+        if depth > MAX_FIELD_DEPTH:
             return
         if kind == "object":
-            needed = set(node.get("required") or ())
-            for name, sub in (node.get("properties") or {}).items():
-                yield from walk(sub, (*path, name), required and name in needed, depth + 1)
+            needed = _names(node.get("required"))
+            properties = node.get("properties")
+            for name, sub in properties.items() if isinstance(properties, Mapping) else ():
+                yield from walk(sub, (*path, str(name)), required and name in needed, depth + 1)
         elif kind == "array":
-            yield from walk(node.get("items") or {}, (*path, 0), required, depth + 1)
+            items = node.get("items")
+            yield from walk(items if isinstance(items, Mapping) else {}, (*path, 0), required, depth + 1)
         elif path:  # arguments are an object: a root that is not one has no fields
             yield Leaf(path, node, required)
 
@@ -358,7 +392,7 @@ def leaves(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> 
 def top_level(schema: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], bool]]:
     """The tool's arguments themselves (name, schema resolved, required), whatever their type."""
     root = resolve(schema, schema)
-    needed = set(root.get("required") or ())
+    needed = _names(root.get("required"))
     props = root.get("properties")
     return [
         (str(name), resolve(sub, schema), name in needed)
@@ -408,7 +442,8 @@ def is_free_text(leaf: Leaf) -> bool:
     s = leaf.schema
     if json_type(s) != "string" or any(k in s for k in ("enum", "const", "pattern", "format")):
         return False
-    return int(s.get("maxLength", FREE_TEXT_MIN_LENGTH)) >= FREE_TEXT_MIN_LENGTH
+    longest = _bound(s, "maxLength")
+    return longest is None or longest >= FREE_TEXT_MIN_LENGTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,12 +509,25 @@ def _does(tool: Mapping[str, Any]) -> str:
 # -- values a field accepts
 
 
+@dataclass(frozen=True, slots=True)
+class Search:
+    """What :func:`obvious_value` gives where only a search of the field's schema can tell: a value to
+    find, or ``first`` (a default under a ``pattern``) to confirm before one is searched for."""
+
+    first: Any = None
+
+
 def minimal_example(schema: Mapping[str, Any]) -> Any:
-    """A valid value for a constrained scalar: hypothesis-jsonschema's minimal example (None if none)."""
+    """A valid value for a constrained scalar: hypothesis-jsonschema's minimal example (None if none).
+
+    Unbounded in time for some schemas (a pattern that backtracks, a search that
+    rejects most of what it draws): ``init`` runs it in a process it can abandon
+    (``harness.init.values``). Any failure of the search is "no value": the
+    schema is the server's, and what hypothesis makes of it is not ours to raise.
+    """
     import warnings
 
     from hypothesis import HealthCheck, find, settings
-    from hypothesis.errors import HypothesisException
     from hypothesis_jsonschema import from_schema
 
     quiet = settings(database=None, max_examples=200, suppress_health_check=list(HealthCheck), deadline=None)
@@ -487,20 +535,23 @@ def minimal_example(schema: Mapping[str, Any]) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return find(from_schema(dict(schema)), lambda _: True, settings=quiet)
-    except (HypothesisException, ValueError, TypeError, RecursionError):
+    except Exception:
         return None
 
 
-def example_value(leaf: Leaf) -> Any:
-    """A value the field accepts: its const, first enum value or default; ``NAME-{index}`` for plain
-    text; 1 for a number that allows it; else the schema's minimal example (None if there is none)."""
+def obvious_value(leaf: Leaf) -> Any:
+    """A value the field accepts, where it is plain: its const, first enum value or default;
+    ``NAME-{index}`` for plain text; 1 for a number that allows it; False for a boolean; None for an
+    empty enum (nothing is accepted). A :class:`Search` where only a search can tell, or where the
+    default must match a pattern (matching is what can take forever)."""
     s = leaf.schema
     if "const" in s:
         return s["const"]
-    if isinstance(s.get("enum"), list) and s["enum"]:
-        return s["enum"][0]
+    enum = s.get("enum")
+    if isinstance(enum, list):
+        return enum[0] if enum else None
     if "default" in s and s["default"] is not None:
-        return s["default"]
+        return Search(s["default"]) if "pattern" in s else s["default"]
     kind = json_type(s)
     constrained = any(
         k in s
@@ -512,16 +563,46 @@ def example_value(leaf: Leaf) -> Any:
         return 1  # not 0: an amount, a count or a quantity of 0 is what servers reject most
     if kind == "boolean":
         return False
-    return minimal_example(s)
+    return Search()
+
+
+def example_value(leaf: Leaf) -> Any:
+    """A value the field accepts: :func:`obvious_value`, a default as it is, else the schema's minimal
+    example (None if there is none)."""
+    value = obvious_value(leaf)
+    if not isinstance(value, Search):
+        return value
+    return value.first if value.first is not None else minimal_example(leaf.schema)
+
+
+def searched_value(schema: Mapping[str, Any], search: Search) -> Any:
+    """What a search gives: ``search.first`` if the schema accepts it, else its minimal example (None if
+    there is none). Unbounded in time: ``init`` runs it where it can abandon it."""
+    if search.first is not None:
+        import jsonschema  # type: ignore[import-untyped]
+
+        try:
+            if jsonschema.validators.validator_for(schema)(dict(schema)).is_valid(search.first):
+                return search.first
+        except Exception:  # a schema the validator cannot read: search it as hypothesis reads it
+            pass
+    return minimal_example(schema)
+
+
+def _bound(schema: Mapping[str, Any], name: str) -> float | None:
+    """A numeric keyword's value; None when absent or not a number (``"maxLength": "x"``)."""
+    value = schema.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer past any float
+        return math.inf if value > 0 else -math.inf
 
 
 def _allows_one(schema: Mapping[str, Any]) -> bool:
-    def bound(name: str) -> float | None:
-        value = schema.get(name)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    low, high = bound("minimum"), bound("maximum")
-    above, below = bound("exclusiveMinimum"), bound("exclusiveMaximum")
+    low, high = _bound(schema, "minimum"), _bound(schema, "maximum")
+    above, below = _bound(schema, "exclusiveMinimum"), _bound(schema, "exclusiveMaximum")
     return (
         "multipleOf" not in schema
         and (low is None or low <= 1)

@@ -39,10 +39,11 @@ from harness.crashpoints import render as crash_render
 from harness.errors import HarnessError, TargetError, UsageError
 from harness.faults.describe import announcement, describe_plan
 from harness.init import Origin, init_scenario
+from harness.init.connect import remove_stale_probes
 from harness.pods.container import docker_client, remove_containers
 from harness.preflight import preflight, require_run_dir
 from harness.report import trend
-from harness.report.compare import counts_of, render_comparison, write_comparison
+from harness.report.compare import counts_of, mixed_scenarios, render_comparison, write_comparison
 from harness.report.junit import run_junit
 from harness.report.stories import explain, story_lines
 from harness.report.text import render_step_summary, render_text
@@ -247,9 +248,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters and containers (by label)."""
-    for path in remove_stale_clusters():
+    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters, init's throwaway
+    directories (which belong to no run: only without ``--run``) and containers (by label)."""
+    for path in remove_stale_clusters(args.run):
         print(f"removed temporary PostgreSQL cluster {path}")
+    for path in remove_stale_probes() if args.run is None else ():
+        print(f"removed init's temporary directory {path}")
     try:
         client = docker_client()
     except TargetError as exc:
@@ -277,16 +281,39 @@ def _pairs(values: Sequence[str] | None, sep: str, flag: str) -> dict[str, str]:
     return pairs
 
 
-def _ask(names: Sequence[str]) -> str:
+async def _ask(names: Sequence[str]) -> str:
     """Which tool to test, asked at a terminal (``init`` only asks where one is attached)."""
     for number, name in enumerate(names, 1):
         _say(f"  {number}. {name}", err=True)
     while True:
-        answer = input(f"Which tool should the workload call? [1-{len(names)}, default 1] ").strip() or "1"
+        sys.stderr.write(f"Which tool should the workload call? [1-{len(names)}, default 1] ")
+        sys.stderr.flush()
+        answer = (await _typed_line()).strip() or "1"
         if answer.isdigit() and 1 <= int(answer) <= len(names):
             return names[int(answer) - 1]
         if answer in names:
             return answer
+
+
+async def _typed_line() -> str:
+    """A line typed at the terminal, read without blocking the event loop: ``input()`` would hold it,
+    and Ctrl-C with it, until Enter."""
+    loop = asyncio.get_running_loop()
+    typed: asyncio.Future[bytes] = loop.create_future()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not typed.done():
+            typed.set_result(os.read(fd, 4096))
+
+    loop.add_reader(fd, readable)
+    try:
+        line = await typed
+    finally:
+        loop.remove_reader(fd)
+    if not line:
+        raise UsageError("no tool was chosen (end of input); name it with --tool")
+    return line.decode(errors="replace")
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -434,6 +461,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     run_dirs = [Path(d) for d in args.run_dirs]
     output = _output(args.output, "-o")
     runs = [counts_of(d) for d in run_dirs]
+    if (warning := mixed_scenarios(runs)) is not None:
+        _say(f"mcp-chaos: warning: {warning}", err=True)
     _say(render_comparison(runs))
     if output is not None:
         write_comparison(output, runs, run_dirs)
@@ -623,7 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.set_defaults(func=cmd_init)
 
     cleanup = sub.add_parser(
-        "cleanup", help="remove what a killed harness left: temporary PostgreSQL clusters, containers"
+        "cleanup",
+        help="remove what a killed harness left: PostgreSQL clusters, init's directories, containers",
     )
     cleanup.add_argument("--run", help="only those of this run id")
     cleanup.add_argument("--force", action="store_true", help="also those of runs whose harness still runs")

@@ -20,13 +20,13 @@ import os
 import pwd
 import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
 from harness import rundir
 from harness.errors import TargetStartError
-from harness.pods.proctree import die_with_parent, identify
+from harness.pods import leftovers
+from harness.pods.proctree import die_with_parent
 from harness.pods.watchdog import guard
 
 
@@ -43,25 +43,14 @@ def postgres_binaries() -> Path:
 
 
 CLUSTER_PREFIX = "mcp-chaos-postgres-"
-"""Temporary clusters are named ``<prefix><harness pid>.<its start time>-<random>``: whose they are."""
+"""Temporary clusters are named ``<prefix><harness pid>.<its start time>-<random>.<run tag>``: whose
+they are, and of which run (:mod:`harness.pods.leftovers`)."""
 
 
-def _owner_tag() -> str:
-    me = identify(os.getpid())
-    return f"{os.getpid()}.{me[1] if me else 0}"
-
-
-def remove_stale_clusters() -> list[Path]:
-    """Delete temporary clusters whose harness is gone (SIGKILLed, and its watchdog with it)."""
-    removed = []
-    for path in Path(tempfile.gettempdir()).glob(f"{CLUSTER_PREFIX}*"):
-        pid, _, started = path.name.removeprefix(CLUSTER_PREFIX).split("-", 1)[0].partition(".")
-        if not (pid.isdigit() and started.isdigit()) or not path.is_dir():
-            continue  # not one of ours, or from an older version: left alone
-        if identify(int(pid)) != (int(pid), int(started)):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
+def remove_stale_clusters(run_id: str | None = None) -> list[Path]:
+    """Delete temporary clusters whose harness is gone (SIGKILLed, and its watchdog with it); only
+    ``run_id``'s when given."""
+    return leftovers.remove_stale(CLUSTER_PREFIX, run_id)
 
 
 class Postgres:
@@ -69,7 +58,7 @@ class Postgres:
 
     def __init__(self, run_dir: Path, database: str, port: int) -> None:
         remove_stale_clusters()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{_owner_tag()}-"))
+        self.dir = leftovers.make(CLUSTER_PREFIX, run_dir.name)
         self.database = database
         self.port = port
         self.log_path = run_dir / rundir.POSTGRES_LOG

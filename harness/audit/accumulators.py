@@ -155,7 +155,7 @@ class Intents:
         limit = planned if type(planned) is int and planned > 0 else MAX_UNPLANNED_INTENTS
         if type(i) is not int or not 0 <= i < limit:
             raise HistoryError(
-                f"history event seq {ev.get('seq')}: intent {i!r} is not one of the run's "
+                f"intent {i!r:.40} is not one of the run's "
                 f"{limit:,} intents (0 to {limit - 1:,}); the history is damaged"
             )
         self.grow(max(i + 1, min(self.size * 2, limit)))

@@ -135,7 +135,8 @@ def audit_run(run_dir: Path) -> AuditResult:
     # The effect query runs in a thread while the history is folded: sqlite releases the GIL.
     with ThreadPoolExecutor(max_workers=1) as pool:
         effects = pool.submit(count_effects, scenario.audit.effects, run_dir)
-        fold = fold_history(read_batches(run_dir / rundir.HISTORY))
+        history = run_dir / rundir.HISTORY
+        fold = fold_history(read_batches(history), str(history))
         try:
             counted = effects.result()
         except AuditError as exc:

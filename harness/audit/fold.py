@@ -114,8 +114,20 @@ class Fold:
     """Reply shape -> tally, of ok replies whose text reads as a failure."""
 
 
-def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
-    """One pass over the events; returns per-intent columns (index = intent index)."""
+TIMES = (float, int)
+"""What an event's ``t`` may be (orjson reads ``1`` as an int)."""
+
+
+class _Damaged(Exception):
+    """An event the fold cannot take; turned into a HistoryError that names its line."""
+
+
+def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "history") -> Fold:
+    """One pass over the events; returns per-intent columns (index = intent index).
+
+    ``batches`` are the history's lines in order, one item per line (as
+    :func:`~harness.history.read_batches` reads them); ``source`` names the file in errors.
+    """
     intents = Intents()
     disruptions = PodDisruptions(intents)
     streams = StreamFaults(intents)
@@ -136,7 +148,6 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
     markers, keys, outcomes, pending = intents.markers, intents.keys, intents.outcomes, intents.pending
     intent_pods, make_room, hit = intents.pods, intents.make_room, intents.hit
     replies, codes, failure_reply = intents.replies, intents.codes, failing.reply
-    protocol_errors = outcomes[Outcome.PROTOCOL_ERROR.value]
     all_kinds, pod_kinds, closed_attempt = disruptions.kinds, disruptions.by_pod, disruptions.closed
     tally, resumed = errors.tally, sessions.attempt_resumed
     in_progress, not_started = int(ClientStatus.IN_PROGRESS), int(ClientStatus.NOT_STARTED)
@@ -151,6 +162,10 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
         EventType.INTENT_ENDED.value,
     )
     t = 0.0
+    line = 1
+    """The line of the current batch's first event."""
+    batch: Sequence[Mapping[str, Any]] = ()
+    ev: Mapping[str, Any] | None = None
 
     try:
         for batch in batches:
@@ -161,6 +176,8 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     if not 0 <= i < intents.size:
                         make_room(ev)
                     t = ev["t"]
+                    if t.__class__ not in TIMES:
+                        raise _Damaged(f"t {t!r:.40} is not a time in seconds")
                     pod = ev.get("pod")
                     if pod is None:
                         pending[ev["id"]] = (i, len(all_kinds), t, None)
@@ -177,13 +194,17 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                     started = pending.pop(ev["id"], None)
                     if started is None:
                         raise HistoryError(
-                            f"history event seq {ev.get('seq')}: attempt_ended for request id {ev['id']} "
-                            "without its attempt_started"
+                            f"attempt_ended for request id {ev['id']!r:.40} without its attempt_started"
                         )
                     i = started[0]
                     t = ev["t"]
+                    if t.__class__ not in TIMES:
+                        raise _Damaged(f"t {t!r:.40} is not a time in seconds")
                     outcome = ev["outcome"]
-                    outcomes.get(outcome, protocol_errors)[i] += 1
+                    counts = outcomes.get(outcome)
+                    if counts is None:
+                        raise _Damaged(f"outcome {outcome!r:.40} is not one of {', '.join(outcomes)}")
+                    counts[i] += 1
                     if outcome != ok:
                         tally(ev, outcome)
                         if "code" in ev:
@@ -210,17 +231,27 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
                 elif typ == intent_ended:
                     i = ev["intent"]
                     if not 0 <= i < intents.size or status[i] == not_started:
-                        raise HistoryError(
-                            f"history event seq {ev.get('seq')}: intent_ended for intent {i} "
-                            "without its intent_started"
-                        )
+                        raise HistoryError(f"intent_ended for intent {i!r:.40} without its intent_started")
                     status[i] = status_codes.get(ev["status"], gave_up)
                 else:
+                    when = ev.get("t")
+                    if when.__class__ not in TIMES:
+                        raise _Damaged(f"t {when!r:.40} is not a time in seconds")
                     for handle in others.get(typ, ()):
                         handle(ev)
-    except (KeyError, TypeError, AttributeError) as exc:
+            line += len(batch)
+            ev = None  # between batches: an error now is the reader's, which names its line
+    except _Damaged as exc:
+        raise HistoryError(f"{_where(source, line, batch, ev)}: {exc}; the history is damaged") from None
+    except HistoryError as exc:
+        if ev is None:
+            raise
+        raise HistoryError(f"{_where(source, line, batch, ev)}: {exc.message}") from None
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
         # Not an event object, or one missing a field its type needs: not a history this harness wrote.
-        raise HistoryError(f"malformed history event ({type(exc).__name__}: {exc})") from None
+        raise HistoryError(
+            f"{_where(source, line, batch, ev)}: malformed history event ({type(exc).__name__}: {exc})"
+        ) from None
 
     return Fold(
         run=bounds.run,
@@ -246,3 +277,11 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]]) -> Fold:
         checkpoints=checkpoints.reads,
         failure_replies=failing.tallies,
     )
+
+
+def _where(source: str, line: int, batch: Sequence[Mapping[str, Any]], ev: Mapping[str, Any] | None) -> str:
+    """``FILE:LINE`` of the event the fold stopped at (found by identity: only on the error path)."""
+    for offset, item in enumerate(batch):
+        if item is ev:
+            return f"{source}:{line + offset}"
+    return source

@@ -11,7 +11,11 @@ response; a call with no process to write to certainly did not reach a server.
 A timeout cannot close a connection here, so the channel sends
 ``notifications/cancelled`` for the request, as the 2025 protocol asks. Lines
 on stdout that are not JSON-RPC (a server that logs to stdout) are counted and
-skipped. Requests from the server (``ping``) are answered; others are refused.
+skipped, as the SDKs' clients skip them; a message after text that has no newline
+of its own (``booting... {"jsonrpc": ...}``) is read from its first brace. What
+was skipped last is kept for messages: a handshake that fails says what the
+server printed instead, and one whose answer is unreadable fails at once.
+Requests from the server (``ping``) are answered; others are refused.
 """
 
 from __future__ import annotations
@@ -25,9 +29,25 @@ import orjson
 
 from harness._version import __version__
 from harness.client.messages import SESSION_VERSIONS, CallResult, interpret_message
-from harness.history import Detail, EventType, HistoryWriter, Outcome, clip
+from harness.history import Detail, EventType, HistoryWriter, Outcome, clip, excerpt
 
 _FORM = "stdio"
+HANDSHAKE_ID = -1
+SALVAGE_TRIES = 8
+"""Braces of a line that is not JSON from which a message is tried (noise before a message)."""
+
+
+def salvage(line: bytes) -> tuple[object, bytes]:
+    """A message after noise that had no newline of its own, and the noise; ``(None, line)`` if none."""
+    start = line.find(b"{")
+    for _ in range(SALVAGE_TRIES):
+        if start < 0:
+            break
+        try:
+            return orjson.loads(line[start:]), line[:start]
+        except orjson.JSONDecodeError:
+            start = line.find(b"{", start + 1)
+    return None, line
 
 
 class StdioChannel:
@@ -57,6 +77,10 @@ class StdioChannel:
         """Called once when stdout ends or breaks: the host's cue that this server is gone."""
         self.stray_lines = 0
         """Lines on stdout that were not JSON-RPC messages (a server logging to stdout)."""
+        self.stray: str | None = None
+        """The last text on stdout that was not a message, as an excerpt."""
+        self.garbled: str | None = None
+        """A line that mentions ``jsonrpc`` and is not JSON (an answer the server broke), as an excerpt."""
         self._pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = {}
         self._progress: dict[Any, int] = {}
         self._reading = asyncio.ensure_future(self._read())
@@ -67,8 +91,7 @@ class StdioChannel:
                 try:
                     msg = orjson.loads(line)
                 except orjson.JSONDecodeError:
-                    self.stray_lines += 1
-                    continue
+                    msg = self._stray(line)
                 if isinstance(msg, dict):
                     self._dispatch(msg)
         except ValueError:
@@ -86,6 +109,19 @@ class StdioChannel:
             self._pending.clear()
             if was_open:
                 self._lost()
+
+    def _stray(self, line: bytes) -> object:
+        """A line that is not JSON: noise to count and skip, or noise with a message after it."""
+        msg, noise = salvage(line)
+        if noise.strip():
+            self.stray_lines += 1
+            self.stray = excerpt(noise.decode(errors="replace"), 120)
+        if msg is None and b'"jsonrpc"' in line:
+            self.garbled = excerpt(line.decode(errors="replace"), 120)
+            handshake = self._pending.get(HANDSHAKE_ID)
+            if self.protocol is None and handshake is not None and not handshake.done():
+                handshake.set_result(None)  # its answer came, unreadable: waiting longer is no use
+        return msg
 
     def _lost(self) -> None:
         """The server's stdout ended: the session ends with it (recorded), and the host is told."""
@@ -168,7 +204,7 @@ class StdioChannel:
             "capabilities": {},
             "clientInfo": {"name": "mcp-chaos", "version": __version__},
         }
-        res = await self.request("initialize", params, -1, timeout=timeout)
+        res = await self.request("initialize", params, HANDSHAKE_ID, timeout=timeout)
         if res.outcome is not Outcome.OK or res.result is None:
             return res
         chosen = res.result.get("protocolVersion")

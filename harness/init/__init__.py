@@ -2,7 +2,8 @@
 
 ``connect`` starts the server as a run does (through the wiring) and learns what
 it offers, :mod:`harness.catalog` reads its tools, ``draft`` decides arguments,
-marker, key and effect source (pure), and ``render`` writes the commented YAML.
+marker, key and effect source (pure), ``values`` finds the values only a search
+can find where it can abandon them, and ``render`` writes the commented YAML.
 No tool is called, unless a store the server's command line or environment names
 is made only at its first write: then one call, in init's throwaway data
 directory, shows init the store.
@@ -11,7 +12,7 @@ directory, shows init the store.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from harness.catalog import Classified, Tool, classify
 from harness.errors import HarnessError, UsageError
 from harness.history import Outcome, excerpt
 from harness.init.connect import connected, probe
-from harness.init.draft import choose_source, draft_arguments, sample_arguments
+from harness.init.draft import choose_source, sample_arguments
 from harness.init.render import render
+from harness.init.values import draft_bounded
 from harness.redaction import Redactor, literal_credential
 from harness.scenario import TargetSpec
 
@@ -92,11 +94,15 @@ class Origin:
         return (cleaned or "server")[:50] + "-chaos"
 
 
-def _pick(
+Prompt = Callable[[Sequence[str]], Awaitable[str]]
+"""Asks which of several tools to test; awaited, so that Ctrl-C cancels it as it cancels the rest."""
+
+
+async def _pick(
     candidates: Sequence[Classified],
     tools: Mapping[str, Mapping[str, Any]],
     asked: str | None,
-    prompt: Callable[[Sequence[str]], str] | None,
+    prompt: Prompt | None,
 ) -> str:
     """The tool the workload calls: the one asked for, else the one that best makes a record of each
     intent (a create/add/insert with free text and a key, over an update or a delete that takes an id,
@@ -113,7 +119,7 @@ def _pick(
     ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).suitability(), reverse=True)
     names = [c.name for c in ranked]
     if prompt is not None and len(names) > 1:
-        return prompt(names)
+        return await prompt(names)
     return names[0]
 
 
@@ -123,7 +129,7 @@ async def init_scenario(
     name: str | None = None,
     tool: str | None = None,
     ready_timeout_s: float = 30.0,
-    prompt: Callable[[Sequence[str]], str] | None = None,
+    prompt: Prompt | None = None,
     say: Callable[[str], None] | None = None,
 ) -> str:
     """The drafted scenario's text. ``prompt`` (terminal only) picks among several candidate tools;
@@ -162,15 +168,16 @@ async def _drafted(
     name: str | None,
     tool: str | None,
     ready_timeout_s: float,
-    prompt: Callable[[Sequence[str]], str] | None,
+    prompt: Prompt | None,
     say: Callable[[str], None] | None,
 ) -> str:
     target = origin.target()
     async with connected(spec, url=origin.url, ready_timeout_s=ready_timeout_s) as server:
         tools = {str(t["name"]): t for t in server.tools}
         classified = [classify(t) for t in server.tools]
-        chosen = _pick([c for c in classified if c.changes_state], tools, tool, prompt)
-        draft = draft_arguments(tools[chosen].get("inputSchema") or {})
+        chosen = await _pick([c for c in classified if c.changes_state], tools, tool, prompt)
+        schema = tools[chosen].get("inputSchema")
+        draft = await draft_bounded(schema if isinstance(schema, Mapping) else {})
         if origin.url is None and (missing := server.missing()):
             if say is not None:
                 say(

@@ -21,9 +21,9 @@ is called.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +38,10 @@ from harness.client.stdio import StdioClient
 from harness.errors import TargetError, TargetNotReady
 from harness.history import HistoryWriter, Outcome
 from harness.init.draft import SeenStore
+from harness.pods import leftovers
 from harness.pods.factory import target_headers
 from harness.pods.ready import StdioReady
+from harness.pods.watchdog import guard
 from harness.scenario import Scenario, TargetSpec
 from harness.wiring import TargetWiring
 
@@ -48,6 +50,8 @@ MAX_PAGES = 20
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 SQLITE_HEADER = b"SQLite format 3\x00"
 DATA_DIR = "{data_dir}"
+INIT_PREFIX = "mcp-chaos-init-"
+"""init's throwaway run directories, ``<prefix><pid>.<start time>-<random>`` (see harness.pods.leftovers)."""
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 """Where a 2026-07-28 result's ``_meta`` names the server (there is no ``initialize``)."""
 
@@ -113,7 +117,10 @@ async def connected(
         yield await _reached(url, target_headers(target), ready_timeout_s)
         return
     scenario = probe(target, ready_timeout_s)
-    tmp = Path(tempfile.mkdtemp(prefix="mcp-chaos-init-"))
+    tmp = leftovers.make(INIT_PREFIX)
+    # Should init be SIGKILLed, its watchdog deletes the directory (the server's log in it is not
+    # redacted); should the watchdog die too, `mcp-chaos cleanup` finds it by its name.
+    guard.directory(os.getpid(), tmp)
     run_dir = tmp / "init"
     (run_dir / rundir.DATA).mkdir(parents=True)
     (run_dir / rundir.PODS).mkdir()
@@ -121,11 +128,19 @@ async def connected(
         async with _started(scenario, run_dir) as server:
             yield server
     except TargetError:
+        guard.undirectory(tmp)
         raise  # the directory stays: the message names the server's log in it
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        guard.undirectory(tmp)
         raise
     shutil.rmtree(tmp, ignore_errors=True)
+    guard.undirectory(tmp)
+
+
+def remove_stale_probes() -> list[Path]:
+    """Delete the throwaway directories of init processes that are gone (``mcp-chaos cleanup``)."""
+    return leftovers.remove_stale(INIT_PREFIX)
 
 
 def probe(target: TargetSpec, ready_timeout_s: float) -> Scenario:

@@ -20,17 +20,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.catalog import (
+    MAX_FIELD_DEPTH,
     Leaf,
-    example_value,
+    Search,
     idempotency_key,
     is_free_text,
     is_identifier,
     json_type,
     leaves,
     names_database_object,
+    obvious_value,
     resolve,
+    searched_value,
     words,
 )
+from harness.history import excerpt
 
 MARKER_NAMES = [
     "memo",
@@ -93,77 +97,169 @@ def _put(tree: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
         node[0] = value
 
 
-def draft_arguments(schema: Mapping[str, Any]) -> Draft:
-    """Arguments for a tool: its required fields, plus the fields that carry the marker and the key."""
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The drafted arguments against the schema: with the required empty objects and arrays filled in,
+    and why they still fail it (None: they pass); ``unchecked`` says why they could not be checked."""
+
+    arguments: dict[str, Any]
+    problem: str | None = None
+    unchecked: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TooSlow:
+    """A search or a check abandoned at its deadline (``harness.init.values``)."""
+
+    seconds: float
+
+    def said(self, doing: str) -> str:
+        return (
+            f"{doing} took longer than {self.seconds:.0f}s and was abandoned (a pattern that backtracks, "
+            "or a search that rarely succeeds)"
+        )
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the schema's walk decided (which fields are drafted, with which value, where the marker and
+    the key go), before the values only a search can find: the fast and bounded part of a draft."""
+
+    schema: Mapping[str, Any]
+    fields: list[tuple[Leaf, Any]]
+    """Each drafted field and its value: a value, a placeholder, a TODO, or a :class:`Search`."""
+    marker: Leaf | None
+    key: Leaf | None
+    notes: list[str]
+
+    @property
+    def searches(self) -> list[tuple[Leaf, Search]]:
+        """The fields whose value only a search of their schema can find or confirm, in order."""
+        return [(leaf, value) for leaf, value in self.fields if isinstance(value, Search)]
+
+    def arguments(self, found: Sequence[Any]) -> dict[str, Any]:
+        """The arguments, with ``found`` what the search gave for each of :attr:`searches`: a value, None
+        (there is none) or TooSlow; either of the last two is a TODO with a note."""
+        values = iter(found)
+        arguments: dict[str, Any] = {}
+        for leaf, planned in self.fields:
+            value = next(values, None) if isinstance(planned, Search) else planned
+            if isinstance(value, TooSlow):
+                self.notes.append(f"TODO: {value.said(f'finding a value for {_shown(leaf)}')}; fill it in")
+                value = "TODO"
+            elif value is None:
+                self.notes.append(f"TODO: no valid value found for {_shown(leaf)}; fill it in")
+                value = "TODO"
+            _put(arguments, leaf.path, value)
+        return arguments
+
+    def draft(self, checked: Checked) -> Draft:
+        notes = list(self.notes)
+        if self.marker is None:
+            notes.append(
+                "TODO: no free-text field takes the marker; put {marker} into a field the store keeps "
+                "as written"
+            )
+        if self.key is None:
+            notes.append(
+                "finding: no argument is an idempotency key, so a retry cannot be told from a new call; "
+                "client.key_in: meta sends the intent's key in _meta, for servers that read it there"
+            )
+        if checked.problem:
+            said = checked.problem
+            notes.append(
+                f"TODO: the drafted arguments do not validate against the tool's inputSchema: {said}"
+            )
+        elif checked.unchecked:
+            said = checked.unchecked
+            notes.append(f"the drafted arguments were not checked against the tool's inputSchema: {said}")
+        return Draft(checked.arguments, self.marker, self.key, notes)
+
+
+NAME_LIMIT = 80
+"""Characters of a field's path a note quotes: a schema's names are the server's, of any length."""
+
+
+def _shown(leaf: Leaf) -> str:
+    return excerpt(leaf.shown(), NAME_LIMIT)
+
+
+def plan_arguments(schema: Mapping[str, Any]) -> Plan:
+    """The fields drafted: the required ones, plus those that carry the marker and the key."""
     found = list(leaves(schema))
     marker = choose_marker(found)
     key = idempotency_key(found)
-    arguments: dict[str, Any] = {}
+    fields: list[tuple[Leaf, Any]] = []
     notes: list[str] = []
     for leaf in found:
-        if leaf.required or leaf in (marker, key):
-            if leaf == marker:
-                value: Any = "{marker}"
-            elif leaf == key:
-                value = "{key}"
-            elif (
-                names_database_object(leaf)
-                and json_type(leaf.schema) == "string"
-                and "enum" not in leaf.schema
-            ):
-                value = f"TODO: an existing {' '.join(words(leaf.name))}"
-                notes.append(
-                    f"TODO: {leaf.shown()} names something in the store that only you know; fill it in"
-                )
-            else:
-                value = example_value(leaf)
-                if value is None:
-                    notes.append(f"TODO: no valid value found for {leaf.shown()}; fill it in")
-                    value = "TODO"
-            _put(arguments, leaf.path, value)
-    _fill_required(schema, arguments)
-    if marker is None:
-        notes.append(
-            "TODO: no free-text field takes the marker; put {marker} into a field the store keeps as written"
-        )
-    if key is None:
-        notes.append(
-            "finding: no argument is an idempotency key, so a retry cannot be told from a new call; "
-            "client.key_in: meta sends the intent's key in _meta, for servers that read it there"
-        )
-    problem = check_arguments(schema, arguments)
-    if problem:
-        notes.append(f"TODO: the drafted arguments do not validate against the tool's inputSchema: {problem}")
-    return Draft(arguments, marker, key, notes)
+        if not (leaf.required or leaf in (marker, key)):
+            continue
+        if leaf == marker:
+            value: Any = "{marker}"
+        elif leaf == key:
+            value = "{key}"
+        elif names_database_object(leaf) and json_type(leaf.schema) == "string" and "enum" not in leaf.schema:
+            value = f"TODO: an existing {' '.join(words(leaf.name))}"
+            notes.append(f"TODO: {_shown(leaf)} names something in the store that only you know; fill it in")
+        else:
+            value = obvious_value(leaf)
+        fields.append((leaf, value))
+    return Plan(schema, fields, marker, key, notes)
 
 
-def _fill_required(schema: Mapping[str, Any], arguments: dict[str, Any]) -> None:
-    """Required properties no scalar field reached (an object with no properties, or none required, an
-    array of them): an empty one of their type, so the draft validates."""
+def draft_arguments(schema: Mapping[str, Any]) -> Draft:
+    """Arguments for a tool, drafted in this process with no bound on time: searches and the check run
+    here. ``init`` drafts through :func:`harness.init.values.draft_bounded`, which cannot hang."""
+    plan = plan_arguments(schema)
+    arguments = plan.arguments([searched_value(leaf.schema, search) for leaf, search in plan.searches])
+    return plan.draft(check_arguments(schema, arguments))
+
+
+def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> Checked:
+    """The arguments with the required properties no scalar field reached filled in (an empty object or
+    array, so the draft validates), and why they fail the schema (placeholders filled with sample values).
+
+    A schema the validator cannot read (a dangling ``$ref``, a recursion deeper than Python's stack,
+    a pattern ``re`` refuses) is no reason to refuse a draft: it is said in ``unchecked``.
+    """
     import jsonschema  # type: ignore[import-untyped]
-    from referencing.exceptions import Unresolvable
 
-    empty = {"object": dict, "array": list}
+    filled = copy.deepcopy(dict(arguments))
     try:
         validator = jsonschema.validators.validator_for(schema)(dict(schema))
-        for _ in range(20):  # each round fills one level of nesting
-            filled = False
-            for error in validator.iter_errors(sample_arguments(arguments)):
-                if error.validator != "required":
-                    continue
-                node: Any = arguments
-                for part in error.absolute_path:
-                    node = node[part]
-                properties = (error.schema or {}).get("properties") or {}
-                for name in error.validator_value:
-                    kind = json_type(resolve(properties.get(name), schema))
-                    if isinstance(node, dict) and name not in node and kind in empty:
-                        node[name] = empty[kind]()
-                        filled = True
-            if not filled:
-                return
-    except (jsonschema.SchemaError, Unresolvable, LookupError, TypeError):
-        return  # a schema the validator cannot read is no reason to refuse a draft
+        _fill_required(validator, schema, filled)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(sample_arguments(filled)))
+    except RecursionError:
+        return Checked(filled, unchecked="it nests deeper than the validator can follow")
+    except Exception as exc:  # the validator's reading of the server's schema, whatever it raised
+        return Checked(filled, unchecked=excerpt(str(exc) or type(exc).__name__, 200))
+    if error is None:
+        return Checked(filled)
+    where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    return Checked(filled, problem=excerpt(f"{where}: {error.message}", 200))
+
+
+def _fill_required(validator: Any, schema: Mapping[str, Any], arguments: dict[str, Any]) -> None:
+    """Required properties no scalar field reached (an object with no properties, or none required, an
+    array of them): an empty one of their type, so the draft validates."""
+    empty = {"object": dict, "array": list}
+    for _ in range(MAX_FIELD_DEPTH + 8):  # each round fills one level of nesting
+        filled = False
+        for error in validator.iter_errors(sample_arguments(arguments)):
+            if error.validator != "required":
+                continue
+            node: Any = arguments
+            for part in error.absolute_path:
+                node = node[part]
+            properties = (error.schema or {}).get("properties") or {}
+            for name in error.validator_value:
+                sub = properties.get(name) if isinstance(properties, Mapping) else None
+                kind = json_type(resolve(sub, schema))
+                if isinstance(node, dict) and name not in node and kind in empty:
+                    node[name] = empty[kind]()
+                    filled = True
+        if not filled:
+            return
 
 
 def sample_arguments(arguments: Any) -> Any:
@@ -179,20 +275,6 @@ def sample_arguments(arguments: Any) -> Any:
     if isinstance(arguments, list):
         return [sample_arguments(v) for v in arguments]
     return arguments
-
-
-def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
-    """Why the arguments (placeholders filled with sample values) fail the schema, or None."""
-    import jsonschema
-
-    try:
-        jsonschema.validate(sample_arguments(copy.deepcopy(dict(arguments))), dict(schema))
-    except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
-        return f"{where}: {exc.message}"[:200]
-    except jsonschema.SchemaError:
-        return None  # a schema the validator cannot read is no reason to refuse a draft
-    return None
 
 
 # -- the effect source

@@ -20,11 +20,37 @@ from harness.init.draft import Draft, Source
 
 
 def _section(name: str, value: Any) -> str:
-    return yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
+    """``name: value`` as YAML that loads back as ``value``: PyYAML's plain and single-quoted styles fold
+    some line breaks in a server's names (NEL, U+2028) into spaces, its double-quoted style escapes them."""
+    text = yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
+    if yaml.safe_load(text) == {name: value}:
+        return text
+    return yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100, default_style='"')
+
+
+COMMENT_LIMIT = 400
+"""Characters of one comment line at most: what it quotes (a tool's name, a field's) is the server's."""
+
+
+def comment_text(text: str) -> str:
+    """``text`` fit for a YAML comment: one line of printable characters, at most ``COMMENT_LIMIT``.
+
+    A comment ends at a line break, and YAML (PyYAML) breaks lines at CR, NEL, U+2028 and U+2029 as
+    well as LF; a tool named ``x\u2028gate: {}`` would otherwise end the comment and add a key. So every
+    character Python does not call printable (line and paragraph separators, controls, format
+    characters such as bidi overrides, surrogates, unassigned code points) is written as its escape.
+    """
+    cut = text[: COMMENT_LIMIT * 2]
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    return shown if len(shown) <= COMMENT_LIMIT and cut == text else shown[: COMMENT_LIMIT - 1] + "…"
 
 
 def _comment(lines: Sequence[str]) -> str:
-    wrapped = [part for line in lines for part in (textwrap.wrap(line, 96, subsequent_indent="  ") or [""])]
+    wrapped = [
+        part
+        for line in lines
+        for part in (textwrap.wrap(comment_text(line), 96, subsequent_indent="  ") or [""])
+    ]
     return "".join(f"# {line}\n" if line else "#\n" for line in wrapped)
 
 

@@ -24,7 +24,13 @@ collector in the cluster keeps those.
 
 The official client is synchronous. A kill is one list and one delete (or
 create) on the event loop, like the Docker runtime's kill, so its event precedes
-the attempts it breaks; polls and log reads run in threads. This runtime has been
+the attempts it breaks; polls and log reads run in threads. Every call has a
+timeout and none is retried (the client's default, urllib3's three retries of a
+read that timed out, made an API server that accepts and never answers hold a
+start for 121 s with ``ready_timeout_s: 10``); while :meth:`KubernetesPod.start`
+waits, each call's timeout is what is left of ``target.ready_timeout_s``, and so is
+the kubeconfig's exec credential plugin's (:mod:`harness.pods.credentials`: its own
+process group, killed on Ctrl-C, at the end and by the watchdog). This runtime has been
 tested against a local fake of the API endpoints it uses (``tests/kubefake.py``),
 never against a real cluster.
 """
@@ -32,6 +38,7 @@ never against a real cluster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import re
@@ -40,25 +47,33 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi, V1Pod
+import yaml
+from kubernetes.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, V1Pod
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config import ConfigException, new_client_from_config
+from kubernetes.config import ConfigException, load_kube_config
 
-from harness.errors import TargetError, TargetNotReady, TargetStartError
+from harness.errors import ScenarioError, TargetError, TargetNotReady, TargetStartError
+from harness.pods import credentials
 from harness.scenario import KubernetesTarget
 
 POLL_S = 0.2
 """How often the pods are listed while waiting for an exit or a replacement (5 lists a second)."""
 REQUEST_TIMEOUT_S = (5.0, 15.0)
 """Connect and read timeouts of every API call: a hung API server cannot hold a run."""
+MIN_REQUEST_S = 0.2
+"""The shortest timeout a call is given when the deadline is (nearly) reached: it may still answer."""
 CHAOS_GROUP, CHAOS_VERSION, CHAOS_PLURAL = "chaos-mesh.org", "v1alpha1", "podchaos"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 RUN_LABEL = "mcp-chaos.run"
 """Labels on every object the harness creates: ``kubectl delete podchaos -l mcp-chaos.run=RUN``."""
 
 
-def _api_error(exc: Exception) -> str:
+def _api_error(exc: BaseException) -> str:
     """An API failure in one line: the status and the API server's own message."""
+    if isinstance(exc, credentials.PluginFailed):
+        return exc.message
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):  # what failed, without urllib3's nesting
+        return f"{type(exc.reason).__name__ if exc.reason else 'no answer'} ({exc.url})"
     if isinstance(exc, ApiException):
         message = ""
         try:
@@ -69,7 +84,24 @@ def _api_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-_API_FAILURES = (ApiException, urllib3.exceptions.HTTPError, OSError)
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what and where (PyYAML's own message spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    return f"{problem} at line {mark.line + 1}" if mark is not None else str(problem)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a call failed for want of an answer (not an answer that said no)."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason or exc
+    return isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError)
+
+
+_API_FAILURES = (ApiException, urllib3.exceptions.HTTPError, OSError, credentials.PluginFailed)
+
+
+credentials.install()
 
 
 def _label_value(text: str) -> str:
@@ -128,34 +160,77 @@ class KubernetesPod:
         """A kill that failed: the supervisor's wait raises it, which fails the run with its message."""
         self.chaos_objects: list[str] = []
         """Names of the PodChaos objects of this run, each recorded before it is created."""
+        self._deadline: float | None = None
+        """While :meth:`start` waits or :meth:`stop` cleans up: when that ends (``time.monotonic()``)."""
+        self._deadline_for = ""
+        """What the deadline is, for the error that says it passed."""
+        self._silent = False
+        """The last call went unanswered: the logs at the end are not asked for (each would time out)."""
 
     @property
     def pid(self) -> int | None:
         return 0 if self._core is not None else None
 
     # -- the API, synchronous
+    def _timeout(self) -> tuple[float, float]:
+        """The next call's (connect, read) timeouts: what is left of the deadline, if one runs."""
+        if self._deadline is None:
+            return REQUEST_TIMEOUT_S
+        left = max(MIN_REQUEST_S, self._deadline - time.monotonic())
+        return (min(REQUEST_TIMEOUT_S[0], left), min(REQUEST_TIMEOUT_S[1], left))
+
+    def _plugin_deadline(self) -> contextlib.AbstractContextManager[None]:
+        """A credential plugin started by the next call (a token refresh) ends by the deadline too."""
+        if self._deadline is None:
+            return contextlib.nullcontext()
+        return credentials.deadline(self._deadline)
+
     def _connect(self) -> None:
         where = f" {self.spec.kubeconfig}" if self.spec.kubeconfig else ""
+        configuration = Configuration()
         try:
-            # The config loaders and ApiClient.close are the client's only unannotated calls we use.
-            api: ApiClient = new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=self.spec.kubeconfig, context=self.spec.context, persist_config=False
-            )
-        except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+            with self._plugin_deadline():
+                load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=self.spec.kubeconfig,
+                    context=self.spec.context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+        except credentials.PluginFailed as exc:
+            raise TargetStartError(f"target.kubernetes: {exc.message}") from None
+        except yaml.YAMLError as exc:
+            raise ScenarioError(
+                f"target.kubernetes: the kubeconfig{where} is not YAML ({_yaml_problem(exc)})"
+            ) from None
+        except (ConfigException, OSError) as exc:
             raise TargetStartError(f"target.kubernetes: cannot load the kubeconfig{where}: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ScenarioError(
+                f"target.kubernetes: the kubeconfig{where} is not a kubeconfig ({type(exc).__name__}: {exc})"
+            ) from None
+        configuration.retries = 0  # a call that fails is reported, not tried again past its deadline
+        api = ApiClient(configuration)
         self._api, self._core, self._custom = api, CoreV1Api(api), CustomObjectsApi(api)
 
     def _list(self) -> list[V1Pod]:
         assert self._core is not None
         try:
-            pods = self._core.list_namespaced_pod(
-                self.spec.namespace, label_selector=self.spec.selector, _request_timeout=REQUEST_TIMEOUT_S
-            )
+            with self._plugin_deadline():
+                pods = self._core.list_namespaced_pod(
+                    self.spec.namespace, label_selector=self.spec.selector, _request_timeout=self._timeout()
+                )
         except _API_FAILURES as exc:
+            self._silent = _timed_out(exc)
+            if self._deadline is not None and time.monotonic() >= self._deadline and self._silent:
+                raise TargetNotReady(
+                    f"target.kubernetes: the API server did not answer within {self._deadline_for}: "
+                    f"{_api_error(exc)}"
+                ) from None
             raise TargetError(
                 f"target.kubernetes: cannot list pods in namespace {self.spec.namespace} "
                 f"({self.spec.selector}): {_api_error(exc)}"
             ) from None
+        self._silent = False
         return list(pods.items)
 
     def _ready_names(self) -> dict[str, int]:
@@ -163,10 +238,25 @@ class KubernetesPod:
 
     # -- the Pod protocol
     async def start(self) -> int:
-        """Wait until as many matching pods are Ready as at the first start (at least one)."""
+        """Wait until as many matching pods are Ready as at the first start (at least one).
+
+        Everything it does (loading the kubeconfig, its credential plugin, every list) ends by
+        ``ready_timeout_s``; Ctrl-C kills a credential plugin still running.
+        """
+        self._deadline = time.monotonic() + self.ready_timeout_s
+        self._deadline_for = f"target.ready_timeout_s ({self.ready_timeout_s:g}s)"
+        try:
+            return await self._wait_ready()
+        except BaseException:
+            credentials.kill_all()  # a cancelled thread's plugin would run on, and hold the exit
+            raise
+        finally:
+            self._deadline = None
+
+    async def _wait_ready(self) -> int:
+        assert self._deadline is not None
         if self._core is None:
             await asyncio.to_thread(self._connect)
-        deadline = time.monotonic() + self.ready_timeout_s
         if self._replicas == 0 and not await asyncio.to_thread(self._list):
             raise TargetStartError(
                 f"target.kubernetes: no pod in namespace {self.spec.namespace} matches {self.spec.selector} "
@@ -176,7 +266,7 @@ class KubernetesPod:
             ready = await asyncio.to_thread(self._ready_names)
             if ready and len(ready) >= self._replicas:
                 break
-            if time.monotonic() > deadline:
+            if time.monotonic() > self._deadline:
                 raise TargetNotReady(
                     f"target.kubernetes: {len(ready)} of {max(self._replicas, 1)} pods matching "
                     f"{self.spec.selector} in namespace {self.spec.namespace} Ready after "
@@ -275,15 +365,20 @@ class KubernetesPod:
     async def stop(self, timeout: float) -> None:
         """Delete every PodChaos of the run, then copy the pods' logs; the pods themselves stay.
 
-        The deletions are synchronous so that a second Ctrl-C cannot cut them short.
-        TargetError naming what could not be deleted, after trying them all.
+        The deletions are synchronous so that a second Ctrl-C cannot cut them short. Every call
+        ends by ``timeout`` (``target.stop_timeout_s``). TargetError naming what could not be
+        deleted, after trying them all.
         """
+        credentials.kill_all()
         if self._api is None:
             return
-        left = self._delete_chaos_objects()
+        self._deadline = time.monotonic() + timeout
+        self._deadline_for = f"target.stop_timeout_s ({timeout:g}s)"
         try:
+            left = self._delete_chaos_objects()
             await asyncio.to_thread(self.collect_logs)
         finally:
+            self._deadline = None
             self._api.close()  # type: ignore[no-untyped-call]
             self._api = self._core = self._custom = None
         if left:
@@ -304,7 +399,7 @@ class KubernetesPod:
                     self.spec.namespace,
                     CHAOS_PLURAL,
                     name,
-                    _request_timeout=REQUEST_TIMEOUT_S,
+                    _request_timeout=self._timeout(),
                 )
             except ApiException as exc:
                 if exc.status != 404:  # never created (its creation failed), or already gone
@@ -317,6 +412,9 @@ class KubernetesPod:
         """Each matching pod's log (and its previous container's, after a restart) into ``logs_dir``."""
         assert self._core is not None
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if self._silent:
+            (self.logs_dir / "kubernetes.log").write_text("(no pod logs: the API server did not answer)\n")
+            return
         try:
             pods = self._list()
         except TargetError as exc:
@@ -338,7 +436,7 @@ class KubernetesPod:
                 self.spec.namespace,
                 container=container,
                 previous=previous,
-                _request_timeout=REQUEST_TIMEOUT_S,
+                _request_timeout=self._timeout(),
             )
         except _API_FAILURES as exc:
             text = f"(log not available: {_api_error(exc)})\n"
@@ -347,6 +445,8 @@ class KubernetesPod:
     def log_tail(self, lines: int = 20) -> str:
         if self._core is None or "," in self.name or self.name == self.spec.selector:
             return "(no log: more than one pod)"
+        if self._silent:
+            return "(no log: the API server did not answer)"
         try:
             return self._core.read_namespaced_pod_log(
                 self.name, self.spec.namespace, tail_lines=lines, _request_timeout=REQUEST_TIMEOUT_S

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Protocol
 
 from harness.client.readiness import Readiness, wait_ready
@@ -96,6 +97,12 @@ class StdioReady:
         await channel.aclose()
         if channel.close_reason is not None:
             return Readiness(False, after, last=failed, fatal=channel.close_reason)
+        if channel.garbled is not None:
+            fatal = f"it printed a line that mentions jsonrpc but is not JSON: {channel.garbled!r}"
+            return Readiness(False, after, last=failed, fatal=fatal)
+        if channel.stray is not None and failed.outcome is Outcome.TIMEOUT:
+            said = f"it printed {channel.stray!r} on stdout, where only JSON-RPC may go, and nothing else"
+            failed = replace(failed, message=said)
         if failed.outcome is Outcome.PROTOCOL_ERROR:
             fatal = f"it answered {failed.message or failed.detail} to initialize"
             return Readiness(False, after, last=failed, fatal=fatal, exited=ended or not alive())

@@ -32,6 +32,8 @@ class Counts:
     label: str
     duplicates: int
     intents: int
+    scenario: str | None = None
+    """The scenario the run came from (None for a pooled variant, which has one by construction)."""
 
     @property
     def rate(self) -> Rate:
@@ -39,7 +41,12 @@ class Counts:
 
 
 def counts_of(run_dir: Path) -> Counts:
-    """A run's counts from its summary.json (audit the run first if it has none)."""
+    """A run's counts from its summary.json (audit the run first if it has none).
+
+    The file may have been edited or damaged since the audit: duplicates that are not a whole
+    number from 0 to the intents would make a rate outside 0–100% (and a traceback in the
+    interval), so they are a one-line error naming the file.
+    """
     path = run_dir / rundir.SUMMARY_JSON
     if not path.is_file():
         raise UsageError(
@@ -47,14 +54,35 @@ def counts_of(run_dir: Path) -> Counts:
         )
     try:
         summary = orjson.loads(path.read_bytes())
-        duplicates = int(summary["verdicts"]["duplicate"])
-        intents = int(summary["intents"]["started"])
-        label = f"{summary['run_id']} ({summary['scenario']})"
+        duplicates = summary["verdicts"]["duplicate"]
+        intents = summary["intents"]["started"]
+        scenario = str(summary["scenario"])
+        label = f"{summary['run_id']} ({scenario})"
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise UsageError(
             f"{path} is not a summary this harness wrote ({type(exc).__name__}: {exc})"
         ) from None
-    return Counts(label, duplicates, intents)
+    for name, value in (("intents.started", intents), ("verdicts.duplicate", duplicates)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise UsageError(f"{path}: {name} is {value!r:.40}, not a whole number of 0 or more")
+    if duplicates > intents:
+        raise UsageError(
+            f"{path}: verdicts.duplicate {duplicates} exceeds intents.started {intents} (a damaged summary:"
+            f" audit the run again)"
+        )
+    return Counts(label, duplicates, intents, scenario)
+
+
+def mixed_scenarios(runs: Sequence[Counts]) -> str | None:
+    """A warning when the runs come from different scenarios: their rates differ by more than the
+    design under test (another workload, other faults), so a difference says less than it seems."""
+    names = list(dict.fromkeys(r.scenario for r in runs if r.scenario is not None))
+    if len(names) < 2:
+        return None
+    return (
+        f"the runs come from different scenarios ({', '.join(names)}): a difference may be the "
+        "scenario's, not the design's (compared anyway)"
+    )
 
 
 def difference_row(a: Counts, b: Counts) -> list[str]:

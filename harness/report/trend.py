@@ -6,10 +6,18 @@ FILE`` shows each series' duplicate rate with its interval over the runs (a
 series is the scenario, or what ``--trend-as`` names: the same scenario against
 two designs is two series), and flags a run whose interval no longer overlaps
 the previous run's: a shift a reviewer should look at, not noise.
+
+A trend file lives between nights and is edited, merged and truncated by hand
+and by CI caches: every row is checked when it is read (counts are whole numbers
+from 0 to the intents, rates are numbers from 0 to 1 inside their interval), and
+the first damaged one is a one-line error that names the file and the row, rather
+than a traceback or a rate shown as ``nan%``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +45,12 @@ COLUMNS = [
     "status",
     "gate_passed",
 ]
+NAMES = ("run_id", "started_at", "series")
+"""Columns a row cannot do without: what the table shows and sorts by."""
+COUNTS = ("intents", "duplicates", "lost")
+RATES = ("duplicate_rate", "duplicate_ci_low", "duplicate_ci_high", "lost_rate")
+SLACK = 1e-9
+"""What a rate may stray outside its interval by: floats written as text and read back."""
 
 
 def row_of(result: AuditResult, series: str | None = None) -> dict[str, Any]:
@@ -67,7 +81,12 @@ def _read(path: Path) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame(columns=COLUMNS)
     try:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        # A CSV's cells as written, so that a damaged one is shown as it is in the file ('1e400', not inf).
+        frame = (
+            pd.read_parquet(path)
+            if path.suffix == ".parquet"
+            else pd.read_csv(path, dtype=str, keep_default_na=False)
+        )
     except Exception as exc:  # pandas raises many kinds for a file that is not a table
         raise UsageError(
             f"{path} is not a trend file this harness wrote ({type(exc).__name__}: {exc})"
@@ -75,7 +94,57 @@ def _read(path: Path) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise UsageError(f"{path} is not a trend file: it lacks {', '.join(missing)}")
-    return frame
+    for number, row in enumerate(frame.to_dict("records"), 1):
+        problem = row_problem(row)
+        if problem is not None:
+            # A CSV row's line: the header is line 1. A Parquet file has rows, not lines.
+            where = f"row {number}" if path.suffix == ".parquet" else f"line {number + 1}"
+            raise UsageError(f"{path} {where}: {problem} (fix or delete that row)")
+    for column in (*COUNTS, *RATES):
+        frame[column] = pd.to_numeric(frame[column])
+    return frame.astype({c: "int64" for c in COUNTS})
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, whatever type the file gave it (text in a CSV, strings in a Parquet column)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def row_problem(row: Mapping[Hashable, Any]) -> str | None:
+    """What is wrong with one row of a trend file, or None: it can be shown and compared."""
+    for name in NAMES:
+        value = row[name]
+        if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == "":
+            return f"{name} is empty (a truncated row?)"
+    numbers: dict[str, float] = {}
+    for name in COUNTS:
+        number = _number(row[name])
+        if number is None or number < 0 or not number.is_integer():
+            return f"{name} is {_shown(row[name])}, not a whole number of 0 or more"
+        numbers[name] = number
+    for name in RATES:
+        number = _number(row[name])
+        if number is None or not 0 <= number <= 1:
+            return f"{name} is {_shown(row[name])}, not a number from 0 to 1"
+        numbers[name] = number
+    for name in ("duplicates", "lost"):
+        if numbers[name] > numbers["intents"]:
+            return f"{name} {numbers[name]:.0f} exceed the intents {numbers['intents']:.0f}"
+    low, rate, high = (numbers[c] for c in ("duplicate_ci_low", "duplicate_rate", "duplicate_ci_high"))
+    if not low - SLACK <= rate <= high + SLACK:
+        return f"duplicate_rate {rate:g} is outside its interval {low:g}–{high:g}"
+    return None
 
 
 def append(path: Path, result: AuditResult, series: str | None = None) -> None:

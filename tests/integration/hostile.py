@@ -12,7 +12,9 @@ HTTP, recording the call in ``$LEDGER`` first), ``bad_counts`` (serves tool call
 tool answers counts that are not numbers), ``trickle`` (answers ``server/discover`` one byte a
 second, forever).
 stdio modes: ``stdio_huge`` (serves the reference tool, but answers its first
-call with a line of 70 MB, then behaves).
+call with a line of 70 MB, then behaves), ``stdio_catalog`` (lists the tools of the
+JSON file ``$CATALOG``, answers every call "ok"; with ``$NOISE`` it first prints that on
+stdout, without a newline, as a server that logs ``booting... `` before speaking MCP).
 """
 
 from __future__ import annotations
@@ -109,8 +111,32 @@ def stdio_huge() -> None:
         sys.stdout.flush()
 
 
+def stdio_catalog() -> None:
+    """Whatever catalog a test wrote, for init to draft from: schemas of every shape, names of any text."""
+    with open(os.environ["CATALOG"]) as f:
+        tools = json.load(f)
+    sys.stdout.write(os.environ.get("NOISE", ""))
+    sys.stdout.flush()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "id" not in msg:
+            continue
+        result: dict[str, object]
+        if msg["method"] == "initialize":
+            info = {"name": "hostile", "version": "1"}
+            result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info}
+        elif msg["method"] == "tools/list":
+            result = {"tools": tools}
+        else:
+            result = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
     if MODE == "stdio_huge":
         stdio_huge()
+    elif MODE == "stdio_catalog":
+        stdio_catalog()
     else:
         ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()

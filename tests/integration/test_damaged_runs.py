@@ -73,6 +73,17 @@ def _line(number: int, content: bytes) -> Callable[[Path], None]:
     return damage
 
 
+def _field(type_: str, name: str, value: object) -> Callable[[Path], None]:
+    def damage(run_dir: Path) -> None:
+        def change(event: dict[str, object]) -> None:
+            if event["type"] == type_:
+                event[name] = value
+
+        _rewrite(run_dir, change)
+
+    return damage
+
+
 def _drop_attempt_started(run_dir: Path) -> None:
     lines = (run_dir / "history.jsonl").read_bytes().splitlines(keepends=True)
     (run_dir / "history.jsonl").write_bytes(b"".join(x for x in lines if b'"attempt_started"' not in x))
@@ -89,6 +100,12 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "line-not-json": (_line(3, b"{not json\n"), "history.jsonl:4: not a JSON event"),
     "line-not-an-event": (_line(3, b"[1, 2]\n"), "malformed history event"),
     "attempt-without-start": (_drop_attempt_started, "without its attempt_started"),
+    "attempt-ended-soon": (_field("attempt_ended", "t", "soon"), "t 'soon' is not a time in seconds"),
+    "run-ended-soon": (_field("run_ended", "t", "soon"), "t 'soon' is not a time in seconds"),
+    "outcome-unknown": (
+        _field("attempt_ended", "outcome", "eventually"),
+        "outcome 'eventually' is not one of ok, tool_error",
+    ),
     "scenario-damaged": (
         _write("scenario.yaml", b"name: [\n"),
         "the run's copy of its scenario cannot be read",
@@ -110,6 +127,8 @@ def test_a_damaged_run_is_a_one_line_audit_error(
     assert err.startswith("mcp-chaos: error: "), err
     assert err.count("\n") == 1, err
     assert message in err
+    if "history" in name or name.startswith(("attempt", "run", "outcome", "intent", "line")):
+        assert f"{run_dir / 'history.jsonl'}:" in err  # the file and its line
 
 
 def test_the_undamaged_copy_audits(

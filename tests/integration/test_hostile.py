@@ -9,6 +9,8 @@ leaves its process group; effect sources with torn or garbage content.
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +23,7 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
 from harness.history import EventType, FaultKind, Outcome, Verdict, read_history
-from tests.conftest import alive, fault_row, invoice_scenario, mcp_chaos, mcp_chaos_process
+from tests.conftest import CLI, alive, fault_row, invoice_scenario, mcp_chaos, mcp_chaos_process
 
 pytestmark = pytest.mark.integration
 
@@ -241,3 +243,111 @@ def test_passwords_in_urls_are_written_nowhere(run: Run, tmp_path: Path) -> None
     assert b"postgresql://app:***@127.0.0.1:1/x" in (run_dir / "scenario.yaml").read_bytes()
     for secret in (b"hunter2", b"s3cr%40t", b"s3cr@t"):
         assert secret not in written
+
+
+def catalog_init(tmp_path: Path, tools: list[dict[str, Any]], noise: str = "") -> Any:
+    """``init`` against a stdio server listing ``tools`` (and printing ``noise`` first), as a real process:
+    its timeout fails the test if init hangs."""
+    (tmp_path / "catalog.json").write_text(orjson.dumps(tools).decode())
+    env = ["--env", f"CATALOG={tmp_path / 'catalog.json'}", *(["--env", f"NOISE={noise}"] if noise else [])]
+    command = f"{{python}} {HOSTILE} stdio_catalog"
+    args = ["init", "--command", command, "--transport", "stdio", *env, "-o", "drafted.yaml"]
+    return mcp_chaos_process(*args, cwd=tmp_path, timeout=90)
+
+
+def test_init_gives_up_on_a_pattern_that_backtracks_forever(tmp_path: Path) -> None:
+    """``^(a+)+$`` matched against a default that almost fits takes exponential time, holding the GIL:
+    the search is abandoned at its deadline and the field is a TODO, and init ends."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "memo": {"type": "string"},
+            "code": {"type": "string", "pattern": "^(a+)+$", "default": "a" * 40 + "!"},
+        },
+        "required": ["memo", "code"],
+    }
+    made = catalog_init(tmp_path, [{"name": "create", "inputSchema": schema}])
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "drafted.yaml").read_text()
+    drafted = yaml.safe_load(text)
+    assert drafted["workload"]["tool"] == "create"
+    assert drafted["workload"]["arguments"]["memo"] == "{marker}"
+    assert drafted["workload"]["arguments"]["code"] == "TODO"
+    assert "TODO: finding a value for code took longer than" in text
+
+
+def test_init_reads_past_what_a_stdio_server_prints_before_speaking(tmp_path: Path) -> None:
+    """``booting... `` on stdout with no newline, then MCP: init skips it rather than waiting for a line."""
+    schema = {"type": "object", "properties": {"memo": {"type": "string"}}, "required": ["memo"]}
+    made = catalog_init(tmp_path, [{"name": "create", "inputSchema": schema}], noise="booting... ")
+    assert made.returncode == 0, made.stderr
+    drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
+    assert drafted["workload"]["arguments"] == {"memo": "{marker}"}
+
+
+def test_ctrl_c_ends_init_while_a_search_backtracks(tmp_path: Path) -> None:
+    """The search runs in a child init can abandon: Ctrl-C ends init at once (exit 130), the child dies.
+
+    Without it, init finished the search (or its deadline) first and exited 0 with a draft.
+    """
+    schema = {
+        "type": "object",
+        "properties": {
+            "memo": {"type": "string"},
+            "code": {"type": "string", "pattern": "^(a+)+$", "default": "a" * 60 + "!"},
+        },
+        "required": ["memo", "code"],
+    }
+    (tmp_path / "catalog.json").write_text(orjson.dumps([{"name": "create", "inputSchema": schema}]).decode())
+    command = f"{{python}} {HOSTILE} stdio_catalog"
+    args = [
+        "init",
+        "--command",
+        command,
+        "--transport",
+        "stdio",
+        "--env",
+        f"CATALOG={tmp_path / 'catalog.json'}",
+    ]
+    proc = subprocess.Popen(
+        [*CLI, *args, "-o", "drafted.yaml"], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        searcher = None
+        deadline = time.monotonic() + 60
+        while searcher is None and time.monotonic() < deadline and proc.poll() is None:
+            searcher = next((p for p in children(proc.pid) if b"harness.init.values" in cmdline(p)), None)
+            time.sleep(0.02)
+        assert searcher is not None, "init's search child was not seen"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert not (tmp_path / "drafted.yaml").exists()
+    deadline = time.monotonic() + 10
+    while alive(searcher) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(searcher)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,8 +23,10 @@ from typing import Any
 import orjson
 import pytest
 
+from harness.init.connect import INIT_PREFIX
+from harness.pods.leftovers import run_tag
 from harness.services import CLUSTER_PREFIX
-from tests.conftest import INVOICES, RUNS_CLEANUP, alive, invoice_scenario, mcp_chaos, start_cli_run
+from tests.conftest import CLI, INVOICES, RUNS_CLEANUP, alive, invoice_scenario, mcp_chaos, start_cli_run
 
 pytestmark = pytest.mark.integration
 
@@ -160,6 +164,69 @@ def test_cleanup_removes_clusters_of_harnesses_that_are_gone(tmp_path: Path) -> 
         for path in (ours, stale, foreign):
             if path.exists():
                 path.rmdir()
+
+
+@pytest.mark.exclusive  # any run's start removes stale clusters too: it would take the test's own
+def test_cleanup_of_one_run_removes_that_run_s_clusters_only(tmp_path: Path) -> None:
+    dead_owner = f"{os.getpid()}.1-"  # a start time no live process has
+    mine = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{dead_owner}", suffix=f".{run_tag('night-1')}"))
+    other = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{dead_owner}", suffix=f".{run_tag('night-2')}"))
+    probe = Path(tempfile.mkdtemp(prefix=f"{INIT_PREFIX}{dead_owner}"))
+    try:
+        result = mcp_chaos("cleanup", "--run", "night-1")
+        assert result.returncode == 0, result.stderr
+        assert f"removed temporary PostgreSQL cluster {mine}" in result.stdout
+        assert not mine.exists()
+        assert other.exists()
+        assert probe.exists()  # init's directories belong to no run
+    finally:
+        for path in (mine, other, probe):
+            if path.exists():
+                path.rmdir()
+
+
+@RUNS_CLEANUP
+@pytest.mark.exclusive
+def test_cleanup_removes_init_directories_of_harnesses_that_are_gone(tmp_path: Path) -> None:
+    ours = Path(tempfile.mkdtemp(prefix=f"{INIT_PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
+    stale = Path(tempfile.mkdtemp(prefix=f"{INIT_PREFIX}{os.getpid()}.1-"))
+    (stale / "init" / "pods").mkdir(parents=True)
+    (stale / "init" / "pods" / "pod-0.log").write_text("token=unredacted\n")
+    try:
+        result = mcp_chaos("cleanup")
+        assert result.returncode == 0, result.stderr
+        assert f"removed init's temporary directory {stale}" in result.stdout
+        assert not stale.exists()
+        assert ours.exists()
+    finally:
+        ours.rmdir()
+
+
+def test_a_sigkilled_init_leaves_no_directory(tmp_path: Path) -> None:
+    """init's throwaway run directory holds the probed server's log; its watchdog deletes it."""
+    never_answers = f"{sys.executable} -c 'import time; print(\"booting\", flush=True); time.sleep(600)'"
+    args = ["init", "--command", never_answers, "--transport", "stdio", "-o", str(tmp_path / "s.yaml")]
+    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pids: list[int] = []
+        histories: list[str] = []
+        deadline = time.monotonic() + 60
+        while not pids and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            pattern = f"{INIT_PREFIX}{proc.pid}.*/init/history.jsonl"
+            histories = glob.glob(os.path.join(tempfile.gettempdir(), pattern))
+            lines = Path(histories[0]).read_bytes().split(b"\n")[:-1] if histories else []  # whole lines
+            pids = [e["pid"] for e in map(orjson.loads, lines) if e["type"] == "pod_started"]
+        assert pids, "init's directory, named for its process, with its server started, was not found"
+        directory = Path(histories[0]).parents[1]
+        assert list(directory.glob("init/pods/*.log"))  # the server's log, not redacted
+        proc.kill()
+        proc.wait(timeout=30)
+        assert gone(pids, [str(directory)], timeout=30), f"left: {directory}, {[p for p in pids if alive(p)]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _start_time(pid: int) -> int:

@@ -9,7 +9,9 @@ every object the run created is gone after success, failure and SIGINT.
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,9 +23,9 @@ import pytest
 
 from harness.errors import TargetError, TargetNotReady, TargetStartError
 from harness.history import EventType, FaultKind, Verdict
-from tests.conftest import CLI, EFFECTS_QUERY, run_scenario
+from tests.conftest import CLI, EFFECTS_QUERY, alive, mcp_chaos, run_scenario
 from tests.integration.test_contract import contract, verdicts
-from tests.kubefake import FakeCluster, fake_cluster
+from tests.kubefake import TOKEN, FakeCluster, fake_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -230,6 +232,8 @@ def test_podchaos_is_deleted_after_sigint(cluster: FakeCluster, tmp_path: Path) 
 @pytest.mark.parametrize("cluster", [{"chaos_mesh": False}], indirect=True)
 def test_a_kill_the_api_refuses_fails_the_run_with_its_message(cluster: FakeCluster, tmp_path: Path) -> None:
     """Not "nothing was killed", which would have the injector try again at once, forever."""
+    # 20 intents: a held kill that landed on work used to let a fast run end before it struck (the
+    # landing now keeps the last intent back until the kill is made).
     data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), kill="chaos_mesh", intents=20)
     started = time.monotonic()
     with pytest.raises(TargetError, match=r"cannot create a PodChaos for pod invoices-\S+: 404 Not Found"):
@@ -292,3 +296,190 @@ def test_a_wrong_token_is_the_api_servers_answer(cluster: FakeCluster, tmp_path:
         Exception, match=r"cannot list pods in namespace chaos \(app=invoices\): 401 Unauthorized"
     ):
         run_scenario(data, tmp_path / "results")
+
+
+# -- an API server or a credential plugin that never answers: the deadline holds, nothing is left
+
+
+def kubeconfig(path: Path, server: str, *, user: dict[str, Any] | None = None) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": user or {"token": TOKEN}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def unreached_scenario(config: Path, ready_timeout_s: float) -> dict[str, Any]:
+    return {
+        "name": "kube",
+        "target": {
+            "kubernetes": {"kubeconfig": str(config), "selector": "app=x", "url": "http://127.0.0.1:9/mcp"},
+            "ready_timeout_s": ready_timeout_s,
+        },
+        "workload": {"intents": 1, "tool": "t", "arguments": {"m": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": str(config.parent / "e.jsonl")}}},
+    }
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    """What the harness printed on stderr once it ended; killed (and the test failed) if it hangs."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def error_line(err: str) -> str:
+    """The one error line of what the harness printed (after its line naming the run)."""
+    assert "Traceback" not in err, err
+    (line,) = [x for x in err.splitlines() if x.startswith("mcp-chaos: error: ")]
+    assert err.endswith(line + "\n"), err  # nothing after it: no detail, no second error
+    return line
+
+
+def harness(tmp_path: Path, data: dict[str, Any]) -> subprocess.Popen[str]:
+    """``mcp-chaos run`` as a real process: signals reach it, and a hang fails its test by a timeout."""
+    path = tmp_path / "kube.yaml"
+    path.write_text(json.dumps(data))
+    argv = [*CLI, "run", str(path), "--results", str(tmp_path / "results"), "--no-preflight", "--quiet"]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A socket on 127.0.0.1 that accepts connections (the kernel's backlog does) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_an_api_server_that_never_answers_ends_at_the_deadline(tmp_path: Path, silent_server: str) -> None:
+    proc = harness(tmp_path, unreached_scenario(kubeconfig(tmp_path / "kubeconfig", silent_server), 2))
+    err = finished(proc)  # the client's own retries took 121 s
+    assert proc.returncode == 3, err
+    assert error_line(err).startswith(
+        "mcp-chaos: error: target.kubernetes: the API server did not answer within target.ready_timeout_s "
+        "(2s): ReadTimeoutError (/api/v1/namespaces/default/pods?labelSelector=app%3Dx)"
+    ), err
+    # The logs are not asked for at the end: each call would wait out its timeout again.
+    (log,) = (tmp_path / "results").rglob("kubernetes.log")
+    assert log.read_text() == "(no pod logs: the API server did not answer)\n"
+
+
+HANGING_PLUGIN = """#!/bin/sh
+sleep 600 &
+echo "$$ $!" > "$(dirname "$0")/plugin.pids"
+wait
+"""
+
+
+def hanging_plugin(tmp_path: Path, server: str) -> Path:
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text(HANGING_PLUGIN)
+    plugin.chmod(0o755)
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}}
+    return kubeconfig(tmp_path / "kubeconfig", server, user=user)
+
+
+def plugin_pids(tmp_path: Path, proc: subprocess.Popen[str]) -> list[int]:
+    """The plugin's shell and the child it started, once it runs."""
+    path = tmp_path / "plugin.pids"
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert path.exists(), "the credential plugin did not start"
+    time.sleep(0.1)  # the line is written
+    return [int(p) for p in path.read_text().split()]
+
+
+def none_alive(pids: list[int], timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(alive(p) for p in pids)
+
+
+def test_a_credential_plugin_that_hangs_ends_at_the_deadline_and_is_killed(
+    tmp_path: Path, silent_server: str
+) -> None:
+    proc = harness(tmp_path, unreached_scenario(hanging_plugin(tmp_path, silent_server), 2))
+    pids = plugin_pids(tmp_path, proc)
+    err = finished(proc)
+    assert proc.returncode == 3, err
+    assert f"the kubeconfig's credential plugin '{tmp_path / 'plugin.sh'}' did not answer within" in (
+        error_line(err)
+    )
+    assert none_alive(pids), f"still running: {[p for p in pids if alive(p)]}"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_credential_plugin_that_hangs_dies_with_the_harness(
+    tmp_path: Path, silent_server: str, sig: signal.Signals
+) -> None:
+    proc = harness(tmp_path, unreached_scenario(hanging_plugin(tmp_path, silent_server), 120))
+    pids = plugin_pids(tmp_path, proc)
+    proc.send_signal(sig)
+    err = finished(proc)  # Ctrl-C was ignored until the plugin ended
+    if sig is signal.SIGINT:
+        assert proc.returncode == 130, err
+    assert none_alive(pids), f"still running: {[p for p in pids if alive(p)]}"  # the watchdog's work
+
+
+def test_a_credential_plugin_that_answers_is_used(cluster: FakeCluster, tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.sh"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": TOKEN},
+    }
+    plugin.write_text(f"#!/bin/sh\necho '{json.dumps(credential)}'\n")
+    plugin.chmod(0o755)
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}}
+    config = kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{cluster.api_port}", user=user)
+    data = kube_scenario(cluster, config, intents=10)
+    data["target"]["kubernetes"]["context"] = "c"
+    result = run_scenario(data, tmp_path / "results")
+    assert result.summary.intents.started == 10
+
+
+def test_a_plugin_that_fails_is_one_line_naming_it(tmp_path: Path, silent_server: str) -> None:
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text("#!/bin/sh\necho 'no SSO session: run aws sso login' >&2\nexit 1\n")
+    plugin.chmod(0o755)
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}}
+    data = unreached_scenario(kubeconfig(tmp_path / "kubeconfig", silent_server, user=user), 5)
+    with pytest.raises(
+        TargetStartError, match=r"plugin '.*plugin\.sh' exited with 1: no SSO session"
+    ) as caught:
+        run_scenario(data, tmp_path / "results")
+    assert "\n" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("clusters: [\n", "is not YAML (expected the node content, but found '<stream end>' at line 2)"),
+        ("- 1\n", "is not a kubeconfig (TypeError"),
+        ('{"clusters": 5, "contexts": [{"name": "x"}], "current-context": "x"}', "is not a kubeconfig"),
+    ],
+)
+def test_a_kubeconfig_that_is_not_one_is_a_one_line_scenario_error(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(text)
+    path = tmp_path / "kube.yaml"
+    path.write_text(json.dumps(unreached_scenario(config, 5)))
+    proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--no-preflight", "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc.stderr)
+    assert line.startswith(f"mcp-chaos: error: target.kubernetes: the kubeconfig {config} "), line
+    assert message in line

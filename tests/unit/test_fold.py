@@ -394,7 +394,7 @@ def test_the_per_intent_columns() -> None:
     h.tick(0.5)
     first = h.attempt(0)
     h.tick(0.25)
-    h.end(0, first, "something_new")  # an outcome this harness does not know: a protocol error
+    h.end(0, first, "protocol_error")
     second = h.attempt(0, attempt=2)
     h.tick(0.25)
     h.end(0, second, attempt=2)
@@ -418,7 +418,10 @@ def test_the_per_intent_columns() -> None:
         ({"type": "attempt_started", "intent": -1, "id": 1, "t": 0}, "intent -1 is not one of"),
         ({"type": "attempt_started", "intent": "0", "id": 1, "t": 0}, "malformed history event"),
         ({"type": "fault", "t": 0}, "malformed history event"),
-        ({"type": "pod_exited"}, "malformed history event"),
+        ({"type": "pod_exited"}, "t None is not a time in seconds"),
+        ({"type": "pod_exited", "t": "soon"}, "t 'soon' is not a time in seconds"),
+        ({"type": "attempt_started", "intent": 0, "id": 1, "t": "soon"}, "t 'soon' is not a time in seconds"),
+        ({"type": "run_started", "t": 0, "intents": "many"}, "malformed history event"),
         (["not", "an", "event"], "malformed history event"),
     ],
 )
@@ -426,6 +429,28 @@ def test_a_damaged_history_is_a_history_error(event: Any, message: str) -> None:
     h = History(intents=3)
     h.events.append(event)
     with pytest.raises(HistoryError, match=message):
+        fold(h)
+
+
+def test_an_outcome_the_harness_does_not_know_is_named_with_its_line() -> None:
+    """Not counted as another outcome: a history with it was not written by this harness's client."""
+    h = History(intents=1)
+    h.start(0)
+    h.end(0, h.attempt(0), "something_new")
+    with pytest.raises(
+        HistoryError, match=r"^history:\d+: outcome 'something_new' is not one of ok, "
+    ) as raised:
+        fold(h)
+    line = int(raised.value.message.split(":")[1])
+    assert h.events[line - 1]["outcome"] == "something_new"
+
+
+def test_an_attempt_end_at_no_time_is_named_with_its_line() -> None:
+    h = History(intents=1)
+    h.start(0)
+    h.end(0, h.attempt(0))
+    h.events[-1]["t"] = "soon"
+    with pytest.raises(HistoryError, match=f"^history:{len(h.events)}: t 'soon' is not a time in seconds"):
         fold(h)
 
 

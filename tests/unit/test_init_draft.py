@@ -11,7 +11,7 @@ import yaml
 from harness.errors import ScenarioError
 from harness.init import Origin
 from harness.init.connect import probe, store_candidates
-from harness.init.draft import SeenStore, check_arguments, choose_source, draft_arguments
+from harness.init.draft import Checked, SeenStore, check_arguments, choose_source, draft_arguments
 from harness.scenario import TargetSpec, load_scenario, parse_scenario
 
 INVOICE = {
@@ -63,7 +63,7 @@ def test_nested_arrays_and_refs_are_entered_so_the_marker_can_reach_them() -> No
     draft = draft_arguments(schema)
     assert draft.arguments == {"entities": [{"name": "{marker}", "tags": ["tags-{index}"]}]}
     assert any("no argument is an idempotency key" in n for n in draft.notes)
-    assert check_arguments(schema, draft.arguments) is None
+    assert check_arguments(schema, draft.arguments) == Checked(draft.arguments)
 
 
 def test_constrained_values_come_from_the_schema() -> None:
@@ -81,7 +81,8 @@ def test_constrained_values_come_from_the_schema() -> None:
     assert draft.arguments["quantity"] == 5
     assert draft.arguments["note"] == "{marker}"
     assert draft.arguments["requestId"] == "{key}"
-    assert check_arguments(schema, draft.arguments) is None  # the pattern's value is valid
+    # the pattern's value is valid
+    assert check_arguments(schema, draft.arguments) == Checked(draft.arguments)
 
 
 def test_no_field_can_carry_the_marker() -> None:

@@ -44,6 +44,7 @@ def test_a_junit_document_parses_whatever_the_server_said(text: str, name: str) 
 WRITERS = {
     ("harness.balancer", "start"): "nginx's own configuration and log",
     ("harness.cli", "_say"): "terminal()",
+    ("harness.cli", "_ask"): "the harness's question; the tool names went through _say",
     ("harness.cli", "_preflight"): "a harness line, then _say",
     ("harness.cli", "_catalog_cost"): "token counts the harness measured",
     ("harness.cli", "_step_summary"): "render_step_summary: in_markdown()",
