@@ -222,18 +222,3 @@ def read_exploration(
         audit=audit,
         seconds=time.monotonic() - started,
     )
-
-
-def intent_events(run_dir: Path, intent: int) -> list[dict[str, Any]]:
-    """The history of one try: its own events, and the pod's between its first and last."""
-    events: list[dict[str, Any]] = []
-    inside = False
-    for ev in read_history(run_dir / rundir.HISTORY):
-        if ev.get("intent") == intent:
-            inside = ev["type"] != EventType.INTENT_ENDED
-            events.append(ev)
-        elif inside and ev["type"] in (EventType.FAULT, EventType.POD_EXITED, EventType.POD_READY):
-            events.append(ev)
-        if ev["type"] == EventType.INTENT_ENDED and ev.get("intent") == intent:
-            break
-    return events

@@ -164,10 +164,15 @@ def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
         "tries": 3,
         "verdicts": {"duplicate": 3},
     }
-    assert "one transaction" in point["fix"]
+    assert "one transaction" in point["fix"]  # the class's fix (duplicate after a kill)
+    assert point["advice"].startswith("db_commit#1 committed the effect ('INSERT INTO invoices")
+    assert point["cause"] == "kill"
     markdown = render_markdown(found)
-    assert "RETURNING id: HELD, the pod is killed here" in markdown
-    assert "effects found: 2 -> duplicate" in markdown
+    story = markdown.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert story[0].startswith(f"intent {point['intent']} ")
+    assert story[0].endswith(": duplicate (kill): the client saw ok, 2 effects at the end")
+    assert story[3].startswith("    db_commit#1: committed 'INSERT INTO invoices")
+    assert story[3].endswith("RETURNING id': HELD, the pod SIGKILLed here")
     for pid in started_pids(found):  # the pods and PostgreSQL stopped with the run
         assert not alive(pid)
 
