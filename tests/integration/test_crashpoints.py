@@ -15,6 +15,7 @@ import contextlib
 import glob
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.scenario import CrashPoints, parse_scenario
 from harness.services import CLUSTER_PREFIX, Postgres
-from tests.conftest import TS_DIR, alive, invoice_scenario
+from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -249,40 +250,41 @@ def test_the_typescript_target_on_node_postgres(
 def test_the_reproducer_fails_on_the_bug_and_its_test_passes_on_the_fix(
     tmp_path: Path, postgres_server: None
 ) -> None:
+    """The emitted files name no path of this machine, and run from another working directory: a
+    repository with the server and, in tests/crash/, the reproducer and its test."""
     result = PointResult(parse_path("db_commit#1"), [1], verdicts=Counter({"duplicate": 1}))
-    scenario = emit.reproducer(parse_scenario(on_postgres("keyed")), result, intents=1)
-    path = tmp_path / emit.reproducer_name(result)
-    path.write_text(scenario.dump_yaml(), encoding="utf-8")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(path),
-            "--results",
-            str(tmp_path / "r"),
-            "--quiet",
-            "--no-preflight",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    shutil.copytree(
+        ROOT / "targets" / "invoices", repo / "server", ignore=shutil.ignore_patterns("__pycache__")
     )
-    assert run.returncode == 1, run.stderr  # the gate: a duplicate
-    assert "duplicate" in run.stdout
+    emitted = repo / "tests" / "crash"
+    emitted.mkdir(parents=True)
+    elsewhere.mkdir()
+    data = on_postgres("keyed")
+    data["target"]["command"][1] = str(repo / "server" / "server.py")
+    path = emitted / emit.reproducer_name(result)
+    path.write_text(emit.reproducer_text(parse_scenario(data), result, 1, emitted))
+    test = emitted / f"test_{path.stem.replace('-', '_')}.py"
+    test.write_text(emit.pytest_text(path.name, result), encoding="utf-8")
+    for text in (path.read_text(), test.read_text()):
+        for machine_path in (str(ROOT), str(tmp_path), sys.prefix):
+            assert machine_path not in text
+    assert yaml.safe_load(path.read_text())["target"]["command"][1] == "{scenario_dir}/../../server/server.py"
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=elsewhere)
+
+    mcp_chaos = [sys.executable, "-m", "harness.cli", "run", "--results", "r", "--quiet", "--no-preflight"]
+    found = run(*mcp_chaos, os.path.relpath(path, elsewhere))
+    assert found.returncode == 1, found.stderr  # the gate: a duplicate
+    assert "duplicate" in found.stdout
+    still = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test))
+    assert still.returncode == 1, still.stdout  # it asserts exactly once: it fails until the fix
+    assert "'duplicate': 1" in still.stdout
     fixed = yaml.safe_load(path.read_text())
     fixed["target"]["env"]["INVOICES_MODE"] = "atomic"
     path.write_text(yaml.safe_dump(fixed), encoding="utf-8")
-    test = tmp_path / f"test_{path.stem.replace('-', '_')}.py"
-    test.write_text(emit.pytest_text(path.name, result), encoding="utf-8")
-    passed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    passed = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test))
     assert passed.returncode == 0, passed.stdout + passed.stderr
 
 

@@ -227,3 +227,20 @@ def test_a_tries_story_tells_the_points_each_attempt_passed_and_the_one_held() -
         "    request: the request reached the server",
         "    downstream#1: the downstream recorded a call with key 'k-3', deduplicated by it",
     ]
+
+
+def test_a_reproducer_names_the_machines_paths_from_its_own_directory(tmp_path: Path) -> None:
+    from harness.crashpoints.emit import portable
+
+    server = tmp_path / "repo" / "server.py"
+    server.parent.mkdir()
+    server.touch()
+    here = tmp_path / "repo" / "tests" / "crash"
+    here.mkdir(parents=True)
+    assert portable(str(server), here) == "{scenario_dir}/../../server.py"
+    assert portable(f"python {server} --db={server}", here) == (
+        "python {scenario_dir}/../../server.py --db={scenario_dir}/../../server.py"
+    )
+    assert portable(str(tmp_path / "repo" / "tests" / "crash"), here) == "{scenario_dir}"
+    for kept in ("/mcp", "http://127.0.0.1:80/mcp", str(tmp_path / "not-there"), "/tmp", "{data_dir}/x.db"):
+        assert portable(kept, here) == kept
