@@ -396,7 +396,8 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
     if only is not None:
         args.max_points = max(args.max_points, len(only))
     sys.stderr.write(
-        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} tries per point\n"
+        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
+        f"{'try' if args.repeat == 1 else 'tries'} per point\n"
     )
     planned = crash_explore.prepare(
         scenario,

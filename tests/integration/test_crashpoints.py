@@ -40,7 +40,7 @@ from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.scenario import CrashPoints, parse_scenario
 from harness.services import CLUSTER_PREFIX, Postgres
-from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario
+from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario, labelled_containers
 
 pytestmark = pytest.mark.integration
 
@@ -349,17 +349,42 @@ def test_a_clean_call_that_fails_stops_it_and_leaves_nothing_behind(
     assert gone(history_pids(tmp_path / "r" / "cp"), clusters_of(proc.pid))
 
 
+def on_image(image: str) -> dict[str, Any]:
+    data = on_postgres("keyed")
+    data["target"]["image"] = image
+    del data["target"]["command"]
+    return data
+
+
 @pytest.mark.docker
 @pytest.mark.postgres
 def test_an_image_is_held_and_killed_at_its_commit(
     tmp_path: Path, postgres_server: None, docker_image: str
 ) -> None:
-    from tests.conftest import labelled_containers
-
-    data = on_postgres("keyed")
-    data["target"]["image"] = docker_image
-    del data["target"]["command"]
+    data = on_image(docker_image)
     found = crashpoints(data, tmp_path, only=["db_commit#1", "db_commit#2"])
     assert table(found) == {"db_commit#1": {"duplicate": 1}, "db_commit#2": {"exactly_once": 1}}
     assert everything_held(found)
     assert not [c for c in labelled_containers() if c.startswith(f"mcp-chaos-{found.run_dir.name}-")]
+
+
+@pytest.mark.docker
+@pytest.mark.postgres
+def test_ctrl_c_on_an_image_leaves_no_container_and_no_cluster(
+    tmp_path: Path, postgres_server: None, docker_image: str
+) -> None:
+    proc = cli(tmp_path, on_image(docker_image), "--repeat", "3")
+    history = tmp_path / "r" / "cp" / "history.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and b'"held":true' not in (
+        history.read_bytes() if history.exists() else b""
+    ):
+        time.sleep(0.05)
+    clusters = clusters_of(proc.pid)
+    assert clusters
+    assert [c for c in labelled_containers() if c.startswith("mcp-chaos-cp-")]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert gone([], clusters)
+    assert not [c for c in labelled_containers() if c.startswith("mcp-chaos-cp-")]
