@@ -360,6 +360,8 @@ def cmd_contract(args: argparse.Namespace) -> int:
         raise UsageError("--only and --skip leave no check to run")
     if args.handle_wait < 0:
         raise UsageError(f"--handle-wait {args.handle_wait:g}: give the seconds to wait, 0 or more")
+    if args.crash_repeat < 1 or args.crash_max_points < 1:
+        raise UsageError("--crash-repeat and --crash-max-points must be at least 1")
     if args.catalog_cost and (args.only or args.skip):
         raise UsageError("--catalog-cost measures the catalog and runs no check; drop --only and --skip")
     run_dir = rundir.prepare_run_dir(
@@ -382,6 +384,8 @@ def cmd_contract(args: argparse.Namespace) -> int:
         token_budget=args.token_budget,
         snapshot=snapshot,
         handle_wait_s=args.handle_wait,
+        crash_repeat=args.crash_repeat,
+        crash_max_points=args.crash_max_points,
         on_result=progress,
     )
     results = _drive(checking, [])
@@ -419,7 +423,8 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
     if only is not None:
         args.max_points = max(args.max_points, len(only))
     sys.stderr.write(
-        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} tries per point\n"
+        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
+        f"{'try' if args.repeat == 1 else 'tries'} per point\n"
     )
     planned = crash_explore.prepare(
         scenario,
@@ -565,6 +570,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME=VALUE",
         help="for crash_window: environment that makes the target crash between effect and key record",
+    )
+    contract.add_argument(
+        "--crash-repeat",
+        type=int,
+        default=1,
+        metavar="R",
+        help="crash_points: tries per hold point (default 1; mcp-chaos crashpoints explores with more)",
+    )
+    contract.add_argument(
+        "--crash-max-points",
+        type=int,
+        default=8,
+        metavar="N",
+        help="crash_points: points explored at most, the call's own first (default 8)",
     )
     contract.add_argument(
         "--token-budget", type=int, default=4000, help="catalog: most o200k_base tokens (default 4000)"

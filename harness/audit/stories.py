@@ -47,6 +47,22 @@ History = Callable[[], Iterable[Sequence[Mapping[str, Any]]]]
 
 
 @dataclass(frozen=True, slots=True)
+class Passed:
+    """A hold point an attempt passed (a ``crash_point`` event of a run with ``faults.crash_points``)."""
+
+    point: str
+    """``request``, ``db_commit#N``, ``downstream#N``, ``response``."""
+    held: bool
+    """The pod was SIGKILLed there."""
+    writes: tuple[str, ...] = ()
+    """What a commit made durable: its statements."""
+    key: str | None = None
+    """The idempotency key a downstream call carried."""
+    replayed: bool = False
+    """The sink deduplicated the downstream call by its key."""
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One attempt of an intent, as the client saw it."""
 
@@ -64,6 +80,8 @@ class Step:
     reads_as_failure: bool
     faults: list[str]
     """What landed on it: pod faults while it was in flight, stream faults that named it."""
+    points: list[Passed] = field(default_factory=list)
+    """The hold points it passed, in order (runs with ``faults.crash_points``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +144,15 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
     """The attempts of the chosen intents, read again from the history, as (mutable) step records."""
     steps: dict[int, list[dict[str, Any]]] = {i: [] for i in chosen}
     open_attempts: dict[Any, dict[str, Any]] = {}
+    attempts: dict[tuple[int, int], dict[str, Any]] = {}
+    """(intent, attempt) -> its step: a hold point's event names its attempt, not its request id."""
     remaining = set(chosen)
-    started, ended, fault, intent_ended = (
+    started, ended, fault, intent_ended, crash_point = (
         EventType.ATTEMPT_STARTED.value,
         EventType.ATTEMPT_ENDED.value,
         EventType.FAULT.value,
         EventType.INTENT_ENDED.value,
+        EventType.CRASH_POINT.value,
     )
     for batch in history():
         for ev in batch:
@@ -144,9 +165,11 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     "start": ev["t"],
                     "start_seq": ev.get("seq", -1),
                     "faults": [],
+                    "points": [],
                 }
                 steps[ev["intent"]].append(step)
                 open_attempts[ev.get("id")] = step
+                attempts[(ev["intent"], step["attempt"])] = step
             elif typ == ended and ev.get("id") in open_attempts:
                 step = open_attempts.pop(ev["id"])
                 step.update(
@@ -160,6 +183,16 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                 )
             elif typ == fault and ev.get("id") in open_attempts and ev.get("fault") not in POD_FAULT_KINDS:
                 open_attempts[ev["id"]]["faults"].append(fault_label(ev))
+            elif typ == crash_point and (ev.get("intent"), ev.get("attempt")) in attempts:
+                attempts[(ev["intent"], ev["attempt"])]["points"].append(
+                    Passed(
+                        point=str(ev.get("point")),
+                        held=ev.get("held") is True,
+                        writes=tuple(str(w) for w in ev.get("writes") or ()),
+                        key=None if ev.get("key") is None else str(ev["key"]),
+                        replayed=ev.get("replayed") is True,
+                    )
+                )
             elif typ == intent_ended and ev.get("intent") in remaining:
                 remaining.discard(ev["intent"])
                 if not remaining and not open_attempts:
@@ -185,21 +218,27 @@ def _pod_faults_during(step: Mapping[str, Any], pod_faults: Sequence[PodFault]) 
 
 
 def _reads(intent: int, reads: Sequence[CheckpointRead]) -> list[Seen]:
-    """The reads that saw the intent's effects, and the first after them that saw fewer."""
+    """The reads that first saw each count of the intent's effects, and where they fell: the last read
+    that still saw them all, then the first that saw fewer (reads that saw the same again tell nothing,
+    and a run that restarts its pod often reads a great many)."""
     told: list[Seen] = []
     most = 0
+    again: Seen | None = None
+    """The last read that saw ``most`` again, told only if a drop follows it."""
     for read in reads:
-        if not read.ok:
-            if most:
-                told.append(Seen(read.t, read.when, read.pod, 0, read.error))
-            continue
-        n = read.count(intent)
-        if n and n >= most:
+        n = read.count(intent) if read.ok else 0
+        if n and n > most:
             told.append(Seen(read.t, read.when, read.pod, n))
-            most = n
+            most, again = n, None
+        elif most and n == most:
+            again = Seen(read.t, read.when, read.pod, n)
         elif most and n < most:
-            told.append(Seen(read.t, read.when, read.pod, n))
-            break
+            if again is not None:
+                told.append(again)
+            told.append(Seen(read.t, read.when, read.pod, n, read.error))
+            if read.ok:
+                break
+            again = None
     return told
 
 
@@ -239,6 +278,7 @@ def tell(
                     text=s.get("text"),
                     reads_as_failure=bool(s.get("failure")),
                     faults=[*(f.label() for f in landed), *s["faults"]],
+                    points=s["points"],
                 )
             )
         verdict, cause = str(row["verdict"]), str(row["cause"])

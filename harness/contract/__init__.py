@@ -45,6 +45,8 @@ async def run_contract(
     token_budget: int = 4000,
     snapshot: Path | None = None,
     handle_wait_s: float = 5.0,
+    crash_repeat: int = 1,
+    crash_max_points: int = 8,
     on_result: Callable[[CheckResult, float], None] | None = None,
 ) -> list[CheckResult]:
     """Start the target once and run the checks in order; each result as it comes."""
@@ -54,6 +56,8 @@ async def run_contract(
         token_budget=token_budget,
         snapshot=snapshot,
         handle_wait_s=handle_wait_s,
+        crash_repeat=crash_repeat,
+        crash_max_points=crash_max_points,
     )
     results = []
     redactor = session.wiring.redactor

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import io
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +62,10 @@ from harness.contract.judging import (
 )
 from harness.contract.session import ContractSession
 from harness.contract.tokens import catalog_tokens
-from harness.errors import HarnessError
+from harness.crashpoints import explore as crash_explore
+from harness.crashpoints import render as crash_render
+from harness.crashpoints.advice import advice
+from harness.errors import HarnessError, TargetError
 from harness.history import Outcome, excerpt
 from harness.sanitize import json_safe
 
@@ -103,6 +107,10 @@ class Seen:
     """A catalog to compare with (written when missing): a changed description is a contract diff."""
     handle_wait_s: float = 5.0
     """How long the handles check waits for a handle to expire (--handle-wait)."""
+    crash_repeat: int = 1
+    """Tries per hold point of the crash_points check (--crash-repeat): one keeps the contract short."""
+    crash_max_points: int = 8
+    """Paths the crash_points check explores at most (--crash-max-points)."""
 
     def note(self, check: str, *results: CallResult) -> None:
         """Keep the errors among ``results`` for error_contract."""
@@ -500,7 +508,8 @@ async def restart_keeps_keys(c: Check, s: ContractSession, seen: Seen) -> CheckR
 async def crash_window(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     if not seen.crash_env:
         return c.not_applicable(
-            "needs --crash-env NAME=VALUE: how the target crashes at that point (a failpoint)"
+            "needs --crash-env NAME=VALUE: how the target crashes at that point (a failpoint); "
+            "crash_points crashes a target there without one when its database is the harness's"
         )
     crashing = s.variant(seen.crash_env, c.id)
     async with crashing.started():
@@ -530,6 +539,50 @@ async def crash_window(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
     if effects == 0:
         return c.failed("the retry answered OK with no effect", evidence)
     return c.passed("the crash cost nothing: one effect", evidence)
+
+
+@check(
+    "crash_points",
+    "a crash at every point a call commits at (no failpoint): each retry takes effect exactly once",
+)
+async def crash_points(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
+    if (why := crash_explore.unexplorable(s.scenario)) is not None:
+        return c.not_applicable(why)
+    planned = crash_explore.prepare(
+        s.scenario, s.run_dir, repeat=seen.crash_repeat, max_points=seen.crash_max_points, run_id=c.id
+    )
+    found = await crash_explore.explore(planned, out=io.StringIO(), progress_interval_s=None)
+    report = crash_render.write_reports(found)
+    evidence: dict[str, Any] = {
+        "report": str(report),
+        "clean call": [p.name for p in found.clean],
+        "points": {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points},
+        "tries per point": found.repeat,
+        "seconds": round(found.seconds, 1),
+    }
+    seen.repeated[c.id] = max((found.effects[i] for p in found.points for i in p.intents), default=0)
+    if found.findings:
+        first = found.findings[0]
+        assert first.finding is not None
+        more = f" (and {len(found.findings) - 1} more points)" if len(found.findings) > 1 else ""
+        evidence["advice"] = advice(found, first)
+        return c.failed(
+            f"a crash at {first.name} gave {first.finding.value} in {first.verdicts[first.finding.value]} of "
+            f"{first.tries} tries{more}: {advice(found, first)} (one try's story and a reproducer: {report})",
+            evidence,
+        )
+    missed = [p for p in found.points if p.held < p.tries]
+    if missed:
+        raise TargetError(
+            f"{missed[0].name} was reached in {missed[0].held} of {missed[0].tries} tries: the call took "
+            f"another path after the clean one, so the crash there is untested (see {report})"
+        )
+    return c.passed(
+        f"held and killed at {len(found.points)} points ({', '.join(p.name for p in found.points)}), "
+        f"{found.repeat} {'try' if found.repeat == 1 else 'tries'} each: every retry took effect "
+        "exactly once",
+        evidence,
+    )
 
 
 MRTR_QUESTIONS = 2
@@ -850,6 +903,7 @@ CHECKS: dict[str, Check] = {
         concurrent_same_key,
         restart_keeps_keys,
         crash_window,
+        crash_points,
         mrtr,
         handles,
         error_contract,

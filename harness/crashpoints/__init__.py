@@ -15,6 +15,7 @@ Two halves, on two layers of ARCHITECTURE.md:
 ``holds``     the hold controller a run wires in (``faults.crash_points``): counts the points of
               each attempt, records them, and at a planned one cuts the pod off and kills it
 ``explore``   ``mcp-chaos crashpoints``: a clean call, then runs that kill the target at each point
-``render``    the point × verdict table, one try's timeline and the fix, as text, Markdown and JSON
+``advice``    what a finding at a point says about the server, in its own statements, and what to change
+``render``    the point × verdict table, and per finding its advice, its class's fix and one try's story
 ``emit``      the scenario that reproduces a finding, and the pytest file that runs it
 """

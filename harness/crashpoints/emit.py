@@ -10,12 +10,20 @@ the regression test then says the point is gone instead of passing for nothing.
 
 The pytest file (``--emit DIR``) is the regression test a user commits beside
 the fix: it runs the reproducer through the harness's public API and asserts
-that every intent took effect exactly once.
+that every intent took effect exactly once. So both are written to be committed:
+no path of this machine in them. The scenario was loaded with ``{scenario_dir}``
+resolved (and may name files by absolute path); every path of this machine in
+it becomes ``{scenario_dir}/<the way from the reproducer's directory>``, which
+the harness resolves against the reproducer's own directory when it loads it,
+from any working directory. The test finds its scenario beside itself.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.scenario import Scenario, parse_scenario
@@ -43,13 +51,50 @@ def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenari
     return parse_scenario(data, source="the reproducer of " + scenario.name)
 
 
+_PATH = re.compile(r"(?:^|(?<=[\s='\"]))/[^\s'\"]+")
+"""An absolute path: at the start of a string, or after a space, ``=`` or a quote (``--db=/x/y.db``)."""
+NOT_MACHINE_PATHS = {("target", "path"), ("target", "data_mount")}
+"""Fields whose absolute paths are a URL's or a container's, never this machine's."""
+
+
+def portable(text: str, directory: Path) -> str:
+    """``text`` with every path of this machine in it (one that exists, below a top-level directory)
+    written as ``{scenario_dir}/...`` relative to ``directory``."""
+    base = os.path.realpath(directory)
+
+    def relative(match: re.Match[str]) -> str:
+        path = match[0]
+        if len(PurePosixPath(path).parts) < 3 or not os.path.exists(path):
+            return path
+        way = os.path.relpath(os.path.realpath(path), base)
+        return "{scenario_dir}" if way == "." else "{scenario_dir}/" + way
+
+    return _PATH.sub(relative, text)
+
+
+def _portable_data(value: Any, directory: Path, where: tuple[str, ...] = ()) -> Any:
+    if isinstance(value, str):
+        return value if where[:2] in NOT_MACHINE_PATHS else portable(value, directory)
+    if isinstance(value, dict):
+        return {k: _portable_data(v, directory, (*where, str(k))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable_data(v, directory, where) for v in value]
+    return value
+
+
+def reproducer_text(scenario: Scenario, result: PointResult, intents: int, directory: Path) -> str:
+    """The reproducer's YAML, to be written into ``directory``: no path of this machine in it."""
+    data = _portable_data(reproducer(scenario, result, intents).model_dump(mode="json"), directory)
+    return parse_scenario(data, source="the reproducer of " + scenario.name).dump_yaml()
+
+
 def write_reproducers(exploration: Exploration, directory: Path) -> list[Path]:
     """A reproducer for every finding, into ``directory``; their paths."""
     written = []
     for result in exploration.findings:
         path = directory / reproducer_name(result)
         path.write_text(
-            reproducer(exploration.scenario, result, exploration.repeat).dump_yaml(), encoding="utf-8"
+            reproducer_text(exploration.scenario, result, exploration.repeat, directory), encoding="utf-8"
         )
         written.append(path)
     return written

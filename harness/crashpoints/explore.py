@@ -43,6 +43,41 @@ DETAILS = ("writes", "autocommit", "key", "replayed")
 """What a ``crash_point`` event says of its point beyond its name."""
 
 
+def hold_points(scenario: Scenario) -> list[str]:
+    """Where the harness can hold this target's work: ``db_commit`` when it writes to the harness's
+    PostgreSQL (``{postgres_url}``, through the proxy that holds commits), ``downstream`` when it calls
+    the effect sink (``{sink_url}``). ``request`` and ``response`` are always there, and tell nothing of
+    what a crash leaves half done."""
+    target = scenario.target
+    texts = [*(target.command or ()), *target.env.values()]
+    found = []
+    if scenario.services.postgres is not None and any("{postgres_url}" in t for t in texts):
+        found.append("db_commit")
+    if scenario.audit.effects.sink is not None and any("{sink_url}" in t for t in texts):
+        found.append("downstream")
+    return found
+
+
+def unexplorable(scenario: Scenario) -> str | None:
+    """Why an exploration cannot hold this scenario's target where its work becomes durable, or None."""
+    target = scenario.target
+    if target.transport != "http" or target.replicas != 1 or target.kubernetes is not None:
+        return (
+            "crash points hold one HTTP pod the harness runs (a proxy in front of it, one call at a time); "
+            "this target is stdio, replicated or in Kubernetes"
+        )
+    if scenario.services.balancer is not None:
+        return "crash points hold one pod, one call at a time; this scenario puts a balancer in front"
+    if not hold_points(scenario):
+        return (
+            "no hold point: the target neither writes to the harness's PostgreSQL (services.postgres, "
+            "{postgres_url} in target.env) nor calls its effect sink ({sink_url}, audit.effects.sink), so "
+            "the harness cannot stop it where its work is durable; with a failpoint, crash_window "
+            "(--crash-env) crashes it there instead"
+        )
+    return None
+
+
 def exploring_scenario(
     scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None
 ) -> Scenario:
@@ -222,18 +257,3 @@ def read_exploration(
         audit=audit,
         seconds=time.monotonic() - started,
     )
-
-
-def intent_events(run_dir: Path, intent: int) -> list[dict[str, Any]]:
-    """The history of one try: its own events, and the pod's between its first and last."""
-    events: list[dict[str, Any]] = []
-    inside = False
-    for ev in read_history(run_dir / rundir.HISTORY):
-        if ev.get("intent") == intent:
-            inside = ev["type"] != EventType.INTENT_ENDED
-            events.append(ev)
-        elif inside and ev["type"] in (EventType.FAULT, EventType.POD_EXITED, EventType.POD_READY):
-            events.append(ev)
-        if ev["type"] == EventType.INTENT_ENDED and ev.get("intent") == intent:
-            break
-    return events

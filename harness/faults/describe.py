@@ -7,7 +7,7 @@ so a user can check what a run will do before starting anything.
 from __future__ import annotations
 
 from harness.faults.schedule import build_schedule
-from harness.scenario import Scenario, StreamFault
+from harness.scenario import CrashPoints, Scenario, StreamFault
 
 SHOWN_FAULTS = 10
 """Planned faults ``validate`` lists one by one; the rest are counted."""
@@ -48,6 +48,23 @@ def describe_rule(index: int, rule: StreamFault) -> str:
     return f"  stream rule {index}: {rule.fault} on {where} ({', '.join([*who, chance])}): {what}"
 
 
+def describe_crash_points(crash: CrashPoints) -> str:
+    """``faults.crash_points``: where each intent is held and killed, or how the exploration chooses."""
+    explore = crash.explore
+    if explore is not None:
+        only = f", only {', '.join(explore.only)}" if explore.only else ""
+        return (
+            f"  crash points, explored: a clean call, then each point it passes held and the pod SIGKILLed "
+            f"there in {explore.repeat} tries, then the retries' own commits (at most {explore.max_points} "
+            f"points{only})"
+        )
+    holds = "; ".join(
+        f"{'every intent' if h.intents is None else 'intents ' + ', '.join(map(str, h.intents))} at {h.at}"
+        for h in crash.holds
+    )
+    return f"  crash points: held and the pod SIGKILLed there: {holds or 'nowhere (points recorded only)'}"
+
+
 def describe_plan(scenario: Scenario) -> list[str]:
     """The workload, the planned pod faults (the first few one by one) and each stream rule."""
     schedule = build_schedule(scenario)
@@ -58,6 +75,11 @@ def describe_plan(scenario: Scenario) -> list[str]:
         f"concurrency {scenario.workload.concurrency}",
         f"  {planned(scenario)}" + (f": {shown}{more}" if schedule else ""),
         *(describe_rule(index, rule) for index, rule in enumerate(scenario.faults.stream)),
+        *(
+            []
+            if scenario.faults.crash_points is None
+            else [describe_crash_points(scenario.faults.crash_points)]
+        ),
     ]
 
 
@@ -67,4 +89,5 @@ def announcement(scenario: Scenario, run_id: str) -> str:
         f"run {run_id}: {scenario.workload.intents} intents, "
         f"concurrency {scenario.workload.concurrency}, {planned(scenario)}"
         f"{', stream faults by rule' if scenario.faults.stream else ''}"
+        f"{', kills at crash points' if scenario.faults.crash_points is not None else ''}"
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.audit.control import CONTROL
-from harness.audit.stories import FindingClass, Step, Story
+from harness.audit.stories import FindingClass, Passed, Step, Story
 from harness.audit.summary import Summary
 from harness.sanitize import bounded, plain
 
@@ -39,9 +39,27 @@ def _said(step: Step) -> str:
     return said
 
 
+PASSED = {"request": "the request reached the server", "response": "the answer reached the proxy"}
+
+
+def _passed(passed: Passed) -> str:
+    """A hold point an attempt passed, on a line of its own under the attempt."""
+    if passed.writes:
+        what = "committed " + "; ".join(repr(bounded(w)) for w in passed.writes)
+    elif passed.point.startswith("downstream"):
+        what = "the downstream recorded a call " + (
+            f"with key {bounded(passed.key)!r}" if passed.key else "without a key"
+        )
+        what += ", deduplicated by it" if passed.replayed else ""
+    else:
+        what = PASSED.get(passed.point, "passed")
+    held = ": HELD, the pod SIGKILLed here" if passed.held else ""
+    return f"    {passed.point}: {what}{held}"
+
+
 def _attempt_lines(steps: Sequence[Step]) -> list[str]:
-    """One line per attempt; a run of alike attempts with nothing on them (refused while the pod was
-    down) as one line."""
+    """One line per attempt, then the hold points it passed; a run of alike attempts with nothing on
+    them (refused while the pod was down) as one line."""
     lines = []
     k = 0
     while k < len(steps):
@@ -51,6 +69,8 @@ def _attempt_lines(steps: Sequence[Step]) -> list[str]:
             last + 1 < len(steps)
             and not step.faults
             and not steps[last + 1].faults
+            and not step.points
+            and not steps[last + 1].points
             and (steps[last + 1].outcome, steps[last + 1].detail, steps[last + 1].text, steps[last + 1].pod)
             == (step.outcome, step.detail, step.text, step.pod)
         ):
@@ -69,6 +89,7 @@ def _attempt_lines(steps: Sequence[Step]) -> list[str]:
                 f"{_seconds(step.start_t)} → {_seconds(step.end_t)}: {_said(step)}"
             )
             lines.append(line + (f"; hit by {', '.join(step.faults)}" if step.faults else ""))
+            lines += [_passed(p) for p in step.points]
         k = last + 1
     return lines
 

@@ -24,6 +24,7 @@ ALL = {
     "concurrent_same_key",
     "restart_keeps_keys",
     "crash_window",
+    "crash_points",
     "mrtr",
     "handles",
     "error_contract",
@@ -81,7 +82,7 @@ CASES = {
     ),
     "apologize": (
         target("atomic", INVOICES_FLAW="apologize"),
-        ALL - {"annotations", "crash_window", "catalog", "mrtr", "handles"},
+        ALL - {"annotations", "crash_window", "crash_points", "catalog", "mrtr", "handles"},
     ),
     "idempotent_hint_lies": (target("naive", INVOICES_ANNOTATIONS="idempotent"), {"annotations"}),
     # It also takes a key while it says it only reads: the catalog's advice is broken too.
@@ -107,7 +108,8 @@ def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: st
 
 def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     # The six-tool demo catalog (so handles applies), its calls asking a question first (MRTR),
-    # answered by every check (so mrtr applies too): every check applies, and passes.
+    # answered by every check (so mrtr applies too): every check applies, and passes, but crash_points:
+    # its store is SQLite, where the harness cannot hold a commit (test_crash_points holds PostgreSQL's).
     data = asking(
         INVOICES_ANNOTATIONS="idempotent",
         INVOICES_REQUEST_STATE="shared",
@@ -116,7 +118,8 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     )
     proc, report = contract(tmp_path, data, *CRASH, "--junit", str(tmp_path / "junit.xml"))
     assert proc.returncode == 0, proc.stderr
-    assert set(verdicts(report).values()) == {"pass"}
+    assert {v for c, v in verdicts(report).items() if c != "crash_points"} == {"pass"}
+    assert verdicts(report)["crash_points"] == "not_applicable"
     assert report["seconds"] < 30
     by_id = {c["id"]: c for c in report["checks"]}
     assert by_id["concurrent_same_key"]["why"].startswith("one effect; ")
@@ -131,7 +134,7 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     )
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "11"
+    assert suite.get("tests") == "12"
     assert suite.get("failures") == "0"
     assert [case.get("name") for case in suite.iter("testcase")] == list(by_id)
 
@@ -214,6 +217,65 @@ def test_crash_window_without_a_way_to_crash_is_not_applicable(tmp_path: Path) -
     assert proc.returncode == 0
     assert verdicts(report) == {"crash_window": "not_applicable"}
     assert "needs --crash-env NAME=VALUE" in report["checks"][0]["why"]
+
+
+def on_postgres(data: dict[str, Any]) -> dict[str, Any]:
+    """The target keeping its invoices in the harness's PostgreSQL, through the proxy that holds commits."""
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    query = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": query}}}
+    return data
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("mode", "verdict"), [("atomic", "pass"), ("keyed", "fail")])
+def test_crash_points(tmp_path: Path, postgres_server: None, mode: str, verdict: str) -> None:
+    """No failpoint: the harness holds the target at its own commits and kills it there, once each."""
+    proc, report = contract(tmp_path, on_postgres(target(mode)), "--only", "crash_points")
+    assert verdicts(report) == {"crash_points": verdict}, proc.stdout + proc.stderr
+    assert proc.returncode == (0 if verdict == "pass" else 1)
+    (check,) = report["checks"]
+    points = check["evidence"]["points"]
+    assert check["evidence"]["tries per point"] == 1
+    assert {"request", "db_commit#1", "response"} <= set(points)
+    if verdict == "pass":
+        assert check["why"] == (
+            "held and killed at 3 points (request, db_commit#1, response), 1 try each: every retry took "
+            "effect exactly once"
+        )
+        assert all(v == {"exactly_once": 1} for v in points.values())
+    else:  # the article's one duplicate: the commit of the invoice, before the key record's
+        assert check["why"].startswith(
+            "a crash at db_commit#1 gave duplicate in 1 of 1 tries (and 2 more points): db_commit#1 "
+            "committed the effect ('INSERT INTO invoices"
+        )
+        assert points["db_commit#1"] == {"duplicate": 1}
+        assert points["db_commit#2"] == points["response"] == {"exactly_once": 1}
+        report_md = Path(check["evidence"]["report"])
+        assert check["why"].endswith(f"(one try's story and a reproducer: {report_md})")
+        assert "## db_commit#1: duplicate in 1 of 1 tries" in report_md.read_text()
+        assert (report_md.parent / "crashpoint-db_commit-1.yaml").is_file()
+
+
+def test_crash_points_at_a_downstream_that_deduplicates_by_key(tmp_path: Path) -> None:
+    """The sink is a hold point too: a target that calls it without the intent's key charges twice."""
+    env = {"INVOICES_SINK_URL": "{sink_url}", "INVOICES_DOWNSTREAM": "before_commit"}
+    data = target("atomic", INVOICES_FLAW="unkeyed_downstream", **env)
+    data["audit"] = {"effects": {"sink": {"dedupe_by_key": True}}}
+    proc, report = contract(tmp_path, data, "--only", "crash_points", "--crash-max-points", "3")
+    assert verdicts(report) == {"crash_points": "fail"}, proc.stdout + proc.stderr
+    why = report["checks"][0]["why"]
+    assert why.startswith("a crash at downstream#1 gave duplicate in 1 of 1 tries: The downstream recorded")
+    assert "its call carried no idempotency key" in why
+
+
+def test_crash_points_without_a_hold_point_is_not_applicable(tmp_path: Path) -> None:
+    proc, report = contract(tmp_path, target("keyed"), "--only", "crash_points")
+    assert proc.returncode == 0, proc.stderr
+    assert verdicts(report) == {"crash_points": "not_applicable"}
+    assert report["checks"][0]["why"].startswith("no hold point: the target neither writes to the harness's")
+    assert not list((tmp_path / "r").glob("*/crash_points"))  # nothing was started for it
 
 
 def test_the_catalog_within_budget_and_against_its_snapshot(tmp_path: Path) -> None:

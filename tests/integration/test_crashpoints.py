@@ -15,6 +15,7 @@ import contextlib
 import glob
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.scenario import CrashPoints, parse_scenario
 from harness.services import CLUSTER_PREFIX, Postgres
-from tests.conftest import TS_DIR, alive, invoice_scenario
+from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario, labelled_containers
 
 pytestmark = pytest.mark.integration
 
@@ -164,10 +165,15 @@ def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
         "tries": 3,
         "verdicts": {"duplicate": 3},
     }
-    assert "one transaction" in point["fix"]
+    assert "one transaction" in point["fix"]  # the class's fix (duplicate after a kill)
+    assert point["advice"].startswith("db_commit#1 committed the effect ('INSERT INTO invoices")
+    assert point["cause"] == "kill"
     markdown = render_markdown(found)
-    assert "RETURNING id: HELD, the pod is killed here" in markdown
-    assert "effects found: 2 -> duplicate" in markdown
+    story = markdown.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert story[0].startswith(f"intent {point['intent']} ")
+    assert story[0].endswith(": duplicate (kill): the client saw ok, 2 effects at the end")
+    assert story[3].startswith("    db_commit#1: committed 'INSERT INTO invoices")
+    assert story[3].endswith("RETURNING id': HELD, the pod SIGKILLed here")
     for pid in started_pids(found):  # the pods and PostgreSQL stopped with the run
         assert not alive(pid)
 
@@ -244,40 +250,41 @@ def test_the_typescript_target_on_node_postgres(
 def test_the_reproducer_fails_on_the_bug_and_its_test_passes_on_the_fix(
     tmp_path: Path, postgres_server: None
 ) -> None:
+    """The emitted files name no path of this machine, and run from another working directory: a
+    repository with the server and, in tests/crash/, the reproducer and its test."""
     result = PointResult(parse_path("db_commit#1"), [1], verdicts=Counter({"duplicate": 1}))
-    scenario = emit.reproducer(parse_scenario(on_postgres("keyed")), result, intents=1)
-    path = tmp_path / emit.reproducer_name(result)
-    path.write_text(scenario.dump_yaml(), encoding="utf-8")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(path),
-            "--results",
-            str(tmp_path / "r"),
-            "--quiet",
-            "--no-preflight",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    shutil.copytree(
+        ROOT / "targets" / "invoices", repo / "server", ignore=shutil.ignore_patterns("__pycache__")
     )
-    assert run.returncode == 1, run.stderr  # the gate: a duplicate
-    assert "duplicate" in run.stdout
+    emitted = repo / "tests" / "crash"
+    emitted.mkdir(parents=True)
+    elsewhere.mkdir()
+    data = on_postgres("keyed")
+    data["target"]["command"][1] = str(repo / "server" / "server.py")
+    path = emitted / emit.reproducer_name(result)
+    path.write_text(emit.reproducer_text(parse_scenario(data), result, 1, emitted))
+    test = emitted / f"test_{path.stem.replace('-', '_')}.py"
+    test.write_text(emit.pytest_text(path.name, result), encoding="utf-8")
+    for text in (path.read_text(), test.read_text()):
+        for machine_path in (str(ROOT), str(tmp_path), sys.prefix):
+            assert machine_path not in text
+    assert yaml.safe_load(path.read_text())["target"]["command"][1] == "{scenario_dir}/../../server/server.py"
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=elsewhere)
+
+    mcp_chaos = [sys.executable, "-m", "harness.cli", "run", "--results", "r", "--quiet", "--no-preflight"]
+    found = run(*mcp_chaos, os.path.relpath(path, elsewhere))
+    assert found.returncode == 1, found.stderr  # the gate: a duplicate
+    assert "duplicate" in found.stdout
+    still = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test))
+    assert still.returncode == 1, still.stdout  # it asserts exactly once: it fails until the fix
+    assert "'duplicate': 1" in still.stdout
     fixed = yaml.safe_load(path.read_text())
     fixed["target"]["env"]["INVOICES_MODE"] = "atomic"
     path.write_text(yaml.safe_dump(fixed), encoding="utf-8")
-    test = tmp_path / f"test_{path.stem.replace('-', '_')}.py"
-    test.write_text(emit.pytest_text(path.name, result), encoding="utf-8")
-    passed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    passed = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test))
     assert passed.returncode == 0, passed.stdout + passed.stderr
 
 
@@ -342,17 +349,42 @@ def test_a_clean_call_that_fails_stops_it_and_leaves_nothing_behind(
     assert gone(history_pids(tmp_path / "r" / "cp"), clusters_of(proc.pid))
 
 
+def on_image(image: str) -> dict[str, Any]:
+    data = on_postgres("keyed")
+    data["target"]["image"] = image
+    del data["target"]["command"]
+    return data
+
+
 @pytest.mark.docker
 @pytest.mark.postgres
 def test_an_image_is_held_and_killed_at_its_commit(
     tmp_path: Path, postgres_server: None, docker_image: str
 ) -> None:
-    from tests.conftest import labelled_containers
-
-    data = on_postgres("keyed")
-    data["target"]["image"] = docker_image
-    del data["target"]["command"]
+    data = on_image(docker_image)
     found = crashpoints(data, tmp_path, only=["db_commit#1", "db_commit#2"])
     assert table(found) == {"db_commit#1": {"duplicate": 1}, "db_commit#2": {"exactly_once": 1}}
     assert everything_held(found)
     assert not [c for c in labelled_containers() if c.startswith(f"mcp-chaos-{found.run_dir.name}-")]
+
+
+@pytest.mark.docker
+@pytest.mark.postgres
+def test_ctrl_c_on_an_image_leaves_no_container_and_no_cluster(
+    tmp_path: Path, postgres_server: None, docker_image: str
+) -> None:
+    proc = cli(tmp_path, on_image(docker_image), "--repeat", "3")
+    history = tmp_path / "r" / "cp" / "history.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and b'"held":true' not in (
+        history.read_bytes() if history.exists() else b""
+    ):
+        time.sleep(0.05)
+    clusters = clusters_of(proc.pid)
+    assert clusters
+    assert [c for c in labelled_containers() if c.startswith("mcp-chaos-cp-")]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert gone([], clusters)
+    assert not [c for c in labelled_containers() if c.startswith("mcp-chaos-cp-")]

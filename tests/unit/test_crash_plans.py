@@ -189,49 +189,58 @@ def test_the_scenario_refuses_crash_points_it_cannot_count() -> None:
         parse_scenario(data)
 
 
-def test_a_tries_timeline_tells_the_held_point_the_kill_and_the_retry() -> None:
-    from harness.crashpoints.render import timeline
+def test_a_tries_story_tells_the_points_each_attempt_passed_and_the_one_held() -> None:
+    from harness.audit.stories import Passed, Step, Story
+    from harness.report.stories import story_lines
 
-    def ev(t: float, kind: str, **fields: Any) -> dict[str, Any]:
-        return {"t": t, "type": kind, **fields}
+    def step(attempt: int, outcome: str, points: list[Passed], **more: Any) -> Step:
+        fields: dict[str, Any] = {"detail": None, "code": None, "text": None, "faults": []} | more
+        t = 10.0 + attempt / 10
+        return Step(
+            attempt,
+            6 + attempt,
+            "pod-0",
+            t,
+            t + 0.05,
+            outcome,
+            reads_as_failure=False,
+            points=points,
+            **fields,
+        )
 
-    held = {"point": "db_commit#1", "held": True, "writes": ["INSERT INTO invoices"], "autocommit": False}
-    events = [
-        ev(10.0, "intent_started", intent=3),
-        ev(10.0, "attempt_started", intent=3, attempt=1, id=7),
-        ev(10.001, "crash_point", intent=3, attempt=1, point="request", held=False),
-        ev(10.05, "fault", fault="kill", pod="pod-0", trigger="crash point db_commit#1", point="db_commit#1"),
-        ev(10.05, "crash_point", intent=3, attempt=1, **held),
-        ev(
-            10.06,
-            "attempt_ended",
-            intent=3,
-            attempt=1,
-            outcome="transport_error",
-            detail="closed_before_response",
-        ),
-        ev(10.07, "pod_exited", pod="pod-0", returncode=-9),
-        *[ev(10.1 + a / 10, "attempt_started", intent=3, attempt=a, id=7 + a) for a in (2, 3)],
-        *[ev(10.1 + a / 10, "attempt_ended", intent=3, attempt=a, outcome="transport_error") for a in (2, 3)],
-        ev(11.5, "pod_ready", pod="pod-0", after_s=1.4),
-        ev(11.6, "attempt_started", intent=3, attempt=4, id=11),
-        ev(11.6, "crash_point", intent=3, attempt=4, point="request", held=False),
-        ev(11.7, "attempt_ended", intent=3, attempt=4, outcome="ok"),
-        ev(11.7, "intent_ended", intent=3, status="ok", attempts=4),
+    held = Passed("db_commit#1", held=True, writes=("INSERT INTO invoices\n\x1b[2J",))
+    refused = {"detail": "refused"}
+    steps = [
+        step(1, "transport_error", [Passed("request", held=False), held], faults=["kill#1 pod-0 @10.15s"]),
+        step(2, "transport_error", [], **refused),
+        step(3, "transport_error", [], **refused),
+        step(4, "ok", [Passed("request", False), Passed("downstream#1", False, key="k-3", replayed=True)]),
     ]
-    lines = [line.strip() for line in timeline(events, 2, "duplicate")]
-    assert lines == [
-        "0.000s  attempt 1 (request id 7)",
-        "0.001s    request: the request reached the server",
-        "0.050s    db_commit#1: committed (COMMIT) INSERT INTO invoices: HELD, the pod is killed here",
-        "0.050s  pod-0 SIGKILLed (crash point db_commit#1)",
-        "0.060s    answer: transport_error (closed_before_response)",
-        "0.070s  pod-0 exited (-9)",
-        "0.300s  attempts 2-3: transport_error, nothing reached the server",
-        "1.500s  pod-0 ready again (1.40s after its start)",
-        "1.600s  attempt 4 (request id 11)",
-        "1.600s    request: the request reached the server",
-        "1.700s    answer: ok",
-        "1.700s  the client is done: ok after 4 attempts",
-        "effects found: 2 -> duplicate",
+    story = Story(3, "m3", "k-3", "duplicate", "kill", "ok", 2, steps, [], 0, "", None)
+    lines = story_lines(story)
+    assert lines[1:] == [
+        "  attempt 1 (request 7, pod-0) 10.100s → 10.150s: transport_error; hit by kill#1 pod-0 @10.15s",
+        "    request: the request reached the server",
+        "    db_commit#1: committed 'INSERT INTO invoices\\n\\x1b[2J': HELD, the pod SIGKILLed here",
+        "  attempts 2–3 (requests 8–9, pod-0) 10.200s → 10.350s: transport_error refused, 2 times",
+        "  attempt 4 (request 10, pod-0) 10.400s → 10.450s: ok",
+        "    request: the request reached the server",
+        "    downstream#1: the downstream recorded a call with key 'k-3', deduplicated by it",
     ]
+
+
+def test_a_reproducer_names_the_machines_paths_from_its_own_directory(tmp_path: Path) -> None:
+    from harness.crashpoints.emit import portable
+
+    server = tmp_path / "repo" / "server.py"
+    server.parent.mkdir()
+    server.touch()
+    here = tmp_path / "repo" / "tests" / "crash"
+    here.mkdir(parents=True)
+    assert portable(str(server), here) == "{scenario_dir}/../../server.py"
+    assert portable(f"python {server} --db={server}", here) == (
+        "python {scenario_dir}/../../server.py --db={scenario_dir}/../../server.py"
+    )
+    assert portable(str(tmp_path / "repo" / "tests" / "crash"), here) == "{scenario_dir}"
+    for kept in ("/mcp", "http://127.0.0.1:80/mcp", str(tmp_path / "not-there"), "/tmp", "{data_dir}/x.db"):
+        assert portable(kept, here) == kept

@@ -36,3 +36,22 @@ def test_each_stream_rule_says_what_it_hits_and_does(scenario_data: dict[str, An
         "run r1: 100 intents, concurrency 4, 2 replicas (round_robin), 0 pod faults planned, "
         "stream faults by rule"
     )
+
+
+def test_crash_points_say_where_each_intent_is_held_or_how_they_are_explored(
+    scenario_data: dict[str, Any],
+) -> None:
+    scenario_data["workload"]["concurrency"] = 1
+    scenario_data["faults"] = {"crash_points": {"holds": [{"at": "db_commit#1/response", "intents": [1, 2]}]}}
+    scenario_data["services"] = {"postgres": {}}
+    scenario = parse_scenario(scenario_data)
+    assert describe_plan(scenario)[1:] == [
+        "  0 pod faults planned",
+        "  crash points: held and the pod SIGKILLed there: intents 1, 2 at db_commit#1/response",
+    ]
+    assert announcement(scenario, "r1").endswith("0 pod faults planned, kills at crash points")
+    scenario_data["faults"] = {"crash_points": {"explore": {"repeat": 2, "only": ["response"]}}}
+    assert describe_plan(parse_scenario(scenario_data))[2] == (
+        "  crash points, explored: a clean call, then each point it passes held and the pod SIGKILLed there "
+        "in 2 tries, then the retries' own commits (at most 8 points, only response)"
+    )

@@ -1,0 +1,97 @@
+"""What a finding at a hold point says about the server, in its own statements, and what to change.
+
+The auditor's fix for a (verdict, cause) class (:mod:`harness.audit.fixes`) is
+general: a duplicate after a kill means the effect and the key record are not
+one transaction. An exploration knows more: which commit the crash came after,
+what that commit wrote, which commit came next, whether a downstream call
+carried a key. This module says the finding in those terms, in the words of the
+source article; ``crashpoints``'s reports and the contract's ``crash_points``
+check show it beside the class's fix. Plain text that quotes the server
+(excerpts of its statements and keys): each output sanitizes it for itself.
+"""
+
+from __future__ import annotations
+
+from harness.crashpoints.explore import Exploration, PointResult
+from harness.crashpoints.points import Point, PointKind
+from harness.history import Verdict
+from harness.sanitize import bounded
+
+STATEMENT_LIMIT = 160
+"""How much of a statement the advice quotes: enough to see the table and the columns."""
+
+
+def _writes(exploration: Exploration, point: Point) -> str:
+    """The statements a commit of the clean call made durable, quoted: the server's text, cut to an
+    excerpt; each output escapes it for itself."""
+    writes = exploration.details.get(point.name, {}).get("writes") or []
+    return "; ".join(repr(bounded(str(w), STATEMENT_LIMIT)) for w in writes)
+
+
+def advice(exploration: Exploration, result: PointResult) -> str:
+    """What the finding at ``result``'s point says about the target, and what to change there."""
+    finding = result.finding
+    point = result.path[-1]
+    later = [p for p in exploration.clean if p.kind is point.kind and p.index > point.index]
+    if finding is Verdict.DUPLICATE:
+        if len(result.path) == 2:
+            return (
+                f"A crash during the recovery from a crash at {result.path[0].name} repeats the effect: the "
+                f"retry's own work is not one atomic step either. Make the first call's work atomic (the fix "
+                f"for {result.path[0].name}, if it has a finding) and the retry finds it done."
+            )
+        if point.kind is PointKind.DB_COMMIT and later:
+            return (
+                f"{point.name} committed the effect ({_writes(exploration, point) or 'a write'}), and what "
+                f"tells a retry it was done committed later, on its own ({later[0].name}: "
+                f"{_writes(exploration, later[0]) or 'a write'}). A crash between the two commits leaves the "
+                "effect without its record, and the retry makes it again: read-then-write idempotency is not "
+                "atomic. Put the business write and the idempotency record in one transaction (a unique key; "
+                "a retry that finds it replays the stored result)."
+            )
+        if point.kind is PointKind.DB_COMMIT:
+            return (
+                f"{point.name} is the effect ({_writes(exploration, point) or 'a write'}), and nothing "
+                "records the intent's key with it: every retry of a call that got this far makes it again. "
+                "Store the key with the effect, in the same transaction, unique, and replay the stored "
+                "result for a key seen before."
+            )
+        if point.kind is PointKind.DOWNSTREAM:
+            key = exploration.details.get(point.name, {}).get("key")
+            why = (
+                "its call carried no idempotency key, so it could not tell the retry's call from a new one"
+                if key is None
+                else "it got the intent's key but does not deduplicate by it (model one that does with "
+                "audit.effects.sink.dedupe_by_key: true)"
+            )
+            return (
+                f"The downstream recorded the call at {point.name} and the retry called it again; {why}. "
+                "Forward the intent's key downstream (an Idempotency-Key header) to a provider that "
+                "deduplicates by it, or record the downstream call in your store before making it and look "
+                "it up on a retry."
+            )
+        return (
+            f"The call had finished at {point.name} and its retry did the work again: the server does not "
+            "recognise a retry. Store the intent's key with the effect, in one transaction, and replay the "
+            "stored result for a key seen before."
+        )
+    if finding is Verdict.LOST:
+        if point.kind is PointKind.DB_COMMIT and later:
+            return (
+                f"{point.name} made the record that the intent is done durable "
+                f"({_writes(exploration, point) or 'a write'}) before the effect itself committed "
+                f"({later[0].name}: {_writes(exploration, later[0]) or 'a write'}). A crash between them "
+                "leaves a key that replays a result nothing created: the client is told it succeeded. "
+                "Write the key record in the same transaction as the effect."
+            )
+        return (
+            f"After a crash at {point.name} the client was told the call succeeded, and no effect exists: "
+            "something that marks the intent done was made durable before the effect. Make both durable "
+            "together."
+        )
+    if finding is Verdict.APPLIED_DESPITE_ERROR:
+        return (
+            f"After a crash at {point.name} the retry was refused with an error though the effect exists. "
+            "Replay the stored result for a key seen before, rather than refuse it."
+        )
+    return ""
