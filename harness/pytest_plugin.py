@@ -28,7 +28,9 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -251,7 +253,8 @@ class SteppedContract:
         """The check's result, running the contract until it concluded; the harness error (redacted)
         when the contract stopped before it (the target never came up)."""
         if check not in self.results and not self._loop.is_closed():
-            self._loop.run_until_complete(self._until(check))
+            with _libraries_quiet():
+                self._loop.run_until_complete(self._until(check))
         if check not in self.results:
             exc = self._task.exception() if self._task.done() and not self._task.cancelled() else None
             raise exc or RuntimeError(f"the contract stopped before {check}")
@@ -272,7 +275,8 @@ class SteppedContract:
         if not self._task.done():
             if len(self.results) < len(self.checks):
                 self._task.cancel()
-            self._loop.run_until_complete(asyncio.gather(self._task, return_exceptions=True))
+            with _libraries_quiet():
+                self._loop.run_until_complete(asyncio.gather(self._task, return_exceptions=True))
         elif not self._task.cancelled():
             self._task.exception()  # retrieved: it is raised to the items, never "never retrieved"
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
@@ -310,9 +314,10 @@ class McpChaos:
         loaded = _load(scenario, overrides)
         run_dir = rundir.prepare_run_dir(self.results, loaded)
         self._made.append(run_dir)
-        if preflight:
-            asyncio.run(checked.preflight(loaded, run_dir, run_dir.name))
-        audit = asyncio.run(run_and_audit(loaded, run_dir, progress_interval_s=None))
+        with _libraries_quiet():
+            if preflight:
+                asyncio.run(checked.preflight(loaded, run_dir, run_dir.name))
+            audit = asyncio.run(run_and_audit(loaded, run_dir, progress_interval_s=None))
         return audit.summary
 
     def contract(
@@ -358,6 +363,17 @@ def failure_text(result: CheckResult) -> str:
 
     evidence = json.dumps(json_safe(result.evidence), indent=2, ensure_ascii=False, default=str)
     return f"{result.title}: {result.why}\nevidence:\n{evidence}"
+
+
+@contextmanager
+def _libraries_quiet() -> Iterator[None]:
+    """The harness's libraries' deprecations are not findings about the user's server: under a
+    project's ``filterwarnings = error`` one (bpe-openai's, when tiktoken loads it) turned the
+    catalog check into an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        yield
 
 
 def _said(text: str) -> str:
