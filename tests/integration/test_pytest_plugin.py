@@ -170,6 +170,9 @@ def test_the_fixture_runs_scenarios_and_contracts_from_users_tests(pytester: pyt
     scenario(pytester, "keyed", "keyed")
     pytester.makepyfile(
         test_users_server="""
+        import pathlib
+
+        import yaml
         from harness.history import Verdict
         from harness.contract import CheckVerdict
 
@@ -195,15 +198,22 @@ def test_the_fixture_runs_scenarios_and_contracts_from_users_tests(pytester: pyt
             again = mcp_chaos.contract("keyed.yaml", only=["twins", "replay"])
             assert [r.id for r in again] == ["replay", "twins"]
             assert again[0] is first[0]
+
+        def test_a_scenario_may_be_given_as_parsed_yaml(mcp_chaos):
+            data = yaml.safe_load(pathlib.Path("keyed.yaml").read_text())
+            (replay,) = mcp_chaos.contract(data, only="replay")
+            assert replay.verdict is CheckVerdict.PASS
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=3)
-    # Two runs (and their preflight) and two contract runs, the second of the one check not run yet.
+    result.assert_outcomes(passed=4)
+    # Two runs (and their preflight), and three contract runs: the second of the one check not run
+    # yet for the file, the third for the parsed YAML (another scenario, for all the plugin knows).
     results = pytester.path / "results"
     assert len([d for d in results.iterdir() if not d.name.endswith("-contract")]) == 2
-    assert [[c["id"] for c in r["checks"]] for r in contract_reports(pytester)] == [
+    assert sorted([c["id"] for c in r["checks"]] for r in contract_reports(pytester)) == [
+        ["replay"],
         ["replay", "concurrent_same_key"],
         ["twins"],
     ]
@@ -230,3 +240,28 @@ def test_the_plugin_does_nothing_unless_asked(pytester: pytest.Pytester) -> None
     help_text = pytester.runpytest_subprocess("--help").stdout.str()
     for option in ("--mcp-chaos-contract=SCENARIO", "--mcp-chaos-only=CHECK,...", "--mcp-chaos-results=DIR"):
         assert option in help_text
+
+
+def test_a_server_echoing_its_token_leaks_it_nowhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue #22's server: its token in every field and encoding, with ESC sequences and markup. The
+    # items' failures, skips and errors, the JUnit file pytest writes and the contract's reports hide
+    # it; handles is deselected as it would wait for the server's handle to expire.
+    from tests.integration.test_leaks import ENV, assert_nothing_leaked, leaky, token_forms
+
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    (pytester.path / "leaky.yaml").write_text(yaml.safe_dump(leaky()))
+    result = pytester.runpytest_subprocess(
+        "--mcp-chaos-contract", "leaky.yaml", "-k", "not handles", "-rA", "--junitxml", "out/leaky.xml"
+    )
+    assert result.ret == 1, result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) + outcomes.get("errors", 0) > 0
+    written = assert_nothing_leaked(pytester.path / "results", result.stdout.str(), result.stderr.str())
+    assert any(path.name == "contract.md" for path in written)
+    junit = (pytester.path / "out" / "leaky.xml").read_text(encoding="utf-8")
+    for form in token_forms():
+        assert form not in junit
+    ET.fromstring(junit)
