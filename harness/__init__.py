@@ -8,15 +8,51 @@ between releases; ``tests/unit/test_public_api.py`` pins this list.
     scenario = load_scenario("scenarios/pod-kill.yaml")
     audit = asyncio.run(run_and_audit(scenario, prepare_run_dir(Path("results"), scenario)))
     print(audit.summary.duplicates.describe())
+
+The names are imported when first used (PEP 562): the pytest plugin
+(``harness.pytest_plugin``) is loaded by every pytest run in an environment
+that has mcp-chaos installed, and it must cost nothing there until its options
+or fixtures are used; importing the auditor eagerly costs half a second.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from harness._version import __version__
-from harness.audit.auditor import AuditResult, audit_run
-from harness.audit.summary import Summary
-from harness.errors import HarnessError
-from harness.rundir import prepare_run_dir
-from harness.runner import audit_and_report, execute, run_and_audit
-from harness.scenario import Scenario, load_scenario, parse_scenario
+
+if TYPE_CHECKING:
+    from harness.audit.auditor import AuditResult, audit_run
+    from harness.audit.summary import Summary
+    from harness.errors import HarnessError
+    from harness.rundir import prepare_run_dir
+    from harness.runner import audit_and_report, execute, run_and_audit
+    from harness.scenario import Scenario, load_scenario, parse_scenario
+
+_HOMES = {
+    "AuditResult": "harness.audit.auditor",
+    "audit_run": "harness.audit.auditor",
+    "Summary": "harness.audit.summary",
+    "HarnessError": "harness.errors",
+    "prepare_run_dir": "harness.rundir",
+    "audit_and_report": "harness.runner",
+    "execute": "harness.runner",
+    "run_and_audit": "harness.runner",
+    "Scenario": "harness.scenario",
+    "load_scenario": "harness.scenario",
+    "parse_scenario": "harness.scenario",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AuditResult",

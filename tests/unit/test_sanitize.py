@@ -72,6 +72,7 @@ WRITERS = {
     ("harness.pods.kubernetes", "collect_logs"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.process", "start"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.watchdog", "redact_logs"): "the logs, redacted",
+    ("harness.pytest_plugin", "pytest_terminal_summary"): "report paths the harness made: terminal()",
     ("harness.report.compare", "write_comparison"): "counts; HTML autoescaped",
     ("harness.report.files", "write_audit"): "report.md: in_markdown(); report.html: autoescape",
     ("harness.report.trend", "write_output"): "numbers",
@@ -100,6 +101,8 @@ def writers() -> set[tuple[str, str]]:
 def _writes(call: ast.Call) -> bool:
     f = call.func
     if isinstance(f, ast.Attribute) and f.attr in ("write_text", "write_bytes"):
+        return True
+    if isinstance(f, ast.Attribute) and f.attr in ("write_line", "write_sep"):  # pytest's terminal
         return True
     if isinstance(f, ast.Name) and f.id == "print":
         return True
