@@ -18,8 +18,8 @@ pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.integration
 
 KEY_CHECKS = "replay,twins,key_reuse,concurrent_same_key,restart_keeps_keys"
-NOT_APPLICABLE = {"crash_window", "mrtr", "handles", "annotations"}
-"""What the plain reference target does not give the contract to test (no failpoint, question,
+NOT_APPLICABLE = {"crash_window", "crash_points", "mrtr", "handles", "annotations"}
+"""What the plain reference target does not give the contract to test (no failpoint or hold point, question,
 handle or annotation): skipped with the reason."""
 
 
@@ -60,7 +60,7 @@ def test_a_server_deduplicating_by_payload_fails_twins_and_a_correct_one_passes(
         "--mcp-chaos-contract", dedup.name, "--junitxml", "dedup.xml", "-W", "error", "-p", "no:cacheprovider"
     )
     assert result.ret == 1, result.stdout.str()
-    result.assert_outcomes(passed=5, failed=2, skipped=4)
+    result.assert_outcomes(passed=5, failed=2, skipped=5)
     by_check = cases(pytester.path / "dedup.xml")
     assert {c for c, (outcome, _) in by_check.items() if outcome == "failure"} == {"twins", "key_reuse"}
     # The failure is the check's why and its evidence (the two effects the twins should have made).
@@ -78,7 +78,7 @@ def test_a_server_deduplicating_by_payload_fails_twins_and_a_correct_one_passes(
         "--mcp-chaos-contract", correct.name, "--junitxml", "correct.xml", "-rs", "-p", "no:cacheprovider"
     )
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=7, skipped=4)
+    result.assert_outcomes(passed=7, skipped=5)
     by_check = cases(pytester.path / "correct.xml")
     assert list(by_check) == [
         "replay",
@@ -87,6 +87,7 @@ def test_a_server_deduplicating_by_payload_fails_twins_and_a_correct_one_passes(
         "concurrent_same_key",
         "restart_keeps_keys",
         "crash_window",
+        "crash_points",
         "mrtr",
         "handles",
         "error_contract",
@@ -97,7 +98,7 @@ def test_a_server_deduplicating_by_payload_fails_twins_and_a_correct_one_passes(
     # A skip names its check and the reason, located at the scenario rather than in the plugin.
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] correct.yaml:1: crash_window does not apply: needs *"])
     result.stdout.fnmatch_lines(["*results/*-correct-*-contract/contract.md"])
-    assert [len(r["checks"]) for r in contract_reports(pytester)] == [11, 11]
+    assert [len(r["checks"]) for r in contract_reports(pytester)] == [12, 12]
 
 
 @pytest.mark.parametrize(
@@ -126,7 +127,7 @@ def test_the_checks_share_one_target_and_deselected_ones_do_not_run(pytester: py
         "--mcp-chaos-contract", path.name, "-k", "replay or concurrent", "-v", "-p", "no:cacheprovider"
     )
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*collected 11 items / 9 deselected / 2 selected"])
+    result.stdout.fnmatch_lines(["*collected 12 items / 10 deselected / 2 selected"])
     result.stdout.fnmatch_lines(["contract::replay PASSED*", "contract::concurrent_same_key FAILED*"])
     # One contract run (one directory, one pod start) for both items, of the two checks selected.
     (report,) = contract_reports(pytester)
