@@ -1,7 +1,7 @@
 """Stories: what happened to a few intents of each kind of finding, attempt by attempt.
 
 A count says *that* intents were lost; a story says how one was: its attempts
-(request ids, pods, outcomes, the reply or error text, when), the faults that
+(request ids, pods, span ids of traced runs, outcomes, the reply or error text, when), the faults that
 landed on them, the checkpoint reads that saw its effect and the first that did
 not, the final count, the cause and the fix. For each (verdict, cause) class the
 first ``PER_CLASS`` intents by index are told.
@@ -64,6 +64,8 @@ class Step:
     reads_as_failure: bool
     faults: list[str]
     """What landed on it: pod faults while it was in flight, stream faults that named it."""
+    span_id: str | None = None
+    """The span its ``traceparent`` named (``client.trace``): the parent of the server's own span."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,8 @@ class Story:
     pod_faults: list[tuple[float, str]] = field(default_factory=list)
     """(t, label) of the pod faults in its story: those that hit its attempts, and the one its
     effects vanished after."""
+    trace_id: str | None = None
+    """Its trace (``client.trace``): every attempt's ``traceparent`` named it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,8 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     "start": ev["t"],
                     "start_seq": ev.get("seq", -1),
                     "faults": [],
+                    "trace": ev.get("trace_id"),
+                    "span": ev.get("span_id"),
                 }
                 steps[ev["intent"]].append(step)
                 open_attempts[ev.get("id")] = step
@@ -239,6 +245,7 @@ def tell(
                     text=s.get("text"),
                     reads_as_failure=bool(s.get("failure")),
                     faults=[*(f.label() for f in landed), *s["faults"]],
+                    span_id=s["span"],
                 )
             )
         verdict, cause = str(row["verdict"]), str(row["cause"])
@@ -259,5 +266,6 @@ def tell(
             vanished_after=vanished_after,
             fix=fixes(verdict, cause),
             pod_faults=sorted((t, label) for label, t in moments.items()),
+            trace_id=next((s["trace"] for s in scanned.get(intent, []) if s["trace"]), None),
         )
     return stories
