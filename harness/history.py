@@ -17,7 +17,9 @@ Event types (fields beyond ``seq``, ``t``, ``type``):
 
 =================  ==============================================================
 run_started        run_id, scenario, seed, intents, concurrency, runtime, namespace,
-                   faults_planned ({kind: count} of counted pod faults), started_at, version
+                   faults_planned ({kind: count} of counted pod faults), started_at, [epoch_s: the
+                   wall clock (Unix seconds) at t = 0, which turns the history's times into
+                   timestamps], version
 intent_started     intent, marker, key
 attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the replica it went to,
                    when the target has several], [round: n >= 2 when the attempt answers the

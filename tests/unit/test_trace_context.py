@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from harness.client.framing import Framing
-from harness.errors import ScenarioError
+from harness.errors import ScenarioError, UsageError
+from harness.otlp import collector_url
 from harness.report.files import write_audit
 from harness.report.stories import story_lines
 from harness.scenario import Scenario, parse_scenario
@@ -128,3 +129,26 @@ def test_an_untraced_run_has_no_trace_column(scenario: Scenario) -> None:
     h = History(intents=1)
     h.run_intent(0)
     assert "trace_id" not in audit(h, {"ns-m0": 1}, scenario).intents.columns
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "url"),
+    [
+        ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+        ("http://localhost:4318/", "http://localhost:4318/v1/traces"),
+        ("http://[::1]:4318/otlp/v1/traces", "http://[::1]:4318/otlp/v1/traces"),
+        ("http://127.0.0.2:4318/x", "http://127.0.0.2:4318/x"),
+    ],
+)
+def test_export_otlp_sends_to_a_collector_on_this_machine(endpoint: str, url: str) -> None:
+    assert collector_url(endpoint) == url
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["http://10.0.0.1:4318", "http://collector.example", "http://localhost.example:4318", "ftp://[::1]"],
+)
+def test_export_otlp_refuses_any_other_host(endpoint: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        collector_url(endpoint)
+    assert "\n" not in refused.value.message
