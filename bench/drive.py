@@ -30,7 +30,7 @@ from harness.scenario import StreamFault, parse_scenario
 from harness.workload import Workload
 
 
-def scenario(calls: int, concurrency: int) -> dict[str, object]:
+def scenario(calls: int, concurrency: int, trace: bool = False) -> dict[str, object]:
     return {
         "name": "bench",
         "target": {"command": ["unused"]},
@@ -41,13 +41,14 @@ def scenario(calls: int, concurrency: int) -> dict[str, object]:
             "arguments": {"n": {"random_int": [0, 1000]}, "memo": "{marker}"},
         },
         "audit": {"effects": {"sql": {"url": "sqlite:///unused", "query": "select 1 as marker"}}},
+        "client": {"trace": trace},
     }
 
 
 async def drive(
-    url: str, calls: int, concurrency: int, history: Path, proxy: bool, protocol: str
+    url: str, calls: int, concurrency: int, history: Path, proxy: bool, protocol: str, trace: bool
 ) -> dict[str, float]:
-    s = parse_scenario(scenario(calls, concurrency))
+    s = parse_scenario(scenario(calls, concurrency, trace))
     with HistoryWriter(history) as h:
         fault_proxy: FaultProxy | None = None
         if proxy:
@@ -121,6 +122,7 @@ def main() -> None:
     p.add_argument("--proxy", action="store_true", help="go through an in-process fault proxy")
     p.add_argument("--protocol", default="2026-07-28", help="2026-07-28, or a 2025 version (a session)")
     p.add_argument("--stdio", action="store_true", help="url is a server script: run it and talk over stdio")
+    p.add_argument("--trace", action="store_true", help="client.trace: a traceparent on every attempt")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before = resource.getrusage(resource.RUSAGE_SELF)
@@ -130,7 +132,7 @@ def main() -> None:
             result = asyncio.run(drive_stdio(command, args.calls, args.concurrency, history))
         else:
             result = asyncio.run(
-                drive(args.url, args.calls, args.concurrency, history, args.proxy, args.protocol)
+                drive(args.url, args.calls, args.concurrency, history, args.proxy, args.protocol, args.trace)
             )
         after = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

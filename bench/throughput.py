@@ -158,6 +158,20 @@ def proxy_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 3) -
     return direct[len(direct) // 2], proxied[len(proxied) // 2]
 
 
+def trace_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 5) -> tuple[Sample, Sample]:
+    """The driver without and with ``client.trace``, same server, alternating: medians by CPU."""
+    off: list[Sample] = []
+    on: list[Sample] = []
+    with server("noop/server.py") as srv:
+        run_python("bench.drive", "driver", srv, concurrency, 500)  # warm-up
+        for _ in range(rounds):
+            off.append(run_python("bench.drive", "driver", srv, concurrency, calls))
+            on.append(run_python("bench.drive", "driver + trace", srv, concurrency, calls, "--trace"))
+    off.sort(key=lambda s: s.client_ms)
+    on.sort(key=lambda s: s.client_ms)
+    return off[len(off) // 2], on[len(on) // 2]
+
+
 WRK_SESSION_SCRIPT = """
 wrk.method = "POST"
 wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noop","arguments":{"n":1}}}'

@@ -3,7 +3,8 @@
 Exit codes: 0 run (and gate) fine; 1 the scenario's gate failed; 2 bad usage or
 scenario (an output path that cannot be written is one, found before any work);
 3 the target could not be run; 4 a history or its effects could not be audited;
-130 interrupted (the partial run is kept and can be audited).
+5 ``export-otlp``'s collector did not take the spans; 130 interrupted (the partial
+run is kept and can be audited).
 
 Everything printed passes :func:`harness.sanitize.terminal`: tables and errors
 quote servers, and an ESC sequence from one must not reach a terminal.
@@ -213,6 +214,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _say(explain(audit.summary))
     else:
         _say("\n".join(story_lines(story_of(audit, args.intent))))
+    return 0
+
+
+def cmd_export_otlp(args: argparse.Namespace) -> int:
+    """The run's intents and attempts as OTLP spans, to a collector on this machine or a file."""
+    run_dir = Path(args.run_dir)
+    require_run_dir(run_dir)
+    path = _output(args.file, "--file")
+    try:  # the SDK is an optional extra, imported only by this command
+        from harness import otlp
+    except ModuleNotFoundError as exc:
+        raise UsageError(
+            f"export-otlp needs the OpenTelemetry SDK ({exc.name} is missing): pip install 'mcp-chaos[otlp]'"
+        ) from None
+    if path is not None:
+        done, where = otlp.export_file(run_dir, path), str(path)
+    else:
+        done, where = otlp.export_endpoint(run_dir, args.endpoint), otlp.collector_url(args.endpoint)
+    _say(f"exported {done.spans} spans of {done.traces} intents (one trace each) to {where}")
     return 0
 
 
@@ -525,6 +545,19 @@ def build_parser() -> argparse.ArgumentParser:
         "intent", nargs="?", type=int, help="an intent's index (default: one per finding)"
     )
     explain_cmd.set_defaults(func=cmd_explain)
+
+    export = sub.add_parser(
+        "export-otlp",
+        help="a run's intents and attempts as OpenTelemetry spans (OTLP), to a local collector or a file",
+    )
+    export.add_argument("run_dir")
+    where = export.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--endpoint",
+        help="an OTLP/HTTP collector on this machine (http://127.0.0.1:4318; /v1/traces unless a path given)",
+    )
+    where.add_argument("--file", help="write OTLP JSON lines here, as the collector's file exporter does")
+    export.set_defaults(func=cmd_export_otlp)
 
     validate = sub.add_parser("validate", help="check a scenario file and print its fault schedule")
     validate.add_argument("scenario")

@@ -14,7 +14,8 @@ successful run.
     │   ├── TargetStartError      the pod's command could not be started
     │   └── TargetNotReady        the pod never answered ``server/discover``
     ├── HistoryError              a history file that is not a valid history   (4)
-    └── AuditError                effects could not be read for a run          (4)
+    ├── AuditError                effects could not be read for a run          (4)
+    └── ExportError               a run's spans were not taken by a collector  (5)
 
 Every message is one line that says what is wrong and, where it can, how to
 fix it; multi-line context (a log tail) lives in ``details``.
@@ -83,3 +84,9 @@ class AuditError(HarnessError):
     """The effects of a run could not be read (missing store, failing query)."""
 
     exit_code = 4
+
+
+class ExportError(HarnessError):
+    """``export-otlp``: the collector was not there, or did not take the spans."""
+
+    exit_code = 5

@@ -17,11 +17,15 @@ Event types (fields beyond ``seq``, ``t``, ``type``):
 
 =================  ==============================================================
 run_started        run_id, scenario, seed, intents, concurrency, runtime, namespace,
-                   faults_planned ({kind: count} of counted pod faults), started_at, version
+                   faults_planned ({kind: count} of counted pod faults), started_at, [epoch_s: the
+                   wall clock (Unix seconds) at t = 0, which turns the history's times into
+                   timestamps], version
 intent_started     intent, marker, key
 attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the replica it went to,
                    when the target has several], [round: n >= 2 when the attempt answers the
-                   server's n-1-th input_required question (MRTR)]
+                   server's n-1-th input_required question (MRTR)], [trace_id, span_id: the
+                   traceparent it sent (client.trace), and from attempt 2 link: the span id of the
+                   intent's first attempt]
 attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
                    code (a tool error's: excerpt <= CODE_LIMIT), retryable, notifications, message
                    (excerpt, <= MESSAGE_LIMIT), and for an ok: reply (excerpt of its text, <=

@@ -25,6 +25,7 @@ import datetime as dt
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TextIO, TypeVar
@@ -304,6 +305,7 @@ class _Run:
             namespace=self.namespace,
             faults_planned=counted_plan(self.schedule),
             started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            epoch_s=round(time.time() - self.history.now(), 6),
             version=__version__,
         )
 

@@ -121,6 +121,8 @@ class Intents:
         """Each intent's last ok reply, excerpted (``reply`` of attempt_ended), when the history has it."""
         self.codes: dict[int, str] = {}
         """Sparse: intent -> the code of its last failed attempt that carried one."""
+        self.traces: dict[int, str] = {}
+        """Intent -> its trace id (``trace_id`` of its first attempt), in runs with ``client.trace``."""
         self.failure_replies: set[int] = set()
         """Intents with an ok reply whose text reads as a failure (``reads_as_failure``)."""
         self.pending: dict[int, tuple[int, int, float, str | None]] = {}
@@ -223,6 +225,7 @@ class Intents:
                 "reply": pd.Series(self.replies, dtype=object),
                 "reply_reads_as_failure": self._flags(self.failure_replies),
                 **self._pod_columns(),
+                **({"trace_id": self._sparse_column(self.traces)} if self.traces else {}),
             }
         )
 

@@ -147,7 +147,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "
     status, attempts, first_t, last_t = intents.status, intents.attempts, intents.first_t, intents.last_t
     markers, keys, outcomes, pending = intents.markers, intents.keys, intents.outcomes, intents.pending
     intent_pods, make_room, hit = intents.pods, intents.make_room, intents.hit
-    replies, codes, failure_reply = intents.replies, intents.codes, failing.reply
+    replies, codes, failure_reply, traces = intents.replies, intents.codes, failing.reply, intents.traces
     all_kinds, pod_kinds, closed_attempt = disruptions.kinds, disruptions.by_pod, disruptions.closed
     tally, resumed = errors.tally, sessions.attempt_resumed
     in_progress, not_started = int(ClientStatus.IN_PROGRESS), int(ClientStatus.NOT_STARTED)
@@ -190,6 +190,8 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "
                     attempts[i] = n
                     if n == 1:
                         first_t[i] = t
+                        if "trace_id" in ev:
+                            traces[i] = ev["trace_id"]
                 elif typ == attempt_ended:
                     started = pending.pop(ev["id"], None)
                     if started is None:

@@ -1,7 +1,7 @@
 """Stories: what happened to a few intents of each kind of finding, attempt by attempt.
 
 A count says *that* intents were lost; a story says how one was: its attempts
-(request ids, pods, outcomes, the reply or error text, when), the faults that
+(request ids, pods, span ids of traced runs, outcomes, the reply or error text, when), the faults that
 landed on them, the checkpoint reads that saw its effect and the first that did
 not, the final count, the cause and the fix. For each (verdict, cause) class the
 first ``PER_CLASS`` intents by index are told.
@@ -82,6 +82,8 @@ class Step:
     """What landed on it: pod faults while it was in flight, stream faults that named it."""
     points: list[Passed] = field(default_factory=list)
     """The hold points it passed, in order (runs with ``faults.crash_points``)."""
+    span_id: str | None = None
+    """The span its ``traceparent`` named (``client.trace``): the parent of the server's own span."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,8 @@ class Story:
     pod_faults: list[tuple[float, str]] = field(default_factory=list)
     """(t, label) of the pod faults in its story: those that hit its attempts, and the one its
     effects vanished after."""
+    trace_id: str | None = None
+    """Its trace (``client.trace``): every attempt's ``traceparent`` named it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +170,8 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     "start_seq": ev.get("seq", -1),
                     "faults": [],
                     "points": [],
+                    "trace": ev.get("trace_id"),
+                    "span": ev.get("span_id"),
                 }
                 steps[ev["intent"]].append(step)
                 open_attempts[ev.get("id")] = step
@@ -279,6 +285,7 @@ def tell(
                     reads_as_failure=bool(s.get("failure")),
                     faults=[*(f.label() for f in landed), *s["faults"]],
                     points=s["points"],
+                    span_id=s["span"],
                 )
             )
         verdict, cause = str(row["verdict"]), str(row["cause"])
@@ -299,5 +306,6 @@ def tell(
             vanished_after=vanished_after,
             fix=fixes(verdict, cause),
             pod_faults=sorted((t, label) for label, t in moments.items()),
+            trace_id=next((s["trace"] for s in scanned.get(intent, []) if s["trace"]), None),
         )
     return stories

@@ -32,10 +32,13 @@ class McpClient(Protocol):
         request_progress: bool = False,
         key: str | None = None,
         answer: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> CallResult: ...
 
     """``answer``: MRTR, the ``inputResponses`` and ``requestState`` a call that answers the
-    server's question adds to its params (the arguments stay those of the question's call)."""
+    server's question adds to its params (the arguments stay those of the question's call).
+    ``traceparent``: the attempt's W3C trace context (``client.trace``), in ``_meta`` and, over
+    HTTP, in the header of the same name."""
 
     async def aclose(self) -> None: ...
 

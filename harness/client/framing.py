@@ -3,7 +3,8 @@
 Streamable HTTP carries part of MCP in the request head: ``MCP-Protocol-Version``
 (from 2025-06-18, once a version is agreed), ``Mcp-Session-Id`` (a 2025 session),
 ``Mcp-Method`` and ``Mcp-Name`` (2026-07-28, which a server checks against the
-body), the intent's idempotency key when the scenario puts it in a header, and
+body), the intent's idempotency key when the scenario puts it in a header, the
+attempt's W3C ``traceparent`` (``client.trace``: also in ``_meta``), and
 the scenario's own headers (``Authorization``). Every head, whether a POST, the
 GET that resumes a stream or the DELETE that ends a session, a handshake or not,
 is built by :meth:`Framing.head`, so no request can miss a header the others
@@ -72,12 +73,14 @@ class Framing:
         name: str | None = None,
         key: str | None = None,
         last_event_id: str | None = None,
+        traceparent: str | None = None,
     ) -> bytes:
         """The request line and headers of one request, up to and including the blank line.
 
         ``version``: the protocol version agreed (None before one is: ``initialize``).
         ``method``, ``name``: 2026-07-28's ``Mcp-Method`` and ``Mcp-Name`` (a name only with a method).
         ``key``: the intent's idempotency key, sent only if the scenario puts it in a header.
+        ``traceparent``: the attempt's W3C trace context (``client.trace``).
         """
         head = self._starts[verb]
         if version is not None and version >= _VERSION_HEADER_SINCE:
@@ -92,6 +95,8 @@ class Framing:
             head += f"{self._key_header}: {key}\r\n"
         if last_event_id is not None:
             head += f"Last-Event-ID: {last_event_id}\r\n"
+        if traceparent is not None:
+            head += f"traceparent: {traceparent}\r\n"
         head += self._extra
         if length is not None:
             head += f"Content-Length: {length}\r\n"
@@ -108,28 +113,42 @@ class Framing:
         name: str | None = None,
         progress: bool = False,
         key: str | None = None,
+        traceparent: str | None = None,
     ) -> bytes:
         """A JSON-RPC request as a POST, with the key where the scenario puts it.
 
         2026-07-28 is stateless: every request carries the ``_meta`` a 2025 client
-        sends once, and names its method (and tool) in the head too.
+        sends once, and names its method (and tool) in the head too. A ``traceparent``
+        goes in both places a server may read it: the head (HTTP middleware) and
+        ``_meta`` (the MCP handler, and stdio, which has no head).
         """
         if version == MODERN:
             meta = {**self._meta, "progressToken": request_id} if progress else self._meta
             if key is not None and self._key_meta is not None:
                 meta = {**meta, self._key_meta: key}
+            if traceparent is not None:
+                meta = {**meta, "traceparent": traceparent}
             params = {**params, "_meta": meta}
             named: str | None = method
         else:
             meta = {"progressToken": request_id} if progress else {}
             if key is not None and self._key_meta is not None:
                 meta[self._key_meta] = key
+            if traceparent is not None:
+                meta["traceparent"] = traceparent
             if meta:
                 params = {**params, "_meta": meta}
             named = None
         body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         head = self.head(
-            "POST", version=version, session=session, length=len(body), method=named, name=name, key=key
+            "POST",
+            version=version,
+            session=session,
+            length=len(body),
+            method=named,
+            name=name,
+            key=key,
+            traceparent=traceparent,
         )
         return head + body
 
@@ -144,9 +163,14 @@ class Framing:
         body = orjson.dumps({"jsonrpc": "2.0", "method": method})
         return self.head("POST", version=version, session=session, length=len(body)) + body
 
-    def resume(self, last_event_id: str, *, version: str, session: str | None) -> bytes:
-        """The GET that asks for the rest of a broken event stream (2025 resumability)."""
-        return self.head("GET", version=version, session=session, last_event_id=last_event_id)
+    def resume(
+        self, last_event_id: str, *, version: str, session: str | None, traceparent: str | None = None
+    ) -> bytes:
+        """The GET that asks for the rest of a broken event stream (2025 resumability): part of the
+        attempt whose stream broke, so it carries that attempt's ``traceparent``."""
+        return self.head(
+            "GET", version=version, session=session, last_event_id=last_event_id, traceparent=traceparent
+        )
 
     def delete(self, *, version: str, session: str) -> bytes:
         """The DELETE that ends a 2025 session."""

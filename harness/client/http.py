@@ -24,8 +24,9 @@ opens a new session first. Concurrent calls share one opening.
 Both: either response form (one ``application/json`` body, or a
 ``text/event-stream`` carrying notifications and then the response), HTTP/1.1
 keep-alive with a pool of idle connections, chunked bodies, extra headers on
-every request (``Authorization``), and the intent's idempotency key in ``_meta``
-or a header when the scenario puts it there. 401 and 403 are ``auth_error``.
+every request (``Authorization``), the intent's idempotency key in ``_meta``
+or a header when the scenario puts it there, and the attempt's ``traceparent``
+(``client.trace``). 401 and 403 are ``auth_error``.
 
 It never retries: one call is one attempt, and every failure comes back as a
 :class:`CallResult` with an :class:`Outcome`, never as an exception. Retrying
@@ -134,6 +135,7 @@ class McpHttpClient:
         request_progress: bool = False,
         key: str | None = None,
         answer: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> CallResult:
         """One ``tools/call`` attempt (in the 2025 protocol, opening a session first if there is none)."""
         loop = asyncio.get_running_loop()
@@ -154,10 +156,11 @@ class McpHttpClient:
             name=name,
             progress=request_progress,
             key=key,
+            traceparent=traceparent,
         )
         res = await self.send(request, request_id, timeout=timeout, session=session)
         if self.resume and res.outcome is Outcome.TRANSPORT_ERROR and res.event_id is not None:
-            res = await self._resume(res, request_id, session, deadline=deadline)
+            res = await self._resume(res, request_id, session, deadline=deadline, traceparent=traceparent)
         if res.outcome is Outcome.SESSION_LOST:
             self._lost(session, res)
         return res
@@ -174,11 +177,19 @@ class McpHttpClient:
         return await self.send(request, request_id, timeout=timeout, session=self.session)
 
     async def _resume(
-        self, broken: CallResult, request_id: int, session: str | None, deadline: float
+        self,
+        broken: CallResult,
+        request_id: int,
+        session: str | None,
+        *,
+        deadline: float,
+        traceparent: str | None,
     ) -> CallResult:
         """Ask for the rest of a broken stream (2025 resumability); the broken result if that fails."""
         assert broken.event_id is not None
-        request = self._framing.resume(broken.event_id, version=self.protocol, session=session)
+        request = self._framing.resume(
+            broken.event_id, version=self.protocol, session=session, traceparent=traceparent
+        )
         left = max(0.001, deadline - asyncio.get_running_loop().time())
         again = await self.send(request, request_id, timeout=left, session=session)
         if again.outcome in (Outcome.OK, Outcome.TOOL_ERROR):

@@ -234,10 +234,13 @@ class StdioChannel:
         request_progress: bool = False,
         key: str | None = None,
         answer: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> CallResult:
         params: dict[str, Any] = {"name": name, "arguments": arguments, **(answer or {})}
         if key is not None and self._key_meta is not None:
             params["_meta"] = {self._key_meta: key}
+        if traceparent is not None:  # no head to carry it: _meta only
+            params["_meta"] = {**params.get("_meta", {}), "traceparent": traceparent}
         return await self.request(
             "tools/call", params, request_id, timeout=timeout, progress=request_progress
         )
@@ -264,6 +267,7 @@ class StdioClient:
         request_progress: bool = False,
         key: str | None = None,
         answer: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> CallResult:
         channel = self._channel()
         if channel is None or channel.closed:
@@ -277,6 +281,7 @@ class StdioClient:
             request_progress=request_progress,
             key=key,
             answer=answer,
+            traceparent=traceparent,
         )
 
     async def aclose(self) -> None:

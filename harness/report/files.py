@@ -42,7 +42,9 @@ COLUMNS = [
     "last_end_ms",
 ]
 
-REPLICA_COLUMNS = ("first_pod", "pods")
+OPTIONAL_COLUMNS = ("first_pod", "pods", "trace_id")
+"""Columns only some runs have: each intent's replicas (several replicas) and its trace
+(``client.trace``); runs without them leave them out."""
 
 CSV_CHUNK_ROWS = 100_000
 
@@ -74,8 +76,7 @@ def write_audit(audit: AuditResult, *, html: bool = True) -> list[Path]:
     paths = [run_dir / rundir.INTENTS_CSV, run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD]
     summary = orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
     markdown = render_markdown(audit.summary, audit.scenario.dump_yaml())
-    # With replicas, each intent's replicas too (first_pod, pods); a single pod's runs leave them out.
-    columns = [*COLUMNS, *(c for c in REPLICA_COLUMNS if c in audit.intents.columns)]
+    columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in audit.intents.columns)]
     _replace(paths[0], lambda tmp: _write_csv(audit.intents[columns], tmp))
     _replace(paths[1], lambda tmp: tmp.write_bytes(summary))
     _replace(paths[2], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))

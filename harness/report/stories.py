@@ -1,7 +1,8 @@
 """Findings in words: each (verdict, cause) class with its meaning, its fix and its stories.
 
-A story is a few lines a person reads top to bottom: the intent, each attempt
-(request id, pod, when, outcome, the reply or error text), what landed on it,
+A story is a few lines a person reads top to bottom: the intent (and its trace, in a
+traced run), each attempt (request id, pod, the span its ``traceparent`` named, when,
+outcome, the reply or error text), what landed on it,
 the checkpoint reads that saw its effect and the one that did not, where it
 vanished, the fix. The same lines go to the terminal (``mcp-chaos explain``) and,
 in a fenced block, to report.md: server text is excerpted to one line without control
@@ -78,14 +79,16 @@ def _attempt_lines(steps: Sequence[Step]) -> list[str]:
         where = f", {step.pod}" if step.pod else ""
         if last > k:
             end = steps[last]
+            spans = f", spans {step.span_id}…{end.span_id}" if step.span_id and end.span_id else ""
             lines.append(
                 f"  attempts {step.attempt}–{end.attempt} "
-                f"(requests {step.request_id}–{end.request_id}{where}) "
+                f"(requests {step.request_id}–{end.request_id}{where}{spans}) "
                 f"{_seconds(step.start_t)} → {_seconds(end.end_t)}: {_said(step)}, {last - k + 1} times"
             )
         else:
+            span = f", span {step.span_id}" if step.span_id else ""
             line = (
-                f"  attempt {step.attempt} (request {step.request_id}{where}) "
+                f"  attempt {step.attempt} (request {step.request_id}{where}{span}) "
                 f"{_seconds(step.start_t)} → {_seconds(step.end_t)}: {_said(step)}"
             )
             lines.append(line + (f"; hit by {', '.join(step.faults)}" if step.faults else ""))
@@ -96,8 +99,10 @@ def _attempt_lines(steps: Sequence[Step]) -> list[str]:
 
 def story_lines(story: Story, *, fix: bool = True) -> list[str]:
     """The story of one intent, as plain lines (the first names it, the rest are indented)."""
+    trace = f", trace {story.trace_id}" if story.trace_id else ""
     lines = [
-        f"intent {story.intent} (marker {story.marker}, key {story.key}): {story.verdict} ({story.cause}): "
+        f"intent {story.intent} (marker {story.marker}, key {story.key}{trace}): "
+        f"{story.verdict} ({story.cause}): "
         f"the client saw {story.client_status}, {_plural(story.effects, 'effect')} at the end",
         *_attempt_lines(story.steps),
     ]

@@ -51,6 +51,10 @@ class ClientPolicy(Section):
     max_input_rounds: int = Field(default=3, ge=1, le=10)
     """MRTR: questions (``input_required`` answers) one intent may be asked before the client stops
     answering and ends it as rejected; the client's own bound on a server that never stops asking."""
+    trace: bool = False
+    """Send a W3C ``traceparent`` with every attempt (the HTTP header and ``params._meta.traceparent``;
+    stdio: ``_meta`` only): one trace per intent, one span per attempt, ids derived from the run and
+    the intent (``harness.tracecontext``), recorded in the history, ``intents.csv`` and the stories."""
 
     @field_validator("protocol", mode="before")
     @classmethod

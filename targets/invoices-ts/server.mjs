@@ -400,7 +400,19 @@ function buildTarget(config, store) {
         return storedResult(response);
     }
 
+    /** One stderr line per call that carries a W3C traceparent (the HTTP header, else
+     * _meta.traceparent), before any work: the server's own record of which attempt it served,
+     * written even if it dies next. */
+    function logTrace(extra, memo) {
+        const header = extra.requestInfo?.headers?.traceparent;
+        const traceparent = (Array.isArray(header) ? header[0] : header) ?? extra._meta?.traceparent;
+        if (typeof traceparent === 'string') {
+            console.error(`${NAME}: tools/call create_invoice memo=${memo} traceparent=${traceparent}`);
+        }
+    }
+
     async function createInvoice({ customer_id, amount_cents, memo, idempotency_key }, extra) {
+        logTrace(extra, memo);
         if (amount_cents <= 0) {
             return errorResult('invalid_amount', 'amount_cents must be positive', {
                 retryable: false,

@@ -323,6 +323,21 @@ def build_server(config: Config) -> MCPServer[Any]:
             return (ctx.headers or {}).get("idempotency-key")
         return argument
 
+    def log_trace(ctx: Context, memo: str) -> None:
+        """One stderr line per call that carries a W3C ``traceparent`` (the HTTP header, else
+        ``_meta.traceparent``, the only place over stdio), before any work: a server's own record
+        of which attempt it served, as its tracer would keep it, written even if it dies next."""
+        traceparent = (ctx.headers or {}).get("traceparent")
+        if traceparent is None:
+            value = (ctx.request_context.meta or {}).get("traceparent")
+            traceparent = value if isinstance(value, str) else None
+        if traceparent is not None:
+            print(
+                f"invoices: tools/call create_invoice memo={memo} traceparent={traceparent}",
+                file=sys.stderr,
+                flush=True,
+            )
+
     async def work(seconds: float, ctx: Context, step: int) -> None:
         if config.transport == "sse":
             await ctx.report_progress(step, 3)
@@ -373,6 +388,7 @@ def build_server(config: Config) -> MCPServer[Any]:
     async def create_invoice(
         customer_id: str, amount_cents: int, memo: str, ctx: Context, idempotency_key: str | None = None
     ) -> CallToolResult | InputRequiredResult:
+        log_trace(ctx, memo)
         if config.flaw == "apologize":
             return CallToolResult(content=[TextContent(type="text", text="Sorry, something went wrong.")])
         if amount_cents <= 0:

@@ -254,6 +254,30 @@ def test_initialize_opens_a_2025_session(
 
 
 @pytest.mark.postgres
+def test_each_call_logs_the_traceparent_it_was_sent(
+    ts: Callable[..., TsTarget], sessions: Callable[[str], Session]
+) -> None:
+    t = ts(INVOICES_MODE="naive")
+    s = sessions(t.url)
+    s.initialize()
+    in_header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    in_meta = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    sent = s.request(
+        "tools/call",
+        {"name": "create_invoice", "arguments": invoice("tp-1")},
+        headers={"traceparent": in_header},
+    )
+    assert sent.status_code == 200, sent.text
+    meta = {"name": "create_invoice", "arguments": invoice("tp-2"), "_meta": {"traceparent": in_meta}}
+    assert s.request("tools/call", meta).status_code == 200
+    s.call("create_invoice", invoice("tp-3"))  # none sent: nothing logged
+    log = t.output()
+    assert f"tools/call create_invoice memo=tp-1 traceparent={in_header}" in log
+    assert f"tools/call create_invoice memo=tp-2 traceparent={in_meta}" in log
+    assert "memo=tp-3" not in log
+
+
+@pytest.mark.postgres
 def test_atomic_retry_replays_byte_identically(
     ts: Callable[..., TsTarget], sessions: Callable[[str], Session], database: str
 ) -> None:

@@ -66,6 +66,7 @@ WRITERS = {
     ("harness.crashpoints.render", "write_reports"): "crashpoints.md: markdown(), the story fenced",
     ("harness.final_read", "final_read"): "effects.json: counts",
     ("harness.history", "__init__"): "HistoryWriter: redact, then excerpt",
+    ("harness.otlp", "export_file"): "OTLP JSON of the history's (redacted) ids and enums: json_safe()",
     ("harness.pods.container", "_demultiplex"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.container", "_stop_locked"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.kubernetes", "_save_log"): "a pod log: redact_logs / the watchdog",
@@ -110,6 +111,9 @@ def _writes(call: ast.Call) -> bool:
         return f.value.attr in ("stdout", "stderr")
     if isinstance(f, ast.Name) and f.id == "open" and len(call.args) > 1:
         mode = call.args[1]
+        return isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wa")
+    if isinstance(f, ast.Attribute) and f.attr == "open" and call.args:  # Path.open("wb")
+        mode = call.args[0]
         return isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wa")
     return False
 
