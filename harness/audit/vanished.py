@@ -13,9 +13,12 @@ that saw them: the store lost what it held across a restart (a file rewritten in
 place, a start-up that begins empty). The loss is blamed on the first pod fault
 after that read (``vanished_after``), the first moment a restart could lose it;
 a read in between that saw less (one that caught a file mid-rewrite) does not
-move the blame. Effects gone with no pod fault after the last read that saw them
-did not vanish in a restart: something else (a concurrent writer, the server
-itself) removed them, and the other causes say so.
+move the blame. When that last read is the one after a restart and no pod fault
+came since, the restarted server threw away what its store still held (a file
+torn by the crash, read as empty): the pod fault that restart followed is blamed.
+Effects gone with no pod fault after the last read that saw them, and not seen by
+a read after a restart, did not vanish in a restart: something else (a concurrent
+writer, the server itself) removed them, and the other causes say so.
 """
 
 from __future__ import annotations
@@ -71,11 +74,15 @@ def vanishing(
     running = np.zeros(n, dtype=np.int32)
     last_seen = np.full(n, NO_READ, dtype=np.int64)
     """The seq of the last read that saw more of an intent's effects than the final count."""
+    after_restart = np.zeros(n, dtype=bool)
+    """Whether that read was the one after a restart."""
     for read in reads:
         if not read.ok:
             continue
         now = seen_counts(read, intents)
-        last_seen[now > final] = read.seq
+        more = now > final
+        last_seen[more] = read.seq
+        after_restart[more] = read.when == "after_restart"
         np.maximum(running, now, out=running)
     fault = np.full(n, -1, dtype=np.int64)
     after = np.full(n, "", dtype=object)
@@ -85,6 +92,11 @@ def vanishing(
         first = np.searchsorted(seqs, last_seen[seen], side="right")  # the first pod fault after it
         down = first < len(seqs)
         fault[seen[down]] = first[down]
+        # Seen by the read after a restart and gone with no pod fault since: the restarted server
+        # threw away what its store still held (it started empty on a torn file). The restart lost
+        # it: blamed on the pod fault that restart followed.
+        restarted = ~down & after_restart[seen] & (first > 0)
+        fault[seen[restarted]] = first[restarted] - 1
         labels = np.array([f.label() for f in pod_faults], dtype=object)
         after[fault >= 0] = labels[fault[fault >= 0]]
     return Vanishing(seen_max=running, vanished=fault >= 0, after=after, fault=fault)

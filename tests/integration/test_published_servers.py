@@ -103,8 +103,9 @@ def test_the_memory_server_a_store_made_at_the_first_write(tmp_path: Path, node_
     )
     proc, report = contract(tmp_path)
     by_id = {c["id"]: c for c in report["checks"]}
-    assert len(by_id) == 11
+    assert len(by_id) == 12  # crash_points among them: not applicable (no PostgreSQL, no sink)
     assert "error" not in {c["verdict"] for c in by_id.values()}, proc.stdout
+    assert by_id["crash_points"]["verdict"] == "not_applicable"
     assert by_id["twins"]["verdict"] == "not_applicable"
     # It deduplicates by name (one effect), but the second answer says nothing was created.
     assert by_id["replay"]["verdict"] == "fail"

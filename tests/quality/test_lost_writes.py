@@ -18,9 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.audit.fold import fold_history
 from harness.cli import main
-from harness.history import read_batches
 from tests.conftest import MEMORY_SERVER
 
 pytestmark = pytest.mark.quality
@@ -100,29 +98,26 @@ def test_a_torn_file_is_lost_after_a_crash_with_the_pod_log_that_tells_it(
     assert "after:  Error loading notes: " in report  # the start after the crash said so
 
 
-def test_a_torn_file_s_lost_notes_that_a_read_saw_vanished_in_the_kill_that_tore_it(
+def test_a_torn_file_s_lost_notes_vanished_in_the_crash_that_tore_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # One writer at a time, 20 ms between the halves of each rewrite: a kill lands mid-rewrite and
-    # the restart starts from what was left. A read before each kill sees what the file holds then;
-    # every lost note a read saw vanished in the kill after it. How many a read saw is timing: a read
-    # that lands mid-rewrite sees the first half of the file (what only the second half held was
-    # never seen, and is no_fault); a crash by the failpoint alone has no read before it at all.
-    data = notes_scenario("torn_file", kills=3, concurrency=1, NOTES_WORK_MS="20")
-    code, _, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    # The 60th save tears the file and kills the server (a deterministic failpoint). The read after
+    # the restart still finds the notes the file held (the one worker waits 5 s before its retry);
+    # the restarted server cannot parse the torn line, starts empty, and its first save drops them.
+    data = notes_scenario("torn_file", intents=100, kills=0, concurrency=1, NOTES_FAILPOINT="mid_write@60")
+    data["client"].update(max_attempts=3, backoff={"initial_s": 5, "max_s": 5, "jitter": "none"})
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
     assert code == 1
+    assert out.startswith("LOST: ")
     rows = pd.read_csv(run_dir / "intents.csv", keep_default_na=False)
     gone = rows[rows["verdict"] == "lost"]
-    reads = fold_history(read_batches(run_dir / "history.jsonl")).checkpoints
-    assert len(reads) == 6  # before each kill and after each restart
-    seen = {int(i) for i in gone["intent"] if any(read.count(int(i)) for read in reads)}
-    assert len(seen) >= 10
-    vanished = gone[gone["cause"] == "vanished"]
-    assert set(vanished["intent"]) == seen
-    assert vanished["vanished_after"].str.match(r"kill#\d pod-0 @").all()
+    assert len(gone) >= 50  # the 59 notes before the torn save, but the line it cut
+    assert (gone["cause"] == "vanished").mean() >= 0.8, gone["cause"].value_counts()
+    assert gone.loc[gone["cause"] == "vanished", "vanished_after"].str.match(r"crash#1 pod-0 @").all()
     report = (run_dir / "report.md").read_text()
     assert "### lost · vanished" in report
-    assert "vanished after kill#" in report
+    assert "vanished after crash#1" in report
+    assert "not crash-safe" in report  # the fix: write a temporary file, fsync, rename
 
 
 def test_a_failure_answered_as_a_success_is_named_with_the_reply(

@@ -115,6 +115,28 @@ def test_effects_vanish_in_the_first_pod_fault_after_the_last_read_that_saw_them
     assert not no_restart.vanished.any()  # the only pod fault came before any read saw them
 
 
+def test_effects_a_restarted_server_threw_away_vanished_in_the_fault_it_restarted_after() -> None:
+    # A crash tore the file; the read after the restart still saw 0 and 1 in it; the restarted server
+    # started empty on the torn line and its first save dropped them: no pod fault after that read,
+    # but the restart lost them. 2 was seen only by a read before the crash and kept: not vanished.
+    crash = PodFault(seq=10, t=1.0, kind="crash", pod="pod-0", number=1, start=1)
+    checkpoints = Checkpoints()
+    for seq, when, seen in [
+        (5, "before_fault", {"ns-m0000002": 1}),
+        (12, "after_restart", {"ns-m0000000": 1, "ns-m0000001": 1, "ns-m0000002": 1}),
+    ]:
+        record = SeenEffects.of(seen, "ns", 3).fields()
+        checkpoints.checkpoint({"seq": seq, "t": seq / 10, "when": when, **record})
+    gone = vanishing(checkpoints.reads, [crash], np.arange(3), np.array([0, 0, 1]))
+    assert list(gone.vanished) == [True, True, False]
+    assert list(gone.after) == ["crash#1 pod-0 @1.00s"] * 2 + [""]
+    before_only = Checkpoints()
+    before_only.checkpoint(
+        {"seq": 12, "t": 1.2, "when": "before_fault", **SeenEffects.of({"ns-m0000000": 1}, "ns", 3).fields()}
+    )
+    assert not vanishing(before_only.reads, [crash], np.arange(3), np.array([0, 0, 1])).vanished.any()
+
+
 def test_the_seen_bitmap_round_trips_with_counts_and_foreign_markers() -> None:
     counts = {"ns-m0000000": 1, "ns-m0000009": 3, "ns-m0000016": 1, "other-m1": 2, "ns-mx": 1}
     record = SeenEffects.of(counts, "ns", 20).fields()
