@@ -146,7 +146,7 @@ def test_export_otlp_sends_to_a_collector_on_this_machine(endpoint: str, url: st
 
 @pytest.mark.parametrize(
     "endpoint",
-    ["http://10.0.0.1:4318", "http://collector.example", "http://localhost.example:4318", "ftp://[::1]"],
+    ["http://0.0.0.0:4318", "http://collector.example", "http://localhost.example:4318", "ftp://[::1]"],
 )
 def test_export_otlp_refuses_any_other_host(endpoint: str) -> None:
     with pytest.raises(UsageError) as refused:
