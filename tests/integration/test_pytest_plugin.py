@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.contract import CHECKS
 from tests.conftest import invoice_scenario
 
 pytest_plugins = ["pytester"]
@@ -80,20 +81,7 @@ def test_a_server_deduplicating_by_payload_fails_twins_and_a_correct_one_passes(
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=7, skipped=5)
     by_check = cases(pytester.path / "correct.xml")
-    assert list(by_check) == [
-        "replay",
-        "twins",
-        "key_reuse",
-        "concurrent_same_key",
-        "restart_keeps_keys",
-        "crash_window",
-        "crash_points",
-        "mrtr",
-        "handles",
-        "error_contract",
-        "annotations",
-        "catalog",
-    ]
+    assert list(by_check) == list(CHECKS)  # every check, in the contract's own order
     assert {c for c, (outcome, _) in by_check.items() if outcome == "skipped"} == NOT_APPLICABLE
     # A skip names its check and the reason, located at the scenario rather than in the plugin.
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] correct.yaml:1: crash_window does not apply: needs *"])
