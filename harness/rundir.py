@@ -33,6 +33,7 @@ BALANCER = "balancer"
 CONTROL = "control"
 """``run --control``: the same workload with no faults, a run directory of its own inside the run's."""
 INTENTS_CSV = "intents.csv"
+INTENTS_PARQUET = "intents.parquet"
 SUMMARY_JSON = "summary.json"
 REPORT_MD = "report.md"
 

@@ -8,28 +8,34 @@ audited again at any time, and a partial run as well as a complete one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import shutil
+import tempfile
+import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from harness import rundir
 from harness.audit.causes import causes
+from harness.audit.columnar import CHUNK_ROWS, IntentRows, fold_columnar
 from harness.audit.control import compare_control
-from harness.audit.effects import count_effects
+from harness.audit.effects import EffectTable, load_effects
 from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.podlogs import evidence
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
 from harness.audit.summary import EffectCounts, Summary, summarize
+from harness.audit.tally import Tally
 from harness.audit.vanished import vanishing
 from harness.audit.verdicts import STATUS_NAMES, ClientStatus, judge_all
 from harness.errors import AuditError, ScenarioError, UsageError
@@ -37,18 +43,82 @@ from harness.history import read_batches
 from harness.scenario import Scenario, load_scenario
 
 
+class JudgedIntents:
+    """The judged per-intent table of an audit, on disk (Arrow's file format), read in chunks or whole.
+
+    The audit writes it one chunk at a time as it judges them; intents.csv and
+    intents.parquet are streamed from it, and report.html reads a few columns
+    of it. Only a caller that asks for the whole table (``AuditResult.intents``:
+    ``explain``, the OpenTelemetry export, tests) holds it in memory.
+    """
+
+    def __init__(self) -> None:
+        # Removed with the object (an AuditResult lives as long as its caller needs its rows).
+        folder = tempfile.mkdtemp(prefix="mcp-chaos-judged-")
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        self.path = Path(folder) / "judged.arrow"
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self._schema: pa.Schema | None = None
+        self.columns: list[str] = []
+        self.rows = 0
+
+    def write(self, chunk: pd.DataFrame) -> None:
+        if self._schema is None:
+            table = pa.Table.from_pandas(chunk, preserve_index=False)
+            self._schema = table.schema
+            self.columns = list(chunk.columns)
+            self._writer = pa.ipc.new_file(str(self.path), self._schema)
+        else:
+            table = pa.Table.from_pandas(chunk[self.columns], schema=self._schema, preserve_index=False)
+        assert self._writer is not None
+        self._writer.write_table(table)
+        self.rows += len(chunk)
+
+    def close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows in intent order, a chunk at a time (only ``columns``, if given)."""
+        if self._schema is None:
+            return
+        with pa.memory_map(str(self.path)) as source:
+            reader = pa.ipc.open_file(source)
+            for n in range(reader.num_record_batches):
+                batch = reader.get_batch(n)
+                yield batch if columns is None else batch.select(list(columns))
+
+    def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The rows at once (only ``columns``, if given)."""
+        if self._schema is None:
+            return pd.DataFrame({c: [] for c in columns or ("intent",)})
+        with pa.memory_map(str(self.path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+            frame: pd.DataFrame = (table if columns is None else table.select(list(columns))).to_pandas()
+            return frame
+
+
 @dataclass
 class AuditResult:
-    """The audit of one run: a row per started intent, and the summary CI and people read."""
+    """The audit of one run: a row per started intent (on disk), and the summary CI and people read."""
 
     run_dir: Path
     scenario: Scenario
-    intents: pd.DataFrame
+    judged: JudgedIntents
     summary: Summary
     pod_events: list[tuple[float, str]] = dataclasses.field(default_factory=list)
     """(t, what): pod faults by kind, ``pod_exited`` and ``pod_ready``, as the history has them."""
     pod_faults: list[PodFault] = dataclasses.field(default_factory=list)
     checkpoints: list[CheckpointRead] = dataclasses.field(default_factory=list)
+    _intents: pd.DataFrame | None = None
+
+    @property
+    def intents(self) -> pd.DataFrame:
+        """Every started intent's row at once (read from disk on first use: small runs, tests, explain)."""
+        if self._intents is None:
+            self._intents = self.judged.frame()
+        return self._intents
 
     @property
     def gate_passed(self) -> bool:
@@ -66,6 +136,25 @@ def _no_history() -> Iterable[Sequence[Mapping[str, Any]]]:
     return ()
 
 
+class IntentChunks(Protocol):
+    """The fold's started intents, in index order, a chunk at a time (columns of ``Intents.frame``)."""
+
+    def chunks(self) -> Iterator[pd.DataFrame]: ...
+
+
+@dataclass
+class FrameChunks:
+    """The Python fold's frame as chunks: its started intents, ``CHUNK_ROWS`` at a time."""
+
+    frame: pd.DataFrame
+
+    def chunks(self) -> Iterator[pd.DataFrame]:
+        started = self.frame["client_status"] != ClientStatus.NOT_STARTED
+        table = self.frame if started.all() else self.frame[started]
+        for start in range(0, len(table), CHUNK_ROWS):
+            yield table.iloc[start : start + CHUNK_ROWS].reset_index(drop=True)
+
+
 def judge_fold(
     fold: Fold,
     effects: Counter[str],
@@ -73,36 +162,60 @@ def judge_fold(
     run_dir: Path,
     history: History = _no_history,
 ) -> AuditResult:
-    """Join effects to the folded history, judge every intent, find causes, summarise, apply the gate.
+    """Join effects to the Python fold's history, judge every intent, find causes, summarise, gate."""
+    table = EffectTable.of(effects)
+    try:
+        return judge(fold, FrameChunks(fold.intents), table, scenario, run_dir, history)
+    finally:
+        table.close()
 
+
+def judge(
+    fold: Fold,
+    rows: IntentChunks,
+    effects: EffectTable,
+    scenario: Scenario,
+    run_dir: Path,
+    history: History = _no_history,
+) -> AuditResult:
+    """Join effects to the folded intents chunk by chunk, judge each, find causes; summarise, apply the gate.
+
+    Memory is a chunk and the tally (counts, and the few rows stories are told
+    of), whatever the run's size; the judged rows go to disk (:class:`JudgedIntents`).
     ``history`` opens the history again for the stories (a targeted second read).
     """
-    started_mask = fold.intents["client_status"] != ClientStatus.NOT_STARTED
-    # The fold's frame is ours to extend; copy only when some intents are dropped.
-    table = fold.intents if started_mask.all() else fold.intents[started_mask].copy()
-    by_marker = pd.Series(effects, dtype=np.int64)
-    table["effects"] = table["marker"].map(by_marker).fillna(0).astype(np.int64)
-    matched = int(table["effects"].sum())
-    all_matched = matched == int(by_marker.sum())
-    foreign_markers = pd.Index([]) if all_matched else by_marker.index.difference(pd.Index(table["marker"]))
-    table["verdict"] = judge_all(table["client_status"].to_numpy(), table["effects"].to_numpy())
-    table["client_status"] = STATUS_NAMES[table["client_status"].to_numpy()]
-    gone = vanishing(
-        fold.checkpoints, fold.pod_faults, table["intent"].to_numpy(), table["effects"].to_numpy()
-    )
-    table["vanished_after"] = gone.after
-    table["cause"] = causes(table, gone.vanished)
-    counted = EffectCounts(
-        total=int(sum(effects.values())),
-        foreign=int(by_marker[foreign_markers].sum()),
-        foreign_examples=sorted(str(m) for m in foreign_markers)[:5],
-    )
-    summary = summarize(fold, table, counted, scenario, run_dir)
+    judged = JudgedIntents()
+    tally = Tally()
+    matched = 0
+    try:
+        for chunk in rows.chunks():
+            chunk["effects"] = effects.lookup(chunk["marker"])
+            matched += int(chunk["effects"].sum())
+            chunk["verdict"] = judge_all(chunk["client_status"].to_numpy(), chunk["effects"].to_numpy())
+            chunk["client_status"] = STATUS_NAMES[chunk["client_status"].to_numpy()]
+            gone = vanishing(
+                fold.checkpoints, fold.pod_faults, chunk["intent"].to_numpy(), chunk["effects"].to_numpy()
+            )
+            chunk["vanished_after"] = gone.after
+            chunk["cause"] = causes(chunk, gone.vanished)
+            tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
+            tally.add(chunk)
+            judged.write(chunk)
+    finally:
+        judged.close_writer()
+    examples: list[str] = []
+    if matched == effects.total:
+        foreign = 0
+    else:
+        foreign, examples = effects.foreign(
+            b.column("marker").to_pylist() for b in judged.batches(["marker"])
+        )
+    counted = EffectCounts(total=effects.total, foreign=foreign, foreign_examples=examples)
+    summary = summarize(fold, tally, counted, scenario, run_dir)
     fixes = partial(fix_for, keyed=keyed(scenario))
-    found = classes(table)
+    found = classes(tally.causes, tally.firsts)
     told = sorted({i for verdict, _, _, first in found if verdict in TOLD for i in first})
-    stories = tell(table, told, history, fold.checkpoints, fold.pod_faults, fixes)
-    blamed = sorted({int(f) for f in gone.fault[gone.vanished]})
+    stories = tell(tally.told_rows(), told, history, fold.checkpoints, fold.pod_faults, fixes)
     summary = dataclasses.replace(
         summary,
         classes=[
@@ -111,14 +224,14 @@ def judge_fold(
             )
             for verdict, cause, n, first in found
         ],
-        evidence=evidence(run_dir, fold.pod_faults, blamed),
+        evidence=evidence(run_dir, fold.pod_faults, sorted(tally.blamed)),
         control=compare_control(run_dir, summary.verdicts, summary.intents.started),
     )
     summary = dataclasses.replace(summary, gate=evaluate_gate(scenario.gate, summary))
     return AuditResult(
         run_dir=run_dir,
         scenario=scenario,
-        intents=table.reset_index(drop=True),
+        judged=judged,
         summary=summary,
         pod_events=fold.pod_events,
         pod_faults=fold.pod_faults,
@@ -127,29 +240,56 @@ def judge_fold(
 
 
 def audit_run(run_dir: Path) -> AuditResult:
-    """Audit a run directory, complete or partial."""
+    """Audit a run directory, complete or partial.
+
+    The history is folded by :mod:`harness.audit.columnar` (DuckDB, bounded
+    memory) unless it declines the file (damaged, torn, unusual), when the
+    Python fold reads it and names what is wrong; the effect source is read
+    meanwhile, on another thread, into an :class:`EffectTable`.
+    """
     try:
         scenario = load_scenario(run_dir / rundir.SCENARIO)
     except ScenarioError as exc:
         raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
-    # The effect query runs in a thread while the history is folded: sqlite releases the GIL.
+    history = run_dir / rundir.HISTORY
     with ThreadPoolExecutor(max_workers=1) as pool:
-        effects = pool.submit(count_effects, scenario.audit.effects, run_dir)
-        history = run_dir / rundir.HISTORY
-        fold = fold_history(read_batches(history), str(history))
+        effects = pool.submit(load_effects, scenario.audit.effects, run_dir)
+        folded = fold_columnar(history) if history.is_file() else None
+        rows: IntentChunks
+        if folded is None:
+            try:
+                fold = fold_history(read_batches(history), str(history))
+            except BaseException:
+                _discard(effects)
+                raise
+            rows = FrameChunks(fold.intents)
+        else:
+            fold, rows = folded
         try:
-            counted = effects.result()
-        except AuditError as exc:
-            if fold.collect_error is not None:
-                raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
-            ended = fold.ended or {}
-            if ended.get("status") == "failed":
-                raise AuditError(
-                    f"this run failed before it measured anything ({ended.get('reason')}); {exc.message}"
-                ) from None
-            raise
-        history = run_dir / rundir.HISTORY
-        return judge_fold(fold, counted, scenario, run_dir, lambda: read_batches(history))
+            try:
+                table = effects.result()
+            except AuditError as exc:
+                if fold.collect_error is not None:
+                    raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
+                ended = fold.ended or {}
+                if ended.get("status") == "failed":
+                    raise AuditError(
+                        f"this run failed before it measured anything ({ended.get('reason')}); {exc.message}"
+                    ) from None
+                raise
+            try:
+                return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history))
+            finally:
+                table.close()
+        finally:
+            if isinstance(rows, IntentRows):
+                rows.close()
+
+
+def _discard(effects: Future[EffectTable]) -> None:
+    """Close the effect table a failed audit will not use (once its read has finished)."""
+    with contextlib.suppress(Exception):  # its own error is not the one to report
+        effects.result().close()
 
 
 def story_of(result: AuditResult, intent: int) -> Story:

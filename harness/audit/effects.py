@@ -11,12 +11,18 @@ place, :func:`count_rows`.
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import numpy as np
+import numpy.typing as npt
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness import rundir
 from harness.errors import AuditError
@@ -24,6 +30,11 @@ from harness.history import excerpt
 from harness.scenario import AUDIT_PLACEHOLDERS, Effects
 from harness.template import render_text
 from harness.workload import MARKER_SHAPE
+
+EFFECTS_MEMORY = "128MB"
+"""The effect table's DuckDB ceiling; past it, it spills to a temporary directory."""
+EFFECT_BATCH = 1 << 16
+"""Rows of an effect query fetched (and markers looked up) at once."""
 
 
 def resolve_path(path: str, run_dir: Path) -> str:
@@ -212,5 +223,174 @@ def _sqlite_effects(url: str, query: str) -> Counter[str]:
         return count_rows(columns, cur, str(path))
     except sqlite3.Error as exc:
         raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
+    finally:
+        db.close()
+
+
+class EffectTable:
+    """Effects per marker for the audit, in DuckDB rather than a Python dict, looked up a chunk at a time.
+
+    A run of millions of intents has millions of markers: as a Counter they
+    would take more memory than the rest of the audit. Here they are a table in
+    an in-memory DuckDB that spills to a temporary directory, joined to each
+    chunk of intents by marker.
+    """
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="mcp-chaos-effects-")
+        self.con = duckdb.connect(":memory:")
+        self.con.execute(f"SET memory_limit = '{EFFECTS_MEMORY}'")
+        self.con.execute("SET temp_directory = ?", [self._dir.name])
+        self.con.execute("SET threads = 1")
+        self.con.execute("CREATE TABLE raw (marker VARCHAR, effects BIGINT)")
+        self.total = 0
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> EffectTable:
+        table = cls()
+        items = list(counts.items())
+        for start in range(0, len(items), EFFECT_BATCH):
+            part = items[start : start + EFFECT_BATCH]
+            table._append(
+                pa.array([m for m, _ in part], pa.string()), pa.array([n for _, n in part], pa.int64())
+            )
+        return table.seal()
+
+    def _append(self, markers: pa.Array, counts: pa.Array) -> None:
+        batch = pa.table({"marker": markers, "effects": counts})
+        self.con.register("batch", batch)
+        self.con.execute("INSERT INTO raw SELECT marker, effects FROM batch WHERE marker IS NOT NULL")
+        self.con.unregister("batch")
+
+    def seal(self) -> EffectTable:
+        self.con.execute(
+            "CREATE TABLE effects AS SELECT marker, sum(effects)::BIGINT AS effects FROM raw GROUP BY marker"
+        )
+        self.con.execute("DROP TABLE raw")
+        ((total,),) = self.con.execute("SELECT coalesce(sum(effects), 0) FROM effects").fetchall()
+        self.total = int(total)
+        return self
+
+    def lookup(self, markers: Any) -> npt.NDArray[np.int64]:
+        """Effects of each marker (0 for one with none), in the order given."""
+        chunk = pa.table(
+            {"i": np.arange(len(markers), dtype=np.int64), "marker": pa.array(markers, pa.string())}
+        )
+        self.con.register("chunk", chunk)
+        try:
+            found = self.con.execute(
+                "SELECT coalesce(e.effects, 0) AS n FROM chunk c LEFT JOIN effects e ON e.marker = c.marker "
+                "ORDER BY c.i"
+            ).fetchnumpy()["n"]
+        finally:
+            self.con.unregister("chunk")
+        return np.asarray(found, dtype=np.int64)
+
+    def foreign(self, markers: Iterable[Sequence[Any]]) -> tuple[int, list[str]]:
+        """Effects whose marker is none of ``markers`` (the run's intents', in chunks), and five of them."""
+        self.con.execute("CREATE OR REPLACE TABLE seen (marker VARCHAR)")
+        for chunk in markers:
+            self.con.register("chunk", pa.table({"marker": pa.array(chunk, pa.string())}))
+            self.con.execute("INSERT INTO seen SELECT marker FROM chunk")
+            self.con.unregister("chunk")
+        ((foreign,),) = self.con.execute(
+            "SELECT coalesce(sum(effects), 0) FROM effects WHERE marker NOT IN (SELECT marker FROM seen)"
+        ).fetchall()
+        examples = self.con.execute(
+            "SELECT marker FROM effects WHERE marker NOT IN (SELECT marker FROM seen) ORDER BY marker LIMIT 5"
+        ).fetchall()
+        self.con.execute("DROP TABLE seen")
+        return int(foreign), [str(m) for (m,) in examples]
+
+    def close(self) -> None:
+        self.con.close()
+        self._dir.cleanup()
+
+
+def load_effects(effects: Effects, run_dir: Path) -> EffectTable:
+    """The scenario's effect source as an :class:`EffectTable`; a SQLite query's rows are streamed into it."""
+    local = effects.sink is None and effects.jsonl is None and effects.files is None
+    if local and not effects.collected_at_end and effects.sql is not None:
+        return _stream_sqlite(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+    return EffectTable.of(count_effects(effects, run_dir))
+
+
+def _texts(values: Sequence[Any]) -> pa.Array:
+    """Markers as text (converted in C when they already are, as a store's markers nearly always are)."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if m is None else str(m) for m in values], pa.string())
+
+
+def _counts(values: Sequence[Any]) -> pa.Array:
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([0 if n is None else int(n) for n in values], pa.int64())
+
+
+_SEPARATOR = "\x1f"
+
+
+def _concatenated(db: sqlite3.Connection, query: str, table: EffectTable) -> bool:
+    """The usual effect query (``marker`` and ``effects`` columns) read as two long strings SQLite
+    concatenates, split by Arrow: no Python object per row. False (nothing added) for any query
+    this does not fit; the caller then reads its rows."""
+    body = query.strip().rstrip(";")
+    try:
+        columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
+        if "marker" not in columns:
+            return False
+        effects = "CAST(effects AS INTEGER)" if "effects" in columns else "1"
+        rows, markers, counts, unsplittable = db.execute(
+            f"SELECT count(*), group_concat(CAST(marker AS TEXT), char(31)), group_concat({effects}, ','), "
+            f"sum(instr(CAST(marker AS TEXT), char(31)) > 0) FROM ({body}) WHERE marker IS NOT NULL"
+        ).fetchone()
+    except sqlite3.Error:
+        return False
+    if unsplittable or not rows:
+        return not rows and not unsplittable
+    names = pc.split_pattern(pa.array([markers], pa.string()), _SEPARATOR).flatten()
+    numbers = pc.cast(pc.split_pattern(pa.array([counts], pa.string()), ",").flatten(), pa.int64())
+    if len(names) != rows or len(numbers) != rows:
+        return False
+    table._append(names, numbers)
+    return True
+
+
+def _stream_sqlite(url: str, query: str) -> EffectTable:
+    path = Path(url.removeprefix("sqlite:///"))
+    if not path.is_file():
+        raise AuditError(
+            f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
+        )
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise AuditError(f"cannot open effects store {path}: {exc}") from None
+    table = EffectTable()
+    try:
+        db.execute("PRAGMA query_only = ON")
+        if _concatenated(db, query, table):
+            return table.seal()
+        cur = db.execute(query)
+        columns = [d[0].lower() for d in cur.description or ()]
+        if "marker" not in columns:
+            count_rows(columns, (), str(path))  # its error names the columns
+        mi = columns.index("marker")
+        ei = columns.index("effects") if "effects" in columns else None
+        while rows := cur.fetchmany(EFFECT_BATCH):
+            values = list(zip(*rows, strict=True))
+            table._append(
+                _texts(values[mi]), _counts(values[ei]) if ei is not None else pa.repeat(1, len(rows))
+            )
+        return table.seal()
+    except sqlite3.Error as exc:
+        table.close()
+        raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
+    except BaseException:
+        table.close()
+        raise
     finally:
         db.close()

@@ -132,15 +132,15 @@ class FindingClass:
     stories: list[Story] = field(default_factory=list)
 
 
-def classes(table: pd.DataFrame) -> list[tuple[Verdict, str, int, list[int]]]:
-    """(verdict, cause, count, the first intents by index) of every class, worst verdict first."""
-    found = table[table["verdict"] != Verdict.EXACTLY_ONCE.value]
-    if found.empty:
-        return []
-    grouped = found.groupby(["verdict", "cause"], sort=False)["intent"]
-    counts, firsts = grouped.size(), grouped.apply(lambda s: sorted(s.nsmallest(PER_CLASS).tolist()))
+def classes(
+    counts: Mapping[tuple[str, str], int], firsts: Mapping[tuple[str, str], list[int]]
+) -> list[tuple[Verdict, str, int, list[int]]]:
+    """(verdict, cause, count, the first intents by index) of every class, worst verdict first.
+
+    ``counts`` and ``firsts`` are by (verdict, cause), as :class:`harness.audit.tally.Tally` adds them up.
+    """
     rank = {v.value: n for n, v in enumerate(ORDER)}
-    rows = [(Verdict(str(v)), str(c), int(counts[(v, c)]), list(firsts[(v, c)])) for v, c in counts.index]
+    rows = [(Verdict(v), c, n, sorted(firsts.get((v, c), []))) for (v, c), n in counts.items()]
     return sorted(rows, key=lambda r: (rank.get(r[0].value, len(rank)), -r[2], r[1]))
 
 

@@ -1,6 +1,6 @@
 """The typed summary of one audit: what every report, gate and comparison reads.
 
-Built from the fold (the history) and the judged per-intent table, once; every
+Built from the fold (the history) and the judged intents added up (``audit.tally``), once; every
 renderer (terminal, Markdown, JSON) reads these fields, never a dict by string
 keys, so a field that moves breaks the type check, not a report at run time.
 ``Summary.to_json`` is the shape of ``summary.json``.
@@ -9,12 +9,11 @@ keys, so a field that moves breaks the type check, not a report at run time.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from harness.audit.control import ControlComparison
 from harness.audit.findings import Finding, findings
@@ -22,6 +21,7 @@ from harness.audit.fold import ErrorTally, Fold, MissedFault
 from harness.audit.podlogs import FaultEvidence
 from harness.audit.stats import Rate
 from harness.audit.stories import FindingClass
+from harness.audit.tally import Tally
 from harness.history import POD_FAULTS, FaultKind, Outcome, RunStatus, Verdict
 from harness.scenario import Scenario
 
@@ -263,21 +263,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _fault_rows(table: pd.DataFrame, fold: Fold, scenario: Scenario) -> list[FaultRow]:
+def _fault_rows(tally: Tally, fold: Fold, scenario: Scenario) -> list[FaultRow]:
     """Per fault kind: planned and injected, how many intents it hit, and what became of them."""
-    hit_rows = table[table["faults"] != ""]
-    hit_sets = [set(s.split(";")) for s in hit_rows["faults"]]
+    hit_sets = [(set(cell.split(";")), verdict, n) for (cell, verdict), n in tally.fault_cells.items()]
     kinds = (
-        {k for s in hit_sets for k in s} | set(fold.faults) | {k for k, n in fold.faults_planned.items() if n}
+        {k for s, _, _ in hit_sets for k in s}
+        | set(fold.faults)
+        | {k for k, n in fold.faults_planned.items() if n}
     )
     if fold.crashes:
         kinds.add(FaultKind.CRASH)
     rule_planned = _stream_plan(scenario)
     rows = []
     for kind in (k for k in FaultKind if k.value in kinds):
-        mask = [kind.value in s for s in hit_sets]
-        verdicts = hit_rows.loc[mask, "verdict"].value_counts()
-        n = int(sum(mask))
+        verdicts: Counter[str] = Counter()
+        for cell, verdict, count in hit_sets:
+            if kind.value in cell:
+                verdicts[verdict] += count
+        n = sum(verdicts.values())
         if kind in POD_FAULTS:
             planned: int | None = max(fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0))
         else:
@@ -288,35 +291,30 @@ def _fault_rows(table: pd.DataFrame, fold: Fold, scenario: Scenario) -> list[Fau
                 planned=planned,
                 injected=fold.crashes if kind is FaultKind.CRASH else int(fold.faults.get(kind, 0)),
                 intents_hit=n,
-                verdicts={Verdict(str(v)): int(c) for v, c in verdicts.items()},
-                duplicate=Rate(int(verdicts.get(Verdict.DUPLICATE.value, 0)), n),
+                verdicts={Verdict(v): c for v, c in sorted(verdicts.items(), key=lambda vc: (-vc[1], vc[0]))},
+                duplicate=Rate(verdicts.get(Verdict.DUPLICATE.value, 0), n),
             )
         )
     return rows
 
 
-def _replica_rows(table: pd.DataFrame) -> list[ReplicaRow]:
+def _replica_rows(tally: Tally) -> list[ReplicaRow]:
     """Per replica (by each intent's first attempt): verdicts, and how many retries went elsewhere."""
-    if "first_pod" not in table.columns:
+    if tally.replicas is None:
         return []
-    rows = []
-    sent = table[table["first_pod"] != ""]
-    moved = sent["pods"].str.contains(";", regex=False)
-    dup = sent["verdict"] == Verdict.DUPLICATE.value
-    for pod, group in sent.groupby("first_pod", sort=True):
-        verdicts = group["verdict"].value_counts()
-        mine = sent["first_pod"] == pod
-        rows.append(
-            ReplicaRow(
-                pod=str(pod),
-                intents=len(group),
-                verdicts={Verdict(str(v)): int(c) for v, c in verdicts.items()},
-                duplicate=Rate(int(verdicts.get(Verdict.DUPLICATE.value, 0)), len(group)),
-                moved=int((mine & moved).sum()),
-                moved_duplicates=int((mine & moved & dup).sum()),
-            )
+    return [
+        ReplicaRow(
+            pod=pod,
+            intents=mine.intents,
+            verdicts={
+                Verdict(v): c for v, c in sorted(mine.verdicts.items(), key=lambda vc: (-vc[1], vc[0]))
+            },
+            duplicate=Rate(mine.verdicts.get(Verdict.DUPLICATE.value, 0), mine.intents),
+            moved=mine.moved,
+            moved_duplicates=mine.moved_duplicates,
         )
-    return rows
+        for pod, mine in sorted(tally.replicas.items())
+    ]
 
 
 def _stream_plan(scenario: Scenario) -> dict[FaultKind, int]:
@@ -334,10 +332,10 @@ NOTHING_MEASURED = 0.5
 a typo in the tool's name, credentials that expired, a server that refused the protocol."""
 
 
-def _inconclusive(fold: Fold, scenario: Scenario, table: pd.DataFrame) -> list[str]:
+def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally) -> list[str]:
     reasons = []
-    started = len(table)
-    refused = int(table["verdict"].isin([Verdict.REJECTED.value, Verdict.UNFINISHED.value]).sum())
+    started = tally.started
+    refused = tally.verdicts[Verdict.REJECTED.value] + tally.verdicts[Verdict.UNFINISHED.value]
     if started and refused > NOTHING_MEASURED * started:
         common = max(fold.errors.values(), key=lambda e: e.count, default=None)
         said = f"; most common answer: {common.example}" if common is not None else ""
@@ -364,13 +362,10 @@ def _errors(tallies: Iterable[ErrorTally]) -> list[ErrorMessage]:
     return [ErrorMessage(Outcome(e.outcome), e.code, e.example, e.count) for e in ranked[:TOP_ERRORS]]
 
 
-def _causes(table: pd.DataFrame) -> dict[Verdict, dict[str, int]]:
-    found = table[table["verdict"] != Verdict.EXACTLY_ONCE.value]
-    counts = found.groupby(["verdict", "cause"], sort=True).size()
+def _causes(tally: Tally) -> dict[Verdict, dict[str, int]]:
     causes: dict[Verdict, dict[str, int]] = {}
-    verdicts, reasons = counts.index.get_level_values(0), counts.index.get_level_values(1)
-    for verdict, cause, n in zip(verdicts, reasons, counts.to_numpy(), strict=True):
-        causes.setdefault(Verdict(str(verdict)), {})[str(cause)] = int(n)
+    for (verdict, cause), n in sorted(tally.causes.items()):
+        causes.setdefault(Verdict(verdict), {})[cause] = n
     return causes
 
 
@@ -391,21 +386,17 @@ def _context(faults: list[FaultRow], exits: int, crashes: int) -> str:
     return f"with {text}, {exits} pod exits{crashed}"
 
 
-def summarize(
-    fold: Fold, table: pd.DataFrame, effects: EffectCounts, scenario: Scenario, run_dir: Path
-) -> Summary:
-    """The summary of a judged run (``table``: one row per started intent, with verdict and cause)."""
-    started = len(table)
-    counts = table["verdict"].value_counts()
-    verdicts = {v: int(counts.get(v.value, 0)) for v in Verdict}
+def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenario, run_dir: Path) -> Summary:
+    """The summary of a judged run (``tally``: its judged intents, added up)."""
+    started = tally.started
+    verdicts = {v: tally.verdicts[v.value] for v in Verdict}
     rates = {v: Rate(c, started) for v, c in verdicts.items()}
-    causes = _causes(table)
-    faults = _fault_rows(table, fold, scenario)
-    inconclusive = _inconclusive(fold, scenario, table)
+    causes = _causes(tally)
+    faults = _fault_rows(tally, fold, scenario)
+    inconclusive = _inconclusive(fold, scenario, tally)
     reads = fold.checkpoints
-    total_attempts = int(table["attempts"].sum())
-    by_outcome = {o: int(table[f"n_{o.value}"].sum()) for o in Outcome}
-    dup = table["verdict"] == Verdict.DUPLICATE.value
+    total_attempts = tally.attempts
+    by_outcome = {o: tally.outcomes[o] for o in Outcome}
     ended = fold.ended or {}
     return Summary(
         run_id=str(fold.run.get("run_id", run_dir.name)),
@@ -419,7 +410,7 @@ def summarize(
         intents=IntentCounts(
             planned=int(fold.run.get("intents", scenario.workload.intents)),
             started=started,
-            ended=int((table["client_status"] != "in_progress").sum()),
+            ended=tally.ended,
         ),
         attempts=AttemptCounts(
             total=total_attempts,
@@ -439,17 +430,15 @@ def summarize(
         pods=PodCounts(
             exits=fold.pod_exits,
             crashes=fold.crashes,
-            attempts_hit=int(table["attempts_hit_by_pod_fault"].sum()),
+            attempts_hit=tally.attempts_hit,
         ),
         faults=faults,
-        replicas=_replica_rows(table),
+        replicas=_replica_rows(tally),
         missed_faults=list(fold.missed),
         pacing=Pacing.of(fold.paced),
         verdicts=verdicts,
         rates=rates,
-        duplicate_causes={
-            str(k): int(v) for k, v in table.loc[dup, "cause"].value_counts().sort_index().items()
-        },
+        duplicate_causes=dict(sorted(causes.get(Verdict.DUPLICATE, {}).items())),
         errors=_errors(fold.errors.values()),
         effects=effects,
         findings=findings(
@@ -460,7 +449,7 @@ def summarize(
             reads=len(reads),
             failed=sum(not r.ok for r in reads),
             took_s=round(sum(r.took_s or 0.0 for r in reads), 3),
-            vanished=int((table["vanished_after"] != "").sum()) if "vanished_after" in table else 0,
+            vanished=tally.vanished,
         ),
         replies_as_failure=sum(t.count for t in fold.failure_replies.values()),
         failure_replies=_errors(fold.failure_replies.values()),

@@ -35,18 +35,25 @@ NO_READ = -1
 
 
 def seen_counts(read: CheckpointRead, intents: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
-    """Effects of each of ``intents`` (intent indices) that the read saw; zeros for a failed read."""
+    """Effects of each of ``intents`` (intent indices) that the read saw; zeros for a failed read.
+
+    Only the bytes of the bitmap that cover ``intents`` are unpacked: the audit
+    asks a chunk of intents at a time.
+    """
     if not read.ok or not len(intents):
         return np.zeros(len(intents), dtype=np.int32)
-    size = int(intents.max()) + 1
+    first = (int(intents.min()) >> 3) << 3
+    size = int(intents.max()) + 1 - first
     packed = np.zeros((size + 7) // 8, dtype=np.uint8)
-    given = np.frombuffer(read.seen, dtype=np.uint8)[: len(packed)]
+    given = np.frombuffer(read.seen, dtype=np.uint8)[first >> 3 : (first >> 3) + len(packed)]
     packed[: len(given)] = given
     every = np.unpackbits(packed, count=size, bitorder="little").astype(np.int32)
-    for i, n in read.counts.items():
-        if 0 <= i < size:
-            every[i] = n
-    result: npt.NDArray[np.int32] = every[intents]
+    if read.counts:
+        keys = np.fromiter(read.counts.keys(), dtype=np.int64, count=len(read.counts))
+        values = np.fromiter(read.counts.values(), dtype=np.int64, count=len(read.counts))
+        inside = (keys >= first) & (keys < first + size)
+        every[keys[inside] - first] = values[inside]
+    result: npt.NDArray[np.int32] = every[intents - first]
     return result
 
 

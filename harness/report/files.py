@@ -1,4 +1,4 @@
-"""Write an audit into its run directory: intents.csv, summary.json, report.md."""
+"""Write an audit into its run directory: intents.csv (and intents.parquet), summary.json, report.md."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-import pandas as pd
-import pyarrow as pa
 import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
 from harness import rundir
 from harness.audit.auditor import AuditResult
@@ -46,18 +45,38 @@ OPTIONAL_COLUMNS = ("first_pod", "pods", "trace_id")
 """Columns only some runs have: each intent's replicas (several replicas) and its trace
 (``client.trace``); runs without them leave them out."""
 
-CSV_CHUNK_ROWS = 100_000
+FEW_VALUES = frozenset({"verdict", "client_status", "faults", "cause", "vanished_after", "code", "first_pod"})
+PARQUET_FROM = 100_000
+"""Runs of at least this many intents also get intents.parquet: the same rows, a tenth of the size,
+and read by column (pandas, DuckDB, Polars) without parsing text."""
 
 
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """Arrow's CSV writer, fed in chunks so the copy it makes stays small."""
+def _write_rows(audit: AuditResult, columns: list[str], csv_path: Path, parquet_path: Path | None) -> None:
+    """intents.csv (and intents.parquet), streamed from the audit's judged rows a chunk at a time."""
     options = pa_csv.WriteOptions(quoting_style="needed")
-    first = pa.RecordBatch.from_pandas(frame.iloc[:CSV_CHUNK_ROWS], preserve_index=False)
-    with pa_csv.CSVWriter(str(path), first.schema, write_options=options) as writer:
-        writer.write_batch(first)
-        for start in range(CSV_CHUNK_ROWS, len(frame), CSV_CHUNK_ROWS):
-            chunk = frame.iloc[start : start + CSV_CHUNK_ROWS]
-            writer.write_batch(pa.RecordBatch.from_pandas(chunk, schema=first.schema, preserve_index=False))
+    csv_writer: pa_csv.CSVWriter | None = None
+    parquet_writer: pq.ParquetWriter | None = None
+    try:
+        for batch in audit.judged.batches(columns):
+            if csv_writer is None:
+                csv_writer = pa_csv.CSVWriter(str(csv_path), batch.schema, write_options=options)
+                if parquet_path is not None:
+                    # Dictionaries for the few-valued columns only: trying one on every marker is
+                    # most of the cost of writing a million rows.
+                    few = [c for c in batch.schema.names if c in FEW_VALUES]
+                    parquet_writer = pq.ParquetWriter(
+                        parquet_path, batch.schema, compression="zstd", use_dictionary=few
+                    )
+            csv_writer.write_batch(batch)
+            if parquet_writer is not None:
+                parquet_writer.write_batch(batch)
+        if csv_writer is None:  # no intent started: the header alone
+            csv_path.write_text(",".join(f'"{c}"' for c in columns) + "\n", encoding="utf-8")
+    finally:
+        if csv_writer is not None:
+            csv_writer.close()
+        if parquet_writer is not None:
+            parquet_writer.close()
 
 
 def _replace(path: Path, write: Callable[[Path], object]) -> None:
@@ -71,17 +90,28 @@ def _replace(path: Path, write: Callable[[Path], object]) -> None:
 
 
 def write_audit(audit: AuditResult, *, html: bool = True) -> list[Path]:
-    """intents.csv, summary.json, report.md, and (unless ``html`` is False) report.html."""
+    """intents.csv, summary.json, report.md, intents.parquet for large runs, and (unless ``html`` is False)
+    report.html."""
     run_dir = audit.run_dir
     paths = [run_dir / rundir.INTENTS_CSV, run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD]
     summary = orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
     markdown = render_markdown(audit.summary, audit.scenario.dump_yaml())
-    columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in audit.intents.columns)]
-    _replace(paths[0], lambda tmp: _write_csv(audit.intents[columns], tmp))
+    columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in audit.judged.columns)]
+    if audit.summary.intents.started >= PARQUET_FROM:
+        parquet = run_dir / rundir.INTENTS_PARQUET
+        tmp_parquet = parquet.with_name(f".{parquet.name}.tmp")
+        try:
+            _replace(paths[0], lambda tmp: _write_rows(audit, columns, tmp, tmp_parquet))
+            os.replace(tmp_parquet, parquet)
+        finally:
+            tmp_parquet.unlink(missing_ok=True)
+        paths.append(parquet)
+    else:
+        _replace(paths[0], lambda tmp: _write_rows(audit, columns, tmp, None))
     _replace(paths[1], lambda tmp: tmp.write_bytes(summary))
     _replace(paths[2], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
     if html:
         page = render_html(audit)
         paths.append(run_dir / REPORT_HTML)
-        _replace(paths[3], lambda tmp: tmp.write_text(page, encoding="utf-8"))
+        _replace(paths[-1], lambda tmp: tmp.write_text(page, encoding="utf-8"))
     return paths

@@ -185,7 +185,8 @@ def findings(result: AuditResult) -> list[dict[str, Any]]:
 
 def render_html(result: AuditResult) -> str:
     timeline = timeline_of(result.pod_events)
-    intents = result.intents
+    # The columns the plots read, not the whole table (a long run's would not fit).
+    intents = result.judged.frame(["verdict", "client_status", "attempts", "first_attempt_ms", "last_end_ms"])
     summary = result.summary
     first, *others = headline_lines(summary)
     return pages.render(

@@ -1,0 +1,1039 @@
+"""The fold of a long history at the cost of its parse, in memory set by the intents in flight.
+
+:func:`harness.audit.fold.fold_history` folds a history event by event in
+Python: for a million intents its loop costs more than parsing the file, and its
+per-intent lists grow with the run. Here DuckDB's JSON reader parses the file (in
+C++, on both cores, streamed in Arrow batches) and numpy folds each batch:
+
+- an attempt's end finds its start by request id; attempts still in flight are
+  carried to the next batch (a few: the run's concurrency);
+- per-intent facts (attempts, outcomes, first and last times, the last reply and
+  error code, pods, trace) are folded per batch and merged into the intents
+  carried from earlier batches. An intent is final once it has ended and no
+  attempt of it is in flight; final intents below every unfinished one are
+  written, in index order, to an Arrow file in a temporary directory. So the
+  fold holds the intents in flight, not the run;
+- every other event (a few per fault) is looked up in the file by its ``seq``,
+  parsed with orjson and fed, in order, to the Python fold's own accumulators:
+  the fault record, sessions, checkpoints and timeline come from one code;
+- the branches that tie the two together (an attempt a pod disruption broke, a
+  stream fault pinned on the attempt it names, an error message, an ok reply
+  that reads as a failure, a crash blamed on attempts closed just before it) are
+  replayed in Python over their few rows, by the Python fold's rules. What they
+  add to an intent is kept sparse (:class:`Sparse`) and joined when the intents
+  are read back, so a crash or a balancer re-send recorded after an intent was
+  written still counts.
+
+It answers as the Python fold does (``tests/unit/test_columnar.py`` compares
+them on histories of every shape). It reads a history as the history writer
+writes it: one event per line, each line starting with its ``seq``, seqs
+consecutive. It declines (returns None) any history it cannot take exactly: a
+line that is not a JSON event object, a torn last line, an event missing a field
+its type needs, an attempt that ends twice or without its start, an intent index
+outside the run, events of an intent after it was written. The Python fold then
+reads that history, and names the damaged line if one is. Blank lines are
+skipped by both.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import re
+import tempfile
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pandas as pd
+import pyarrow as pa
+
+from harness.audit.accumulators import (
+    CRASH_WINDOW_S,
+    MAX_UNPLANNED_INTENTS,
+    OUTCOMES,
+    POD_FAULT_KINDS,
+    Checkpoints,
+    ErrorTallies,
+    FailureReplies,
+    FaultPlan,
+    Intents,
+    PodDisruptions,
+    PodTimeline,
+    RunBounds,
+    Sessions,
+    dispatch,
+    fault_label,
+)
+from harness.audit.fold import CODE_LIMIT, Fold
+from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
+from harness.errors import HistoryError
+from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Outcome, excerpt
+
+BATCH_ROWS = 1 << 15
+"""History events folded at once (DuckDB parses the next while numpy folds these)."""
+REORDER_ROWS = 1 << 22
+"""Events parsed ahead of a stretch of the file not parsed yet, at most (see _in_order)."""
+MEMORY_LIMIT = "256MB"
+"""DuckDB's ceiling (its parse buffers: the fold keeps no table in it)."""
+CHUNK_ROWS = 131_072
+"""Intents per chunk handed to the judging (a chunk is ~15 MB of frame)."""
+
+_KIND = {
+    EventType.INTENT_STARTED.value: 1,
+    EventType.ATTEMPT_STARTED.value: 2,
+    EventType.ATTEMPT_ENDED.value: 3,
+    EventType.INTENT_ENDED.value: 4,
+}
+_COLUMNS = (
+    "{seq: 'BIGINT', t: 'DOUBLE', type: 'VARCHAR', intent: 'JSON', id: 'BIGINT', outcome: 'VARCHAR', "
+    "detail: 'VARCHAR', marker: 'VARCHAR', key: 'VARCHAR', status: 'VARCHAR', pod: 'VARCHAR', "
+    "reply: 'VARCHAR', reads_as_failure: 'JSON', code: 'JSON', message: 'JSON', trace_id: 'VARCHAR', "
+    "resumed: 'JSON'}"
+)
+_SEQ = re.compile(rb'\{"seq":(-?\d+),')
+_FALSY_JSON = ("false", "0", "0.0", '""', "null", "[]", "{}")
+"""``reads_as_failure`` values Python reads as false (the fold asks ``ev.get(...)``)."""
+
+
+class Declined(Exception):
+    """This history is not one the columnar fold takes exactly; the Python fold reads it instead."""
+
+
+def _sql_list(values: tuple[str, ...] | list[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+
+
+def _quoted(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+@dataclass
+class Sparse:
+    """What the rare branches add to intents, by intent index: few intents have any."""
+
+    hits: Counter[int] = field(default_factory=Counter)
+    faults: dict[int, set[str]] = field(default_factory=dict)
+    failure_replies: set[int] = field(default_factory=set)
+
+    def add(self, i: int, kinds: Any) -> None:
+        self.faults.setdefault(i, set()).update(kinds)
+
+
+class IntentRows:
+    """The folded intents, on disk, read back by intent index one chunk at a time.
+
+    Owns a DuckDB connection and a temporary directory (the Arrow file of the
+    intents); :meth:`close` removes them.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        workdir: tempfile.TemporaryDirectory[str],
+        parts: list[Path],
+        sparse: Sparse,
+        *,
+        has_pods: bool,
+        has_traces: bool,
+    ) -> None:
+        self.con = con
+        self.workdir = workdir
+        self.parts = parts
+        self.sparse = sparse
+        self.has_pods = has_pods
+        self.has_traces = has_traces
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+        """The fold's per-intent frame (started intents, by index), ``rows`` intents at a time."""
+        if not self.parts:
+            return
+        for part in self.parts:
+            with pa.memory_map(str(part)) as source:
+                reader = pa.ipc.open_file(source)
+                pending: list[pa.RecordBatch] = []
+                held = 0
+                for n in range(reader.num_record_batches):
+                    batch = reader.get_batch(n)
+                    pending.append(batch)
+                    held += batch.num_rows
+                    if held >= rows:
+                        yield self._frame(pa.Table.from_batches(pending).to_pandas())
+                        pending, held = [], 0
+                if pending:
+                    yield self._frame(pa.Table.from_batches(pending).to_pandas())
+
+    def _frame(self, raw: pd.DataFrame) -> pd.DataFrame:
+        """A chunk as :meth:`Intents.frame` makes its rows: the same columns, types and values."""
+        index = raw["intent"].to_numpy(dtype=np.int64)
+        n = len(index)
+        sparse = self.sparse
+        hits = np.zeros(n, dtype=np.int32)
+        faults = np.full(n, "", dtype=object)
+        if sparse.hits or sparse.faults:
+            marked = np.isin(index, np.fromiter({*sparse.hits, *sparse.faults}, dtype=np.int64))
+            for row in np.flatnonzero(marked).tolist():
+                i = int(index[row])
+                hits[row] = sparse.hits.get(i, 0)
+                kinds = sparse.faults.get(i)
+                if kinds:
+                    faults[row] = ";".join(sorted(kinds))
+        codes = np.full(n, "", dtype=object)
+        raw_codes = raw["code"].to_numpy(dtype=object)
+        for row in np.flatnonzero(pd.notna(raw_codes)).tolist():
+            codes[row] = excerpt(str(orjson.loads(raw_codes[row])), CODE_LIMIT)
+        failing = np.zeros(n, dtype=bool)
+        if sparse.failure_replies:
+            failing = np.isin(index, np.fromiter(sparse.failure_replies, dtype=np.int64))
+        columns: dict[str, Any] = {
+            "intent": index,
+            # Text columns stay in Arrow (pandas' str dtype): copied to Python strings, a million of
+            # them would cost more than the rest of the chunk.
+            "marker": raw["marker"],
+            "key": raw["key"],
+            "client_status": raw["client_status"].to_numpy(dtype=np.int8),
+            "attempts": raw["attempts"].to_numpy(dtype=np.int32),
+            **{f"n_{o}": raw[f"n_{o}"].to_numpy(dtype=np.int32) for o in OUTCOMES},
+            "attempts_hit_by_pod_fault": hits,
+            "faults": faults,
+            "first_attempt_ms": _millis(raw["first_t"]),
+            "last_end_ms": _millis(raw["last_t"]),
+            "code": pd.Series(codes, dtype=object),
+            "reply": raw["reply"].fillna(""),
+            "reply_reads_as_failure": failing,
+        }
+        if self.has_pods:
+            first = np.full(n, "", dtype=object)
+            every = np.full(n, "", dtype=object)
+            for row, pods in enumerate(raw["pods"].to_numpy(dtype=object)):
+                if isinstance(pods, str) and pods:
+                    seen = list(dict.fromkeys(pods.split("\x1f")))
+                    first[row], every[row] = seen[0], ";".join(seen)
+            columns["first_pod"], columns["pods"] = first, every
+        if self.has_traces:
+            columns["trace_id"] = raw["trace_id"].fillna("").to_numpy(dtype=object)
+        return pd.DataFrame(columns)
+
+    def frame(self) -> pd.DataFrame:
+        """Every started intent at once (small runs, tests)."""
+        chunks = list(self.chunks())
+        return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame()
+
+    def close(self) -> None:
+        self.con.close()
+        self.workdir.cleanup()
+
+
+def _millis(seconds: pd.Series) -> pd.api.extensions.ExtensionArray:
+    values = seconds.to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.array(np.round(values * 1000), dtype="Int64")
+
+
+def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
+    """Fold the history at ``path``: the run's record (a Fold without its intents) and the intents;
+    None when the history is one to leave to the Python fold (see :class:`Declined`)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            if size:
+                f.seek(size - 1)
+            if not size or f.read(1) != b"\n":
+                return None  # empty, or a torn last line: the Python fold's careful reader
+    except OSError:
+        return None
+    workdir = tempfile.TemporaryDirectory(prefix="mcp-chaos-audit-")
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        con.execute(f"SET temp_directory = {_quoted(Path(workdir.name))}")
+        con.execute(f"SET threads = {min(2, os.cpu_count() or 1)}")
+        # Rows in file order: a segment's columns are fetched by separate queries and must align.
+        con.execute("SET preserve_insertion_order = true")
+        folder = _Folder(con, Path(workdir.name))
+        fold = folder.fold(path)
+    except (
+        Declined,
+        duckdb.Error,
+        orjson.JSONDecodeError,
+        HistoryError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        ValueError,
+        OverflowError,
+    ):
+        con.close()
+        workdir.cleanup()
+        return None
+    except BaseException:
+        con.close()
+        workdir.cleanup()
+        raise
+    rows = IntentRows(
+        con, workdir, folder.parts, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
+    )
+    return fold, rows
+
+
+def _history_sql(path: Path) -> str:
+    kinds = " ".join(f"WHEN '{name}' THEN {code}" for name, code in _KIND.items())
+    return (
+        f"SELECT CASE type {kinds} ELSE 0 END AS k, * FROM read_json({_quoted(path)}, "
+        f"format = 'newline_delimited', columns = {_COLUMNS})"
+    )
+
+
+def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.RecordBatch]:
+    """The scan's rows in seq order, in batches of about BATCH_ROWS.
+
+    DuckDB scans a file in parallel, and its stream may hand a later stretch of
+    lines before an earlier one; each stretch is in order. Stretches wait here
+    until the one before them has come (the seqs of a history are consecutive),
+    at most ``REORDER_ROWS`` rows of them.
+    """
+    waiting: list[tuple[int, int, pa.RecordBatch]] = []
+    ready: list[pa.RecordBatch] = []
+    held = 0
+    expected = first
+    count = 0
+    for batch in batches:
+        seq = batch.column("seq").to_numpy(zero_copy_only=False)
+        if not len(seq):
+            continue
+        cuts = [0, *(np.flatnonzero(np.diff(seq) != 1) + 1).tolist(), len(seq)]
+        for a, b in itertools.pairwise(cuts):
+            heapq.heappush(waiting, (int(seq[a]), count, batch.slice(a, b - a)))
+            count += 1
+            held += b - a
+        while waiting and waiting[0][0] == expected:
+            _, _, run = heapq.heappop(waiting)
+            held -= run.num_rows
+            ready.append(run)
+            expected += run.num_rows
+        if sum(r.num_rows for r in ready) >= BATCH_ROWS:
+            yield pa.concat_batches(ready)
+            ready = []
+        if held > REORDER_ROWS:
+            raise Declined  # seqs with a gap: not a history this fold takes
+    while waiting:
+        ready.append(heapq.heappop(waiting)[2])
+    if ready:
+        yield pa.concat_batches(ready)
+
+
+def _distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The sorted distinct values: by a bitmap over their range when it is dense (intents of a batch are)."""
+    if not len(values):
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo > 8 * len(values):
+        return np.unique(values)
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[values - lo] = True
+    return np.flatnonzero(present).astype(np.int64) + lo
+
+
+def _at(rows: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.bool_]:
+    mask = np.zeros(size, dtype=bool)
+    mask[rows] = True
+    return mask
+
+
+class _LineFinder:
+    """The line of a history that holds a given seq, found by bisection over the file's bytes.
+
+    The few events the fold parses in Python (faults, pods, checkpoints) are
+    looked up this way: lines are in seq order and each starts with its seq
+    (``{"seq":N,``), as the history writer writes them; a line that does not is
+    a history the columnar fold declines.
+    """
+
+    PROBE = 4096
+
+    def __init__(self, path: Path) -> None:
+        self.f = open(path, "rb")  # noqa: SIM115 (closed by close())
+        self.size = os.fstat(self.f.fileno()).st_size
+        self.low = 0
+        """Where the previous line found started: seqs are looked up in increasing order."""
+
+    def close(self) -> None:
+        self.f.close()
+
+    def _line_from(self, offset: int) -> tuple[int, int, bytes]:
+        """(start, seq, line) of the first line starting at or after ``offset`` (seq -1 past the end)."""
+        f = self.f
+        if offset > 0:
+            f.seek(offset - 1)
+            skipped = 0
+            while True:
+                chunk = f.read(self.PROBE)
+                if not chunk:
+                    return self.size, -1, b""
+                nl = chunk.find(b"\n")
+                if nl >= 0:
+                    offset = offset - 1 + skipped + nl + 1
+                    break
+                skipped += len(chunk)
+        if offset >= self.size:
+            return self.size, -1, b""
+        f.seek(offset)
+        line = f.readline()
+        match = _SEQ.match(line)
+        if match is None:
+            raise Declined
+        return offset, int(match.group(1)), line
+
+    def first_seq(self) -> int:
+        """The seq of the history's first line."""
+        return self._line_from(0)[1]
+
+    def find(self, seq: int) -> bytes:
+        lo, hi = self.low, self.size
+        while hi - lo > self.PROBE:
+            mid = (lo + hi) // 2
+            start, found, line = self._line_from(mid)
+            if found == seq:
+                self.low = start
+                return line
+            if found < 0 or found > seq:
+                hi = mid
+            else:
+                lo = start + 1
+        start, found, line = self._line_from(lo)
+        while 0 <= found < seq:
+            start, found, line = self._line_from(start + 1)
+        if found != seq:
+            raise Declined
+        self.low = start
+        return line
+
+
+class _Disruptions(PodDisruptions):
+    """The Python fold's pod disruptions, also logging each with its seq (SQL joins attempts to them)."""
+
+    def __init__(self, intents: Intents) -> None:
+        super().__init__(intents)
+        self.log: list[tuple[int, str, str]] = []
+        self.new: list[tuple[int, str, str]] = []
+        self.crashes_seen: list[tuple[int, float, str]] = []
+        """(seq, t, pod) of each unannounced pod exit in the current segment."""
+
+    def _disrupt(self, pod: str, kind: str, ev: Any) -> None:
+        super()._disrupt(pod, kind, ev)
+        self.log.append((ev["seq"], kind, pod))
+        self.new.append((ev["seq"], kind, pod))
+        if kind == FaultKind.CRASH:
+            self.crashes_seen.append((ev["seq"], ev["t"], pod))
+
+
+_STATUS = {name: int(code) for name, code in STATUS_BY_NAME.items()}
+_OUTCOME_CODE = {name: n for n, name in enumerate(OUTCOMES)}
+_CLOSED = sorted(d.value for d in CONNECTION_CLOSED)
+
+
+@dataclass
+class _Partial:
+    """Per-intent facts folded so far, one row per intent (sorted by intent), as numpy columns.
+
+    ``n_started``/``n_ended`` count intent_started/intent_ended; ``first_seq`` is the seq of the
+    first attempt's start (-1 before any), ``last_seq`` of the last attempt's end; ``reply_seq`` and
+    ``code_seq`` of the last ok end with a reply and the last failed end with a code.
+    """
+
+    intent: npt.NDArray[np.int64]
+    n_started: npt.NDArray[np.int64]
+    n_ended: npt.NDArray[np.int64]
+    started_seq: npt.NDArray[np.int64]
+    status: npt.NDArray[np.int8]
+    marker: npt.NDArray[np.object_]
+    key: npt.NDArray[np.object_]
+    attempts: npt.NDArray[np.int64]
+    first_seq: npt.NDArray[np.int64]
+    first_t: npt.NDArray[np.float64]
+    trace: npt.NDArray[np.object_]
+    pods: npt.NDArray[np.object_]
+    last_seq: npt.NDArray[np.int64]
+    last_t: npt.NDArray[np.float64]
+    reply_seq: npt.NDArray[np.int64]
+    reply: npt.NDArray[np.object_]
+    code_seq: npt.NDArray[np.int64]
+    code: npt.NDArray[np.object_]
+    outcomes: npt.NDArray[np.int64]
+    """Shape (rows, len(OUTCOMES)): ended attempts by outcome."""
+
+    @classmethod
+    def empty(cls, intents: npt.NDArray[np.int64]) -> _Partial:
+        n = len(intents)
+        none = np.full(n, None, dtype=object)
+        return cls(
+            intent=intents,
+            n_started=np.zeros(n, np.int64),
+            n_ended=np.zeros(n, np.int64),
+            started_seq=np.full(n, -1, np.int64),
+            status=np.zeros(n, np.int8),
+            marker=none.copy(),
+            key=none.copy(),
+            attempts=np.zeros(n, np.int64),
+            first_seq=np.full(n, -1, np.int64),
+            first_t=np.full(n, np.nan),
+            trace=none.copy(),
+            pods=none.copy(),
+            last_seq=np.full(n, -1, np.int64),
+            last_t=np.full(n, np.nan),
+            reply_seq=np.full(n, -1, np.int64),
+            reply=none.copy(),
+            code_seq=np.full(n, -1, np.int64),
+            code=none.copy(),
+            outcomes=np.zeros((n, len(OUTCOMES)), np.int64),
+        )
+
+    def take(self, rows: npt.NDArray[Any]) -> _Partial:
+        return _Partial(**{f: getattr(self, f)[rows] for f in self.__dataclass_fields__})
+
+    @staticmethod
+    def concat(parts: list[_Partial]) -> _Partial:
+        joined = _Partial(
+            **{f: np.concatenate([getattr(p, f) for p in parts]) for f in _Partial.__dataclass_fields__}
+        )
+        return joined.take(np.argsort(joined.intent, kind="stable"))
+
+    def absorb(self, older: _Partial) -> None:
+        """Fold ``older`` (the same intents' facts from earlier batches, rows aligned) into this."""
+        had_start = self.n_started > 0
+        self.marker = np.where(had_start, self.marker, older.marker)
+        self.key = np.where(had_start, self.key, older.key)
+        self.started_seq = np.where(older.started_seq >= 0, older.started_seq, self.started_seq)
+        self.n_started = self.n_started + older.n_started
+        self.status = np.where(self.n_ended > 0, self.status, older.status)
+        self.n_ended = self.n_ended + older.n_ended
+        earlier = older.first_seq >= 0
+        self.first_seq = np.where(earlier, older.first_seq, self.first_seq)
+        self.first_t = np.where(earlier, older.first_t, self.first_t)
+        self.trace = np.where(earlier, older.trace, self.trace)
+        mine, theirs = self.pods != None, older.pods != None  # noqa: E711 (elementwise)
+        pods = np.where(mine, self.pods, older.pods)
+        for row in np.flatnonzero(mine & theirs).tolist():  # the older attempts came first
+            pods[row] = older.pods[row] + "\x1f" + self.pods[row]
+        self.pods = pods
+        self.attempts = self.attempts + older.attempts
+        later = self.last_seq >= 0
+        self.last_seq = np.where(later, self.last_seq, older.last_seq)
+        self.last_t = np.where(later, self.last_t, older.last_t)
+        replied = self.reply_seq >= 0
+        self.reply_seq = np.where(replied, self.reply_seq, older.reply_seq)
+        self.reply = np.where(replied, self.reply, older.reply)
+        coded = self.code_seq >= 0
+        self.code_seq = np.where(coded, self.code_seq, older.code_seq)
+        self.code = np.where(coded, self.code, older.code)
+        self.outcomes = self.outcomes + older.outcomes
+
+    def table(self) -> pa.Table:
+        """The rows as the Parquet part the fold writes (IntentRows reads them back)."""
+        in_progress = int(ClientStatus.IN_PROGRESS)
+        status = np.where(self.n_ended > 0, self.status, in_progress).astype(np.int8)
+        columns: dict[str, Any] = {
+            "intent": self.intent,
+            "marker": pa.array(self.marker, pa.string()),
+            "key": pa.array(self.key, pa.string()),
+            "client_status": status,
+            "attempts": self.attempts,
+            **{f"n_{o}": self.outcomes[:, n] for n, o in enumerate(OUTCOMES)},
+            "first_t": pa.array(self.first_t, pa.float64(), mask=np.isnan(self.first_t)),
+            "last_t": pa.array(self.last_t, pa.float64(), mask=np.isnan(self.last_t)),
+            "reply": pa.array(self.reply, pa.string()),
+            "code": pa.array(self.code, pa.string()),
+            "pods": pa.array(self.pods, pa.string()),
+            "trace_id": pa.array(self.trace, pa.string()),
+        }
+        return pa.table(columns)
+
+
+class _Folder:
+    """One pass over a history's segments; its state is the intents and attempts in flight."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path) -> None:
+        self.con = con
+        self.workdir = workdir
+        self.out = workdir / "intents.arrow"
+        self.writer: pa.ipc.RecordBatchFileWriter | None = None
+        self.parts: list[Path] = []
+        self.sparse = Sparse()
+        self.has_pods = False
+        self.has_traces = False
+        self.intents = Intents()
+        self.disruptions = _Disruptions(self.intents)
+        self.plan = FaultPlan()
+        self.sessions = Sessions(self.disruptions)
+        self.errors = ErrorTallies()
+        self.timeline = PodTimeline()
+        self.bounds = RunBounds()
+        self.failing = FailureReplies(self.intents)
+        self.checkpoints = Checkpoints()
+        # Intents would size lists to the plan, and StreamFaults looks for attempts in flight: neither
+        # is here (the plan is noted in _rare, stream faults are pinned on the attempts below).
+        self.others = dispatch(
+            (
+                self.bounds,
+                self.plan,
+                self.timeline,
+                self.disruptions,
+                self.sessions,
+                self.errors,
+                self.failing,
+                self.checkpoints,
+            )
+        )
+        self.rule_hits: Counter[int] = Counter()
+        self.stream_faults: list[tuple[int, int, str]] = []
+        self.recent: deque[tuple[float, float, int, str | None]] = deque()
+        """Connection-closed attempts no disruption explains, within CRASH_WINDOW_S of the last
+        (PodDisruptions.recent)."""
+        self.last_t = 0.0
+        self.last_seq = -(1 << 62)
+        self.limit = MAX_UNPLANNED_INTENTS
+        self.released = -1
+        """Every intent at or below this index has been written (or will never be a row)."""
+        self.open_ids = np.zeros(0, np.int64)
+        """Attempts in flight (request ids, sorted), with their intent, start seq, start t and pod."""
+        self.open_intent = np.zeros(0, np.int64)
+        self.open_seq = np.zeros(0, np.int64)
+        self.open_t = np.zeros(0, np.float64)
+        self.open_pod = np.zeros(0, dtype=object)
+        self.carried = _Partial.empty(np.zeros(0, np.int64))
+        """Intents not final yet (not ended, or an attempt in flight), and final ones not yet written."""
+
+    def fold(self, path: Path) -> Fold:
+        outcomes = " ".join(f"WHEN '{o}' THEN {n}" for o, n in _OUTCOME_CODE.items())
+        falsy = _sql_list(list(_FALSY_JSON))
+        statuses = " ".join(f"WHEN '{name}' THEN {code}" for name, code in _STATUS.items())
+        gave_up = int(ClientStatus.GAVE_UP)
+        query = f"""
+            SELECT k, seq, coalesce(t, 'nan'::DOUBLE) AS t,
+                coalesce(TRY_CAST(intent AS BIGINT), -1) AS intent,
+                coalesce(id, -1) AS id,
+                CASE WHEN k = 3 THEN CASE outcome {outcomes} ELSE -1 END ELSE -2 END AS oc,
+                k = 3 AND coalesce(detail IN ({_sql_list(_CLOSED)}), false) AS closed,
+                (type IS NULL OR seq IS NULL OR (k > 0 AND (TRY_CAST(intent AS BIGINT) IS NULL
+                  OR left(intent::VARCHAR, 1) = chr(34))) OR (k IN (2, 3) AND (id IS NULL
+                  OR t IS NULL)) OR (k = 1 AND (marker IS NULL OR key IS NULL))
+                  OR (k = 4 AND status IS NULL)) AS bad,
+                CASE WHEN k = 1 THEN marker END AS marker, CASE WHEN k = 1 THEN key END AS key,
+                CASE WHEN k = 4 THEN CASE status {statuses} ELSE {gave_up} END END AS status,
+                CASE WHEN k = 3 THEN outcome END AS outcome,
+                CASE WHEN k = 3 THEN reply END AS reply,
+                k = 3 AND coalesce(reads_as_failure NOT IN ({falsy}), false) AS flagged,
+                CASE WHEN k = 3 THEN code END AS code,
+                CASE WHEN k = 3 AND message <> 'null' THEN message END AS message,
+                CASE WHEN k = 3 THEN resumed END AS resumed,
+                CASE WHEN k = 2 THEN pod END AS pod, CASE WHEN k = 2 THEN trace_id END AS trace_id
+            FROM ({_history_sql(path)})"""
+        self.lines = _LineFinder(path)
+        try:
+            reader = self.con.sql(query).to_arrow_reader(BATCH_ROWS)
+            for batch in _in_order(reader, self.lines.first_seq()):
+                self._batch(batch)
+            self._release(everything=True)
+        finally:
+            self.lines.close()
+            if self.writer is not None:
+                self.writer.close()
+        return Fold(
+            run=self.bounds.run,
+            ended=self.bounds.ended,
+            intents=pd.DataFrame(),
+            faults=self.plan.injected,
+            faults_planned=self.plan.planned,
+            missed=self.plan.missed,
+            paced=self.plan.paced,
+            rule_hits=self.rule_hits,
+            pod_exits=self.disruptions.exits,
+            crashes=self.disruptions.crashes,
+            protocol=self.timeline.protocol,
+            resumed=self.sessions.resumed,
+            sessions_opened=self.sessions.opened,
+            sessions_lost=self.sessions.lost,
+            errors=self.errors.tallies,
+            collect_error=self.bounds.collect_error,
+            duration_s=self.bounds.duration_s(self.last_t),
+            open_attempts=len(self.open_ids),
+            pod_events=self.timeline.events,
+            pod_faults=self.disruptions.downs,
+            checkpoints=self.checkpoints.reads,
+            failure_replies=self.failing.tallies,
+        )
+
+    def _batch(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+        k = batch.column("k").to_numpy()
+        if batch.column("bad").to_numpy(zero_copy_only=False).any():
+            raise Declined  # an event missing a field its type needs
+        seq = batch.column("seq").to_numpy()
+        if len(seq) and (seq[0] <= self.last_seq or (len(seq) > 1 and not (np.diff(seq) > 0).all())):
+            raise Declined  # lines not in seq order: not as the history writer writes them
+        self.last_seq = int(seq[-1])
+        self._rare(seq[k == 0])
+        intent = batch.column("intent").to_numpy()
+        if ((k > 0) & ((intent < 0) | (intent >= self.limit))).any():
+            raise Declined
+        t = batch.column("t").to_numpy()
+        self._fold_hot(
+            k,
+            seq,
+            t,
+            intent,
+            batch.column("id").to_numpy(),
+            batch.column("oc").to_numpy(),
+            batch.column("closed").to_numpy(zero_copy_only=False),
+        )
+        attempt_events = np.flatnonzero((k == 2) | (k == 3))
+        if len(attempt_events):
+            self.last_t = float(t[attempt_events[-1]])
+
+    def _strings(self, name: str, rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
+        """A text column of the batch at ``rows``, as Python strings (None for null)."""
+        column = self.batch.column(name).filter(pa.array(rows))
+        return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+
+    def _rare(self, seqs: npt.NDArray[np.int64]) -> None:
+        """Every event that is not one of the four per-intent ones, through the accumulators, in order."""
+        self.disruptions.new = []
+        self.disruptions.crashes_seen = []
+        self.stream_faults = []
+        for seq in seqs.tolist():
+            ev = orjson.loads(self.lines.find(seq))
+            if type(ev) is not dict or ev.get("seq") != seq or type(ev.get("type")) is not str:
+                raise Declined
+            if ev.get("t").__class__ not in (float, int):
+                raise Declined
+            typ = ev["type"]
+            if typ == EventType.FAULT and ev["fault"] not in POD_FAULT_KINDS and "id" in ev:
+                if "rule" in ev:
+                    self.rule_hits[ev["rule"]] += 1
+                if type(ev["id"]) is int:
+                    self.stream_faults.append((seq, ev["id"], fault_label(ev)))
+            elif typ == EventType.BALANCER_RETRY:
+                if type(ev["intent"]) is not int:
+                    raise Declined
+                # Recorded after the run: joined when the intents are read back (started ones only).
+                self.sparse.add(ev["intent"], (FaultKind.BALANCER_RETRY.value,))
+            elif typ == EventType.RUN_STARTED:
+                planned = ev.get("intents")
+                int(ev.get("intents", 0))
+                self.limit = planned if type(planned) is int and planned > 0 else MAX_UNPLANNED_INTENTS
+            for handle in self.others.get(typ, ()):
+                handle(ev)
+
+    def _fold_hot(
+        self,
+        k: npt.NDArray[Any],
+        seq: npt.NDArray[np.int64],
+        t: npt.NDArray[np.float64],
+        intent: npt.NDArray[np.int64],
+        ids: npt.NDArray[np.int64],
+        oc: npt.NDArray[Any],
+        closed: npt.NDArray[np.bool_],
+    ) -> None:
+        # Attempts: this batch's starts join those carried; each end finds its start by request id.
+        is_start, is_end = k == 2, k == 3
+        st = np.flatnonzero(is_start)
+        en = np.flatnonzero(is_end)
+        st_pod = self._strings("pod", is_start)
+        st_trace = self._strings("trace_id", is_start)
+        all_ids = np.concatenate([self.open_ids, ids[st]])
+        all_intent = np.concatenate([self.open_intent, intent[st]])
+        all_seq = np.concatenate([self.open_seq, seq[st]])
+        all_t = np.concatenate([self.open_t, t[st]])
+        all_pod = np.concatenate([self.open_pod, st_pod])
+        order = np.argsort(all_ids, kind="stable")
+        sorted_ids = all_ids[order]
+        if len(sorted_ids) > 1 and (np.diff(sorted_ids) == 0).any():
+            raise Declined  # a request id started twice while in flight
+        end_ids = ids[en]
+        where = np.searchsorted(sorted_ids, end_ids)
+        found = where < len(sorted_ids)
+        found[found] = sorted_ids[where[found]] == end_ids[found]
+        if not found.all():
+            raise Declined  # an attempt that ended without its start
+        match = order[where]  # index into all_* of each end's start
+        if len(match) > 1 and np.bincount(match, minlength=len(all_ids)).max() > 1:
+            raise Declined  # an attempt that ended twice
+        e_seq, e_t, e_oc = seq[en], t[en], oc[en]
+        s_seq, s_t, s_intent, s_pod = all_seq[match], all_t[match], all_intent[match], all_pod[match]
+        if (e_seq < s_seq).any() or (e_oc < 0).any():
+            raise Declined  # an end before its start, an outcome the harness does not write
+        keep = np.ones(len(all_ids), dtype=bool)
+        keep[match] = False
+        self.open_ids, self.open_intent = all_ids[keep], all_intent[keep]
+        self.open_seq, self.open_t, self.open_pod = all_seq[keep], all_t[keep], all_pod[keep]
+        if (st_pod != None).any():  # noqa: E711
+            self.has_pods = True
+        if (st_trace != None).any():  # noqa: E711
+            self.has_traces = True
+
+        self._hits(s_seq, e_seq, s_t, e_t, s_intent, s_pod, closed[en])
+        self._pin_stream_faults(all_ids, all_intent, all_seq, end_ids, e_seq)
+        self._rare_ends(is_end, end_ids, s_intent)
+
+        # Per-intent facts of this batch, one row per intent it touched.
+        touched = _distinct(np.concatenate([intent[(k == 1) | (k == 4)], intent[st], s_intent]))
+        part = _Partial.empty(touched)
+        n = len(touched)
+        started = np.flatnonzero(k == 1)
+        if len(started):
+            r = np.searchsorted(touched, intent[started])
+            if np.bincount(r, minlength=n).max() > 1:
+                raise Declined  # an intent started twice
+            part.n_started[r] = 1
+            part.started_seq[r] = seq[started]
+            part.marker[r] = self._strings("marker", k == 1)
+            part.key[r] = self._strings("key", k == 1)
+        finished = np.flatnonzero(k == 4)
+        if len(finished):
+            r = np.searchsorted(touched, intent[finished])
+            if np.bincount(r, minlength=n).max() > 1:
+                raise Declined  # an intent ended twice
+            part.n_ended[r] = 1
+            part.status[r] = self.batch.column("status").to_numpy(zero_copy_only=False)[finished]
+            # An intent must have started before it ends (here, or in an earlier batch).
+            begun = part.started_seq[r]
+            if ((begun < 0) & ~self._started_before(touched[r])).any() or (begun > seq[finished]).any():
+                raise Declined
+        if len(st):
+            r = np.searchsorted(touched, intent[st])
+            part.attempts += np.bincount(r, minlength=n)
+            first = np.full(n, len(r), dtype=np.int64)
+            np.minimum.at(first, r, np.arange(len(r)))  # starts are in seq order: the first per intent
+            rows = np.flatnonzero(first < len(r))
+            at = first[rows]
+            part.first_seq[rows] = seq[st][at]
+            part.first_t[rows] = t[st][at]
+            part.trace[rows] = st_trace[at]
+            if self.has_pods:
+                for row, pod in zip(r.tolist(), st_pod.tolist(), strict=True):
+                    if pod is not None:
+                        have = part.pods[row]
+                        part.pods[row] = pod if have is None else have + "\x1f" + pod
+        if len(en):
+            r = np.searchsorted(touched, s_intent)
+            np.add.at(part.outcomes, (r, e_oc.astype(np.int64)), 1)
+            self._last(part, r, np.ones(len(r), dtype=bool), None)
+            ok = _OUTCOME_CODE[Outcome.OK.value]
+            replied = (e_oc == ok) & (
+                self.batch.column("reply").is_valid().to_numpy(zero_copy_only=False)[en]
+            )
+            if replied.any():
+                self._last(part, r, replied, self._strings("reply", _at(en[replied], len(k))))
+            coded = (e_oc != ok) & (self.batch.column("code").is_valid().to_numpy(zero_copy_only=False)[en])
+            if coded.any():
+                self._last(part, r, coded, self._strings("code", _at(en[coded], len(k))), code=True)
+            last_end = np.full(n, -1, dtype=np.int64)
+            np.maximum.at(last_end, r, np.arange(len(r)))
+            rows = np.flatnonzero(last_end >= 0)
+            part.last_seq[rows] = e_seq[last_end[rows]]
+            part.last_t[rows] = e_t[last_end[rows]]
+        self._merge(part)
+
+    @staticmethod
+    def _last(
+        part: _Partial,
+        r: npt.NDArray[np.int64],
+        rows: npt.NDArray[np.bool_],
+        values: npt.NDArray[np.object_] | None,
+        *,
+        code: bool = False,
+    ) -> None:
+        """The value of the last end (in seq order) among ``rows`` of each intent: its reply or its code."""
+        if values is None:
+            return
+        sub = r[rows]
+        last = np.full(len(part.intent), -1, dtype=np.int64)
+        np.maximum.at(last, sub, np.arange(len(sub)))
+        have = np.flatnonzero(last >= 0)
+        if code:
+            part.code[have], part.code_seq[have] = values[last[have]], 1
+        else:
+            part.reply[have], part.reply_seq[have] = values[last[have]], 1
+
+    def _started_before(self, intents: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        carried = self.carried
+        at = np.searchsorted(carried.intent, intents)
+        inside = at < len(carried.intent)
+        result = np.zeros(len(intents), dtype=bool)
+        result[inside] = (carried.intent[at[inside]] == intents[inside]) & (carried.n_started[at[inside]] > 0)
+        return result
+
+    def _hits(
+        self,
+        s_seq: npt.NDArray[np.int64],
+        e_seq: npt.NDArray[np.int64],
+        s_t: npt.NDArray[np.float64],
+        e_t: npt.NDArray[np.float64],
+        s_intent: npt.NDArray[np.int64],
+        s_pod: npt.NDArray[np.object_],
+        closed: npt.NDArray[np.bool_],
+    ) -> None:
+        """Attempts a pod disruption broke (the disruptions between their start and end, on their pod
+        when they name one), and the crash window of those whose connection closed with none."""
+        log = self.disruptions.log
+        hit = np.zeros(len(s_seq), dtype=bool)
+        if log:
+            pods = {None, *(p for _, _, p in log)} if self.has_pods else {None}
+            for pod in pods:
+                mine = np.array([s for s, _, p in log if pod is None or p == pod], dtype=np.int64)
+                kinds = [kd for _, kd, p in log if pod is None or p == pod]
+                if not len(mine):
+                    continue
+                watch = (s_pod == None) if pod is None else (s_pod == pod)  # noqa: E711
+                lo = np.searchsorted(mine, s_seq, side="right")
+                hi = np.searchsorted(mine, e_seq, side="left")
+                got = watch & (hi > lo)
+                hit |= got
+                for a in np.flatnonzero(got).tolist():
+                    i = int(s_intent[a])
+                    self.sparse.hits[i] += 1
+                    self.sparse.add(i, kinds[lo[a] : hi[a]])
+        lonely = np.flatnonzero(closed & ~hit)
+        if len(lonely) or self.disruptions.crashes_seen:
+            ends = [
+                (int(e_seq[a]), float(e_t[a]), float(s_t[a]), int(s_intent[a]), s_pod[a])
+                for a in lonely.tolist()
+            ]
+            self._blame_crashes(ends, self.disruptions.crashes_seen)
+
+    def _blame_crashes(
+        self, closed: list[tuple[int, float, float, int, Any]], crashes: list[tuple[int, float, str]]
+    ) -> None:
+        """PodDisruptions.closed and the crash branch of PodDisruptions.exited, replayed in seq order."""
+        crash = FaultKind.CRASH.value
+        recent = self.recent
+        steps: list[tuple[int, int, tuple[Any, ...]]] = [(s, 0, (e, st, i, p)) for s, e, st, i, p in closed]
+        steps += [(s, 1, (t, pod)) for s, t, pod in crashes]
+        for _, step, data in sorted(steps, key=lambda x: x[0]):
+            if step == 0:
+                end_t = data[0]
+                recent.append(data)
+                while recent and recent[0][0] < end_t - CRASH_WINDOW_S:
+                    recent.popleft()
+            else:
+                t, on_pod = data
+                others: deque[tuple[float, float, int, str | None]] = deque()
+                for end_t, start_t, j, on in recent:
+                    if on is not None and on != on_pod:
+                        others.append((end_t, start_t, j, on))
+                    elif end_t >= t - CRASH_WINDOW_S and start_t <= t:
+                        self.sparse.hits[j] += 1
+                        self.sparse.add(j, (crash,))
+                recent = others
+        self.recent = recent
+
+    def _pin_stream_faults(
+        self,
+        all_ids: npt.NDArray[np.int64],
+        all_intent: npt.NDArray[np.int64],
+        all_seq: npt.NDArray[np.int64],
+        end_ids: npt.NDArray[np.int64],
+        e_seq: npt.NDArray[np.int64],
+    ) -> None:
+        """A fault that names its request is pinned on the attempt with that id in flight at the fault."""
+        for f_seq, rid, label in self.stream_faults:
+            for a in np.flatnonzero(all_ids == rid).tolist():
+                if all_seq[a] >= f_seq:
+                    continue
+                done = np.flatnonzero(end_ids == rid)
+                if len(done) and e_seq[done[0]] < f_seq:
+                    continue
+                self.sparse.add(int(all_intent[a]), (label,))
+
+    def _rare_ends(
+        self, is_end: npt.NDArray[np.bool_], end_ids: npt.NDArray[np.int64], s_intent: npt.NDArray[np.int64]
+    ) -> None:
+        """Error messages and ok replies that read as failures, tallied in history order; resumed streams."""
+        batch = self.batch
+        ok = _OUTCOME_CODE[Outcome.OK.value]
+        message = batch.column("message").is_valid().to_numpy(zero_copy_only=False)
+        failed = is_end & message & (batch.column("oc").to_numpy() != ok)
+        if failed.any():
+            mask = pa.array(failed)
+            outcomes = batch.column("outcome").filter(mask).to_pylist()
+            codes = batch.column("code").filter(mask).to_pylist()
+            for outcome, code, text in zip(
+                outcomes, codes, batch.column("message").filter(mask).to_pylist(), strict=True
+            ):
+                ev: dict[str, Any] = {"message": orjson.loads(text)}
+                if code is not None:
+                    ev["code"] = orjson.loads(code)
+                self.errors.tally(ev, outcome)
+        flagged = batch.column("flagged").to_numpy(zero_copy_only=False) & (
+            batch.column("oc").to_numpy() == ok
+        )
+        flagged &= batch.column("reply").is_valid().to_numpy(zero_copy_only=False)
+        if flagged.any():
+            intent_of = dict(zip(end_ids.tolist(), s_intent.tolist(), strict=True))
+            mask = pa.array(flagged)
+            ids = batch.column("id").filter(mask).to_pylist()
+            for rid, reply in zip(ids, batch.column("reply").filter(mask).to_pylist(), strict=True):
+                self.failing.reply({"reply": reply}, intent_of[rid])
+            self.sparse.failure_replies = self.intents.failure_replies
+        resumed = batch.column("resumed").is_valid().to_numpy(zero_copy_only=False)
+        if resumed.any():
+            for value in batch.column("resumed").filter(pa.array(resumed)).to_pylist():
+                self.sessions.resumed[orjson.loads(value)] += 1
+
+    def _merge(self, part: _Partial) -> None:
+        """This segment's facts into the carried intents; write out those final below the watermark."""
+        carried = self.carried
+        at = np.searchsorted(part.intent, carried.intent)
+        inside = at < len(part.intent)
+        inside[inside] = part.intent[at[inside]] == carried.intent[inside]
+        if inside.any():  # intents in flight across batches: few (the run's concurrency)
+            rows = at[inside]
+            both = part.take(rows)
+            both.absorb(carried.take(np.flatnonzero(inside)))
+            for f in _Partial.__dataclass_fields__:
+                getattr(part, f)[rows] = getattr(both, f)
+        if len(part.intent) and part.intent[0] <= self.released:
+            raise Declined  # an event of an intent already written: not a history this fold takes
+        untouched = ~inside
+        self.carried = (
+            _Partial.concat([carried.take(np.flatnonzero(untouched)), part]) if untouched.any() else part
+        )
+        self._release(everything=False)
+
+    def _release(self, *, everything: bool) -> None:
+        """Write the carried intents that are final and below every unfinished one, in index order."""
+        c = self.carried
+        if not len(c.intent):
+            return
+        in_flight = np.isin(c.intent, self.open_intent)
+        final = (c.n_ended > 0) & ~in_flight
+        if (final & (c.n_started == 0)).any():
+            raise Declined  # an intent that ended without having started
+        if everything:
+            out = c.n_started > 0
+            rest = np.zeros(len(c.intent), dtype=bool)
+        else:
+            pending = (c.n_started > 0) & ~final
+            # Written in index order: only below the first intent still unfinished.
+            below = final & (c.intent < c.intent[pending].min()) if pending.any() else final
+            out = below
+            rest = ~below
+        if out.all():
+            rows = c
+        elif out.any():
+            rows = c.take(np.flatnonzero(out))
+        if out.any():
+            table = rows.table()
+            if self.writer is None:
+                # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
+                self.writer = pa.ipc.new_file(str(self.out), table.schema)
+                self.parts = [self.out]
+            self.writer.write_table(table)
+            self.released = int(rows.intent[-1])
+        self.carried = c.take(np.flatnonzero(rest)) if rest.any() else _Partial.empty(np.zeros(0, np.int64))
