@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -73,6 +74,8 @@ class Goal:
     limit: float
     unit: str = ""
     higher_is_better: bool = False
+    spread: str = ""
+    """How the figure varied when measured several times (``median of 5, 0.95-1.04``)."""
 
     @property
     def passed(self) -> bool:
@@ -81,4 +84,16 @@ class Goal:
     def line(self) -> str:
         op = ">=" if self.higher_is_better else "<="
         verdict = "PASS" if self.passed else "FAIL"
-        return f"{verdict}  {self.name}: {self.measured:.3g}{self.unit} (goal {op} {self.limit:g}{self.unit})"
+        spread = f" [{self.spread}]" if self.spread else ""
+        return (
+            f"{verdict}  {self.name}: {self.measured:.3g}{self.unit} (goal {op} {self.limit:g}{self.unit})"
+            f"{spread}"
+        )
+
+
+def median_spread(values: list[float], unit: str = "") -> tuple[float, str]:
+    """The median of repeated measurements and how they spread: ``median of 3, 0.95-1.04``."""
+    middle = float(statistics.median(values))
+    if len(values) == 1:
+        return middle, "measured once"
+    return middle, f"median of {len(values)}, {min(values):.3g}-{max(values):.3g}{unit}"
