@@ -83,7 +83,7 @@ class JudgedIntents:
         """The rows in intent order, a chunk at a time (only ``columns``, if given)."""
         if self._schema is None:
             return
-        with pa.memory_map(str(self.path)) as source:
+        with pa.OSFile(str(self.path)) as source:
             reader = pa.ipc.open_file(source)
             for n in range(reader.num_record_batches):
                 batch = reader.get_batch(n)
@@ -93,7 +93,7 @@ class JudgedIntents:
         """The rows at once (only ``columns``, if given)."""
         if self._schema is None:
             return pd.DataFrame({c: [] for c in columns or ("intent",)})
-        with pa.memory_map(str(self.path)) as source:
+        with pa.OSFile(str(self.path)) as source:
             table = pa.ipc.open_file(source).read_all()
             frame: pd.DataFrame = (table if columns is None else table.select(list(columns))).to_pandas()
             return frame

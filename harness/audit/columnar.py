@@ -81,7 +81,7 @@ BATCH_ROWS = 1 << 15
 """History events folded at once (DuckDB parses the next while numpy folds these)."""
 REORDER_ROWS = 1 << 22
 """Events parsed ahead of a stretch of the file not parsed yet, at most (see _in_order)."""
-MEMORY_LIMIT = "256MB"
+MEMORY_LIMIT = "128MB"
 """DuckDB's ceiling (its parse buffers: the fold keeps no table in it)."""
 CHUNK_ROWS = 131_072
 """Intents per chunk handed to the judging (a chunk is ~15 MB of frame)."""
@@ -156,7 +156,7 @@ class IntentRows:
         if not self.parts:
             return
         for part in self.parts:
-            with pa.memory_map(str(part)) as source:
+            with pa.OSFile(str(part)) as source:  # not mapped: mapped pages would count as ours
                 reader = pa.ipc.open_file(source)
                 pending: list[pa.RecordBatch] = []
                 held = 0
@@ -317,15 +317,18 @@ def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.Reco
             held -= run.num_rows
             ready.append(run)
             expected += run.num_rows
-        if sum(r.num_rows for r in ready) >= BATCH_ROWS:
-            yield pa.concat_batches(ready)
-            ready = []
+        while (size := sum(r.num_rows for r in ready)) >= BATCH_ROWS:
+            whole = pa.concat_batches(ready) if len(ready) > 1 else ready[0]
+            yield whole.slice(0, BATCH_ROWS)
+            ready = [whole.slice(BATCH_ROWS)] if size > BATCH_ROWS else []
         if held > REORDER_ROWS:
             raise Declined  # seqs with a gap: not a history this fold takes
     while waiting:
         ready.append(heapq.heappop(waiting)[2])
     if ready:
-        yield pa.concat_batches(ready)
+        whole = pa.concat_batches(ready)
+        for start in range(0, whole.num_rows, BATCH_ROWS):
+            yield whole.slice(start, BATCH_ROWS)
 
 
 def _distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -642,6 +645,7 @@ class _Folder:
             self._release(everything=True)
         finally:
             self.lines.close()
+            pa.default_memory_pool().release_unused()  # the parsed batches: give their pages back
             if self.writer is not None:
                 self.writer.close()
         return Fold(

@@ -31,7 +31,7 @@ from harness.scenario import AUDIT_PLACEHOLDERS, Effects
 from harness.template import render_text
 from harness.workload import MARKER_SHAPE
 
-EFFECTS_MEMORY = "128MB"
+EFFECTS_MEMORY = "64MB"
 """The effect table's DuckDB ceiling; past it, it spills to a temporary directory."""
 EFFECT_BATCH = 1 << 16
 """Rows of an effect query fetched (and markers looked up) at once."""
@@ -232,13 +232,13 @@ class EffectTable:
 
     A run of millions of intents has millions of markers: as a Counter they
     would take more memory than the rest of the audit. Here they are a table in
-    an in-memory DuckDB that spills to a temporary directory, joined to each
-    chunk of intents by marker.
+    a DuckDB file in a temporary directory (compressed, read through a buffer of
+    at most ``EFFECTS_MEMORY``), joined to each chunk of intents by marker.
     """
 
     def __init__(self) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="mcp-chaos-effects-")
-        self.con = duckdb.connect(":memory:")
+        self.con = duckdb.connect(str(Path(self._dir.name) / "effects.duckdb"))
         self.con.execute(f"SET memory_limit = '{EFFECTS_MEMORY}'")
         self.con.execute("SET temp_directory = ?", [self._dir.name])
         self.con.execute("SET threads = 1")
@@ -334,28 +334,33 @@ _SEPARATOR = "\x1f"
 
 
 def _concatenated(db: sqlite3.Connection, query: str, table: EffectTable) -> bool:
-    """The usual effect query (``marker`` and ``effects`` columns) read as two long strings SQLite
-    concatenates, split by Arrow: no Python object per row. False (nothing added) for any query
-    this does not fit; the caller then reads its rows."""
+    """The usual effect query (a ``marker`` column, and ``effects``) read as long strings SQLite
+    concatenates, ``EFFECT_BATCH`` rows each, split by Arrow: no Python object per row, and no
+    more than a batch in memory. False (nothing added) for a query this does not fit; the caller
+    then reads its rows one by one."""
     body = query.strip().rstrip(";")
     try:
         columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
         if "marker" not in columns:
             return False
         effects = "CAST(effects AS INTEGER)" if "effects" in columns else "1"
-        rows, markers, counts, unsplittable = db.execute(
-            f"SELECT count(*), group_concat(CAST(marker AS TEXT), char(31)), group_concat({effects}, ','), "
-            f"sum(instr(CAST(marker AS TEXT), char(31)) > 0) FROM ({body}) WHERE marker IS NOT NULL"
-        ).fetchone()
+        parts = db.execute(
+            f"""SELECT count(*), group_concat(m, char(31)), group_concat(n, ','), sum(instr(m, char(31)) > 0)
+            FROM (SELECT CAST(marker AS TEXT) AS m, {effects} AS n,
+                         (row_number() OVER ()) / {EFFECT_BATCH} AS part
+                  FROM ({body}) WHERE marker IS NOT NULL)
+            GROUP BY part ORDER BY part"""
+        )
+        for rows, markers, counts, unsplittable in parts:
+            if unsplittable:
+                return False
+            names = pc.split_pattern(pa.array([markers], pa.string()), _SEPARATOR).flatten()
+            numbers = pc.cast(pc.split_pattern(pa.array([counts], pa.string()), ",").flatten(), pa.int64())
+            if len(names) != rows or len(numbers) != rows:
+                return False
+            table._append(names, numbers)
     except sqlite3.Error:
         return False
-    if unsplittable or not rows:
-        return not rows and not unsplittable
-    names = pc.split_pattern(pa.array([markers], pa.string()), _SEPARATOR).flatten()
-    numbers = pc.cast(pc.split_pattern(pa.array([counts], pa.string()), ",").flatten(), pa.int64())
-    if len(names) != rows or len(numbers) != rows:
-        return False
-    table._append(names, numbers)
     return True
 
 
@@ -373,7 +378,9 @@ def _stream_sqlite(url: str, query: str) -> EffectTable:
     try:
         db.execute("PRAGMA query_only = ON")
         if _concatenated(db, query, table):
+            pa.default_memory_pool().release_unused()  # the split strings: give their pages back
             return table.seal()
+        table.con.execute("DELETE FROM raw")  # what a partial try added
         cur = db.execute(query)
         columns = [d[0].lower() for d in cur.description or ()]
         if "marker" not in columns:

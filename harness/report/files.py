@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -51,32 +52,35 @@ PARQUET_FROM = 100_000
 and read by column (pandas, DuckDB, Polars) without parsing text."""
 
 
-def _write_rows(audit: AuditResult, columns: list[str], csv_path: Path, parquet_path: Path | None) -> None:
-    """intents.csv (and intents.parquet), streamed from the audit's judged rows a chunk at a time."""
+def _write_csv(audit: AuditResult, columns: list[str], path: Path) -> None:
+    """intents.csv, streamed from the audit's judged rows a chunk at a time (Arrow's C++ writer)."""
     options = pa_csv.WriteOptions(quoting_style="needed")
-    csv_writer: pa_csv.CSVWriter | None = None
-    parquet_writer: pq.ParquetWriter | None = None
+    writer: pa_csv.CSVWriter | None = None
     try:
         for batch in audit.judged.batches(columns):
-            if csv_writer is None:
-                csv_writer = pa_csv.CSVWriter(str(csv_path), batch.schema, write_options=options)
-                if parquet_path is not None:
-                    # Dictionaries for the few-valued columns only: trying one on every marker is
-                    # most of the cost of writing a million rows.
-                    few = [c for c in batch.schema.names if c in FEW_VALUES]
-                    parquet_writer = pq.ParquetWriter(
-                        parquet_path, batch.schema, compression="zstd", use_dictionary=few
-                    )
-            csv_writer.write_batch(batch)
-            if parquet_writer is not None:
-                parquet_writer.write_batch(batch)
-        if csv_writer is None:  # no intent started: the header alone
-            csv_path.write_text(",".join(f'"{c}"' for c in columns) + "\n", encoding="utf-8")
+            if writer is None:
+                writer = pa_csv.CSVWriter(str(path), batch.schema, write_options=options)
+            writer.write_batch(batch)
+        if writer is None:  # no intent started: the header alone
+            path.write_text(",".join(f'"{c}"' for c in columns) + "\n", encoding="utf-8")
     finally:
-        if csv_writer is not None:
-            csv_writer.close()
-        if parquet_writer is not None:
-            parquet_writer.close()
+        if writer is not None:
+            writer.close()
+
+
+def _write_parquet(audit: AuditResult, columns: list[str], path: Path) -> None:
+    """intents.parquet, streamed likewise; dictionaries for the few-valued columns only (trying one
+    on every marker was most of the cost of writing a million rows)."""
+    writer: pq.ParquetWriter | None = None
+    try:
+        for batch in audit.judged.batches(columns):
+            if writer is None:
+                few = [c for c in batch.schema.names if c in FEW_VALUES]
+                writer = pq.ParquetWriter(path, batch.schema, compression="zstd", use_dictionary=few)
+            writer.write_batch(batch)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _replace(path: Path, write: Callable[[Path], object]) -> None:
@@ -98,16 +102,15 @@ def write_audit(audit: AuditResult, *, html: bool = True) -> list[Path]:
     markdown = render_markdown(audit.summary, audit.scenario.dump_yaml())
     columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in audit.judged.columns)]
     if audit.summary.intents.started >= PARQUET_FROM:
+        # Both writers are C++ that let go of the GIL: the Parquet file is written beside the CSV.
         parquet = run_dir / rundir.INTENTS_PARQUET
-        tmp_parquet = parquet.with_name(f".{parquet.name}.tmp")
-        try:
-            _replace(paths[0], lambda tmp: _write_rows(audit, columns, tmp, tmp_parquet))
-            os.replace(tmp_parquet, parquet)
-        finally:
-            tmp_parquet.unlink(missing_ok=True)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = pool.submit(_replace, parquet, lambda tmp: _write_parquet(audit, columns, tmp))
+            _replace(paths[0], lambda tmp: _write_csv(audit, columns, tmp))
+            beside.result()
         paths.append(parquet)
     else:
-        _replace(paths[0], lambda tmp: _write_rows(audit, columns, tmp, None))
+        _replace(paths[0], lambda tmp: _write_csv(audit, columns, tmp))
     _replace(paths[1], lambda tmp: tmp.write_bytes(summary))
     _replace(paths[2], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
     if html:

@@ -75,7 +75,7 @@ WRITERS = {
     ("harness.pods.watchdog", "redact_logs"): "the logs, redacted",
     ("harness.pytest_plugin", "pytest_terminal_summary"): "report paths the harness made: terminal()",
     ("harness.report.compare", "write_comparison"): "counts; HTML autoescaped",
-    ("harness.report.files", "_write_rows"): "intents.csv's header when no intent started: column names",
+    ("harness.report.files", "_write_csv"): "intents.csv's header when no intent started: column names",
     ("harness.report.files", "write_audit"): "report.md: in_markdown(); report.html: autoescape",
     ("harness.report.trend", "write_output"): "numbers",
     ("harness.reproduce", "write_reports"): "numbers",
