@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness import rundir
 from harness.audit.causes import causes
@@ -88,6 +89,16 @@ class JudgedIntents:
             for n in range(reader.num_record_batches):
                 batch = reader.get_batch(n)
                 yield batch if columns is None else batch.select(list(columns))
+
+    def rows_of(self, intents: Sequence[int]) -> pd.DataFrame:
+        """The rows of these intents only (a chunk at a time: the table is never whole in memory)."""
+        wanted = pa.array(list(intents), pa.int64())
+        found = [b.filter(pc.is_in(b.column("intent"), value_set=wanted)) for b in self.batches()]
+        found = [b for b in found if b.num_rows]
+        if not found:
+            return pd.DataFrame({"intent": pd.Series([], dtype="int64")})
+        frame: pd.DataFrame = pa.Table.from_batches(found).to_pandas()
+        return frame
 
     def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The rows at once (only ``columns``, if given)."""
@@ -294,11 +305,10 @@ def _discard(effects: Future[EffectTable]) -> None:
 
 def story_of(result: AuditResult, intent: int) -> Story:
     """The story of any started intent of an audited run (its history read again, up to its end)."""
-    if intent not in set(result.intents["intent"]):
+    rows = result.judged.rows_of([intent])
+    if not len(rows):
         raise UsageError(f"intent {intent} never started in {result.run_dir}")
     history = result.run_dir / rundir.HISTORY
     fixes = partial(fix_for, keyed=keyed(result.scenario))
-    told = tell(
-        result.intents, [intent], lambda: read_batches(history), result.checkpoints, result.pod_faults, fixes
-    )
+    told = tell(rows, [intent], lambda: read_batches(history), result.checkpoints, result.pod_faults, fixes)
     return told[intent]
