@@ -234,10 +234,9 @@ def bench_audit(goals: list[Goal], sections: list[str], rounds: int) -> None:
     sections.append(
         "## Audit\n\n`mcp-chaos audit --no-html` of synthesised pod-kill-shaped histories (all event types,\n"
         "3% of intents retried, 8 kills), as a child process, wall clock and peak RSS from the OS.\n"
-        "Its floor is the same file merely parsed, line by line, with orjson in this process; the two are\n"
-        "measured\n"
-        f"in turn, {rounds} times, and the table has the medians. The row with report.html adds its plots,\n"
-        "which may cost at most 30% more.\n\n"
+        "Its floor is the same file merely parsed, line by line, with orjson in this process; the two\n"
+        f"are measured in turn, {rounds} times, and the table has the medians. The row with report.html\n"
+        "adds its plots, which may cost at most 30% more.\n\n"
         + markdown_table(["intents", "history MB", "parse s", "audit s", "× parse", "peak RSS MB"], rows)
     )
 

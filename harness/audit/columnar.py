@@ -138,7 +138,7 @@ class IntentRows:
         self,
         con: duckdb.DuckDBPyConnection,
         workdir: tempfile.TemporaryDirectory[str],
-        parts: list[Path],
+        path: Path | None,
         sparse: Sparse,
         *,
         has_pods: bool,
@@ -146,29 +146,29 @@ class IntentRows:
     ) -> None:
         self.con = con
         self.workdir = workdir
-        self.parts = parts
+        self.path = path
+        """The Arrow file of the intents, in index order (None when no intent started)."""
         self.sparse = sparse
         self.has_pods = has_pods
         self.has_traces = has_traces
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
         """The fold's per-intent frame (started intents, by index), ``rows`` intents at a time."""
-        if not self.parts:
+        if self.path is None:
             return
-        for part in self.parts:
-            with pa.OSFile(str(part)) as source:  # not mapped: mapped pages would count as ours
-                reader = pa.ipc.open_file(source)
-                pending: list[pa.RecordBatch] = []
-                held = 0
-                for n in range(reader.num_record_batches):
-                    batch = reader.get_batch(n)
-                    pending.append(batch)
-                    held += batch.num_rows
-                    if held >= rows:
-                        yield self._frame(pa.Table.from_batches(pending).to_pandas())
-                        pending, held = [], 0
-                if pending:
+        with pa.OSFile(str(self.path)) as source:  # not mapped: mapped pages would count as ours
+            reader = pa.ipc.open_file(source)
+            pending: list[pa.RecordBatch] = []
+            held = 0
+            for n in range(reader.num_record_batches):
+                batch = reader.get_batch(n)
+                pending.append(batch)
+                held += batch.num_rows
+                if held >= rows:
                     yield self._frame(pa.Table.from_batches(pending).to_pandas())
+                    pending, held = [], 0
+            if pending:
+                yield self._frame(pa.Table.from_batches(pending).to_pandas())
 
     def _frame(self, raw: pd.DataFrame) -> pd.DataFrame:
         """A chunk as :meth:`Intents.frame` makes its rows: the same columns, types and values."""
@@ -277,7 +277,7 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
         workdir.cleanup()
         raise
     rows = IntentRows(
-        con, workdir, folder.parts, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
+        con, workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
     )
     return fold, rows
 
@@ -566,7 +566,8 @@ class _Folder:
         self.workdir = workdir
         self.out = workdir / "intents.arrow"
         self.writer: pa.ipc.RecordBatchFileWriter | None = None
-        self.parts: list[Path] = []
+        self.written: Path | None = None
+        """``out`` once an intent has been written to it."""
         self.sparse = Sparse()
         self.has_pods = False
         self.has_traces = False
@@ -1037,7 +1038,7 @@ class _Folder:
             if self.writer is None:
                 # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
                 self.writer = pa.ipc.new_file(str(self.out), table.schema)
-                self.parts = [self.out]
+                self.written = self.out
             self.writer.write_table(table)
             self.released = int(rows.intent[-1])
         self.carried = c.take(np.flatnonzero(rest)) if rest.any() else _Partial.empty(np.zeros(0, np.int64))
