@@ -200,19 +200,29 @@ def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:
     return Counter(mapping)
 
 
-def _sqlite_effects(url: str, query: str) -> Counter[str]:
+def _open_store(url: str) -> tuple[Path, sqlite3.Connection]:
+    """The SQLite effect store, opened read-only: the audit must never be able to change the evidence
+    it reads (and ``query_only``: nothing attached later can be written either)."""
     path = Path(url.removeprefix("sqlite:///"))
     if not path.is_file():
         raise AuditError(
             f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
         )
     try:
-        # Read-only: the audit must never be able to change the evidence it reads.
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise AuditError(f"cannot open effects store {path}: {exc}") from None
     try:
-        db.execute("PRAGMA query_only = ON")  # and nothing attached later can be written either
+        db.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        db.close()
+        raise AuditError(f"cannot open effects store {path}: {exc}") from None
+    return path, db
+
+
+def _sqlite_effects(url: str, query: str) -> Counter[str]:
+    path, db = _open_store(url)
+    try:
         cur = db.execute(query)
         columns = [d[0].lower() for d in cur.description or ()]
         if columns == ["marker", "effects"]:
@@ -365,18 +375,9 @@ def _concatenated(db: sqlite3.Connection, query: str, table: EffectTable) -> boo
 
 
 def _stream_sqlite(url: str, query: str) -> EffectTable:
-    path = Path(url.removeprefix("sqlite:///"))
-    if not path.is_file():
-        raise AuditError(
-            f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
-        )
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise AuditError(f"cannot open effects store {path}: {exc}") from None
+    path, db = _open_store(url)
     table = EffectTable()
     try:
-        db.execute("PRAGMA query_only = ON")
         if _concatenated(db, query, table):
             pa.default_memory_pool().release_unused()  # the split strings: give their pages back
             return table.seal()
