@@ -49,8 +49,9 @@ class JudgedIntents:
 
     The audit writes it one chunk at a time as it judges them; intents.csv and
     intents.parquet are streamed from it, and report.html reads a few columns
-    of it. Only a caller that asks for the whole table (``AuditResult.intents``:
-    ``explain``, the OpenTelemetry export, tests) holds it in memory.
+    of it, ``explain`` the one row it tells. Only a caller that asks for the whole
+    table (``AuditResult.intents``: the OpenTelemetry export, crash points, tests)
+    holds it in memory.
     """
 
     def __init__(self) -> None:
@@ -61,7 +62,6 @@ class JudgedIntents:
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
         self._schema: pa.Schema | None = None
         self.columns: list[str] = []
-        self.rows = 0
 
     def write(self, chunk: pd.DataFrame) -> None:
         if self._schema is None:
@@ -73,7 +73,6 @@ class JudgedIntents:
             table = pa.Table.from_pandas(chunk[self.columns], schema=self._schema, preserve_index=False)
         assert self._writer is not None
         self._writer.write_table(table)
-        self.rows += len(chunk)
 
     def close_writer(self) -> None:
         if self._writer is not None:
@@ -126,7 +125,7 @@ class AuditResult:
 
     @property
     def intents(self) -> pd.DataFrame:
-        """Every started intent's row at once (read from disk on first use: small runs, tests, explain)."""
+        """Every started intent's row at once (read from disk on first use: small runs, tests)."""
         if self._intents is None:
             self._intents = self.judged.frame()
         return self._intents
