@@ -130,13 +130,12 @@ class Sparse:
 class IntentRows:
     """The folded intents, on disk, read back by intent index one chunk at a time.
 
-    Owns a DuckDB connection and a temporary directory (the Arrow file of the
-    intents); :meth:`close` removes them.
+    Owns the temporary directory of the Arrow file of the intents; :meth:`close`
+    removes it.
     """
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
         workdir: tempfile.TemporaryDirectory[str],
         path: Path | None,
         sparse: Sparse,
@@ -144,7 +143,6 @@ class IntentRows:
         has_pods: bool,
         has_traces: bool,
     ) -> None:
-        self.con = con
         self.workdir = workdir
         self.path = path
         """The Arrow file of the intents, in index order (None when no intent started)."""
@@ -227,7 +225,6 @@ class IntentRows:
         return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame()
 
     def close(self) -> None:
-        self.con.close()
         self.workdir.cleanup()
 
 
@@ -254,7 +251,7 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         con.execute(f"SET temp_directory = {_quoted(Path(workdir.name))}")
         con.execute(f"SET threads = {min(2, os.cpu_count() or 1)}")
-        # Rows in file order: a segment's columns are fetched by separate queries and must align.
+        # Stretches of the file mostly in order: fewer wait to be put back in order (_in_order).
         con.execute("SET preserve_insertion_order = true")
         folder = _Folder(con, Path(workdir.name))
         fold = folder.fold(path)
@@ -269,15 +266,15 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
         ValueError,
         OverflowError,
     ):
-        con.close()
         workdir.cleanup()
         return None
     except BaseException:
-        con.close()
         workdir.cleanup()
         raise
+    finally:
+        con.close()  # the parse is done: the intents are read back with Arrow alone
     rows = IntentRows(
-        con, workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
+        workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
     )
     return fold, rows
 
