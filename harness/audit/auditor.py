@@ -217,9 +217,7 @@ def judge(
     if matched == effects.total:
         foreign = 0
     else:
-        foreign, examples = effects.foreign(
-            b.column("marker").to_pylist() for b in judged.batches(["marker"])
-        )
+        foreign, examples = effects.foreign()
     counted = EffectCounts(total=effects.total, foreign=foreign, foreign_examples=examples)
     summary = summarize(fold, tally, counted, scenario, run_dir)
     fixes = partial(fix_for, keyed=keyed(scenario))

@@ -11,7 +11,6 @@ place, :func:`count_rows`.
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -31,10 +30,8 @@ from harness.scenario import AUDIT_PLACEHOLDERS, Effects
 from harness.template import render_text
 from harness.workload import MARKER_SHAPE
 
-EFFECTS_MEMORY = "64MB"
-"""The effect table's DuckDB ceiling; past it, it spills to a temporary directory."""
 EFFECT_BATCH = 1 << 16
-"""Rows of an effect query fetched (and markers looked up) at once."""
+"""Rows of an effect query fetched at once, when it is read row by row."""
 
 
 def resolve_path(path: str, run_dir: Path) -> str:
@@ -68,7 +65,7 @@ def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: st
         ei = columns.index("effects")
         for row in rows:
             if row[mi] is not None:
-                counts[str(row[mi])] += int(row[ei])
+                counts[str(row[mi])] += 0 if row[ei] is None else int(row[ei])  # NULL: no effect
     else:
         counts.update(str(row[mi]) for row in rows if row[mi] is not None)
     return counts
@@ -238,90 +235,113 @@ def _sqlite_effects(url: str, query: str) -> Counter[str]:
 
 
 class EffectTable:
-    """Effects per marker for the audit, in DuckDB rather than a Python dict, looked up a chunk at a time.
+    """Effects per marker, in compact columns ordered by a 64-bit hash of each, looked up a chunk at a time.
 
-    A run of millions of intents has millions of markers: as a Counter they
-    would take more memory than the rest of the audit. Here they are a table in
-    a DuckDB file in a temporary directory (compressed, read through a buffer of
-    at most ``EFFECTS_MEMORY``), joined to each chunk of intents by marker.
+    A run of millions of intents has millions of markers: as a Python Counter they
+    took more memory than the rest of the audit (~150 bytes each). Here a marker
+    costs its own bytes and about 30 more (its Arrow offset, its hash, its place,
+    its count, whether an intent claimed it). A chunk of intents is joined to them
+    by binary search on the hash, and every match is confirmed by comparing the
+    markers themselves, so a hash collision can neither make nor lose one.
     """
 
-    def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="mcp-chaos-effects-")
-        self.con = duckdb.connect(str(Path(self._dir.name) / "effects.duckdb"))
-        self.con.execute(f"SET memory_limit = '{EFFECTS_MEMORY}'")
-        self.con.execute("SET temp_directory = ?", [self._dir.name])
-        self.con.execute("SET threads = 1")
-        self.con.execute("CREATE TABLE raw (marker VARCHAR, effects BIGINT)")
-        self.total = 0
+    def __init__(self, markers: pa.Array, counts: npt.NDArray[np.int64]) -> None:
+        """``markers`` (text, no nulls) with their ``counts``; a marker may come more than once."""
+        self._con = duckdb.connect(":memory:")
+        self._con.execute("SET threads = 1")
+        hashes = self._hash(markers)
+        order = np.argsort(hashes, kind="stable")
+        if len(order) > 1 and (hashes[order[1:]] == hashes[order[:-1]]).any():
+            markers, counts = _summed(markers, counts)  # a marker twice (or a collision): add them up first
+            hashes = self._hash(markers)
+            order = np.argsort(hashes, kind="stable")
+        self.markers = markers
+        """In the order they came; ``order`` sorts them by hash."""
+        self.order = order.astype(np.int32 if len(order) < 1 << 31 else np.int64)
+        self.hashes = hashes[order]
+        self.counts = np.asarray(counts, dtype=np.int64)[order]
+        self.claimed = np.zeros(len(order), dtype=bool)
+        """Whether an intent looked this marker up (the others are foreign to the run)."""
+        self.total = int(self.counts.sum())
 
     @classmethod
     def of(cls, counts: Mapping[str, int]) -> EffectTable:
-        table = cls()
-        items = list(counts.items())
-        for start in range(0, len(items), EFFECT_BATCH):
-            part = items[start : start + EFFECT_BATCH]
-            table._append(
-                pa.array([m for m, _ in part], pa.string()), pa.array([n for _, n in part], pa.int64())
-            )
-        return table.seal()
+        return cls(pa.array(list(counts), pa.string()), np.fromiter(counts.values(), np.int64, len(counts)))
 
-    def _append(self, markers: pa.Array, counts: pa.Array) -> None:
-        batch = pa.table({"marker": markers, "effects": counts})
-        self.con.register("batch", batch)
-        self.con.execute("INSERT INTO raw SELECT marker, effects FROM batch WHERE marker IS NOT NULL")
-        self.con.unregister("batch")
-
-    def seal(self) -> EffectTable:
-        self.con.execute(
-            "CREATE TABLE effects AS SELECT marker, sum(effects)::BIGINT AS effects FROM raw GROUP BY marker"
-        )
-        self.con.execute("DROP TABLE raw")
-        ((total,),) = self.con.execute("SELECT coalesce(sum(effects), 0) FROM effects").fetchall()
-        self.total = int(total)
-        return self
+    def _hash(self, markers: pa.Array) -> npt.NDArray[np.uint64]:
+        """DuckDB's 64-bit hash of each marker (in C++, a million a few milliseconds)."""
+        self._con.register("hashed", pa.table({"m": markers}))
+        try:
+            hashes = self._con.execute("SELECT hash(m) AS h FROM hashed").fetchnumpy()["h"]
+        finally:
+            self._con.unregister("hashed")
+        return np.asarray(hashes, dtype=np.uint64)
 
     def lookup(self, markers: Any) -> npt.NDArray[np.int64]:
-        """Effects of each marker (0 for one with none), in the order given."""
-        chunk = pa.table(
-            {"i": np.arange(len(markers), dtype=np.int64), "marker": pa.array(markers, pa.string())}
-        )
-        self.con.register("chunk", chunk)
-        try:
-            found = self.con.execute(
-                "SELECT coalesce(e.effects, 0) AS n FROM chunk c LEFT JOIN effects e ON e.marker = c.marker "
-                "ORDER BY c.i"
-            ).fetchnumpy()["n"]
-        finally:
-            self.con.unregister("chunk")
-        return np.asarray(found, dtype=np.int64)
+        """Effects of each marker (0 for one with none, or null), in the order given."""
+        wanted = _text(markers)
+        found = np.zeros(len(wanted), dtype=np.int64)
+        if not len(self.hashes) or not len(wanted):
+            return found
+        hashes = self._hash(wanted)
+        at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+        rows = np.flatnonzero((self.hashes[at] == hashes) & wanted.is_valid().to_numpy(zero_copy_only=False))
+        if not len(rows):
+            return found
+        same = pc.equal(wanted.take(rows), self.markers.take(self.order[at[rows]]))
+        confirmed = same.to_numpy(zero_copy_only=False)
+        hits, places = rows[confirmed], at[rows[confirmed]]
+        for row in rows[~confirmed].tolist():  # a collision: the marker may be further along its run
+            place = self._in_run(int(at[row]), wanted[row].as_py())
+            if place is not None:
+                hits, places = np.append(hits, row), np.append(places, place)
+        found[hits] = self.counts[places]
+        self.claimed[places] = True
+        return found
 
-    def foreign(self, markers: Iterable[Sequence[Any]]) -> tuple[int, list[str]]:
-        """Effects whose marker is none of ``markers`` (the run's intents', in chunks), and five of them."""
-        self.con.execute("CREATE OR REPLACE TABLE seen (marker VARCHAR)")
-        for chunk in markers:
-            self.con.register("chunk", pa.table({"marker": pa.array(chunk, pa.string())}))
-            self.con.execute("INSERT INTO seen SELECT marker FROM chunk")
-            self.con.unregister("chunk")
-        ((foreign,),) = self.con.execute(
-            "SELECT coalesce(sum(effects), 0) FROM effects WHERE marker NOT IN (SELECT marker FROM seen)"
-        ).fetchall()
-        examples = self.con.execute(
-            "SELECT marker FROM effects WHERE marker NOT IN (SELECT marker FROM seen) ORDER BY marker LIMIT 5"
-        ).fetchall()
-        self.con.execute("DROP TABLE seen")
-        return int(foreign), [str(m) for (m,) in examples]
+    def _in_run(self, start: int, marker: str) -> int | None:
+        """The place of ``marker`` among the markers that share the hash at ``start``, if it is one."""
+        place = start
+        while place < len(self.hashes) and self.hashes[place] == self.hashes[start]:
+            if self.markers[int(self.order[place])].as_py() == marker:
+                return place
+            place += 1
+        return None
+
+    def foreign(self) -> tuple[int, list[str]]:
+        """Effects whose marker no intent looked up, and the first five of those markers."""
+        unclaimed = np.flatnonzero(~self.claimed & (self.counts != 0))
+        if not len(unclaimed):
+            return 0, []
+        strangers = pa.table({"marker": self.markers.take(self.order[unclaimed])})
+        first = pc.select_k_unstable(strangers, 5, [("marker", "ascending")])
+        examples = sorted(strangers.column("marker").take(first).to_pylist())
+        return int(self.counts[unclaimed].sum()), examples
 
     def close(self) -> None:
-        self.con.close()
-        self._dir.cleanup()
+        self._con.close()
+
+
+def _text(markers: Any) -> pa.Array:
+    if isinstance(markers, pa.ChunkedArray):
+        markers = markers.combine_chunks()
+    array = markers if isinstance(markers, pa.Array) else pa.array(markers, pa.string())
+    return array.cast(pa.string()) if array.type != pa.string() else array
+
+
+def _summed(markers: pa.Array, counts: npt.NDArray[np.int64]) -> tuple[pa.Array, npt.NDArray[np.int64]]:
+    """Each marker once, with its counts added up (Arrow's hash aggregation, in C++)."""
+    table = pa.table({"marker": markers, "effects": pa.array(counts, pa.int64())})
+    summed = table.group_by("marker").aggregate([("effects", "sum")])
+    column = summed.column("marker").combine_chunks()
+    return column, summed.column("effects_sum").to_numpy()
 
 
 def load_effects(effects: Effects, run_dir: Path) -> EffectTable:
-    """The scenario's effect source as an :class:`EffectTable`; a SQLite query's rows are streamed into it."""
+    """The scenario's effect source as an :class:`EffectTable`; a SQLite query's result is read in bulk."""
     local = effects.sink is None and effects.jsonl is None and effects.files is None
     if local and not effects.collected_at_end and effects.sql is not None:
-        return _stream_sqlite(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+        return _read_sqlite(resolve_url(effects.sql.url, run_dir), effects.sql.query)
     return EffectTable.of(count_effects(effects, run_dir))
 
 
@@ -333,72 +353,99 @@ def _texts(values: Sequence[Any]) -> pa.Array:
         return pa.array([None if m is None else str(m) for m in values], pa.string())
 
 
-def _counts(values: Sequence[Any]) -> pa.Array:
+def _counts(values: Sequence[Any]) -> npt.NDArray[np.int64]:
     try:
-        return pa.array(values, pa.int64())
+        return np.asarray(pa.array(values, pa.int64()).fill_null(0), dtype=np.int64)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([0 if n is None else int(n) for n in values], pa.int64())
+        return np.array([0 if n is None else int(n) for n in values], dtype=np.int64)
 
 
-_SEPARATOR = "\x1f"
+_SEPARATOR = 31
+"""The byte between markers in SQLite's concatenation (ASCII's unit separator; a marker holding it
+takes the row by row path)."""
 
 
-def _concatenated(db: sqlite3.Connection, query: str, table: EffectTable) -> bool:
-    """The usual effect query (a ``marker`` column, and ``effects``) read as long strings SQLite
-    concatenates, ``EFFECT_BATCH`` rows each, split by Arrow: no Python object per row, and no
-    more than a batch in memory. False (nothing added) for a query this does not fit; the caller
-    then reads its rows one by one."""
+def _split(joined: bytes | None, count: int) -> pa.Array | None:
+    """``count`` markers SQLite concatenated with ``_SEPARATOR`` between them, as an Arrow text array
+    (numpy finds the separators and drops them: no Python object per marker); None if they are not
+    that many, or not UTF-8."""
+    if not count:
+        return pa.array([], pa.string())
+    raw = np.frombuffer(joined or b"", dtype=np.uint8)
+    cuts = np.flatnonzero(raw == _SEPARATOR)
+    if len(cuts) + 1 != count:
+        return None
+    keep = np.ones(len(raw), dtype=bool)
+    keep[cuts] = False
+    ends = np.append(cuts, len(raw)) - np.arange(count)  # each end, less the separators before it
+    offsets = np.concatenate([[0], ends]).astype(np.int32)  # a SQLite string is at most 1 GB
+    markers = pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(raw[keep]))
+    try:
+        markers.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return markers
+
+
+def _bulk(db: sqlite3.Connection, query: str) -> tuple[pa.Array, npt.NDArray[np.int64]] | None:
+    """The effect query's result in one step of SQLite: the markers with one effect (nearly all) as
+    one concatenated blob, the others as Python rows. None for a query this does not fit (no
+    ``marker`` column, a marker holding the separator, a result too big for one SQLite string);
+    the caller then reads its rows one by one."""
     body = query.strip().rstrip(";")
     try:
         columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
         if "marker" not in columns:
-            return False
-        effects = "CAST(effects AS INTEGER)" if "effects" in columns else "1"
-        parts = db.execute(
-            f"""SELECT count(*), group_concat(m, char(31)), group_concat(n, ','), sum(instr(m, char(31)) > 0)
-            FROM (SELECT CAST(marker AS TEXT) AS m, {effects} AS n,
-                         (row_number() OVER ()) / {EFFECT_BATCH} AS part
-                  FROM ({body}) WHERE marker IS NOT NULL)
-            GROUP BY part ORDER BY part"""
-        )
-        for rows, markers, counts, unsplittable in parts:
-            if unsplittable:
-                return False
-            names = pc.split_pattern(pa.array([markers], pa.string()), _SEPARATOR).flatten()
-            numbers = pc.cast(pc.split_pattern(pa.array([counts], pa.string()), ",").flatten(), pa.int64())
-            if len(names) != rows or len(numbers) != rows:
-                return False
-            table._append(names, numbers)
+            return None
+        effects = "coalesce(CAST(effects AS INTEGER), 0)" if "effects" in columns else "1"
+        ((unsplittable, n_ones, ones, others, other_counts),) = db.execute(
+            f"""SELECT coalesce(sum(instr(m, char({_SEPARATOR})) > 0), 0), count(CASE WHEN n = 1 THEN 1 END),
+                       CAST(group_concat(CASE WHEN n = 1 THEN m END, char({_SEPARATOR})) AS BLOB),
+                       group_concat(CASE WHEN n <> 1 THEN m END, char({_SEPARATOR})),
+                       group_concat(CASE WHEN n <> 1 THEN n END, ',')
+                FROM (SELECT CAST(marker AS TEXT) AS m, {effects} AS n
+                      FROM ({body}) WHERE marker IS NOT NULL)"""
+        ).fetchall()
     except sqlite3.Error:
-        return False
-    return True
+        return None
+    if unsplittable:
+        return None
+    single = _split(ones, n_ones)
+    if single is None:
+        return None
+    rest = others.split(chr(_SEPARATOR)) if others else []
+    rest_counts = [int(n) for n in other_counts.split(",")] if other_counts else []
+    if len(rest) != len(rest_counts):
+        return None
+    markers = pa.concat_arrays([single, pa.array(rest, pa.string())])
+    counts = np.concatenate([np.ones(len(single), np.int64), np.array(rest_counts, np.int64)])
+    return markers, counts
 
 
-def _stream_sqlite(url: str, query: str) -> EffectTable:
+def _read_sqlite(url: str, query: str) -> EffectTable:
     path, db = _open_store(url)
-    table = EffectTable()
     try:
-        if _concatenated(db, query, table):
-            pa.default_memory_pool().release_unused()  # the split strings: give their pages back
-            return table.seal()
-        table.con.execute("DELETE FROM raw")  # what a partial try added
+        bulk = _bulk(db, query)
+        if bulk is not None:
+            return EffectTable(*bulk)
         cur = db.execute(query)
         columns = [d[0].lower() for d in cur.description or ()]
         if "marker" not in columns:
             count_rows(columns, (), str(path))  # its error names the columns
         mi = columns.index("marker")
         ei = columns.index("effects") if "effects" in columns else None
+        markers: list[pa.Array] = []
+        counts: list[npt.NDArray[np.int64]] = []
         while rows := cur.fetchmany(EFFECT_BATCH):
             values = list(zip(*rows, strict=True))
-            table._append(
-                _texts(values[mi]), _counts(values[ei]) if ei is not None else pa.repeat(1, len(rows))
-            )
-        return table.seal()
+            text = _texts(values[mi])
+            n = _counts(values[ei]) if ei is not None else np.ones(len(rows), np.int64)
+            present = text.is_valid()
+            markers.append(text.filter(present))
+            counts.append(n[present.to_numpy(zero_copy_only=False)])
+        joined = pa.concat_arrays(markers) if markers else pa.array([], pa.string())
+        return EffectTable(joined, np.concatenate(counts) if counts else np.zeros(0, np.int64))
     except sqlite3.Error as exc:
-        table.close()
         raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
-    except BaseException:
-        table.close()
-        raise
     finally:
         db.close()

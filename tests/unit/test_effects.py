@@ -1,19 +1,26 @@
-"""Effect counting from a SQL store: the grouped fast path and the general path agree."""
+"""Effect counting from a SQL store: the grouped fast path and the general path agree, and the audit's
+effect table (bulk read, hash lookup) counts as they do, whatever the hash."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from harness.audit.effects import count_effects
+from harness.audit.effects import EffectTable, count_effects, load_effects
 from harness.errors import AuditError
 from harness.scenario import Effects
 
 
 def store(tmp_path: Path, memos: list[str | None]) -> Path:
-    (tmp_path / "data").mkdir()
+    (tmp_path / "data").mkdir(parents=True)
     with sqlite3.connect(tmp_path / "data" / "s.db") as db:
         db.execute("CREATE TABLE invoices (memo TEXT)")
         db.executemany("INSERT INTO invoices VALUES (?)", [(m,) for m in memos])
@@ -51,3 +58,77 @@ def test_failing_query_and_missing_store(tmp_path: Path) -> None:
         count_effects(effects("SELECT nope AS marker FROM invoices"), store(tmp_path, MEMOS))
     with pytest.raises(AuditError, match="does not exist"):
         count_effects(effects("SELECT 1 AS marker"), tmp_path / "elsewhere")
+
+
+def table_for(tmp_path: Path, query: str, memos: list[str | None]) -> EffectTable:
+    return load_effects(effects(query), store(tmp_path, memos))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo",  # in bulk
+        "SELECT memo AS marker FROM invoices",  # in bulk, a marker on several rows
+        "SELECT COUNT(*) AS effects, memo AS marker FROM invoices GROUP BY memo;",
+        "SELECT memo AS marker, NULL AS effects FROM invoices",  # no count: none
+        "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo HAVING nope",  # row by row
+    ],
+)
+def test_the_effect_table_counts_as_the_counter_does(tmp_path: Path, query: str) -> None:
+    memos = ["a", "b", "b", None, "", "c\x1fd", "c\x1fd", "é", "a,b", "a,b", "a,b"]
+    try:
+        expected = count_effects(effects(query), store(tmp_path / "counted", memos))
+    except AuditError:
+        with pytest.raises(AuditError, match="audit query failed"):
+            table_for(tmp_path, query, memos)
+        return
+    table = table_for(tmp_path, query, memos)
+    try:
+        asked = ["a", "b", "", "c\x1fd", "é", "a,b", "zzz", "c"]
+        assert table.lookup(asked).tolist() == [expected.get(m, 0) for m in asked]
+        assert table.total == sum(expected.values())
+        assert table.foreign() == (0, [])
+    finally:
+        table.close()
+
+
+def test_foreign_effects_are_those_no_intent_looked_up(tmp_path: Path) -> None:
+    query = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+    table = table_for(tmp_path, query, ["m1", "m2", "m2", "x9", "x1", "x1", "x1", "x5", "x2", "x3", "x4"])
+    try:
+        assert table.lookup(["m2", "m1", "m3"]).tolist() == [2, 1, 0]
+        assert table.foreign() == (8, ["x1", "x2", "x3", "x4", "x5"])
+    finally:
+        table.close()
+
+
+class Colliding(EffectTable):
+    """Every marker's hash is its length: collisions everywhere, which must change no count."""
+
+    def _hash(self, markers: pa.Array) -> npt.NDArray[np.uint64]:
+        return np.asarray(pc.utf8_length(markers).fill_null(0), dtype=np.uint64)
+
+
+@given(
+    counts=st.dictionaries(st.text(max_size=6), st.integers(0, 5), max_size=40),
+    asked=st.lists(st.text(max_size=6), max_size=30),
+)
+def test_lookups_are_exact_whatever_the_hash(counts: dict[str, int], asked: list[str]) -> None:
+    for kind in (EffectTable, Colliding):
+        table = kind(pa.array(list(counts), pa.string()), np.array(list(counts.values()), np.int64))
+        try:
+            wanted = asked + list(counts)[:3]
+            assert table.lookup(wanted).tolist() == [counts.get(m, 0) for m in wanted]
+            strangers = sorted(m for m, n in counts.items() if n and m not in wanted)
+            assert table.foreign() == (sum(counts[m] for m in strangers), strangers[:5])
+        finally:
+            table.close()
+
+
+def test_a_marker_given_twice_is_added_up() -> None:
+    table = Colliding(pa.array(["ab", "cd", "ab", "e"]), np.array([1, 2, 3, 4], np.int64))
+    try:
+        assert table.lookup(["ab", "cd", "e", "xy"]).tolist() == [4, 2, 4, 0]
+        assert table.total == 10
+    finally:
+        table.close()
