@@ -340,12 +340,6 @@ def _distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return np.flatnonzero(present).astype(np.int64) + lo
 
 
-def _at(rows: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.bool_]:
-    mask = np.zeros(size, dtype=bool)
-    mask[rows] = True
-    return mask
-
-
 class _LineFinder:
     """The line of a history that holds a given seq, found by bisection over the file's bytes.
 
@@ -438,6 +432,57 @@ _OUTCOME_CODE = {name: n for n, name in enumerate(OUTCOMES)}
 _CLOSED = sorted(d.value for d in CONNECTION_CLOSED)
 
 
+class _Texts:
+    """The text of the events that intents not yet written point at (by seq), kept as Arrow.
+
+    Markers, keys, replies, codes and traces are taken from DuckDB's batches when
+    the intents that hold them are written, instead of each becoming a Python
+    string as it is folded and an Arrow string again when written (a third of the
+    fold's own time when they did). What no carried intent points at is dropped.
+    """
+
+    COLUMNS = ("marker", "key", "reply", "code", "trace_id")
+
+    def __init__(self) -> None:
+        self.parts: list[pa.RecordBatch] = []
+        self._seqs: npt.NDArray[np.int64] | None = None
+
+    def keep(self, batch: pa.RecordBatch, k: npt.NDArray[Any]) -> None:
+        """The rows of ``batch`` that carry text an intent may point at."""
+
+        def valid(name: str) -> npt.NDArray[np.bool_]:
+            return np.asarray(batch.column(name).is_valid().to_numpy(zero_copy_only=False))
+
+        rows = (k == 1) | ((k == 2) & valid("trace_id")) | ((k == 3) & (valid("reply") | valid("code")))
+        part = batch.filter(pa.array(rows)).select(["seq", *self.COLUMNS])
+        if part.num_rows:
+            self.parts.append(part)
+            self._seqs = None
+
+    def at(self, seqs: npt.NDArray[np.int64], column: str, *, kept_if_null: bool = True) -> pa.Array:
+        """``column`` of the events at ``seqs`` (null where the seq is -1: no such event). An event
+        is kept only when it carries text: with ``kept_if_null`` False, one not kept is null."""
+        if self._seqs is None:
+            self._seqs = np.concatenate(
+                [np.zeros(0, np.int64), *(p.column("seq").to_numpy() for p in self.parts)]
+            )
+        where = np.minimum(np.searchsorted(self._seqs, seqs), max(len(self._seqs) - 1, 0))
+        present = seqs >= 0
+        found = present & (self._seqs[where] == seqs) if len(self._seqs) else np.zeros(len(seqs), bool)
+        if kept_if_null and (found != present).any():
+            raise Declined  # text pointed at and not kept: cannot happen in a history this fold takes
+        taken = pa.chunked_array([p.column(column) for p in self.parts], pa.string()).take(
+            pa.array(where, pa.int64(), mask=~found)
+        )
+        return taken.combine_chunks()
+
+    def drop_before(self, seq: int) -> None:
+        """Forget the events before ``seq`` (no intent still to be written points at them)."""
+        kept = [p for p in self.parts if p.column("seq")[p.num_rows - 1].as_py() >= seq]
+        if len(kept) != len(self.parts):
+            self.parts, self._seqs = kept, None
+
+
 @dataclass
 class _Partial:
     """Per-intent facts folded so far, one row per intent (sorted by intent), as numpy columns.
@@ -445,6 +490,10 @@ class _Partial:
     ``n_started``/``n_ended`` count intent_started/intent_ended; ``first_seq`` is the seq of the
     first attempt's start (-1 before any), ``last_seq`` of the last attempt's end; ``reply_seq`` and
     ``code_seq`` of the last ok end with a reply and the last failed end with a code.
+
+    Text is held by the seq of the event that carries it (marker and key: ``started_seq``; the
+    trace: ``first_seq``; reply and code: ``reply_seq``, ``code_seq``), not as Python strings:
+    :class:`_Texts` keeps those events' text in Arrow until the intents are written.
     """
 
     intent: npt.NDArray[np.int64]
@@ -452,19 +501,14 @@ class _Partial:
     n_ended: npt.NDArray[np.int64]
     started_seq: npt.NDArray[np.int64]
     status: npt.NDArray[np.int8]
-    marker: npt.NDArray[np.object_]
-    key: npt.NDArray[np.object_]
     attempts: npt.NDArray[np.int64]
     first_seq: npt.NDArray[np.int64]
     first_t: npt.NDArray[np.float64]
-    trace: npt.NDArray[np.object_]
     pods: npt.NDArray[np.object_]
     last_seq: npt.NDArray[np.int64]
     last_t: npt.NDArray[np.float64]
     reply_seq: npt.NDArray[np.int64]
-    reply: npt.NDArray[np.object_]
     code_seq: npt.NDArray[np.int64]
-    code: npt.NDArray[np.object_]
     outcomes: npt.NDArray[np.int64]
     """Shape (rows, len(OUTCOMES)): ended attempts by outcome."""
 
@@ -478,19 +522,14 @@ class _Partial:
             n_ended=np.zeros(n, np.int64),
             started_seq=np.full(n, -1, np.int64),
             status=np.zeros(n, np.int8),
-            marker=none.copy(),
-            key=none.copy(),
             attempts=np.zeros(n, np.int64),
             first_seq=np.full(n, -1, np.int64),
             first_t=np.full(n, np.nan),
-            trace=none.copy(),
             pods=none.copy(),
             last_seq=np.full(n, -1, np.int64),
             last_t=np.full(n, np.nan),
             reply_seq=np.full(n, -1, np.int64),
-            reply=none.copy(),
             code_seq=np.full(n, -1, np.int64),
-            code=none.copy(),
             outcomes=np.zeros((n, len(OUTCOMES)), np.int64),
         )
 
@@ -506,9 +545,8 @@ class _Partial:
 
     def absorb(self, older: _Partial) -> None:
         """Fold ``older`` (the same intents' facts from earlier batches, rows aligned) into this."""
-        had_start = self.n_started > 0
-        self.marker = np.where(had_start, self.marker, older.marker)
-        self.key = np.where(had_start, self.key, older.key)
+        if ((self.n_started > 0) & (older.n_started > 0)).any():
+            raise Declined  # an intent started twice (in two batches)
         self.started_seq = np.where(older.started_seq >= 0, older.started_seq, self.started_seq)
         self.n_started = self.n_started + older.n_started
         self.status = np.where(self.n_ended > 0, self.status, older.status)
@@ -516,7 +554,6 @@ class _Partial:
         earlier = older.first_seq >= 0
         self.first_seq = np.where(earlier, older.first_seq, self.first_seq)
         self.first_t = np.where(earlier, older.first_t, self.first_t)
-        self.trace = np.where(earlier, older.trace, self.trace)
         mine, theirs = self.pods != None, older.pods != None  # noqa: E711 (elementwise)
         pods = np.where(mine, self.pods, older.pods)
         for row in np.flatnonzero(mine & theirs).tolist():  # the older attempts came first
@@ -528,29 +565,27 @@ class _Partial:
         self.last_t = np.where(later, self.last_t, older.last_t)
         replied = self.reply_seq >= 0
         self.reply_seq = np.where(replied, self.reply_seq, older.reply_seq)
-        self.reply = np.where(replied, self.reply, older.reply)
         coded = self.code_seq >= 0
         self.code_seq = np.where(coded, self.code_seq, older.code_seq)
-        self.code = np.where(coded, self.code, older.code)
         self.outcomes = self.outcomes + older.outcomes
 
-    def table(self) -> pa.Table:
-        """The rows as the Parquet part the fold writes (IntentRows reads them back)."""
+    def table(self, texts: _Texts) -> pa.Table:
+        """The rows as the part of the Arrow file the fold writes (IntentRows reads them back)."""
         in_progress = int(ClientStatus.IN_PROGRESS)
         status = np.where(self.n_ended > 0, self.status, in_progress).astype(np.int8)
         columns: dict[str, Any] = {
             "intent": self.intent,
-            "marker": pa.array(self.marker, pa.string()),
-            "key": pa.array(self.key, pa.string()),
+            "marker": texts.at(self.started_seq, "marker"),
+            "key": texts.at(self.started_seq, "key"),
             "client_status": status,
             "attempts": self.attempts,
             **{f"n_{o}": self.outcomes[:, n] for n, o in enumerate(OUTCOMES)},
             "first_t": pa.array(self.first_t, pa.float64(), mask=np.isnan(self.first_t)),
             "last_t": pa.array(self.last_t, pa.float64(), mask=np.isnan(self.last_t)),
-            "reply": pa.array(self.reply, pa.string()),
-            "code": pa.array(self.code, pa.string()),
+            "reply": texts.at(self.reply_seq, "reply"),
+            "code": texts.at(self.code_seq, "code"),
             "pods": pa.array(self.pods, pa.string()),
-            "trace_id": pa.array(self.trace, pa.string()),
+            "trace_id": texts.at(self.first_seq, "trace_id", kept_if_null=False),
         }
         return pa.table(columns)
 
@@ -566,6 +601,7 @@ class _Folder:
         self.written: Path | None = None
         """``out`` once an intent has been written to it."""
         self.sparse = Sparse()
+        self.texts = _Texts()
         self.has_pods = False
         self.has_traces = False
         self.intents = Intents()
@@ -680,6 +716,7 @@ class _Folder:
         if len(seq) and (seq[0] <= self.last_seq or (len(seq) > 1 and not (np.diff(seq) > 0).all())):
             raise Declined  # lines not in seq order: not as the history writer writes them
         self.last_seq = int(seq[-1])
+        self.texts.keep(batch, k)
         self._rare(seq[k == 0])
         intent = batch.column("intent").to_numpy()
         if ((k > 0) & ((intent < 0) | (intent >= self.limit))).any():
@@ -747,7 +784,6 @@ class _Folder:
         st = np.flatnonzero(is_start)
         en = np.flatnonzero(is_end)
         st_pod = self._strings("pod", is_start)
-        st_trace = self._strings("trace_id", is_start)
         all_ids = np.concatenate([self.open_ids, ids[st]])
         all_intent = np.concatenate([self.open_intent, intent[st]])
         all_seq = np.concatenate([self.open_seq, seq[st]])
@@ -776,7 +812,7 @@ class _Folder:
         self.open_seq, self.open_t, self.open_pod = all_seq[keep], all_t[keep], all_pod[keep]
         if (st_pod != None).any():  # noqa: E711
             self.has_pods = True
-        if (st_trace != None).any():  # noqa: E711
+        if not self.has_traces and self.batch.column("trace_id").null_count < len(k):
             self.has_traces = True
 
         self._hits(s_seq, e_seq, s_t, e_t, s_intent, s_pod, closed[en])
@@ -794,8 +830,6 @@ class _Folder:
                 raise Declined  # an intent started twice
             part.n_started[r] = 1
             part.started_seq[r] = seq[started]
-            part.marker[r] = self._strings("marker", k == 1)
-            part.key[r] = self._strings("key", k == 1)
         finished = np.flatnonzero(k == 4)
         if len(finished):
             r = np.searchsorted(touched, intent[finished])
@@ -816,7 +850,6 @@ class _Folder:
             at = first[rows]
             part.first_seq[rows] = seq[st][at]
             part.first_t[rows] = t[st][at]
-            part.trace[rows] = st_trace[at]
             if self.has_pods:
                 for row, pod in zip(r.tolist(), st_pod.tolist(), strict=True):
                     if pod is not None:
@@ -825,16 +858,15 @@ class _Folder:
         if len(en):
             r = np.searchsorted(touched, s_intent)
             np.add.at(part.outcomes, (r, e_oc.astype(np.int64)), 1)
-            self._last(part, r, np.ones(len(r), dtype=bool), None)
             ok = _OUTCOME_CODE[Outcome.OK.value]
             replied = (e_oc == ok) & (
                 self.batch.column("reply").is_valid().to_numpy(zero_copy_only=False)[en]
             )
             if replied.any():
-                self._last(part, r, replied, self._strings("reply", _at(en[replied], len(k))))
+                self._last(part, r, replied, e_seq)
             coded = (e_oc != ok) & (self.batch.column("code").is_valid().to_numpy(zero_copy_only=False)[en])
             if coded.any():
-                self._last(part, r, coded, self._strings("code", _at(en[coded], len(k))), code=True)
+                self._last(part, r, coded, e_seq, code=True)
             last_end = np.full(n, -1, dtype=np.int64)
             np.maximum.at(last_end, r, np.arange(len(r)))
             rows = np.flatnonzero(last_end >= 0)
@@ -847,21 +879,16 @@ class _Folder:
         part: _Partial,
         r: npt.NDArray[np.int64],
         rows: npt.NDArray[np.bool_],
-        values: npt.NDArray[np.object_] | None,
+        seqs: npt.NDArray[np.int64],
         *,
         code: bool = False,
     ) -> None:
-        """The value of the last end (in seq order) among ``rows`` of each intent: its reply or its code."""
-        if values is None:
-            return
+        """The seq of the last end (in seq order) among ``rows`` of each intent: its reply's or its code's."""
         sub = r[rows]
         last = np.full(len(part.intent), -1, dtype=np.int64)
         np.maximum.at(last, sub, np.arange(len(sub)))
         have = np.flatnonzero(last >= 0)
-        if code:
-            part.code[have], part.code_seq[have] = values[last[have]], 1
-        else:
-            part.reply[have], part.reply_seq[have] = values[last[have]], 1
+        (part.code_seq if code else part.reply_seq)[have] = seqs[rows][last[have]]
 
     def _started_before(self, intents: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         carried = self.carried
@@ -1031,7 +1058,7 @@ class _Folder:
         elif out.any():
             rows = c.take(np.flatnonzero(out))
         if out.any():
-            table = rows.table()
+            table = rows.table(self.texts)
             if self.writer is None:
                 # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
                 self.writer = pa.ipc.new_file(str(self.out), table.schema)
@@ -1039,3 +1066,7 @@ class _Folder:
             self.writer.write_table(table)
             self.released = int(rows.intent[-1])
         self.carried = c.take(np.flatnonzero(rest)) if rest.any() else _Partial.empty(np.zeros(0, np.int64))
+        c = self.carried
+        handles = np.concatenate([c.started_seq, c.first_seq, c.reply_seq, c.code_seq])
+        handles = handles[handles >= 0]
+        self.texts.drop_before(int(handles.min()) if len(handles) else self.last_seq + 1)

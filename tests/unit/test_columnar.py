@@ -161,3 +161,20 @@ def test_a_gap_in_the_seqs_is_declined_once_too_much_waits(monkeypatch: pytest.M
     runs = [list(range(start, start + 5)) for start in range(5, 60, 5)]  # 0-4 never comes
     with pytest.raises(columnar.Declined):
         list(columnar._in_order(stretches(runs), 0))
+
+
+@pytest.mark.parametrize("batch", [4, 32768])
+def test_an_intent_started_twice_is_declined_in_one_batch_or_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    monkeypatch.setattr(columnar, "BATCH_ROWS", batch)
+    events = random_history(3).events
+    ends = {e["intent"]: i for i, e in enumerate(events) if e["type"] == "intent_ended"}
+    # An intent that lasts more than a batch of 4 events: started again while in flight.
+    first = next(
+        i for i, e in enumerate(events) if e["type"] == "intent_started" and ends.get(e["intent"], 0) > i + 6
+    )
+    events.insert(first + 5, {**events[first], "marker": "another"})
+    for seq, event in enumerate(events, start=events[0]["seq"]):
+        event["seq"] = seq
+    assert columnar.fold_columnar(write(tmp_path / "history.jsonl", events)) is None
