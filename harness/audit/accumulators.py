@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
 
 from harness.errors import HistoryError
 from harness.history import POD_FAULTS, EventType, FaultKind, Outcome, SeenEffects
@@ -81,6 +82,19 @@ def fault_label(ev: Event) -> str:
 
 def _millis(seconds: list[float]) -> pd.api.extensions.ExtensionArray:
     return pd.array(np.round(np.array(seconds, dtype=np.float64) * 1000), dtype="Int64")
+
+
+NULLABLE_INTS = ("first_attempt_ms", "last_end_ms")
+"""Integer columns of the intents that may be null: pandas' Int64 in :meth:`Intents.frame`."""
+
+
+def frame_of(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table of intents (judged or not) as a pandas frame with :meth:`Intents.frame`'s types."""
+    frame: pd.DataFrame = table.to_pandas()
+    for name in NULLABLE_INTS:
+        if name in frame.columns:
+            frame[name] = frame[name].astype("Int64")  # from float64 with NaN where null
+    return frame
 
 
 class Intents:

@@ -21,13 +21,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness import rundir
+from harness.audit.accumulators import frame_of
 from harness.audit.causes import causes
-from harness.audit.columnar import CHUNK_ROWS, IntentRows, fold_columnar
+from harness.audit.columnar import CHUNK_ROWS, IntentRows, fold_columnar, texts
 from harness.audit.control import compare_control
 from harness.audit.effects import EffectTable, load_effects
 from harness.audit.fixes import fix_for
@@ -38,10 +40,13 @@ from harness.audit.stories import TOLD, FindingClass, History, Story, classes, t
 from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.tally import Tally
 from harness.audit.vanished import vanishing
-from harness.audit.verdicts import STATUS_NAMES, ClientStatus, judge_all
+from harness.audit.verdicts import EXACTLY_ONCE_CODE, STATUS_NAMES, VERDICT_ORDER, ClientStatus, verdict_codes
 from harness.errors import AuditError, ScenarioError, UsageError
 from harness.history import read_batches
 from harness.scenario import Scenario, load_scenario
+
+_STATUS_NAMES = pa.array(STATUS_NAMES.tolist(), pa.string())
+_VERDICT_NAMES = pa.array([None if v is None else v.value for v in VERDICT_ORDER], pa.string())
 
 
 class JudgedIntents:
@@ -63,16 +68,15 @@ class JudgedIntents:
         self._schema: pa.Schema | None = None
         self.columns: list[str] = []
 
-    def write(self, chunk: pd.DataFrame) -> None:
+    def write(self, chunk: pa.Table) -> None:
         if self._schema is None:
-            table = pa.Table.from_pandas(chunk, preserve_index=False)
-            self._schema = table.schema
-            self.columns = list(chunk.columns)
+            self._schema = chunk.schema
+            self.columns = list(chunk.column_names)
             self._writer = pa.ipc.new_file(str(self.path), self._schema)
-        else:
-            table = pa.Table.from_pandas(chunk[self.columns], schema=self._schema, preserve_index=False)
+        elif chunk.schema != self._schema:
+            chunk = chunk.select(self.columns).cast(self._schema)
         assert self._writer is not None
-        self._writer.write_table(table)
+        self._writer.write_table(chunk)
 
     def close_writer(self) -> None:
         if self._writer is not None:
@@ -96,8 +100,7 @@ class JudgedIntents:
         found = [b for b in found if b.num_rows]
         if not found:
             return pd.DataFrame({"intent": pd.Series([], dtype="int64")})
-        frame: pd.DataFrame = pa.Table.from_batches(found).to_pandas()
-        return frame
+        return frame_of(pa.Table.from_batches(found))
 
     def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The rows at once (only ``columns``, if given)."""
@@ -105,8 +108,7 @@ class JudgedIntents:
             return pd.DataFrame({c: [] for c in columns or ("intent",)})
         with pa.OSFile(str(self.path)) as source:
             table = pa.ipc.open_file(source).read_all()
-            frame: pd.DataFrame = (table if columns is None else table.select(list(columns))).to_pandas()
-            return frame
+            return frame_of(table if columns is None else table.select(list(columns)))
 
 
 @dataclass
@@ -149,20 +151,21 @@ def _no_history() -> Iterable[Sequence[Mapping[str, Any]]]:
 class IntentChunks(Protocol):
     """The fold's started intents, in index order, a chunk at a time (columns of ``Intents.frame``)."""
 
-    def chunks(self) -> Iterator[pd.DataFrame]: ...
+    def chunks(self) -> Iterator[pa.Table]: ...
 
 
 @dataclass
 class FrameChunks:
-    """The Python fold's frame as chunks: its started intents, ``CHUNK_ROWS`` at a time."""
+    """The Python fold's frame as chunks of Arrow: its started intents, ``CHUNK_ROWS`` at a time."""
 
     frame: pd.DataFrame
 
-    def chunks(self) -> Iterator[pd.DataFrame]:
+    def chunks(self) -> Iterator[pa.Table]:
         started = self.frame["client_status"] != ClientStatus.NOT_STARTED
         table = self.frame if started.all() else self.frame[started]
         for start in range(0, len(table), CHUNK_ROWS):
-            yield table.iloc[start : start + CHUNK_ROWS].reset_index(drop=True)
+            part = pa.Table.from_pandas(table.iloc[start : start + CHUNK_ROWS], preserve_index=False)
+            yield part.replace_schema_metadata(None)
 
 
 def judge_fold(
@@ -199,18 +202,29 @@ def judge(
     matched = 0
     try:
         for chunk in rows.chunks():
-            chunk["effects"] = effects.lookup(chunk["marker"])
-            matched += int(chunk["effects"].sum())
-            chunk["verdict"] = judge_all(chunk["client_status"].to_numpy(), chunk["effects"].to_numpy())
-            chunk["client_status"] = STATUS_NAMES[chunk["client_status"].to_numpy()]
+            counted_effects = effects.lookup(chunk.column("marker"))
+            matched += int(counted_effects.sum())
+            status = chunk.column("client_status").to_numpy()
+            codes = verdict_codes(status, counted_effects)
             gone = vanishing(
-                fold.checkpoints, fold.pod_faults, chunk["intent"].to_numpy(), chunk["effects"].to_numpy()
+                fold.checkpoints, fold.pod_faults, chunk.column("intent").to_numpy(), counted_effects
             )
-            chunk["vanished_after"] = gone.after
-            chunk["cause"] = causes(chunk, gone.vanished)
+            judged_chunk = (
+                chunk.set_column(
+                    chunk.column_names.index("client_status"), "client_status", _STATUS_NAMES.take(status)
+                )
+                .append_column("effects", pa.array(counted_effects, pa.int64()))
+                .append_column("verdict", _VERDICT_NAMES.take(codes))
+                .append_column("vanished_after", texts(gone.after))
+            )
+            cause = np.full(len(codes), "", dtype=object)
+            findings = np.flatnonzero(codes != EXACTLY_ONCE_CODE)
+            if len(findings):
+                cause[findings] = causes(frame_of(judged_chunk.take(findings)), gone.vanished[findings])
+            judged_chunk = judged_chunk.append_column("cause", texts(cause))
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
-            tally.add(chunk)
-            judged.write(chunk)
+            tally.add(judged_chunk)
+            judged.write(judged_chunk)
     finally:
         judged.close_writer()
     examples: list[str] = []

@@ -54,6 +54,7 @@ import numpy.typing as npt
 import orjson
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.audit.accumulators import (
     CRASH_WINDOW_S,
@@ -71,6 +72,7 @@ from harness.audit.accumulators import (
     Sessions,
     dispatch,
     fault_label,
+    frame_of,
 )
 from harness.audit.fold import CODE_LIMIT, Fold
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
@@ -150,8 +152,8 @@ class IntentRows:
         self.has_pods = has_pods
         self.has_traces = has_traces
 
-    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
-        """The fold's per-intent frame (started intents, by index), ``rows`` intents at a time."""
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+        """The fold's per-intent rows (started intents, by index), ``rows`` intents at a time."""
         if self.path is None:
             return
         with pa.OSFile(str(self.path)) as source:  # not mapped: mapped pages would count as ours
@@ -163,14 +165,14 @@ class IntentRows:
                 pending.append(batch)
                 held += batch.num_rows
                 if held >= rows:
-                    yield self._frame(pa.Table.from_batches(pending).to_pandas())
+                    yield self._chunk(pa.Table.from_batches(pending))
                     pending, held = [], 0
             if pending:
-                yield self._frame(pa.Table.from_batches(pending).to_pandas())
+                yield self._chunk(pa.Table.from_batches(pending))
 
-    def _frame(self, raw: pd.DataFrame) -> pd.DataFrame:
-        """A chunk as :meth:`Intents.frame` makes its rows: the same columns, types and values."""
-        index = raw["intent"].to_numpy(dtype=np.int64)
+    def _chunk(self, raw: pa.Table) -> pa.Table:
+        """A chunk with the columns of :meth:`Intents.frame`, in its order, with the same values."""
+        index = raw.column("intent").to_numpy()
         n = len(index)
         sparse = self.sparse
         hits = np.zeros(n, dtype=np.int32)
@@ -183,54 +185,61 @@ class IntentRows:
                 kinds = sparse.faults.get(i)
                 if kinds:
                     faults[row] = ";".join(sorted(kinds))
+        raw_codes = raw.column("code")
         codes = np.full(n, "", dtype=object)
-        raw_codes = raw["code"].to_numpy(dtype=object)
-        for row in np.flatnonzero(pd.notna(raw_codes)).tolist():
-            codes[row] = excerpt(str(orjson.loads(raw_codes[row])), CODE_LIMIT)
+        if raw_codes.null_count < n:
+            present = np.flatnonzero(raw_codes.is_valid().to_numpy(zero_copy_only=False))
+            for row, text in zip(present.tolist(), raw_codes.take(present).to_pylist(), strict=True):
+                codes[row] = excerpt(str(orjson.loads(text)), CODE_LIMIT)
         failing = np.zeros(n, dtype=bool)
         if sparse.failure_replies:
             failing = np.isin(index, np.fromiter(sparse.failure_replies, dtype=np.int64))
         columns: dict[str, Any] = {
             "intent": index,
-            # Text columns stay in Arrow (pandas' str dtype): copied to Python strings, a million of
-            # them would cost more than the rest of the chunk.
-            "marker": raw["marker"],
-            "key": raw["key"],
-            "client_status": raw["client_status"].to_numpy(dtype=np.int8),
-            "attempts": raw["attempts"].to_numpy(dtype=np.int32),
-            **{f"n_{o}": raw[f"n_{o}"].to_numpy(dtype=np.int32) for o in OUTCOMES},
+            "marker": raw.column("marker"),
+            "key": raw.column("key"),
+            "client_status": raw.column("client_status"),
+            "attempts": raw.column("attempts").cast(pa.int32()),
+            **{f"n_{o}": raw.column(f"n_{o}").cast(pa.int32()) for o in OUTCOMES},
             "attempts_hit_by_pod_fault": hits,
-            "faults": faults,
-            "first_attempt_ms": _millis(raw["first_t"]),
-            "last_end_ms": _millis(raw["last_t"]),
-            "code": pd.Series(codes, dtype=object),
-            "reply": raw["reply"].fillna(""),
+            "faults": texts(faults),
+            "first_attempt_ms": _millis(raw.column("first_t")),
+            "last_end_ms": _millis(raw.column("last_t")),
+            "code": texts(codes),
+            "reply": raw.column("reply").fill_null(""),
             "reply_reads_as_failure": failing,
         }
         if self.has_pods:
             first = np.full(n, "", dtype=object)
             every = np.full(n, "", dtype=object)
-            for row, pods in enumerate(raw["pods"].to_numpy(dtype=object)):
-                if isinstance(pods, str) and pods:
+            for row, pods in enumerate(raw.column("pods").to_pylist()):
+                if pods:
                     seen = list(dict.fromkeys(pods.split("\x1f")))
                     first[row], every[row] = seen[0], ";".join(seen)
-            columns["first_pod"], columns["pods"] = first, every
+            columns["first_pod"], columns["pods"] = texts(first), texts(every)
         if self.has_traces:
-            columns["trace_id"] = raw["trace_id"].fillna("").to_numpy(dtype=object)
-        return pd.DataFrame(columns)
+            columns["trace_id"] = raw.column("trace_id").fill_null("")
+        return pa.table(columns)
 
     def frame(self) -> pd.DataFrame:
-        """Every started intent at once (small runs, tests)."""
+        """Every started intent at once, as :meth:`Intents.frame` has them (small runs, tests)."""
         chunks = list(self.chunks())
-        return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame()
+        return frame_of(pa.concat_tables(chunks)) if chunks else pd.DataFrame()
 
     def close(self) -> None:
         self.workdir.cleanup()
 
 
-def _millis(seconds: pd.Series) -> pd.api.extensions.ExtensionArray:
-    values = seconds.to_numpy(dtype=np.float64, na_value=np.nan)
-    return pd.array(np.round(values * 1000), dtype="Int64")
+def texts(values: npt.NDArray[np.object_]) -> pa.Array:
+    """A text column that is mostly empty strings (no Python pass over it when it is all empty)."""
+    if (values == "").all():
+        return pa.repeat(pa.scalar("", pa.string()), len(values))
+    return pa.array(values, pa.string())
+
+
+def _millis(seconds: pa.ChunkedArray) -> pa.Array:
+    """Whole milliseconds (rounded half to even, as numpy rounds), null where there is no time."""
+    return pc.cast(pc.round(pc.multiply(seconds, 1000.0)), pa.int64())
 
 
 def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:

@@ -14,7 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from harness.audit.accumulators import frame_of
 from harness.audit.stories import PER_CLASS, TOLD
 from harness.history import Outcome, Verdict
 
@@ -57,40 +60,51 @@ class Tally:
     blamed: set[int] = field(default_factory=set)
     """Indices (in the fold's pod_faults) of the pod faults vanished effects are blamed on."""
 
-    def add(self, chunk: pd.DataFrame) -> None:
-        """Add a judged chunk (columns as in intents.csv, with ``client_status`` as names)."""
-        if not len(chunk):
+    def add(self, chunk: pa.Table) -> None:
+        """Add a judged chunk (columns as in intents.csv, with ``client_status`` as names).
+
+        Counted in Arrow over the whole chunk; only the rows with a finding, or a
+        fault, become pandas rows (a handful in a good run).
+        """
+        n = chunk.num_rows
+        if not n:
             return
-        self.started += len(chunk)
-        self.ended += int((chunk["client_status"] != "in_progress").sum())
-        self.attempts += int(chunk["attempts"].sum())
-        self.attempts_hit += int(chunk["attempts_hit_by_pod_fault"].sum())
-        self.vanished += int((chunk["vanished_after"] != "").sum())
-        self.verdicts.update({str(v): int(n) for v, n in chunk["verdict"].value_counts().items()})
+        self.started += n
+        self.ended += n - _matching(chunk, "client_status", "in_progress")
+        self.attempts += _total(chunk, "attempts")
+        self.attempts_hit += _total(chunk, "attempts_hit_by_pod_fault")
+        self.vanished += n - _matching(chunk, "vanished_after", "")
+        for count in pc.value_counts(chunk.column("verdict")).to_pylist():
+            self.verdicts[str(count["values"])] += int(count["counts"])
         for o in Outcome:
-            self.outcomes[o] += int(chunk[f"n_{o.value}"].sum())
-        found = chunk[chunk["verdict"] != _EXACTLY_ONCE]
-        if len(found):
-            keep: list[int] = []
-            for (verdict, cause), group in found.groupby(["verdict", "cause"], sort=False)["intent"]:
-                key = (str(verdict), str(cause))
-                self.causes[key] += len(group)
-                first = self.firsts.setdefault(key, [])
-                room = PER_CLASS - len(first)
-                if room > 0:
-                    taken = sorted(int(i) for i in group.nsmallest(room))
-                    first.extend(taken)
-                    if key[0] in TOLD:
-                        keep.extend(taken)
-            if keep:
-                self.told.append(found[found["intent"].isin(keep)].copy())
-        hit = chunk[chunk["faults"] != ""]
-        if len(hit):
-            cells = hit.groupby(["faults", "verdict"], sort=False).size()
-            for (cell, verdict), n in zip(cells.index.tolist(), cells.to_numpy().tolist(), strict=True):
-                self.fault_cells[(str(cell), str(verdict))] += int(n)
-        if "first_pod" in chunk.columns:
-            self._replicas(chunk)
+            self.outcomes[o] += _total(chunk, f"n_{o.value}")
+        findings = pc.not_equal(chunk.column("verdict"), _EXACTLY_ONCE)
+        if pc.any(findings).as_py():
+            self._findings(frame_of(chunk.filter(findings)))
+        hit = pc.not_equal(chunk.column("faults"), "")
+        if pc.any(hit).as_py():
+            cells = chunk.filter(hit).select(["faults", "verdict"]).to_pandas()
+            counted = cells.groupby(["faults", "verdict"], sort=False).size()
+            for (cell, verdict), k in zip(counted.index.tolist(), counted.to_numpy().tolist(), strict=True):
+                self.fault_cells[(str(cell), str(verdict))] += int(k)
+        if "first_pod" in chunk.column_names:
+            self._replicas(chunk.select(["first_pod", "pods", "verdict"]).to_pandas())
+
+    def _findings(self, found: pd.DataFrame) -> None:
+        """The rows of a chunk whose verdict is not exactly once: their classes, and the firsts of each."""
+        keep: list[int] = []
+        for (verdict, cause), group in found.groupby(["verdict", "cause"], sort=False)["intent"]:
+            key = (str(verdict), str(cause))
+            self.causes[key] += len(group)
+            first = self.firsts.setdefault(key, [])
+            room = PER_CLASS - len(first)
+            if room > 0:
+                taken = sorted(int(i) for i in group.nsmallest(room))
+                first.extend(taken)
+                if key[0] in TOLD:
+                    keep.extend(taken)
+        if keep:
+            self.told.append(found[found["intent"].isin(keep)].copy())
 
     def _replicas(self, chunk: pd.DataFrame) -> None:
         replicas = self.replicas if self.replicas is not None else {}
@@ -111,3 +125,11 @@ class Tally:
     def told_rows(self) -> pd.DataFrame:
         """The rows of the intents the stories are told of."""
         return pd.concat(self.told, ignore_index=True) if self.told else pd.DataFrame({"intent": []})
+
+
+def _matching(chunk: pa.Table, column: str, value: str) -> int:
+    return int(pc.sum(pc.equal(chunk.column(column), value)).as_py() or 0)
+
+
+def _total(chunk: pa.Table, column: str) -> int:
+    return int(pc.sum(chunk.column(column)).as_py() or 0)

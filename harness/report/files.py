@@ -8,10 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from harness import rundir
+from harness.audit.accumulators import frame_of
 from harness.audit.auditor import AuditResult
 from harness.report.html import REPORT_HTML, render_html
 from harness.report.text import render_markdown
@@ -76,8 +78,11 @@ def _write_parquet(audit: AuditResult, columns: list[str], path: Path) -> None:
         for batch in audit.judged.batches(columns):
             if writer is None:
                 few = [c for c in batch.schema.names if c in FEW_VALUES]
-                writer = pq.ParquetWriter(path, batch.schema, compression="zstd", use_dictionary=few)
-            writer.write_batch(batch)
+                # pandas' own description of the columns: read back, the nullable ones are Int64 again.
+                empty = pa.Table.from_batches([batch.slice(0, 0)])
+                schema = batch.schema.with_metadata(pa.Schema.from_pandas(frame_of(empty)).metadata)
+                writer = pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=few)
+            writer.write_table(pa.Table.from_batches([batch]).replace_schema_metadata(schema.metadata))
     finally:
         if writer is not None:
             writer.close()
