@@ -390,39 +390,55 @@ def _split(joined: bytes | None, count: int) -> pa.Array | None:
     return markers
 
 
+def _numbers(joined: bytes | None, count: int) -> npt.NDArray[np.int64] | None:
+    """``count`` whole numbers SQLite wrote as decimal text with commas between them, parsed by numpy a
+    digit place at a time (nearly all are one digit); None if they are not that many, or not whole."""
+    if not count:
+        return np.zeros(0, np.int64)
+    raw = np.frombuffer(joined or b"", dtype=np.uint8)
+    cuts = np.flatnonzero(raw == ord(","))
+    if len(cuts) + 1 != count or not len(raw):
+        return None
+    starts = np.concatenate([[0], cuts + 1])
+    lengths = np.append(cuts, len(raw)) - starts
+    negative = raw[np.minimum(starts, len(raw) - 1)] == ord("-")
+    starts, lengths = starts + negative, lengths - negative
+    if lengths.min() < 1 or lengths.max() > 18:
+        return None
+    digits = raw.astype(np.int64) - ord("0")
+    values = np.zeros(count, np.int64)
+    for place in range(int(lengths.max())):
+        more = lengths > place
+        digit = digits[starts[more] + place]
+        if ((digit < 0) | (digit > 9)).any():
+            return None
+        values[more] = values[more] * 10 + digit
+    return np.where(negative, -values, values)
+
+
 def _bulk(db: sqlite3.Connection, query: str) -> tuple[pa.Array, npt.NDArray[np.int64]] | None:
-    """The effect query's result in one step of SQLite: the markers with one effect (nearly all) as
-    one concatenated blob, the others as Python rows. None for a query this does not fit (no
-    ``marker`` column, a marker holding the separator, a result too big for one SQLite string);
-    the caller then reads its rows one by one."""
+    """The effect query's result in one step of SQLite: its markers as one blob, its counts as another,
+    split by numpy (no Python object per row). None for a query this does not fit (no ``marker``
+    column; a marker holding the separator, a count that is not a whole number, or a result too big
+    for one SQLite string); the caller then reads its rows one by one."""
     body = query.strip().rstrip(";")
     try:
         columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
         if "marker" not in columns:
             return None
-        effects = "coalesce(CAST(effects AS INTEGER), 0)" if "effects" in columns else "1"
-        ((unsplittable, n_ones, ones, others, other_counts),) = db.execute(
-            f"""SELECT coalesce(sum(instr(m, char({_SEPARATOR})) > 0), 0), count(CASE WHEN n = 1 THEN 1 END),
-                       CAST(group_concat(CASE WHEN n = 1 THEN m END, char({_SEPARATOR})) AS BLOB),
-                       group_concat(CASE WHEN n <> 1 THEN m END, char({_SEPARATOR})),
-                       group_concat(CASE WHEN n <> 1 THEN n END, ',')
-                FROM (SELECT CAST(marker AS TEXT) AS m, {effects} AS n
-                      FROM ({body}) WHERE marker IS NOT NULL)"""
+        counted = "effects" in columns
+        effects = "CAST(group_concat(effects, ',') AS BLOB)" if counted else "NULL"
+        ((rows, markers, counts),) = db.execute(
+            f"""SELECT count(*), CAST(group_concat(marker, char({_SEPARATOR})) AS BLOB), {effects}
+                FROM ({body}) WHERE marker IS NOT NULL"""
         ).fetchall()
     except sqlite3.Error:
         return None
-    if unsplittable:
+    split = _split(markers, rows)  # a marker holding the separator: more markers than rows
+    numbers = _numbers(counts, rows) if counted else np.ones(rows, np.int64)  # a NULL count: fewer
+    if split is None or numbers is None:
         return None
-    single = _split(ones, n_ones)
-    if single is None:
-        return None
-    rest = others.split(chr(_SEPARATOR)) if others else []
-    rest_counts = [int(n) for n in other_counts.split(",")] if other_counts else []
-    if len(rest) != len(rest_counts):
-        return None
-    markers = pa.concat_arrays([single, pa.array(rest, pa.string())])
-    counts = np.concatenate([np.ones(len(single), np.int64), np.array(rest_counts, np.int64)])
-    return markers, counts
+    return split, numbers
 
 
 def _read_sqlite(url: str, query: str) -> EffectTable:

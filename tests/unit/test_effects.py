@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.audit.effects import EffectTable, count_effects, load_effects
+from harness.audit.effects import EffectTable, _numbers, count_effects, load_effects
 from harness.errors import AuditError
 from harness.scenario import Effects
 
@@ -132,3 +132,24 @@ def test_a_marker_given_twice_is_added_up() -> None:
         assert table.total == 10
     finally:
         table.close()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[1, 1, 2], [0], [-3, 10, 123456789012345678], [7] * 1000],
+)
+def test_counts_read_in_bulk_are_the_numbers_sqlite_wrote(tmp_path: Path, values: list[int]) -> None:
+    (tmp_path / "data").mkdir()
+    with sqlite3.connect(tmp_path / "data" / "s.db") as db:
+        db.execute("CREATE TABLE counted (marker TEXT, effects INTEGER)")
+        db.executemany("INSERT INTO counted VALUES (?, ?)", [(f"m{i}", n) for i, n in enumerate(values)])
+    table = load_effects(effects("SELECT marker, effects FROM counted"), tmp_path)
+    try:
+        assert table.lookup([f"m{i}" for i in range(len(values))]).tolist() == values
+    finally:
+        table.close()
+
+
+@pytest.mark.parametrize("text", [b"", b"1,", b",1", b"1,1.5", b"1,x", b"1,--1", b"1,-", b"1,2,3", b"1,1234567890123456789"])
+def test_counts_that_are_not_whole_numbers_take_the_row_path(text: bytes) -> None:
+    assert _numbers(text, 2) is None
