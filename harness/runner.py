@@ -44,7 +44,7 @@ from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.history import EventType, HistoryWriter, Outcome, RunStatus
 from harness.pods.factory import require_env_refs
-from harness.report.files import write_audit
+from harness.report.files import IntentFiles, write_audit
 from harness.report.live import LiveStatus, Snapshot
 from harness.scenario import Scenario
 from harness.template import TemplateError
@@ -109,8 +109,13 @@ async def execute(
 
 def audit_and_report(run_dir: Path, *, html: bool = True) -> AuditResult:
     """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html)."""
-    audit = audit_run(run_dir)
-    write_audit(audit, html=html)
+    intents = IntentFiles(run_dir)  # written while the audit judges
+    try:
+        audit = audit_run(run_dir, sink=intents.write)
+    except BaseException:
+        intents.discard()
+        raise
+    write_audit(audit, html=html, intents=intents)
     return audit
 
 

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -190,12 +190,14 @@ def judge(
     scenario: Scenario,
     run_dir: Path,
     history: History = _no_history,
+    sink: Callable[[pa.Table], None] | None = None,
 ) -> AuditResult:
     """Join effects to the folded intents chunk by chunk, judge each, find causes; summarise, apply the gate.
 
     Memory is a chunk and the tally (counts, and the few rows stories are told
-    of), whatever the run's size; the judged rows go to disk (:class:`JudgedIntents`).
-    ``history`` opens the history again for the stories (a targeted second read).
+    of), whatever the run's size; the judged rows go to disk (:class:`JudgedIntents`),
+    and to ``sink`` (the report's files, written meanwhile). ``history`` opens the
+    history again for the stories (a targeted second read).
     """
     judged = JudgedIntents()
     tally = Tally()
@@ -225,6 +227,8 @@ def judge(
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.add(judged_chunk)
             judged.write(judged_chunk)
+            if sink is not None:
+                sink(judged_chunk)
     finally:
         judged.close_writer()
     examples: list[str] = []
@@ -261,13 +265,14 @@ def judge(
     )
 
 
-def audit_run(run_dir: Path) -> AuditResult:
+def audit_run(run_dir: Path, sink: Callable[[pa.Table], None] | None = None) -> AuditResult:
     """Audit a run directory, complete or partial.
 
     The history is folded by :mod:`harness.audit.columnar` (DuckDB, bounded
     memory) unless it declines the file (damaged, torn, unusual), when the
     Python fold reads it and names what is wrong; the effect source is read
-    meanwhile, on another thread, into an :class:`EffectTable`.
+    meanwhile, on another thread, into an :class:`EffectTable`. ``sink`` is given each
+    judged chunk as it is judged (see :func:`judge`).
     """
     try:
         scenario = load_scenario(run_dir / rundir.SCENARIO)
@@ -300,7 +305,7 @@ def audit_run(run_dir: Path) -> AuditResult:
                     ) from None
                 raise
             try:
-                return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history))
+                return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history), sink)
             finally:
                 table.close()
         finally:

@@ -37,11 +37,14 @@ skipped by both.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import os
+import queue
 import re
 import tempfile
+import threading
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -79,13 +82,13 @@ from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
 from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Outcome, excerpt
 
-BATCH_ROWS = 1 << 15
+BATCH_ROWS = 1 << 14
 """History events folded at once (DuckDB parses the next while numpy folds these)."""
 REORDER_ROWS = 1 << 22
 """Events parsed ahead of a stretch of the file not parsed yet, at most (see _in_order)."""
 MEMORY_LIMIT = "128MB"
 """DuckDB's ceiling (its parse buffers: the fold keeps no table in it)."""
-CHUNK_ROWS = 131_072
+CHUNK_ROWS = 65_536
 """Intents per chunk handed to the judging (a chunk is ~15 MB of frame)."""
 
 _KIND = {
@@ -296,8 +299,33 @@ def _history_sql(path: Path) -> str:
     )
 
 
+def _front(ready: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """BATCH_ROWS rows or more (fewer than twice that) taken off the front of ``ready``: a slice of its
+    first run when that is long enough, else whole runs joined. Joining only whole runs, a short one
+    is copied once, and the runs after it keep their own bounds (cutting them to exactly BATCH_ROWS
+    copied every batch after the first short one)."""
+    first = ready[0]
+    if first.num_rows >= BATCH_ROWS:
+        if first.num_rows > BATCH_ROWS:
+            ready[0] = first.slice(BATCH_ROWS)
+        else:
+            ready.pop(0)
+        return first.slice(0, BATCH_ROWS)
+    taken: list[pa.RecordBatch] = []
+    rows = 0
+    while rows < BATCH_ROWS:
+        run = ready[0]
+        if run.num_rows > BATCH_ROWS:
+            taken.append(run.slice(0, BATCH_ROWS))
+            ready[0] = run.slice(BATCH_ROWS)
+        else:
+            taken.append(ready.pop(0))
+        rows += taken[-1].num_rows
+    return pa.concat_batches(taken)
+
+
 def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.RecordBatch]:
-    """The scan's rows in seq order, in batches of about BATCH_ROWS.
+    """The scan's rows in seq order, in batches of BATCH_ROWS to twice that.
 
     DuckDB scans a file in parallel, and its stream may hand a later stretch of
     lines before an earlier one; each stretch is in order. Stretches wait here
@@ -323,10 +351,8 @@ def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.Reco
             held -= run.num_rows
             ready.append(run)
             expected += run.num_rows
-        while (size := sum(r.num_rows for r in ready)) >= BATCH_ROWS:
-            whole = pa.concat_batches(ready) if len(ready) > 1 else ready[0]
-            yield whole.slice(0, BATCH_ROWS)
-            ready = [whole.slice(BATCH_ROWS)] if size > BATCH_ROWS else []
+        while sum(r.num_rows for r in ready) >= BATCH_ROWS:
+            yield _front(ready)
         if held > REORDER_ROWS:
             raise Declined  # seqs with a gap: not a history this fold takes
     while waiting:
@@ -335,6 +361,55 @@ def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.Reco
         whole = pa.concat_batches(ready)
         for start in range(0, whole.num_rows, BATCH_ROWS):
             yield whole.slice(start, BATCH_ROWS)
+
+
+class _Prefetched:
+    """DuckDB's batches, read on a thread of their own while the fold works on the last ones.
+
+    DuckDB's Arrow stream parses only when asked for the next batch: read on the
+    fold's thread, the parse and the fold would take turns. A pump thread asks
+    for them instead (DuckDB lets go of the GIL while it parses) and hands them
+    over through a queue of ``PREFETCH`` batches, which bounds what waits. Leaving
+    early (a history declined) interrupts the parse and waits for the pump.
+    """
+
+    PREFETCH = 4
+
+    def __init__(self, reader: pa.RecordBatchReader, con: duckdb.DuckDBPyConnection) -> None:
+        self.reader = reader
+        self.con = con
+        self.queue: queue.Queue[pa.RecordBatch | BaseException | None] = queue.Queue(self.PREFETCH)
+        self.stop = threading.Event()
+        self.pump = threading.Thread(target=self._pump, name="mcp-chaos-parse", daemon=True)
+
+    def __enter__(self) -> Iterator[pa.RecordBatch]:
+        self.pump.start()
+        return self._batches()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pump.is_alive():
+            self.stop.set()
+            self.con.interrupt()
+            while self.pump.is_alive():  # let a pump blocked on a full queue see the stop
+                with contextlib.suppress(queue.Empty):
+                    self.queue.get(timeout=0.05)
+            self.pump.join()
+
+    def _pump(self) -> None:
+        try:
+            for batch in self.reader:
+                if self.stop.is_set():
+                    return
+                self.queue.put(batch)
+            self.queue.put(None)
+        except BaseException as exc:  # handed to the fold's thread, which raises it
+            self.queue.put(exc)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        while (item := self.queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
 
 def _distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -456,21 +531,13 @@ class _Texts:
         self.parts: list[pa.RecordBatch] = []
         self._seqs: npt.NDArray[np.int64] | None = None
 
-    def keep(self, batch: pa.RecordBatch, k: npt.NDArray[Any]) -> None:
-        """The rows of ``batch`` that carry text an intent may point at."""
+    def keep(self, batch: pa.RecordBatch) -> None:
+        """The text columns of ``batch`` (its own buffers, not a copy: filtering them cost more)."""
+        self.parts.append(batch.select(["seq", *self.COLUMNS]))
+        self._seqs = None
 
-        def valid(name: str) -> npt.NDArray[np.bool_]:
-            return np.asarray(batch.column(name).is_valid().to_numpy(zero_copy_only=False))
-
-        rows = (k == 1) | ((k == 2) & valid("trace_id")) | ((k == 3) & (valid("reply") | valid("code")))
-        part = batch.filter(pa.array(rows)).select(["seq", *self.COLUMNS])
-        if part.num_rows:
-            self.parts.append(part)
-            self._seqs = None
-
-    def at(self, seqs: npt.NDArray[np.int64], column: str, *, kept_if_null: bool = True) -> pa.Array:
-        """``column`` of the events at ``seqs`` (null where the seq is -1: no such event). An event
-        is kept only when it carries text: with ``kept_if_null`` False, one not kept is null."""
+    def at(self, seqs: npt.NDArray[np.int64], column: str) -> pa.Array:
+        """``column`` of the events at ``seqs`` (null where the seq is -1: no such event)."""
         if self._seqs is None:
             self._seqs = np.concatenate(
                 [np.zeros(0, np.int64), *(p.column("seq").to_numpy() for p in self.parts)]
@@ -478,7 +545,7 @@ class _Texts:
         where = np.minimum(np.searchsorted(self._seqs, seqs), max(len(self._seqs) - 1, 0))
         present = seqs >= 0
         found = present & (self._seqs[where] == seqs) if len(self._seqs) else np.zeros(len(seqs), bool)
-        if kept_if_null and (found != present).any():
+        if (found != present).any():
             raise Declined  # text pointed at and not kept: cannot happen in a history this fold takes
         taken = pa.chunked_array([p.column(column) for p in self.parts], pa.string()).take(
             pa.array(where, pa.int64(), mask=~found)
@@ -594,7 +661,7 @@ class _Partial:
             "reply": texts.at(self.reply_seq, "reply"),
             "code": texts.at(self.code_seq, "code"),
             "pods": pa.array(self.pods, pa.string()),
-            "trace_id": texts.at(self.first_seq, "trace_id", kept_if_null=False),
+            "trace_id": texts.at(self.first_seq, "trace_id"),
         }
         return pa.table(columns)
 
@@ -683,8 +750,9 @@ class _Folder:
         self.lines = _LineFinder(path)
         try:
             reader = self.con.sql(query).to_arrow_reader(BATCH_ROWS)
-            for batch in _in_order(reader, self.lines.first_seq()):
-                self._batch(batch)
+            with _Prefetched(reader, self.con) as batches:
+                for batch in _in_order(batches, self.lines.first_seq()):
+                    self._batch(batch)
             self._release(everything=True)
         finally:
             self.lines.close()
@@ -725,7 +793,7 @@ class _Folder:
         if len(seq) and (seq[0] <= self.last_seq or (len(seq) > 1 and not (np.diff(seq) > 0).all())):
             raise Declined  # lines not in seq order: not as the history writer writes them
         self.last_seq = int(seq[-1])
-        self.texts.keep(batch, k)
+        self.texts.keep(batch)
         self._rare(seq[k == 0])
         intent = batch.column("intent").to_numpy()
         if ((k > 0) & ((intent < 0) | (intent >= self.limit))).any():

@@ -10,9 +10,12 @@ place, :func:`count_rows`.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
+import sys
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,6 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from harness import rundir
 from harness.errors import AuditError
@@ -235,94 +237,227 @@ def _sqlite_effects(url: str, query: str) -> Counter[str]:
 
 
 class EffectTable:
-    """Effects per marker, in compact columns ordered by a 64-bit hash of each, looked up a chunk at a time.
+    """Effects per marker, as 96 bits of hash of each marker sorted for binary search: the markers
+    themselves are not kept.
 
     A run of millions of intents has millions of markers: as a Python Counter they
-    took more memory than the rest of the audit (~150 bytes each). Here a marker
-    costs its own bytes and about 30 more (its Arrow offset, its hash, its place,
-    its count, whether an intent claimed it). A chunk of intents is joined to them
-    by binary search on the hash, and every match is confirmed by comparing the
-    markers themselves, so a hash collision can neither make nor lose one.
+    took more memory than the rest of the audit (~150 bytes each), and even as
+    Arrow text (~30 bytes) they were a fifth of its peak at 3M intents. Here a
+    marker is 14 bytes: the top 32 bits of DuckDB's 64-bit ``hash`` of it (sorted,
+    searched), a 64-bit check (the other 32 bits, and 32 bits of the hash of the
+    marker after a prefix byte), its count (one byte; larger counts in ``big``) and
+    whether an intent claimed it. For two different markers to be taken for each
+    other all 96 bits must agree: about once in 10^15 audits of 3M intents. Foreign
+    markers, the only ones reported by name, are found by reading the source again
+    (``markers``), when there are any.
     """
 
-    def __init__(self, markers: pa.Array, counts: npt.NDArray[np.int64]) -> None:
-        """``markers`` (text, no nulls) with their ``counts``; a marker may come more than once."""
+    def __init__(
+        self,
+        pieces: Iterable[tuple[pa.Array, npt.NDArray[np.int64]]],
+        markers: Callable[[], Iterable[pa.Array]],
+    ) -> None:
+        """``pieces``: the source's markers (text; nulls are skipped) with their counts, a marker possibly
+        more than once; ``markers``: the same markers again, for :meth:`foreign`."""
         self._con = duckdb.connect(":memory:")
-        self._con.execute("SET threads = 1")
-        hashes = self._hash(markers)
-        order = np.argsort(hashes, kind="stable")
-        if len(order) > 1 and (hashes[order[1:]] == hashes[order[:-1]]).any():
-            markers, counts = _summed(markers, counts)  # a marker twice (or a collision): add them up first
-            hashes = self._hash(markers)
-            order = np.argsort(hashes, kind="stable")
-        self.markers = markers
-        """In the order they came; ``order`` sorts them by hash."""
-        self.order = order.astype(np.int32 if len(order) < 1 << 31 else np.int64)
-        self.hashes = hashes[order]
-        self.counts = np.asarray(counts, dtype=np.int64)[order]
-        self.claimed = np.zeros(len(order), dtype=bool)
+        self._spool: tempfile.TemporaryDirectory[str] | None = None
+        try:
+            self._con.execute("SET threads = 1")
+            self._con.execute("SET allocator_flush_threshold = '1MB'")
+            self._markers = markers
+            self._build(pieces)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, pieces: Iterable[tuple[pa.Array, npt.NDArray[np.int64]]]) -> None:
+        """Hash the pieces as they come, onto files: the table is sorted on first use (:meth:`_sort`).
+
+        The audit reads the effect source while it folds the history, whose parse
+        holds the most memory the audit ever does; the sort, which needs three
+        columns' worth at once, waits on disk for the fold to end.
+        """
+        self._spool = tempfile.TemporaryDirectory(prefix="mcp-chaos-effects-")
+        self.big: dict[tuple[int, int], int] = {}
+        """Counts that do not fit ``counts`` (255 there), by (search key, check)."""
+        self.total = 0
+        n = 0
+        folder = Path(self._spool.name)
+        with (
+            open(folder / "high", "wb") as highs,
+            open(folder / "check", "wb") as checks,
+            open(folder / "counts", "wb") as small,
+        ):
+            for names, counts in pieces:
+                present = names.is_valid().to_numpy(zero_copy_only=False)
+                high, check = self._digests(names.filter(present) if not present.all() else names)
+                counts = np.asarray(counts, dtype=np.int64)[present]
+                large = (counts < 0) | (counts >= _BIG)
+                for row in np.flatnonzero(large).tolist():
+                    key = (int(high[row]), int(check[row]))
+                    self.big[key] = self.big.get(key, 0) + int(counts[row])
+                high.tofile(highs)
+                check.tofile(checks)
+                np.where(large, _BIG, counts).astype(np.uint8).tofile(small)
+                self.total += int(counts.sum())
+                n += len(high)
+        if n >= 1 << 32:
+            raise AuditError(f"the effect source holds {n:,} markers; the audit takes at most 2^32 - 1")
+        self._size = n
+        self.high = np.zeros(0, np.uint32)
+        self.check = np.zeros(0, np.uint64)
+        self.counts = np.zeros(0, np.uint8)
+        self.claimed = np.zeros(0, dtype=bool)
         """Whether an intent looked this marker up (the others are foreign to the run)."""
-        self.total = int(self.counts.sum())
+
+    def _sort(self) -> None:
+        """Sort the spooled digests by search key: the keys with each one's index in their low bits,
+        sorted in place (no order array, no copies but the one each column is reordered into)."""
+        if self._spool is None:
+            return
+        folder = Path(self._spool.name)
+        n = self._size
+        ordered = np.fromfile(folder / "high", dtype=np.uint32).astype(np.uint64)
+        ordered <<= np.uint64(32)
+        ordered |= np.arange(n, dtype=np.uint64)
+        ordered.sort()
+        halves = ordered.view(np.uint32)
+        index, high = (
+            (halves[0::2], halves[1::2]) if sys.byteorder == "little" else (halves[1::2], halves[0::2])
+        )
+        self.check = np.fromfile(folder / "check", dtype=np.uint64)[index]
+        self.counts = np.fromfile(folder / "counts", dtype=np.uint8)[index]
+        self.high = high.copy()
+        del ordered, halves, index, high
+        self._spool.cleanup()
+        self._spool = None
+        if len(self.high) > 1 and (self.high[1:] == self.high[:-1]).any():
+            self._merge_repeats()
+        self.claimed = np.zeros(len(self.high), dtype=bool)
+
+    def _merge_repeats(self) -> None:
+        """A marker given more than once (a query with a row per effect) is one entry, its counts added up.
+        Its entries share a search key, as a few different markers do too: those runs are sorted by
+        check, and equal checks merged."""
+        shared = np.flatnonzero(self.high[1:] == self.high[:-1])
+        rows = np.unique(np.concatenate([shared, shared + 1]))
+        order = rows[np.lexsort((self.check[rows], self.high[rows]))]
+        same = (self.high[order][1:] == self.high[order][:-1]) & (
+            self.check[order][1:] == self.check[order][:-1]
+        )
+        if not same.any():
+            return
+        drop = np.zeros(len(self.high), dtype=bool)
+        starts = np.flatnonzero(np.concatenate([[True], ~same]))
+        for a, b in itertools.pairwise([*starts.tolist(), len(order)]):
+            if b - a < 2:
+                continue
+            members = order[a:b]
+            key = (int(self.high[members[0]]), int(self.check[members[0]]))
+            small = self.counts[members]
+            total = int(small[small != _BIG].sum(dtype=np.int64)) + self.big.pop(key, 0)
+            keep = int(members[0])
+            drop[members[1:]] = True
+            if 0 <= total < _BIG:
+                self.counts[keep] = total
+            else:
+                self.counts[keep] = _BIG
+                self.big[key] = total
+        keep_rows = ~drop
+        self.high, self.check, self.counts = (
+            self.high[keep_rows],
+            self.check[keep_rows],
+            self.counts[keep_rows],
+        )
 
     @classmethod
     def of(cls, counts: Mapping[str, int]) -> EffectTable:
-        return cls(pa.array(list(counts), pa.string()), np.fromiter(counts.values(), np.int64, len(counts)))
+        def markers() -> Iterator[pa.Array]:
+            yield pa.array(list(counts), pa.string())
 
-    def _hash(self, markers: pa.Array) -> npt.NDArray[np.uint64]:
-        """DuckDB's 64-bit hash of each marker (in C++, a million a few milliseconds)."""
+        piece = (pa.array(list(counts), pa.string()), np.fromiter(counts.values(), np.int64, len(counts)))
+        return cls([piece], markers)
+
+    def _digests(self, markers: pa.Array) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]:
+        """Each marker's search key and check (DuckDB's hashes, in C++: a million in tens of milliseconds)."""
         self._con.register("hashed", pa.table({"m": markers}))
         try:
-            hashes = self._con.execute("SELECT hash(m) AS h FROM hashed").fetchnumpy()["h"]
+            found = self._con.execute("SELECT hash(m) AS a, hash(chr(1) || m) AS b FROM hashed").fetchnumpy()
         finally:
             self._con.unregister("hashed")
-        return np.asarray(hashes, dtype=np.uint64)
+        first = np.asarray(found["a"], dtype=np.uint64)
+        low = np.uint64(0xFFFFFFFF)
+        check = ((first & low) << np.uint64(32)) | (np.asarray(found["b"], dtype=np.uint64) & low)
+        return (first >> np.uint64(32)).astype(np.uint32), check
+
+    def _places(self, markers: pa.Array) -> npt.NDArray[np.int64]:
+        """Each marker's place in the table, -1 for one it does not hold (or null)."""
+        self._sort()
+        places = np.full(len(markers), -1, dtype=np.int64)
+        if not len(self.high) or not len(markers):
+            return places
+        valid = markers.is_valid().to_numpy(zero_copy_only=False)
+        high, check = self._digests(markers)
+        # Searched in sorted order, each search starts where the last ended: 4x faster than at random.
+        ordered = np.argsort(high)
+        at = np.empty(len(high), dtype=np.int64)
+        at[ordered] = np.searchsorted(self.high, high[ordered])
+        at = np.minimum(at, len(self.high) - 1)
+        same = valid & (self.high[at] == high)
+        hit = same & (self.check[at] == check)
+        places[hit] = at[hit]
+        for row in np.flatnonzero(same & ~hit).tolist():  # the search key is shared: look along its run
+            place = int(at[row]) + 1
+            while place < len(self.high) and self.high[place] == high[row]:
+                if self.check[place] == check[row]:
+                    places[row] = place
+                    break
+                place += 1
+        return places
+
+    def _counts_at(self, places: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        counts = self.counts[places].astype(np.int64)
+        for row in np.flatnonzero(counts == _BIG).tolist():
+            place = int(places[row])
+            counts[row] = self.big[(int(self.high[place]), int(self.check[place]))]
+        return counts
 
     def lookup(self, markers: Any) -> npt.NDArray[np.int64]:
         """Effects of each marker (0 for one with none, or null), in the order given."""
-        wanted = _text(markers)
-        found = np.zeros(len(wanted), dtype=np.int64)
-        if not len(self.hashes) or not len(wanted):
-            return found
-        hashes = self._hash(wanted)
-        # Searched in sorted order, each search starts where the last ended: 4x faster than at random.
-        ordered = np.argsort(hashes)
-        at = np.empty(len(hashes), dtype=np.int64)
-        at[ordered] = np.minimum(np.searchsorted(self.hashes, hashes[ordered]), len(self.hashes) - 1)
-        rows = np.flatnonzero((self.hashes[at] == hashes) & wanted.is_valid().to_numpy(zero_copy_only=False))
-        if not len(rows):
-            return found
-        same = pc.equal(wanted.take(rows), self.markers.take(self.order[at[rows]]))
-        confirmed = same.to_numpy(zero_copy_only=False)
-        hits, places = rows[confirmed], at[rows[confirmed]]
-        for row in rows[~confirmed].tolist():  # a collision: the marker may be further along its run
-            place = self._in_run(int(at[row]), wanted[row].as_py())
-            if place is not None:
-                hits, places = np.append(hits, row), np.append(places, place)
-        found[hits] = self.counts[places]
-        self.claimed[places] = True
+        places = self._places(_text(markers))
+        found = np.zeros(len(places), dtype=np.int64)
+        hits = places >= 0
+        found[hits] = self._counts_at(places[hits])
+        self.claimed[places[hits]] = True
         return found
 
-    def _in_run(self, start: int, marker: str) -> int | None:
-        """The place of ``marker`` among the markers that share the hash at ``start``, if it is one."""
-        place = start
-        while place < len(self.hashes) and self.hashes[place] == self.hashes[start]:
-            if self.markers[int(self.order[place])].as_py() == marker:
-                return place
-            place += 1
-        return None
-
     def foreign(self) -> tuple[int, list[str]]:
-        """Effects whose marker no intent looked up, and the first five of those markers."""
-        unclaimed = np.flatnonzero(~self.claimed & (self.counts != 0))
-        if not len(unclaimed):
-            return 0, []
-        strangers = pa.table({"marker": self.markers.take(self.order[unclaimed])})
-        first = pc.select_k_unstable(strangers, 5, [("marker", "ascending")])
-        examples = sorted(strangers.column("marker").take(first).to_pylist())
-        return int(self.counts[unclaimed].sum()), examples
+        """Effects whose marker no intent looked up, and the first five of those markers (read again)."""
+        self._sort()
+        strangers = np.flatnonzero(~self.claimed)
+        counts = self._counts_at(strangers)
+        unclaimed = np.zeros(len(self.high), dtype=bool)
+        unclaimed[strangers[counts != 0]] = True
+        total = int(counts.sum())
+        if not unclaimed.any():
+            return total, []
+        first: list[str] = []
+        for names in self._markers():
+            places = self._places(names)
+            stranger = places >= 0
+            stranger[stranger] = unclaimed[places[stranger]]
+            first = sorted({*first, *names.filter(stranger).to_pylist()})[:5]
+        return total, first
 
     def close(self) -> None:
         self._con.close()
+        if self._spool is not None:
+            self._spool.cleanup()
+            self._spool = None
+
+
+_BIG = 255
+"""A count of 255 or more (or below 0) is kept in ``EffectTable.big``; ``counts`` holds 255 for it."""
 
 
 def _text(markers: Any) -> pa.Array:
@@ -332,19 +467,19 @@ def _text(markers: Any) -> pa.Array:
     return array.cast(pa.string()) if array.type != pa.string() else array
 
 
-def _summed(markers: pa.Array, counts: npt.NDArray[np.int64]) -> tuple[pa.Array, npt.NDArray[np.int64]]:
-    """Each marker once, with its counts added up (Arrow's hash aggregation, in C++)."""
-    table = pa.table({"marker": markers, "effects": pa.array(counts, pa.int64())})
-    summed = table.group_by("marker").aggregate([("effects", "sum")])
-    column = summed.column("marker").combine_chunks()
-    return column, summed.column("effects_sum").to_numpy()
-
-
 def load_effects(effects: Effects, run_dir: Path) -> EffectTable:
     """The scenario's effect source as an :class:`EffectTable`; a SQLite query's result is read in bulk."""
     local = effects.sink is None and effects.jsonl is None and effects.files is None
     if local and not effects.collected_at_end and effects.sql is not None:
-        return _read_sqlite(resolve_url(effects.sql.url, run_dir), effects.sql.query)
+        url, query = resolve_url(effects.sql.url, run_dir), effects.sql.query
+
+        def pieces(concatenated: bool) -> Iterator[tuple[pa.Array, npt.NDArray[np.int64]]]:
+            return _sqlite_pieces(url, query, concatenated=concatenated)
+
+        try:
+            return EffectTable(pieces(True), lambda: (m for m, _ in pieces(True)))
+        except _NotConcatenated:
+            return EffectTable(pieces(False), lambda: (m for m, _ in pieces(False)))
     return EffectTable.of(count_effects(effects, run_dir))
 
 
@@ -366,18 +501,25 @@ def _counts(values: Sequence[Any]) -> npt.NDArray[np.int64]:
 _SEPARATOR = 31
 """The byte between markers in SQLite's concatenation (ASCII's unit separator; a marker holding it
 takes the row by row path)."""
+BULK_BYTES = 24 << 20
+"""A store up to this size has its effect query's result read as one concatenation: its markers'
+text, at most the store's size, costs about three times that while it is read. A larger store's is
+read in parts of ``EFFECT_BATCH`` rows (SQLite numbers the rows, which costs it time, not memory)."""
 
 
-def _split(joined: bytes | None, count: int) -> pa.Array | None:
+class _NotConcatenated(Exception):
+    """SQLite's concatenation of this result cannot be split back exactly; it is read row by row."""
+
+
+def _split(joined: bytes | None, count: int) -> pa.Array:
     """``count`` markers SQLite concatenated with ``_SEPARATOR`` between them, as an Arrow text array
-    (numpy finds the separators and drops them: no Python object per marker); None if they are not
-    that many, or not UTF-8."""
+    (numpy finds the separators and drops them: no Python object per marker)."""
     if not count:
         return pa.array([], pa.string())
     raw = np.frombuffer(joined or b"", dtype=np.uint8)
     cuts = np.flatnonzero(raw == _SEPARATOR)
     if len(cuts) + 1 != count:
-        return None
+        raise _NotConcatenated  # a marker holding the separator
     keep = np.ones(len(raw), dtype=bool)
     keep[cuts] = False
     ends = np.append(cuts, len(raw)) - np.arange(count)  # each end, less the separators before it
@@ -386,85 +528,102 @@ def _split(joined: bytes | None, count: int) -> pa.Array | None:
     try:
         markers.validate(full=True)
     except pa.ArrowInvalid:
-        return None
+        raise _NotConcatenated from None  # not UTF-8
     return markers
 
 
-def _numbers(joined: bytes | None, count: int) -> npt.NDArray[np.int64] | None:
+def _numbers(joined: bytes | None, count: int) -> npt.NDArray[np.int64]:
     """``count`` whole numbers SQLite wrote as decimal text with commas between them, parsed by numpy a
-    digit place at a time (nearly all are one digit); None if they are not that many, or not whole."""
+    digit place at a time (nearly all are one digit)."""
     if not count:
         return np.zeros(0, np.int64)
     raw = np.frombuffer(joined or b"", dtype=np.uint8)
     cuts = np.flatnonzero(raw == ord(","))
     if len(cuts) + 1 != count or not len(raw):
-        return None
+        raise _NotConcatenated  # a NULL count (skipped by group_concat)
     starts = np.concatenate([[0], cuts + 1])
     lengths = np.append(cuts, len(raw)) - starts
     negative = raw[np.minimum(starts, len(raw) - 1)] == ord("-")
     starts, lengths = starts + negative, lengths - negative
     if lengths.min() < 1 or lengths.max() > 18:
-        return None
-    digits = raw.astype(np.int64) - ord("0")
+        raise _NotConcatenated
     values = np.zeros(count, np.int64)
     for place in range(int(lengths.max())):
         more = lengths > place
-        digit = digits[starts[more] + place]
+        digit = raw[starts[more] + place].astype(np.int64) - ord("0")
         if ((digit < 0) | (digit > 9)).any():
-            return None
+            raise _NotConcatenated  # not a whole number
         values[more] = values[more] * 10 + digit
     return np.where(negative, -values, values)
 
 
-def _bulk(db: sqlite3.Connection, query: str) -> tuple[pa.Array, npt.NDArray[np.int64]] | None:
-    """The effect query's result in one step of SQLite: its markers as one blob, its counts as another,
-    split by numpy (no Python object per row). None for a query this does not fit (no ``marker``
-    column; a marker holding the separator, a count that is not a whole number, or a result too big
-    for one SQLite string); the caller then reads its rows one by one."""
-    body = query.strip().rstrip(";")
-    try:
-        columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
-        if "marker" not in columns:
-            return None
-        counted = "effects" in columns
-        effects = "CAST(group_concat(effects, ',') AS BLOB)" if counted else "NULL"
-        ((rows, markers, counts),) = db.execute(
-            f"""SELECT count(*), CAST(group_concat(marker, char({_SEPARATOR})) AS BLOB), {effects}
-                FROM ({body}) WHERE marker IS NOT NULL"""
-        ).fetchall()
-    except sqlite3.Error:
-        return None
-    split = _split(markers, rows)  # a marker holding the separator: more markers than rows
-    numbers = _numbers(counts, rows) if counted else np.ones(rows, np.int64)  # a NULL count: fewer
-    if split is None or numbers is None:
-        return None
-    return split, numbers
+def _within(raw: bytes, cuts: npt.NDArray[np.int64], first: int, last: int) -> bytes:
+    """The text of items ``first`` to ``last`` (exclusive) of ``raw``, whose separators are at ``cuts``."""
+    start = 0 if first == 0 else int(cuts[first - 1]) + 1
+    end = len(raw) if last - 1 >= len(cuts) else int(cuts[last - 1])
+    return raw[start:end]
 
 
-def _read_sqlite(url: str, query: str) -> EffectTable:
+def _sqlite_pieces(
+    url: str, query: str, *, concatenated: bool = True
+) -> Iterator[tuple[pa.Array, npt.NDArray[np.int64]]]:
+    """The effect query's markers and counts, ``EFFECT_BATCH`` at a time.
+
+    SQLite concatenates them (``concatenated``): the whole result at once from a
+    store of up to ``BULK_BYTES``, else in numbered parts; numpy splits them. No
+    Python object is made per row, and SQLite lets go of the GIL meanwhile, so the
+    fold goes on. A result that cannot be split back exactly raises
+    :class:`_NotConcatenated`, and is then read row by row.
+    """
     path, db = _open_store(url)
     try:
-        bulk = _bulk(db, query)
-        if bulk is not None:
-            return EffectTable(*bulk)
-        cur = db.execute(query)
-        columns = [d[0].lower() for d in cur.description or ()]
+        body = query.strip().rstrip(";")
+        columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
         if "marker" not in columns:
             count_rows(columns, (), str(path))  # its error names the columns
-        mi = columns.index("marker")
-        ei = columns.index("effects") if "effects" in columns else None
-        markers: list[pa.Array] = []
-        counts: list[npt.NDArray[np.int64]] = []
-        while rows := cur.fetchmany(EFFECT_BATCH):
-            values = list(zip(*rows, strict=True))
-            text = _texts(values[mi])
-            n = _counts(values[ei]) if ei is not None else np.ones(len(rows), np.int64)
-            present = text.is_valid()
-            markers.append(text.filter(present))
-            counts.append(n[present.to_numpy(zero_copy_only=False)])
-        joined = pa.concat_arrays(markers) if markers else pa.array([], pa.string())
-        return EffectTable(joined, np.concatenate(counts) if counts else np.zeros(0, np.int64))
+        counted = "effects" in columns
+        if not concatenated:
+            yield from _row_pieces(db, query, columns)
+            return
+        effects = "CAST(group_concat(n, ',') AS BLOB)" if counted else "NULL"
+        select = f"SELECT count(*), CAST(group_concat(m, char({_SEPARATOR})) AS BLOB), {effects}"
+        source = f"SELECT marker AS m, {'effects' if counted else 'NULL'} AS n"
+        if path.stat().st_size <= BULK_BYTES:
+            parts = db.execute(f"{select} FROM ({source} FROM ({body}) WHERE marker IS NOT NULL)")
+        else:
+            parts = db.execute(
+                f"""{select} FROM ({source}, (row_number() OVER ()) / {EFFECT_BATCH} AS part
+                    FROM ({body}) WHERE marker IS NOT NULL) GROUP BY part ORDER BY part"""
+            )
+        for rows, markers, counts in parts:
+            if not rows:
+                continue
+            marker_cuts = np.flatnonzero(np.frombuffer(markers, np.uint8) == _SEPARATOR)
+            count_cuts = np.flatnonzero(np.frombuffer(counts or b"", np.uint8) == ord(","))
+            if len(marker_cuts) + 1 != rows or (counted and len(count_cuts) + 1 != rows):
+                raise _NotConcatenated  # more separators than rows: a marker held one; fewer: a NULL count
+            for first in range(0, rows, EFFECT_BATCH):
+                last = min(first + EFFECT_BATCH, rows)
+                names = _split(_within(markers, marker_cuts, first, last), last - first)
+                numbers = (
+                    _numbers(_within(counts, count_cuts, first, last), last - first)
+                    if counted
+                    else np.ones(last - first, np.int64)
+                )
+                yield names, numbers
     except sqlite3.Error as exc:
         raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
     finally:
         db.close()
+
+
+def _row_pieces(
+    db: sqlite3.Connection, query: str, columns: list[str]
+) -> Iterator[tuple[pa.Array, npt.NDArray[np.int64]]]:
+    """The effect query's rows, fetched ``EFFECT_BATCH`` at a time: any result shape, any types."""
+    cur = db.execute(query)
+    mi = columns.index("marker")
+    ei = columns.index("effects") if "effects" in columns else None
+    while rows := cur.fetchmany(EFFECT_BATCH):
+        values = list(zip(*rows, strict=True))
+        yield _texts(values[mi]), _counts(values[ei]) if ei is not None else np.ones(len(rows), np.int64)

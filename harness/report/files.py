@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -54,38 +56,96 @@ PARQUET_FROM = 100_000
 and read by column (pandas, DuckDB, Polars) without parsing text."""
 
 
-def _write_csv(audit: AuditResult, columns: list[str], path: Path) -> None:
-    """intents.csv, streamed from the audit's judged rows a chunk at a time (Arrow's C++ writer)."""
-    options = pa_csv.WriteOptions(quoting_style="needed")
-    writer: pa_csv.CSVWriter | None = None
-    try:
-        for batch in audit.judged.batches(columns):
-            if writer is None:
-                writer = pa_csv.CSVWriter(str(path), batch.schema, write_options=options)
-            writer.write_batch(batch)
-        if writer is None:  # no intent started: the header alone
-            path.write_text(",".join(f'"{c}"' for c in columns) + "\n", encoding="utf-8")
-    finally:
-        if writer is not None:
-            writer.close()
+class IntentFiles:
+    """intents.csv and intents.parquet, written a judged chunk at a time while the audit judges the next.
 
+    Each file has a thread of its own (Arrow's C++ writers let go of the GIL) and
+    a temporary name until :meth:`commit` renames it into place, so an interrupted
+    audit leaves no half a file. At most ``AHEAD`` chunks wait for a writer: a
+    slow disk slows the judging, it does not fill memory.
+    """
 
-def _write_parquet(audit: AuditResult, columns: list[str], path: Path) -> None:
-    """intents.parquet, streamed likewise; dictionaries for the few-valued columns only (trying one
-    on every marker was most of the cost of writing a million rows)."""
-    writer: pq.ParquetWriter | None = None
-    try:
-        for batch in audit.judged.batches(columns):
-            if writer is None:
-                few = [c for c in batch.schema.names if c in FEW_VALUES]
-                # pandas' own description of the columns: read back, the nullable ones are Int64 again.
-                empty = pa.Table.from_batches([batch.slice(0, 0)])
-                schema = batch.schema.with_metadata(pa.Schema.from_pandas(frame_of(empty)).metadata)
-                writer = pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=few)
-            writer.write_table(pa.Table.from_batches([batch]).replace_schema_metadata(schema.metadata))
-    finally:
-        if writer is not None:
-            writer.close()
+    AHEAD = 2
+
+    def __init__(self, run_dir: Path) -> None:
+        self.csv = run_dir / rundir.INTENTS_CSV
+        self.parquet = run_dir / rundir.INTENTS_PARQUET
+        self._temps = [path.with_name(f".{path.name}.tmp") for path in (self.csv, self.parquet)]
+        self._pools = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-chaos-write") for _ in range(2)
+        ]
+        self._pending: deque[Future[None]] = deque()
+        self._csv: pa_csv.CSVWriter | None = None
+        self._parquet: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+        self.columns: list[str] = []
+        self.rows = 0
+
+    def write(self, chunk: pa.Table) -> None:
+        """Queue a judged chunk (in intent order) for both files."""
+        if not self.columns:
+            self.columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in chunk.column_names)]
+        table = chunk.select(self.columns)
+        self.rows += table.num_rows
+        while len(self._pending) >= 2 * self.AHEAD:
+            self._pending.popleft().result()
+        self._pending.append(self._pools[0].submit(self._write_csv, table))
+        self._pending.append(self._pools[1].submit(self._write_parquet, table))
+
+    def _write_csv(self, table: pa.Table) -> None:
+        if self._csv is None:
+            options = pa_csv.WriteOptions(quoting_style="needed")
+            self._csv = pa_csv.CSVWriter(str(self._temps[0]), table.schema, write_options=options)
+        self._csv.write_table(table)
+
+    def _write_parquet(self, table: pa.Table) -> None:
+        """Dictionaries for the few-valued columns only (trying one on every marker was most of the cost
+        of writing a million rows); pandas' own description of the columns, so that the nullable ones
+        read back as Int64."""
+        if self._parquet is None:
+            few = [c for c in table.column_names if c in FEW_VALUES]
+            pandas = pa.Schema.from_pandas(frame_of(table.slice(0, 0))).metadata
+            self._schema = table.schema.with_metadata(pandas)
+            self._parquet = pq.ParquetWriter(
+                self._temps[1], self._schema, compression="zstd", use_dictionary=few
+            )
+        assert self._schema is not None
+        self._parquet.write_table(table.replace_schema_metadata(self._schema.metadata))
+
+    def _finish(self) -> None:
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            for pool in self._pools:
+                pool.shutdown(wait=True)
+            csv, parquet, self._csv, self._parquet = self._csv, self._parquet, None, None
+            for writer in (csv, parquet):
+                if writer is not None:
+                    writer.close()
+
+    def commit(self) -> list[Path]:
+        """Wait for the writers; put intents.csv in place, and intents.parquet for a run of at least
+        ``PARQUET_FROM`` intents. Their paths."""
+        try:
+            self._finish()
+            if not self.rows:  # no intent started: the header alone
+                header = self.columns or COLUMNS
+                self._temps[0].write_text(",".join(f'"{c}"' for c in header) + "\n", encoding="utf-8")
+            os.replace(self._temps[0], self.csv)
+            if self.rows < PARQUET_FROM:
+                return [self.csv]
+            os.replace(self._temps[1], self.parquet)
+            return [self.csv, self.parquet]
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Stop, and remove what was not committed."""
+        with contextlib.suppress(Exception):  # the audit's own error is the one to report
+            self._finish()
+        for temp in self._temps:
+            temp.unlink(missing_ok=True)
 
 
 def _replace(path: Path, write: Callable[[Path], object]) -> None:
@@ -98,24 +158,23 @@ def _replace(path: Path, write: Callable[[Path], object]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_audit(audit: AuditResult, *, html: bool = True) -> list[Path]:
+def write_audit(audit: AuditResult, *, html: bool = True, intents: IntentFiles | None = None) -> list[Path]:
     """intents.csv, summary.json, report.md, intents.parquet for large runs, and (unless ``html`` is False)
-    report.html."""
+    report.html. ``intents``: those two files as the audit wrote them while it judged; without it,
+    they are written now from the judged rows."""
     run_dir = audit.run_dir
-    paths = [run_dir / rundir.INTENTS_CSV, run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD]
+    if intents is None:
+        intents = IntentFiles(run_dir)
+        try:
+            for batch in audit.judged.batches():
+                intents.write(pa.Table.from_batches([batch]))
+        except BaseException:
+            intents.discard()
+            raise
+    written = intents.commit()
+    paths = [written[0], run_dir / rundir.SUMMARY_JSON, run_dir / rundir.REPORT_MD, *written[1:]]
     summary = orjson.dumps(audit.summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
     markdown = render_markdown(audit.summary, audit.scenario.dump_yaml())
-    columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in audit.judged.columns)]
-    if audit.summary.intents.started >= PARQUET_FROM:
-        # Both writers are C++ that let go of the GIL: the Parquet file is written beside the CSV.
-        parquet = run_dir / rundir.INTENTS_PARQUET
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            beside = pool.submit(_replace, parquet, lambda tmp: _write_parquet(audit, columns, tmp))
-            _replace(paths[0], lambda tmp: _write_csv(audit, columns, tmp))
-            beside.result()
-        paths.append(parquet)
-    else:
-        _replace(paths[0], lambda tmp: _write_csv(audit, columns, tmp))
     _replace(paths[1], lambda tmp: tmp.write_bytes(summary))
     _replace(paths[2], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
     if html:
