@@ -78,6 +78,7 @@ from harness.audit.accumulators import (
     frame_of,
 )
 from harness.audit.fold import CODE_LIMIT, Fold
+from harness.audit.memory import give_back
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
 from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Outcome, excerpt
@@ -285,6 +286,7 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
         raise
     finally:
         con.close()  # the parse is done: the intents are read back with Arrow alone
+        give_back()
     rows = IntentRows(
         workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
     )

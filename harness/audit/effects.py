@@ -26,6 +26,7 @@ import orjson
 import pyarrow as pa
 
 from harness import rundir
+from harness.audit.memory import give_back
 from harness.errors import AuditError
 from harness.history import excerpt
 from harness.scenario import AUDIT_PLACEHOLDERS, Effects
@@ -301,6 +302,7 @@ class EffectTable:
                 np.where(large, _BIG, counts).astype(np.uint8).tofile(small)
                 self.total += int(counts.sum())
                 n += len(high)
+        give_back()  # what reading the source freed, before the fold's peak
         if n >= 1 << 32:
             raise AuditError(f"the effect source holds {n:,} markers; the audit takes at most 2^32 - 1")
         self._size = n
@@ -334,6 +336,7 @@ class EffectTable:
         if len(self.high) > 1 and (self.high[1:] == self.high[:-1]).any():
             self._merge_repeats()
         self.claimed = np.zeros(len(self.high), dtype=bool)
+        give_back()  # the sort's copies
 
     def _merge_repeats(self) -> None:
         """A marker given more than once (a query with a row per effect) is one entry, its counts added up.

@@ -65,7 +65,7 @@ class IntentFiles:
     slow disk slows the judging, it does not fill memory.
     """
 
-    AHEAD = 2
+    AHEAD = 1
 
     def __init__(self, run_dir: Path) -> None:
         self.csv = run_dir / rundir.INTENTS_CSV
