@@ -538,8 +538,8 @@ class _Texts:
         self.parts.append(batch.select(["seq", *self.COLUMNS]))
         self._seqs = None
 
-    def at(self, seqs: npt.NDArray[np.int64], column: str) -> pa.Array:
-        """``column`` of the events at ``seqs`` (null where the seq is -1: no such event)."""
+    def at(self, seqs: npt.NDArray[np.int64], *columns: str) -> list[pa.Array]:
+        """``columns`` of the events at ``seqs`` (null where the seq is -1: no such event)."""
         if self._seqs is None:
             self._seqs = np.concatenate(
                 [np.zeros(0, np.int64), *(p.column("seq").to_numpy() for p in self.parts)]
@@ -549,10 +549,11 @@ class _Texts:
         found = present & (self._seqs[where] == seqs) if len(self._seqs) else np.zeros(len(seqs), bool)
         if (found != present).any():
             raise Declined  # text pointed at and not kept: cannot happen in a history this fold takes
-        taken = pa.chunked_array([p.column(column) for p in self.parts], pa.string()).take(
-            pa.array(where, pa.int64(), mask=~found)
-        )
-        return taken.combine_chunks()
+        kept = pa.Table.from_batches(self.parts, self.parts[0].schema) if self.parts else None
+        if kept is None:
+            return [pa.nulls(len(seqs), pa.string()) for _ in columns]
+        taken = kept.select(list(columns)).take(pa.array(where, pa.int64(), mask=~found))
+        return [column.combine_chunks() for column in taken.columns]
 
     def drop_before(self, seq: int) -> None:
         """Forget the events before ``seq`` (no intent still to be written points at them)."""
@@ -647,23 +648,26 @@ class _Partial:
         self.code_seq = np.where(coded, self.code_seq, older.code_seq)
         self.outcomes = self.outcomes + older.outcomes
 
-    def table(self, texts: _Texts) -> pa.Table:
-        """The rows as the part of the Arrow file the fold writes (IntentRows reads them back)."""
+    def table(self, texts: _Texts, *, pods: bool, traces: bool) -> pa.Table:
+        """The rows as the part of the Arrow file the fold writes (IntentRows reads them back); without
+        ``pods`` or ``traces`` (none seen yet, so none among these rows) those columns are null."""
         in_progress = int(ClientStatus.IN_PROGRESS)
         status = np.where(self.n_ended > 0, self.status, in_progress).astype(np.int8)
+        marker, key = texts.at(self.started_seq, "marker", "key")
+        n = len(self.intent)
         columns: dict[str, Any] = {
             "intent": self.intent,
-            "marker": texts.at(self.started_seq, "marker"),
-            "key": texts.at(self.started_seq, "key"),
+            "marker": marker,
+            "key": key,
             "client_status": status,
             "attempts": self.attempts,
             **{f"n_{o}": self.outcomes[:, n] for n, o in enumerate(OUTCOMES)},
             "first_t": pa.array(self.first_t, pa.float64(), mask=np.isnan(self.first_t)),
             "last_t": pa.array(self.last_t, pa.float64(), mask=np.isnan(self.last_t)),
-            "reply": texts.at(self.reply_seq, "reply"),
-            "code": texts.at(self.code_seq, "code"),
-            "pods": pa.array(self.pods, pa.string()),
-            "trace_id": texts.at(self.first_seq, "trace_id"),
+            "reply": texts.at(self.reply_seq, "reply")[0],
+            "code": texts.at(self.code_seq, "code")[0],
+            "pods": pa.array(self.pods, pa.string()) if pods else pa.nulls(n, pa.string()),
+            "trace_id": texts.at(self.first_seq, "trace_id")[0] if traces else pa.nulls(n, pa.string()),
         }
         return pa.table(columns)
 
@@ -1137,7 +1141,7 @@ class _Folder:
         elif out.any():
             rows = c.take(np.flatnonzero(out))
         if out.any():
-            table = rows.table(self.texts)
+            table = rows.table(self.texts, pods=self.has_pods, traces=self.has_traces)
             if self.writer is None:
                 # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
                 self.writer = pa.ipc.new_file(str(self.out), table.schema)
