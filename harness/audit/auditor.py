@@ -49,14 +49,20 @@ _STATUS_NAMES = pa.array(STATUS_NAMES.tolist(), pa.string())
 _VERDICT_NAMES = pa.array([None if v is None else v.value for v in VERDICT_ORDER], pa.string())
 
 
+PLOTTED = ("verdict", "client_status", "attempts", "first_attempt_ms", "last_end_ms")
+"""The columns report.html reads of every intent."""
+
+
 class JudgedIntents:
     """The judged per-intent table of an audit, on disk (Arrow's file format), read in chunks or whole.
 
-    The audit writes it one chunk at a time as it judges them; intents.csv and
-    intents.parquet are streamed from it, and report.html reads a few columns
-    of it, ``explain`` the one row it tells. Only a caller that asks for the whole
-    table (``AuditResult.intents``: the OpenTelemetry export, crash points, tests)
-    holds it in memory.
+    The audit writes it one chunk at a time as it judges them. ``explain`` reads
+    the one row it tells, and intents.csv and intents.parquet can be written
+    from it again. report.html reads ``PLOTTED`` from a narrow copy of its own:
+    Arrow reads a batch whole, so a few columns of the full file cost as much as
+    all of them (a quarter of a second at a million intents). Only a caller that
+    asks for the whole table (``AuditResult.intents``: the OpenTelemetry export,
+    crash points, tests) holds it in memory.
     """
 
     def __init__(self) -> None:
@@ -64,7 +70,8 @@ class JudgedIntents:
         folder = tempfile.mkdtemp(prefix="mcp-chaos-judged-")
         weakref.finalize(self, shutil.rmtree, folder, True)
         self.path = Path(folder) / "judged.arrow"
-        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self.narrow = Path(folder) / "plotted.arrow"
+        self._writers: list[pa.ipc.RecordBatchFileWriter] = []
         self._schema: pa.Schema | None = None
         self.columns: list[str] = []
 
@@ -72,26 +79,34 @@ class JudgedIntents:
         if self._schema is None:
             self._schema = chunk.schema
             self.columns = list(chunk.column_names)
-            self._writer = pa.ipc.new_file(str(self.path), self._schema)
+            self._writers = [
+                pa.ipc.new_file(str(self.path), self._schema),
+                pa.ipc.new_file(str(self.narrow), pa.schema([self._schema.field(c) for c in PLOTTED])),
+            ]
         elif chunk.schema != self._schema:
             chunk = chunk.select(self.columns).cast(self._schema)
-        assert self._writer is not None
-        self._writer.write_table(chunk)
+        whole, narrow = self._writers
+        whole.write_table(chunk.combine_chunks())  # one batch per chunk: one read each later
+        narrow.write_table(chunk.select(list(PLOTTED)).combine_chunks())
 
     def close_writer(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        writers, self._writers = self._writers, []
+        for writer in writers:
+            writer.close()
 
     def batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """The rows in intent order, a chunk at a time (only ``columns``, if given)."""
         if self._schema is None:
             return
-        with pa.OSFile(str(self.path)) as source:
+        with pa.OSFile(str(self._file(columns))) as source:
             reader = pa.ipc.open_file(source)
             for n in range(reader.num_record_batches):
                 batch = reader.get_batch(n)
                 yield batch if columns is None else batch.select(list(columns))
+
+    def _file(self, columns: Sequence[str] | None) -> Path:
+        """The narrow copy when it holds ``columns``, else the whole file."""
+        return self.narrow if columns is not None and set(columns) <= set(PLOTTED) else self.path
 
     def rows_of(self, intents: Sequence[int]) -> pd.DataFrame:
         """The rows of these intents only (a chunk at a time: the table is never whole in memory)."""
@@ -106,7 +121,7 @@ class JudgedIntents:
         """The rows at once (only ``columns``, if given)."""
         if self._schema is None:
             return pd.DataFrame({c: [] for c in columns or ("intent",)})
-        with pa.OSFile(str(self.path)) as source:
+        with pa.OSFile(str(self._file(columns))) as source:
             table = pa.ipc.open_file(source).read_all()
             return frame_of(table if columns is None else table.select(list(columns)))
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.audit.auditor import AuditResult
+from harness.audit.auditor import PLOTTED, AuditResult
 from harness.history import FINDINGS, Verdict
 from harness.report import pages
 from harness.report.sequence import sequence_svg
@@ -186,7 +186,7 @@ def findings(result: AuditResult) -> list[dict[str, Any]]:
 def render_html(result: AuditResult) -> str:
     timeline = timeline_of(result.pod_events)
     # The columns the plots read, not the whole table (a long run's would not fit).
-    intents = result.judged.frame(["verdict", "client_status", "attempts", "first_attempt_ms", "last_end_ms"])
+    intents = result.judged.frame(PLOTTED)
     summary = result.summary
     first, *others = headline_lines(summary)
     return pages.render(

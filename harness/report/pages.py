@@ -13,22 +13,18 @@ from typing import Any
 
 
 def figure(width: float = 10, height: float = 3.2) -> tuple[Any, Any]:
-    """A matplotlib figure and its axes, drawn without a display."""
-    import matplotlib
+    """A matplotlib figure and its axes, drawn without a display: a ``Figure`` of its own, not
+    pyplot's (whose import and global state were a third of the time report.html took)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(width, height))
+    fig = Figure(figsize=(width, height))
+    return fig, fig.subplots()
 
 
 def png(fig: Any) -> str:
-    """The figure as an embeddable ``data:image/png`` URI; the figure is closed."""
-    import matplotlib.pyplot as plt
-
+    """The figure as an embeddable ``data:image/png`` URI (drawn by Agg)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
-    plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
