@@ -249,6 +249,8 @@ def _millis(seconds: pa.ChunkedArray) -> pa.Array:
 def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
     """Fold the history at ``path``: the run's record (a Fold without its intents) and the intents;
     None when the history is one to leave to the Python fold (see :class:`Declined`)."""
+    if any(c in str(path) for c in "*?["):
+        return None  # DuckDB would read the path as a pattern (run[1] would be run1)
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
@@ -375,7 +377,7 @@ class _Prefetched:
     early (a history declined) interrupts the parse and waits for the pump.
     """
 
-    PREFETCH = 4
+    PREFETCH = 2
 
     def __init__(self, reader: pa.RecordBatchReader, con: duckdb.DuckDBPyConnection) -> None:
         self.reader = reader

@@ -178,3 +178,15 @@ def test_an_intent_started_twice_is_declined_in_one_batch_or_two(
     for seq, event in enumerate(events, start=events[0]["seq"]):
         event["seq"] = seq
     assert columnar.fold_columnar(write(tmp_path / "history.jsonl", events)) is None
+
+
+def test_a_path_duckdb_would_read_as_a_pattern_is_left_to_the_python_fold(tmp_path: Path) -> None:
+    """DuckDB reads ``*``, ``?`` and ``[...]`` in a path as a glob: ``run[1]`` would be ``run1``."""
+    events = random_history(3).events
+    for name, kept in (("run[1]", events), ("run1", events[:5])):
+        (tmp_path / name).mkdir()
+        write(tmp_path / name / "history.jsonl", kept)
+    path = tmp_path / "run[1]" / "history.jsonl"
+    assert columnar.fold_columnar(path) is None
+    python = fold_history(read_batches(path), str(path))
+    assert (python.intents["client_status"] != ClientStatus.NOT_STARTED).sum() > 5
