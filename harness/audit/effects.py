@@ -34,7 +34,7 @@ from harness.template import render_text
 from harness.workload import MARKER_SHAPE
 
 EFFECT_BATCH = 1 << 16
-"""Rows of an effect query fetched at once, when it is read row by row."""
+"""Markers hashed at once; also the rows of a SQLite part, or of a fetch when read row by row."""
 
 
 def resolve_path(path: str, run_dir: Path) -> str:
@@ -475,7 +475,8 @@ def _text(markers: Any) -> pa.Array:
 
 
 def load_effects(effects: Effects, run_dir: Path) -> EffectTable:
-    """The scenario's effect source as an :class:`EffectTable`; a SQLite query's result is read in bulk."""
+    """The scenario's effect source as an :class:`EffectTable`; a SQLite query's result as SQLite's
+    concatenation, or row by row when that cannot be split back exactly."""
     local = effects.sink is None and effects.jsonl is None and effects.files is None
     if local and not effects.collected_at_end and effects.sql is not None:
         url, query = resolve_url(effects.sql.url, run_dir), effects.sql.query
