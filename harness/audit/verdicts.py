@@ -91,10 +91,3 @@ def verdict_codes(status: npt.NDArray[np.int8], effects: npt.NDArray[np.int64]) 
         conditions, np.arange(len(conditions), dtype=np.int8), default=np.int8(len(conditions))
     ).astype(np.int8)
     return codes
-
-
-def judge_all(status: npt.NDArray[np.int8], effects: npt.NDArray[np.int64]) -> npt.NDArray[np.object_]:
-    """:func:`judge` over whole columns, as verdict names (None for an intent never started)."""
-    names = np.array([None if v is None else v.value for v in VERDICT_ORDER], dtype=object)
-    result: npt.NDArray[np.object_] = names[verdict_codes(status, effects)]
-    return result

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from harness.audit.causes import causes
 from harness.audit.fixes import fix_for
-from harness.audit.verdicts import ClientStatus, judge, judge_all
+from harness.audit.verdicts import VERDICT_ORDER, ClientStatus, judge, verdict_codes
 from harness.history import FaultKind, Verdict
 
 S = ClientStatus
@@ -44,8 +44,7 @@ def test_judge(status: ClientStatus, effects: int, verdict: Verdict | None) -> N
 def test_vector_form_agrees_with_scalar_rules(rows: list[tuple[ClientStatus, int]]) -> None:
     status = np.array([int(s) for s, _ in rows], dtype=np.int8)
     effects = np.array([e for _, e in rows], dtype=np.int64)
-    expected = [None if (v := judge(s, e)) is None else v.value for s, e in rows]
-    assert list(judge_all(status, effects)) == expected
+    assert [VERDICT_ORDER[c] for c in verdict_codes(status, effects)] == [judge(s, e) for s, e in rows]
 
 
 def table(*rows: tuple[str, str, int, int, int, bool]) -> pd.DataFrame:
