@@ -512,7 +512,7 @@ takes the row by row path)."""
 BULK_BYTES = 24 << 20
 """A store up to this size has its effect query's result read as one concatenation: its markers'
 text, at most the store's size, costs about three times that while it is read. A larger store's is
-read in parts of ``EFFECT_BATCH`` rows (SQLite numbers the rows, which costs it time, not memory)."""
+kept in a temporary table and read in parts of ``EFFECT_BATCH`` rows (:func:`_in_parts`)."""
 
 
 class _NotConcatenated(Exception):
@@ -578,7 +578,7 @@ def _sqlite_pieces(
     """The effect query's markers and counts, ``EFFECT_BATCH`` at a time.
 
     SQLite concatenates them (``concatenated``): the whole result at once from a
-    store of up to ``BULK_BYTES``, else in numbered parts; numpy splits them. No
+    store of up to ``BULK_BYTES``, else in parts (:func:`_in_parts`); numpy splits them. No
     Python object is made per row, and SQLite lets go of the GIL meanwhile, so the
     fold goes on. A result that cannot be split back exactly raises
     :class:`_NotConcatenated`, and is then read row by row.
@@ -596,18 +596,18 @@ def _sqlite_pieces(
         effects = "CAST(group_concat(n, ',') AS BLOB)" if counted else "NULL"
         select = f"SELECT count(*), CAST(group_concat(m, char({_SEPARATOR})) AS BLOB), {effects}"
         source = f"SELECT marker AS m, {'effects' if counted else 'NULL'} AS n"
+        result = f"{source} FROM ({body}) WHERE marker IS NOT NULL"
+        parts: Iterable[tuple[int, bytes, bytes | None]]
         if path.stat().st_size <= BULK_BYTES:
-            parts = db.execute(f"{select} FROM ({source} FROM ({body}) WHERE marker IS NOT NULL)")
+            parts = db.execute(f"{select} FROM ({result})")
         else:
-            parts = db.execute(
-                f"""{select} FROM ({source}, (row_number() OVER ()) / {EFFECT_BATCH} AS part
-                    FROM ({body}) WHERE marker IS NOT NULL) GROUP BY part ORDER BY part"""
-            )
+            parts = _in_parts(db, result, select)
         for rows, markers, counts in parts:
             if not rows:
                 continue
             marker_cuts = np.flatnonzero(np.frombuffer(markers, np.uint8) == _SEPARATOR)
-            count_cuts = np.flatnonzero(np.frombuffer(counts or b"", np.uint8) == ord(","))
+            counts = counts or b""  # NULL: no count column
+            count_cuts = np.flatnonzero(np.frombuffer(counts, np.uint8) == ord(","))
             if len(marker_cuts) + 1 != rows or (counted and len(count_cuts) + 1 != rows):
                 raise _NotConcatenated  # more separators than rows: a marker held one; fewer: a NULL count
             for first in range(0, rows, EFFECT_BATCH):
@@ -623,6 +623,32 @@ def _sqlite_pieces(
         raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
     finally:
         db.close()
+
+
+_RESULT = "mcp_chaos_effect_rows"
+"""The temporary table a large store's result is kept in while it is read in parts."""
+
+
+def _in_parts(db: sqlite3.Connection, result: str, select: str) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """The query's ``result`` concatenated ``EFFECT_BATCH`` rows at a time, from a temporary table.
+
+    SQLite keeps the result in its temporary schema (spilled to a file, not held
+    in memory) and reads it back by ranges of rowid. Numbering the rows in the
+    query instead (``row_number() OVER ()``, grouped by part) made SQLite sort
+    the whole result again: at 3M markers it took longer than the query itself.
+    Writing the temporary schema needs ``query_only`` off for that one
+    statement; the store itself stays opened read-only. The table goes with the
+    connection, which the caller closes.
+    """
+    db.execute("PRAGMA query_only = OFF")
+    try:
+        db.execute(f"CREATE TEMP TABLE {_RESULT} AS {result}")
+    finally:
+        db.execute("PRAGMA query_only = ON")
+    (last,) = db.execute(f"SELECT coalesce(max(rowid), 0) FROM temp.{_RESULT}").fetchone()
+    part = f"{select} FROM temp.{_RESULT} WHERE rowid > ? AND rowid <= ?"
+    for start in range(0, last, EFFECT_BATCH):
+        yield db.execute(part, (start, start + EFFECT_BATCH)).fetchone()
 
 
 def _row_pieces(
