@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from harness.audit.auditor import AuditResult, audit_run
     from harness.audit.summary import Summary
     from harness.errors import HarnessError
+    from harness.report.files import audit_and_report
     from harness.rundir import prepare_run_dir
-    from harness.runner import audit_and_report, execute, run_and_audit
+    from harness.runner import execute, run_and_audit
     from harness.scenario import Scenario, load_scenario, parse_scenario
 
 _HOMES = {
@@ -36,7 +37,7 @@ _HOMES = {
     "Summary": "harness.audit.summary",
     "HarnessError": "harness.errors",
     "prepare_run_dir": "harness.rundir",
-    "audit_and_report": "harness.runner",
+    "audit_and_report": "harness.report.files",
     "execute": "harness.runner",
     "run_and_audit": "harness.runner",
     "Scenario": "harness.scenario",

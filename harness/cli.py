@@ -13,45 +13,24 @@ quote servers, and an ESC sequence from one must not reach a terminal.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from harness import control, reproduce, rundir
+from harness import rundir
 from harness._version import __version__
-from harness.audit.auditor import audit_run, story_of
-from harness.contract import CHECKS, CheckResult, cost, run_contract, select
-from harness.contract.report import (
-    CONTRACT_JSON,
-    CONTRACT_MD,
-    all_kept,
-    junit,
-    summary_line,
-    terminal_table,
-    write_reports,
-)
-from harness.crashpoints import emit as crash_emit
-from harness.crashpoints import explore as crash_explore
-from harness.crashpoints import render as crash_render
 from harness.errors import HarnessError, TargetError, UsageError
-from harness.faults.describe import announcement, describe_plan
-from harness.init import Origin, init_scenario
-from harness.init.connect import remove_stale_probes
-from harness.pods.container import docker_client, remove_containers
-from harness.preflight import preflight, require_run_dir
-from harness.report import trend
-from harness.report.compare import counts_of, mixed_scenarios, render_comparison, write_comparison
-from harness.report.junit import run_junit
-from harness.report.stories import explain, story_lines
-from harness.report.text import render_step_summary, render_text
-from harness.runner import audit_and_report, cancel_on_stop_signals, check_environment, run_and_audit
 from harness.sanitize import terminal
-from harness.scenario import Scenario, load_scenario
-from harness.services import remove_stale_clusters
+
+if TYPE_CHECKING:
+    from harness.contract import CheckResult
+    from harness.scenario import Scenario
+
+# Each command imports what it uses when it runs: the auditor, the MCP client and Docker's SDK
+# together take most of a second to import, and ``audit`` starts reading before it imports its own.
 
 T = TypeVar("T")
 EXIT_GATE_FAILED = 1
@@ -146,6 +125,10 @@ def _step_summary_path() -> Path | None:
 
 def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
     """Run the event loop; Ctrl-C, SIGTERM or SIGHUP become _Interrupted naming the partial runs."""
+    import asyncio
+
+    from harness.runner import cancel_on_stop_signals
+
     try:
         return asyncio.run(cancel_on_stop_signals(coro))
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -154,6 +137,8 @@ def _drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
 
 def _preflight(scenario: Scenario, parent: Path, run_id: str, run_dirs: Sequence[Path]) -> None:
     """One real call whose effect must be counted once; PreflightError (exit 2) otherwise."""
+    from harness.preflight import preflight
+
     sys.stderr.write(f"preflight: one call of {scenario.workload.tool} ...\n")
     sys.stderr.flush()
     done = _drive(preflight(scenario, parent, run_id), run_dirs)
@@ -169,6 +154,14 @@ def _step_summary(path: Path | None, markdown: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness import control
+    from harness.faults.describe import announcement
+    from harness.report import trend
+    from harness.report.junit import run_junit
+    from harness.report.text import render_step_summary, render_text
+    from harness.runner import check_environment, run_and_audit
+    from harness.scenario import load_scenario
+
     scenario = load_scenario(args.scenario, _overrides(args))
     summary_path, junit_path = _step_summary_path(), _output(args.junit, "--junit")
     trend_path = _output(args.trend, "--trend", makes_dirs=True)  # a nightly's trend.csv starts its folder
@@ -197,9 +190,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from harness.audit.begin import begin
+
     run_dir = Path(args.run_dir)
-    require_run_dir(run_dir)
-    audit = audit_and_report(run_dir, html=not args.no_html)
+    rundir.require_run_dir(run_dir)
+    begun = begin(run_dir)  # SQLite reads the effects while the rest of the audit is imported
+    from harness.report.files import audit_and_report
+    from harness.report.text import render_text
+
+    audit = audit_and_report(run_dir, html=not args.no_html, begun=begun)
     _say(render_text(audit.summary))
     _say(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED
@@ -207,8 +206,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """The story of one intent, or of the first intent of each kind of finding."""
+    from harness.audit.auditor import audit_run, story_of
+    from harness.report.stories import explain, story_lines
+
     run_dir = Path(args.run_dir)
-    require_run_dir(run_dir)
+    rundir.require_run_dir(run_dir)
     audit = audit_run(run_dir)
     if args.intent is None:
         _say(explain(audit.summary))
@@ -220,7 +222,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_export_otlp(args: argparse.Namespace) -> int:
     """The run's intents and attempts as OTLP spans, to a collector on this machine or a file."""
     run_dir = Path(args.run_dir)
-    require_run_dir(run_dir)
+    rundir.require_run_dir(run_dir)
     path = _output(args.file, "--file")
     try:  # the SDK is an optional extra, imported only by this command
         from harness import otlp
@@ -237,6 +239,10 @@ def cmd_export_otlp(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.faults.describe import describe_plan
+    from harness.runner import check_environment
+    from harness.scenario import load_scenario
+
     scenario = load_scenario(args.scenario, _overrides(args))
     print(f"{args.scenario}: valid scenario {scenario.name!r}, seed {scenario.seed}")
     _say("\n".join(describe_plan(scenario)))
@@ -248,8 +254,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from harness import reproduce
+
     results_dir = Path(args.results)
-    plans = reproduce.plan(Path(args.scenario), _ids(args.modes), args.runs, _overrides(args))
+    modes = list(reproduce.MODES) if args.modes is None else _ids(args.modes)
+    plans = reproduce.plan(Path(args.scenario), modes, args.runs, _overrides(args))
     started = time.monotonic()
     run_dirs: list[Path] = []
     running = reproduce.run_plan(
@@ -270,6 +279,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters, init's throwaway
     directories (which belong to no run: only without ``--run``) and containers (by label)."""
+    from harness.init.connect import remove_stale_probes
+    from harness.pods.container import docker_client, remove_containers
+    from harness.services import remove_stale_clusters
+
     for path in remove_stale_clusters(args.run):
         print(f"removed temporary PostgreSQL cluster {path}")
     for path in remove_stale_probes() if args.run is None else ():
@@ -318,6 +331,8 @@ async def _ask(names: Sequence[str]) -> str:
 async def _typed_line() -> str:
     """A line typed at the terminal, read without blocking the event loop: ``input()`` would hold it,
     and Ctrl-C with it, until Enter."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     typed: asyncio.Future[bytes] = loop.create_future()
     fd = sys.stdin.fileno()
@@ -337,6 +352,8 @@ async def _typed_line() -> str:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from harness.init import Origin, init_scenario
+
     output = Path(args.output)
     if output.is_dir():
         raise UsageError(f"-o {args.output}: is a directory; name a file")
@@ -371,6 +388,19 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_contract(args: argparse.Namespace) -> int:
+    from harness.contract import run_contract, select
+    from harness.contract.report import (
+        CONTRACT_JSON,
+        CONTRACT_MD,
+        all_kept,
+        junit,
+        summary_line,
+        terminal_table,
+        write_reports,
+    )
+    from harness.runner import check_environment
+    from harness.scenario import load_scenario
+
     scenario = load_scenario(args.scenario, _overrides(args))
     junit_path, json_path = _output(args.junit, "--junit"), _output(args.json, "--json")
     snapshot = _output(args.snapshot, "--snapshot")
@@ -422,6 +452,8 @@ def cmd_contract(args: argparse.Namespace) -> int:
 
 def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
     """The catalog's tokens in the three styles, the target started once per style."""
+    from harness.contract import cost
+
     sys.stderr.write(f"contract {run_dir.name}: the catalog in {', '.join(cost.STYLES)} ({env}=<style>)\n")
     started = time.monotonic()
     measured = _drive(cost.measure(scenario, run_dir, env), [])
@@ -434,6 +466,12 @@ def _catalog_cost(scenario: Scenario, run_dir: Path, env: str) -> int:
 
 def cmd_crashpoints(args: argparse.Namespace) -> int:
     """Kill the target at every point of a call, R times each; exit 1 when a point has a finding."""
+    from harness.crashpoints import emit as crash_emit
+    from harness.crashpoints import explore as crash_explore
+    from harness.crashpoints import render as crash_render
+    from harness.runner import check_environment
+    from harness.scenario import load_scenario
+
     scenario = load_scenario(args.scenario, _overrides(args))
     json_path = _output(args.json, "--json")
     check_environment(scenario)
@@ -469,6 +507,8 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     """The trend table; exit 1 when the newest run of a scenario moved beyond its interval."""
+    from harness.report import trend
+
     path = Path(args.file)
     output = _output(args.output, "-o")
     table, moved = trend.render(path)
@@ -483,6 +523,8 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report.compare import counts_of, mixed_scenarios, render_comparison, write_comparison
+
     run_dirs = [Path(d) for d in args.run_dirs]
     output = _output(args.output, "-o")
     runs = [counts_of(d) for d in run_dirs]
@@ -571,7 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="the article's experiment: naive, keyed and atomic side by side")
     rep.add_argument("--scenario", default="scenarios/pod-kill.yaml")
     rep.add_argument("--runs", type=int, default=1, help="runs per variant, pooled (consecutive seeds)")
-    rep.add_argument("--modes", default=",".join(reproduce.MODES))
+    rep.add_argument("--modes", metavar="LIST", help="the modes to run (default: naive,keyed,atomic)")
     rep.add_argument("--results", default="results")
     rep.add_argument("--quiet", action="store_true", help="no progress line")
     rep.add_argument("--no-preflight", action="store_true", help="skip each variant's preflight call")
@@ -596,7 +638,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     contract = sub.add_parser("contract", help="check the promises of a retry-safe tool (no chaos needed)")
     contract.add_argument("scenario", help="scenario YAML file: its target, tool and argument template")
-    contract.add_argument("--only", metavar="ID,...", help=f"run only these checks ({', '.join(CHECKS)})")
+    contract.add_argument(
+        "--only",
+        metavar="ID,...",
+        help="run only these checks, by id (an unknown id is an error that names them)",
+    )
     contract.add_argument("--skip", metavar="ID,...", help="skip these checks")
     contract.add_argument(
         "--crash-env",

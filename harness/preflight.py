@@ -26,14 +26,15 @@ from pathlib import Path
 
 from harness import rundir
 from harness.audit.effects import count_effects
-from harness.errors import AuditError, PreflightError, UsageError
+from harness.errors import AuditError, PreflightError
 from harness.faults.pacing import advise
 from harness.history import EventType, Outcome, excerpt, read_history
 from harness.replies import reads_as_failure
-from harness.runner import audit_and_report, execute
+from harness.report.files import audit_and_report
+from harness.runner import execute
 from harness.scenario import Scenario
 
-SUFFIX = ".preflight"
+SUFFIX = rundir.PREFLIGHT_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,22 +183,3 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
         f"preflight: one call of {tool} made {found} effects under marker {marker!r} by {source}; "
         "it must count one effect per call (group by the marker, count rows of the business table)"
     )
-
-
-def require_run_dir(path: Path) -> None:
-    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight or in its
-    control run, before the run began, the error names that directory, which can be audited."""
-    if rundir.is_run_dir(path):
-        return
-    if rundir.is_run_dir(path / rundir.CONTROL):
-        raise UsageError(
-            f"{path} stopped in its control run (run --control), before the faulted run began; "
-            f"audit that: mcp-chaos audit {path / rundir.CONTROL}"
-        )
-    preflights = sorted(p for p in path.glob(f"*{SUFFIX}") if rundir.is_run_dir(p))
-    if preflights:
-        raise UsageError(
-            f"{path} stopped at its preflight, before the run began; audit that: "
-            f"mcp-chaos audit {preflights[0]}"
-        )
-    raise UsageError(f"{path} is not a run directory (it needs {rundir.HISTORY} and {rundir.SCENARIO})")

@@ -32,9 +32,10 @@ from harness.faults.describe import announcement
 from harness.history import FaultKind, Verdict
 from harness.preflight import preflight
 from harness.report.compare import Counts, render_comparison, render_comparison_html
+from harness.report.files import audit_and_report
 from harness.report.html import REPORT_HTML
 from harness.report.tables import ci, markdown_table, pct
-from harness.runner import audit_and_report, check_environment, execute
+from harness.runner import check_environment, execute
 from harness.scenario import Scenario, load_scenario
 
 MODES = ("naive", "keyed", "atomic")

@@ -32,6 +32,8 @@ BALANCER = "balancer"
 """The load balancer's configuration and logs (``services.balancer``)."""
 CONTROL = "control"
 """``run --control``: the same workload with no faults, a run directory of its own inside the run's."""
+PREFLIGHT_SUFFIX = ".preflight"
+"""A run's preflight directory, beside it: ``<run id>.preflight``."""
 INTENTS_CSV = "intents.csv"
 INTENTS_PARQUET = "intents.parquet"
 SUMMARY_JSON = "summary.json"
@@ -67,3 +69,22 @@ def prepare_run_dir(results_dir: Path, scenario: Scenario, run_id: str | None = 
 
 def is_run_dir(path: Path) -> bool:
     return (path / HISTORY).is_file() and (path / SCENARIO).is_file()
+
+
+def require_run_dir(path: Path) -> None:
+    """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight or in its
+    control run, before the run began, the error names that directory, which can be audited."""
+    if is_run_dir(path):
+        return
+    if is_run_dir(path / CONTROL):
+        raise UsageError(
+            f"{path} stopped in its control run (run --control), before the faulted run began; "
+            f"audit that: mcp-chaos audit {path / CONTROL}"
+        )
+    preflights = sorted(p for p in path.glob(f"*{PREFLIGHT_SUFFIX}") if is_run_dir(p))
+    if preflights:
+        raise UsageError(
+            f"{path} stopped at its preflight, before the run began; audit that: "
+            f"mcp-chaos audit {preflights[0]}"
+        )
+    raise UsageError(f"{path} is not a run directory (it needs {HISTORY} and {SCENARIO})")

@@ -32,7 +32,7 @@ from typing import TextIO, TypeVar
 
 from harness import rundir
 from harness._version import __version__
-from harness.audit.auditor import AuditResult, audit_run
+from harness.audit.auditor import AuditResult
 from harness.checkpoints import Checkpoints, effects_reader
 from harness.client import McpClient
 from harness.client.balance import Balancer
@@ -44,7 +44,7 @@ from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.history import EventType, HistoryWriter, Outcome, RunStatus
 from harness.pods.factory import require_env_refs
-from harness.report.files import IntentFiles, write_audit
+from harness.report.files import audit_and_report
 from harness.report.live import LiveStatus, Snapshot
 from harness.scenario import Scenario
 from harness.template import TemplateError
@@ -105,18 +105,6 @@ async def execute(
     out = sys.stderr if out is None else out
     live = LiveStatus(out, progress_interval_s) if progress_interval_s is not None else None
     return await _Run(scenario, run_dir, namespace or secrets.token_hex(4)).execute(live)
-
-
-def audit_and_report(run_dir: Path, *, html: bool = True) -> AuditResult:
-    """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html)."""
-    intents = IntentFiles(run_dir)  # written while the audit judges
-    try:
-        audit = audit_run(run_dir, sink=intents.write)
-    except BaseException:
-        intents.discard()
-        raise
-    write_audit(audit, html=html, intents=intents)
-    return audit
 
 
 async def run_and_audit(

@@ -8,14 +8,12 @@ audited again at any time, and a partial run as well as a complete one.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import shutil
 import tempfile
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,10 +26,11 @@ import pyarrow.compute as pc
 
 from harness import rundir
 from harness.audit.accumulators import frame_of
+from harness.audit.begin import Begun, begin
 from harness.audit.causes import causes
 from harness.audit.columnar import CHUNK_ROWS, IntentRows, fold_columnar, texts
 from harness.audit.control import compare_control
-from harness.audit.effects import EffectTable, load_effects
+from harness.audit.effects import EffectTable
 from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
@@ -41,9 +40,9 @@ from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.tally import Tally
 from harness.audit.vanished import vanishing
 from harness.audit.verdicts import EXACTLY_ONCE_CODE, STATUS_NAMES, VERDICT_ORDER, ClientStatus, verdict_codes
-from harness.errors import AuditError, ScenarioError, UsageError
+from harness.errors import AuditError, UsageError
 from harness.history import read_batches
-from harness.scenario import Scenario, load_scenario
+from harness.scenario import Scenario
 
 _STATUS_NAMES = pa.array(STATUS_NAMES.tolist(), pa.string())
 _VERDICT_NAMES = pa.array([None if v is None else v.value for v in VERDICT_ORDER], pa.string())
@@ -232,13 +231,13 @@ def judge(
                 )
                 .append_column("effects", pa.array(counted_effects, pa.int64()))
                 .append_column("verdict", _VERDICT_NAMES.take(codes))
-                .append_column("vanished_after", texts(gone.after))
+                .append_column("vanished_after", texts(gone.after, bool(gone.vanished.any())))
             )
             cause = np.full(len(codes), "", dtype=object)
             findings = np.flatnonzero(codes != EXACTLY_ONCE_CODE)
             if len(findings):
                 cause[findings] = causes(frame_of(judged_chunk.take(findings)), gone.vanished[findings])
-            judged_chunk = judged_chunk.append_column("cause", texts(cause))
+            judged_chunk = judged_chunk.append_column("cause", texts(cause, len(findings) > 0))
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.add(judged_chunk)
             judged.write(judged_chunk)
@@ -280,58 +279,51 @@ def judge(
     )
 
 
-def audit_run(run_dir: Path, sink: Callable[[pa.Table], None] | None = None) -> AuditResult:
+def audit_run(
+    run_dir: Path, sink: Callable[[pa.Table], None] | None = None, begun: Begun | None = None
+) -> AuditResult:
     """Audit a run directory, complete or partial.
 
     The history is folded by :mod:`harness.audit.columnar` (DuckDB, bounded
     memory) unless it declines the file (damaged, torn, unusual), when the
     Python fold reads it and names what is wrong; the effect source is read
-    meanwhile, on another thread, into an :class:`EffectTable`. ``sink`` is given each
+    meanwhile, on another thread, into an :class:`EffectTable` (``begun``: that
+    read already started, see :mod:`harness.audit.begin`). ``sink`` is given each
     judged chunk as it is judged (see :func:`judge`).
     """
-    try:
-        scenario = load_scenario(run_dir / rundir.SCENARIO)
-    except ScenarioError as exc:
-        raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
+    begun = begun if begun is not None else begin(run_dir)
+    scenario = begun.scenario
     history = run_dir / rundir.HISTORY
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        effects = pool.submit(load_effects, scenario.audit.effects, run_dir)
+    rows: IntentChunks | None = None
+    try:
         folded = fold_columnar(history) if history.is_file() else None
-        rows: IntentChunks
         if folded is None:
-            try:
-                fold = fold_history(read_batches(history), str(history))
-            except BaseException:
-                _discard(effects)
-                raise
+            fold = fold_history(read_batches(history), str(history))
             rows = FrameChunks(fold.intents)
         else:
             fold, rows = folded
+    except BaseException:
+        begun.discard()
+        raise
+    try:
         try:
-            try:
-                table = effects.result()
-            except AuditError as exc:
-                if fold.collect_error is not None:
-                    raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
-                ended = fold.ended or {}
-                if ended.get("status") == "failed":
-                    raise AuditError(
-                        f"this run failed before it measured anything ({ended.get('reason')}); {exc.message}"
-                    ) from None
-                raise
-            try:
-                return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history), sink)
-            finally:
-                table.close()
+            table = begun.effects.result()
+        except AuditError as exc:
+            if fold.collect_error is not None:
+                raise AuditError(f"the final read of effects failed: {fold.collect_error}") from None
+            ended = fold.ended or {}
+            if ended.get("status") == "failed":
+                raise AuditError(
+                    f"this run failed before it measured anything ({ended.get('reason')}); {exc.message}"
+                ) from None
+            raise
+        try:
+            return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history), sink)
         finally:
-            if isinstance(rows, IntentRows):
-                rows.close()
-
-
-def _discard(effects: Future[EffectTable]) -> None:
-    """Close the effect table a failed audit will not use (once its read has finished)."""
-    with contextlib.suppress(Exception):  # its own error is not the one to report
-        effects.result().close()
+            table.close()
+    finally:
+        if isinstance(rows, IntentRows):
+            rows.close()
 
 
 def story_of(result: AuditResult, intent: int) -> Story:

@@ -181,6 +181,7 @@ class IntentRows:
         sparse = self.sparse
         hits = np.zeros(n, dtype=np.int32)
         faults = np.full(n, "", dtype=object)
+        marked = np.zeros(n, dtype=bool)
         if sparse.hits or sparse.faults:
             marked = np.isin(index, np.fromiter({*sparse.hits, *sparse.faults}, dtype=np.int64))
             for row in np.flatnonzero(marked).tolist():
@@ -206,10 +207,10 @@ class IntentRows:
             "attempts": raw.column("attempts").cast(pa.int32()),
             **{f"n_{o}": raw.column(f"n_{o}").cast(pa.int32()) for o in OUTCOMES},
             "attempts_hit_by_pod_fault": hits,
-            "faults": texts(faults),
+            "faults": texts(faults, bool(marked.any())),
             "first_attempt_ms": _millis(raw.column("first_t")),
             "last_end_ms": _millis(raw.column("last_t")),
-            "code": texts(codes),
+            "code": texts(codes, raw_codes.null_count < n),
             "reply": raw.column("reply").fill_null(""),
             "reply_reads_as_failure": failing,
         }
@@ -234,9 +235,10 @@ class IntentRows:
         self.workdir.cleanup()
 
 
-def texts(values: npt.NDArray[np.object_]) -> pa.Array:
-    """A text column that is mostly empty strings (no Python pass over it when it is all empty)."""
-    if (values == "").all():
+def texts(values: npt.NDArray[np.object_], written: bool = True) -> pa.Array:
+    """A text column that is mostly empty strings; ``written`` False when the caller set none of them
+    (then no Python pass over it: comparing a million strings to "" cost more than the rest of it)."""
+    if not written:
         return pa.repeat(pa.scalar("", pa.string()), len(values))
     return pa.array(values, pa.string())
 

@@ -34,7 +34,8 @@ from harness.audit.auditor import AuditResult
 from harness.crashpoints.points import MAX_DEPTH, Point, parse_path, path_name
 from harness.errors import PreflightError
 from harness.history import FINDINGS, EventType, Verdict, read_history
-from harness.runner import audit_and_report, execute
+from harness.report.files import audit_and_report
+from harness.runner import execute
 from harness.scenario import Scenario, parse_scenario
 
 RETRY_EVERY_S = 0.1

@@ -1,4 +1,4 @@
-"""Write an audit into its run directory: intents.csv (and intents.parquet), summary.json, report.md."""
+"""Audit a run and write it into its run directory: intents.csv (and .parquet), summary.json, report.md."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 
 from harness import rundir
 from harness.audit.accumulators import frame_of
-from harness.audit.auditor import AuditResult
+from harness.audit.auditor import AuditResult, audit_run
+from harness.audit.begin import Begun
 from harness.report.html import REPORT_HTML, render_html
 from harness.report.text import render_markdown
 
@@ -182,3 +183,16 @@ def write_audit(audit: AuditResult, *, html: bool = True, intents: IntentFiles |
         paths.append(run_dir / REPORT_HTML)
         _replace(paths[-1], lambda tmp: tmp.write_text(page, encoding="utf-8"))
     return paths
+
+
+def audit_and_report(run_dir: Path, *, html: bool = True, begun: Begun | None = None) -> AuditResult:
+    """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html).
+    ``begun``: the audit's first step, already taken (:mod:`harness.audit.begin`)."""
+    intents = IntentFiles(run_dir)  # written while the audit judges
+    try:
+        audit = audit_run(run_dir, sink=intents.write, begun=begun)
+    except BaseException:
+        intents.discard()
+        raise
+    write_audit(audit, html=html, intents=intents)
+    return audit

@@ -13,7 +13,6 @@ from harness.audit.auditor import audit_run
 from harness.cli import main
 from harness.errors import UsageError
 from harness.history import EventType, Verdict, read_history
-from harness.preflight import require_run_dir
 from harness.scenario import load_scenario
 from tests.integration.test_checkpoints import held_kills, notes_scenario
 
@@ -71,4 +70,4 @@ def test_a_run_stopped_in_its_control_points_at_it(tmp_path: Path) -> None:
     (run_dir / rundir.CONTROL / rundir.HISTORY).write_text("")
     (run_dir / rundir.CONTROL / rundir.SCENARIO).write_text("")
     with pytest.raises(UsageError, match=r"stopped in its control run.*mcp-chaos audit .*one/control"):
-        require_run_dir(run_dir)
+        rundir.require_run_dir(run_dir)

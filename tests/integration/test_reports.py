@@ -13,8 +13,8 @@ import pytest
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind
 from harness.report.compare import Counts, render_comparison_html
+from harness.report.files import audit_and_report
 from harness.report.html import recovery, timeline_of
-from harness.runner import audit_and_report
 from tests.conftest import invoice_scenario
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,7 @@ from harness import rundir
 from harness.audit.auditor import audit_run
 from harness.history import Verdict
 from harness.report import files
-from harness.report.files import IntentFiles, write_audit
-from harness.runner import audit_and_report
+from harness.report.files import IntentFiles, audit_and_report, write_audit
 
 
 @pytest.fixture
