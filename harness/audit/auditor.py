@@ -28,12 +28,13 @@ from harness import rundir
 from harness.audit.accumulators import frame_of
 from harness.audit.begin import Begun, begin
 from harness.audit.causes import causes
-from harness.audit.columnar import CHUNK_ROWS, IntentRows, fold_columnar, texts
+from harness.audit.columnar import CHUNK_ROWS, DIGESTS, IntentRows, fold_columnar, texts
 from harness.audit.control import compare_control
-from harness.audit.effects import EffectTable
+from harness.audit.effects import EffectTable, Hashes
 from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
+from harness.audit.memory import no_cycle_collection
 from harness.audit.podlogs import evidence
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
 from harness.audit.summary import EffectCounts, Summary, summarize
@@ -218,7 +219,11 @@ def judge(
     matched = 0
     try:
         for chunk in rows.chunks():
-            counted_effects = effects.lookup(chunk.column("marker"))
+            hashes: Hashes | None = None
+            if "marker_hash" in chunk.column_names:  # the columnar fold's: DuckDB hashed the markers
+                hashes = (chunk.column("marker_hash").to_numpy(), chunk.column("marker_check").to_numpy())
+                chunk = chunk.drop_columns(list(DIGESTS))
+            counted_effects = effects.lookup(chunk.column("marker"), hashes)
             matched += int(counted_effects.sum())
             status = chunk.column("client_status").to_numpy()
             codes = verdict_codes(status, counted_effects)
@@ -291,7 +296,11 @@ def audit_run(
     read already started, see :mod:`harness.audit.begin`). ``sink`` is given each
     judged chunk as it is judged (see :func:`judge`).
     """
-    begun = begun if begun is not None else begin(run_dir)
+    with no_cycle_collection():
+        return _audit(run_dir, sink, begun if begun is not None else begin(run_dir))
+
+
+def _audit(run_dir: Path, sink: Callable[[pa.Table], None] | None, begun: Begun) -> AuditResult:
     scenario = begun.scenario
     history = run_dir / rundir.HISTORY
     rows: IntentChunks | None = None

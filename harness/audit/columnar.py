@@ -77,6 +77,7 @@ from harness.audit.accumulators import (
     fault_label,
     frame_of,
 )
+from harness.audit.effects import hashes_sql
 from harness.audit.fold import CODE_LIMIT, Fold
 from harness.audit.memory import give_back
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
@@ -89,6 +90,9 @@ REORDER_ROWS = 1 << 22
 """Events parsed ahead of a stretch of the file not parsed yet, at most (see _in_order)."""
 MEMORY_LIMIT = "128MB"
 """DuckDB's ceiling (its parse buffers: the fold keeps no table in it)."""
+DIGESTS = ("marker_hash", "marker_check")
+"""Columns of a chunk of intents beside those of ``Intents.frame``: DuckDB's ``hash`` of the marker,
+and of the marker after a byte 1 (see :class:`harness.audit.effects.EffectTable`)."""
 CHUNK_ROWS = 65_536
 """Intents per chunk handed to the judging (a chunk is ~15 MB of frame)."""
 
@@ -175,7 +179,8 @@ class IntentRows:
                 yield self._chunk(pa.Table.from_batches(pending))
 
     def _chunk(self, raw: pa.Table) -> pa.Table:
-        """A chunk with the columns of :meth:`Intents.frame`, in its order, with the same values."""
+        """A chunk with the columns of :meth:`Intents.frame`, in its order, with the same values, and the
+        marker's ``DIGESTS`` after its key."""
         index = raw.column("intent").to_numpy()
         n = len(index)
         sparse = self.sparse
@@ -203,6 +208,7 @@ class IntentRows:
             "intent": index,
             "marker": raw.column("marker"),
             "key": raw.column("key"),
+            **{name: raw.column(name) for name in DIGESTS},
             "client_status": raw.column("client_status"),
             "attempts": raw.column("attempts").cast(pa.int32()),
             **{f"n_{o}": raw.column(f"n_{o}").cast(pa.int32()) for o in OUTCOMES},
@@ -228,7 +234,7 @@ class IntentRows:
 
     def frame(self) -> pd.DataFrame:
         """Every started intent at once, as :meth:`Intents.frame` has them (small runs, tests)."""
-        chunks = list(self.chunks())
+        chunks = [chunk.drop_columns(list(DIGESTS)) for chunk in self.chunks()]
         return frame_of(pa.concat_tables(chunks)) if chunks else pd.DataFrame()
 
     def close(self) -> None:
@@ -529,9 +535,11 @@ class _Texts:
     the intents that hold them are written, instead of each becoming a Python
     string as it is folded and an Arrow string again when written (a third of the
     fold's own time when they did). What no carried intent points at is dropped.
+    The marker's two hashes (``DIGESTS``) ride along: DuckDB computes them while
+    it parses, and the effects are looked up by them (:meth:`EffectTable.lookup`).
     """
 
-    COLUMNS = ("marker", "key", "reply", "code", "trace_id")
+    COLUMNS = ("marker", "key", "reply", "code", "trace_id", *DIGESTS)
 
     def __init__(self) -> None:
         self.parts: list[pa.RecordBatch] = []
@@ -657,12 +665,13 @@ class _Partial:
         ``pods`` or ``traces`` (none seen yet, so none among these rows) those columns are null."""
         in_progress = int(ClientStatus.IN_PROGRESS)
         status = np.where(self.n_ended > 0, self.status, in_progress).astype(np.int8)
-        marker, key = texts.at(self.started_seq, "marker", "key")
+        marker, key, *digests = texts.at(self.started_seq, "marker", "key", *DIGESTS)
         n = len(self.intent)
         columns: dict[str, Any] = {
             "intent": self.intent,
             "marker": marker,
             "key": key,
+            **dict(zip(DIGESTS, digests, strict=True)),
             "client_status": status,
             "attempts": self.attempts,
             **{f"n_{o}": self.outcomes[:, n] for n, o in enumerate(OUTCOMES)},
@@ -737,6 +746,7 @@ class _Folder:
         falsy = _sql_list(list(_FALSY_JSON))
         statuses = " ".join(f"WHEN '{name}' THEN {code}" for name, code in _STATUS.items())
         gave_up = int(ClientStatus.GAVE_UP)
+        marker_hash, marker_check = hashes_sql("marker")
         query = f"""
             SELECT k, seq, coalesce(t, 'nan'::DOUBLE) AS t,
                 coalesce(TRY_CAST(intent AS BIGINT), -1) AS intent,
@@ -748,6 +758,8 @@ class _Folder:
                   OR t IS NULL)) OR (k = 1 AND (marker IS NULL OR key IS NULL))
                   OR (k = 4 AND status IS NULL)) AS bad,
                 CASE WHEN k = 1 THEN marker END AS marker, CASE WHEN k = 1 THEN key END AS key,
+                CASE WHEN k = 1 THEN {marker_hash} END AS marker_hash,
+                CASE WHEN k = 1 THEN {marker_check} END AS marker_check,
                 CASE WHEN k = 4 THEN CASE status {statuses} ELSE {gave_up} END END AS status,
                 CASE WHEN k = 3 THEN outcome END AS outcome,
                 CASE WHEN k = 3 THEN reply END AS reply,

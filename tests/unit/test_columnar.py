@@ -23,6 +23,7 @@ import pytest
 
 from bench import audit as bench_audit
 from harness.audit import columnar
+from harness.audit.effects import EffectTable
 from harness.audit.fold import Fold, fold_history
 from harness.audit.verdicts import ClientStatus
 from harness.history import read_batches
@@ -190,3 +191,32 @@ def test_a_path_duckdb_would_read_as_a_pattern_is_left_to_the_python_fold(tmp_pa
     assert columnar.fold_columnar(path) is None
     python = fold_history(read_batches(path), str(path))
     assert (python.intents["client_status"] != ClientStatus.NOT_STARTED).sum() > 5
+
+
+@pytest.mark.parametrize("batch", [3, 1 << 15])
+def test_the_markers_hashed_while_folding_are_those_the_effect_table_looks_up(
+    tmp_path: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold's DuckDB hashes each marker as it parses: the same digests the effect table makes of the
+    same text, or every effect would go unmatched (counted foreign, its intent lost)."""
+    monkeypatch.setattr(columnar, "BATCH_ROWS", batch)
+    bench_audit.synthesize(tmp_path, 300)
+    folded = columnar.fold_columnar(tmp_path / "history.jsonl")
+    assert folded is not None
+    _, rows = folded
+    table = EffectTable.of({"b-m0000007": 2})
+    try:
+        chunk = pa.concat_tables(rows.chunks())
+        hashes = (chunk.column("marker_hash").to_numpy(), chunk.column("marker_check").to_numpy())
+        markers = chunk.column("marker").combine_chunks()
+        (given_key, given_check), (own_key, own_check) = (
+            table._digests(markers, hashes),
+            table._digests(markers),
+        )
+        assert given_key.tolist() == own_key.tolist()
+        assert given_check.tolist() == own_check.tolist()
+        found = table.lookup(chunk.column("marker"), hashes)
+        assert found.tolist() == [2 if m == "b-m0000007" else 0 for m in chunk.column("marker").to_pylist()]
+    finally:
+        rows.close()
+        table.close()

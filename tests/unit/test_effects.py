@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.audit import effects as effects_module
-from harness.audit.effects import EffectTable, count_effects, load_effects
+from harness.audit.effects import EffectTable, Hashes, count_effects, load_effects
 from harness.errors import AuditError
 from harness.scenario import Effects
 
@@ -130,8 +130,10 @@ def test_foreign_effects_are_those_no_intent_looked_up(tmp_path: Path, reading: 
 class Colliding(EffectTable):
     """Every marker's search key is its length: shared keys everywhere, which must change no count."""
 
-    def _digests(self, markers: pa.Array) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]:
-        _, check = super()._digests(markers)
+    def _digests(
+        self, markers: pa.Array, hashes: Hashes | None = None
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]:
+        _, check = super()._digests(markers, hashes)
         return np.asarray(pc.utf8_length(markers).fill_null(0), dtype=np.uint32), check
 
 
