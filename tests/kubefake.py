@@ -212,13 +212,15 @@ class FakeCluster:
         self._rr = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.api_port = free_port()
-        self.service_port = free_port()
-        self.service_url = f"http://127.0.0.1:{self.service_port}/mcp"
-        self._api = ThreadingHTTPServer(("127.0.0.1", self.api_port), _handler(self))
+        # Bound to port 0 and asked which it got: a port picked free and bound later can be taken in
+        # between by another test's server (it was, once, under two workers).
+        self._api = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._api.daemon_threads = True
-        self._service = socket.create_server(("127.0.0.1", self.service_port))
+        self.api_port = int(self._api.server_address[1])
+        self._service = socket.create_server(("127.0.0.1", 0))
         self._service.settimeout(0.2)
+        self.service_port = int(self._service.getsockname()[1])
+        self.service_url = f"http://127.0.0.1:{self.service_port}/mcp"
 
     # -- life
     def start(self) -> FakeCluster:

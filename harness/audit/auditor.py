@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from harness import rundir
 from harness.audit.accumulators import frame_of
 from harness.audit.begin import Begun, begin
+from harness.audit.causes import READS as CAUSE_READS
 from harness.audit.causes import causes
 from harness.audit.columnar import CHUNK_ROWS, DIGESTS, IntentRows, fold_columnar, texts
 from harness.audit.control import compare_control
@@ -236,13 +237,14 @@ def judge(
                 )
                 .append_column("effects", pa.array(counted_effects, pa.int64()))
                 .append_column("verdict", _VERDICT_NAMES.take(codes))
-                .append_column("vanished_after", texts(gone.after, bool(gone.vanished.any())))
+                .append_column("vanished_after", texts(gone.after, np.flatnonzero(gone.vanished)))
             )
             cause = np.full(len(codes), "", dtype=object)
             findings = np.flatnonzero(codes != EXACTLY_ONCE_CODE)
             if len(findings):
-                cause[findings] = causes(frame_of(judged_chunk.take(findings)), gone.vanished[findings])
-            judged_chunk = judged_chunk.append_column("cause", texts(cause, len(findings) > 0))
+                rows_found = frame_of(judged_chunk.select(list(CAUSE_READS)).take(findings))
+                cause[findings] = causes(rows_found, gone.vanished[findings])
+            judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.add(judged_chunk)
             judged.write(judged_chunk)

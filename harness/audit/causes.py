@@ -57,6 +57,10 @@ def first_fault(faults: str) -> str:
     return next((kind.value for kind in FaultKind if kind.value in present), "")
 
 
+READS = ("verdict", "faults", "n_timeout", "n_transport_error", "n_tool_error", "reply_reads_as_failure")
+"""The columns of a judged table :func:`causes` reads."""
+
+
 def causes(table: pd.DataFrame, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
     """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags)."""
     result = np.full(len(table), "", dtype=object)

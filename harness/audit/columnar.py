@@ -186,10 +186,12 @@ class IntentRows:
         sparse = self.sparse
         hits = np.zeros(n, dtype=np.int32)
         faults = np.full(n, "", dtype=object)
-        marked = np.zeros(n, dtype=bool)
+        marked = np.zeros(0, dtype=np.int64)
         if sparse.hits or sparse.faults:
-            marked = np.isin(index, np.fromiter({*sparse.hits, *sparse.faults}, dtype=np.int64))
-            for row in np.flatnonzero(marked).tolist():
+            marked = np.flatnonzero(
+                np.isin(index, np.fromiter({*sparse.hits, *sparse.faults}, dtype=np.int64))
+            )
+            for row in marked.tolist():
                 i = int(index[row])
                 hits[row] = sparse.hits.get(i, 0)
                 kinds = sparse.faults.get(i)
@@ -197,6 +199,7 @@ class IntentRows:
                     faults[row] = ";".join(sorted(kinds))
         raw_codes = raw.column("code")
         codes = np.full(n, "", dtype=object)
+        present = np.zeros(0, dtype=np.int64)
         if raw_codes.null_count < n:
             present = np.flatnonzero(raw_codes.is_valid().to_numpy(zero_copy_only=False))
             for row, text in zip(present.tolist(), raw_codes.take(present).to_pylist(), strict=True):
@@ -213,10 +216,10 @@ class IntentRows:
             "attempts": raw.column("attempts").cast(pa.int32()),
             **{f"n_{o}": raw.column(f"n_{o}").cast(pa.int32()) for o in OUTCOMES},
             "attempts_hit_by_pod_fault": hits,
-            "faults": texts(faults, bool(marked.any())),
+            "faults": texts(faults, marked),
             "first_attempt_ms": _millis(raw.column("first_t")),
             "last_end_ms": _millis(raw.column("last_t")),
-            "code": texts(codes, raw_codes.null_count < n),
+            "code": texts(codes, present),
             "reply": raw.column("reply").fill_null(""),
             "reply_reads_as_failure": failing,
         }
@@ -241,12 +244,15 @@ class IntentRows:
         self.workdir.cleanup()
 
 
-def texts(values: npt.NDArray[np.object_], written: bool = True) -> pa.Array:
-    """A text column that is mostly empty strings; ``written`` False when the caller set none of them
-    (then no Python pass over it: comparing a million strings to "" cost more than the rest of it)."""
-    if not written:
-        return pa.repeat(pa.scalar("", pa.string()), len(values))
-    return pa.array(values, pa.string())
+def texts(values: npt.NDArray[np.object_], rows: npt.NDArray[np.int64] | None = None) -> pa.Array:
+    """A text column; with ``rows``, one whose values are empty strings but at those rows, and only those
+    become Arrow strings (a take puts them in place: building a million empty strings one by one cost
+    more than judging them)."""
+    if rows is None:
+        return pa.array(values, pa.string())
+    at = np.zeros(len(values), dtype=np.int32)
+    at[rows] = np.arange(1, len(rows) + 1, dtype=np.int32)
+    return pa.array(["", *values[rows].tolist()], pa.string()).take(pa.array(at))
 
 
 def _millis(seconds: pa.ChunkedArray) -> pa.Array:
@@ -563,7 +569,7 @@ class _Texts:
             raise Declined  # text pointed at and not kept: cannot happen in a history this fold takes
         kept = pa.Table.from_batches(self.parts, self.parts[0].schema) if self.parts else None
         if kept is None:
-            return [pa.nulls(len(seqs), pa.string()) for _ in columns]
+            return [pa.nulls(len(seqs), pa.uint64() if c in DIGESTS else pa.string()) for c in columns]
         taken = kept.select(list(columns)).take(pa.array(where, pa.int64(), mask=~found))
         return [column.combine_chunks() for column in taken.columns]
 
@@ -693,6 +699,9 @@ class _Folder:
         self.workdir = workdir
         self.out = workdir / "intents.arrow"
         self.writer: pa.ipc.RecordBatchFileWriter | None = None
+        self.unwritten: list[pa.Table] = []
+        """Final intents not yet written (fewer than ``CHUNK_ROWS``)."""
+        self.unwritten_rows = 0
         self.written: Path | None = None
         """``out`` once an intent has been written to it."""
         self.sparse = Sparse()
@@ -776,6 +785,7 @@ class _Folder:
                 for batch in _in_order(batches, self.lines.first_seq()):
                     self._batch(batch)
             self._release(everything=True)
+            self._write(None)
         finally:
             self.lines.close()
             pa.default_memory_pool().release_unused()  # the parsed batches: give their pages back
@@ -1134,6 +1144,23 @@ class _Folder:
         )
         self._release(everything=False)
 
+    def _write(self, table: pa.Table | None) -> None:
+        """Write intents, ``CHUNK_ROWS`` or more at once (None: what waits, however few): the judging
+        reads a batch per chunk, each column one array (a few thousand at a time, it joined a dozen
+        pieces of every column of every chunk)."""
+        if table is not None:
+            self.unwritten.append(table)
+            self.unwritten_rows += table.num_rows
+        if not self.unwritten or (table is not None and self.unwritten_rows < CHUNK_ROWS):
+            return
+        joined = pa.concat_tables(self.unwritten).combine_chunks()
+        self.unwritten, self.unwritten_rows = [], 0
+        if self.writer is None:
+            # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
+            self.writer = pa.ipc.new_file(str(self.out), joined.schema)
+            self.written = self.out
+        self.writer.write_table(joined)
+
     def _release(self, *, everything: bool) -> None:
         """Write the carried intents that are final and below every unfinished one, in index order."""
         c = self.carried
@@ -1157,12 +1184,7 @@ class _Folder:
         elif out.any():
             rows = c.take(np.flatnonzero(out))
         if out.any():
-            table = rows.table(self.texts, pods=self.has_pods, traces=self.has_traces)
-            if self.writer is None:
-                # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
-                self.writer = pa.ipc.new_file(str(self.out), table.schema)
-                self.written = self.out
-            self.writer.write_table(table)
+            self._write(rows.table(self.texts, pods=self.has_pods, traces=self.has_traces))
             self.released = int(rows.intent[-1])
         self.carried = c.take(np.flatnonzero(rest)) if rest.any() else _Partial.empty(np.zeros(0, np.int64))
         c = self.carried

@@ -80,7 +80,7 @@ class Tally:
             self.outcomes[o] += _total(chunk, f"n_{o.value}")
         findings = pc.not_equal(chunk.column("verdict"), _EXACTLY_ONCE)
         if pc.any(findings).as_py():
-            self._findings(frame_of(chunk.filter(findings)))
+            self._findings(chunk.filter(findings))
         hit = pc.not_equal(chunk.column("faults"), "")
         if pc.any(hit).as_py():
             cells = chunk.filter(hit).select(["faults", "verdict"]).to_pandas()
@@ -90,9 +90,11 @@ class Tally:
         if "first_pod" in chunk.column_names:
             self._replicas(chunk.select(["first_pod", "pods", "verdict"]).to_pandas())
 
-    def _findings(self, found: pd.DataFrame) -> None:
-        """The rows of a chunk whose verdict is not exactly once: their classes, and the firsts of each."""
+    def _findings(self, rows: pa.Table) -> None:
+        """The rows of a chunk whose verdict is not exactly once: their classes, and the firsts of each
+        (only those become pandas rows whole)."""
         keep: list[int] = []
+        found = rows.select(["intent", "verdict", "cause"]).to_pandas()
         for (verdict, cause), group in found.groupby(["verdict", "cause"], sort=False)["intent"]:
             key = (str(verdict), str(cause))
             self.causes[key] += len(group)
@@ -104,7 +106,9 @@ class Tally:
                 if key[0] in TOLD:
                     keep.extend(taken)
         if keep:
-            self.told.append(found[found["intent"].isin(keep)].copy())
+            self.told.append(
+                frame_of(rows.filter(pc.is_in(rows.column("intent"), pa.array(keep, pa.int64()))))
+            )
 
     def _replicas(self, chunk: pd.DataFrame) -> None:
         replicas = self.replicas if self.replicas is not None else {}
