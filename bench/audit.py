@@ -3,8 +3,8 @@
 The history is shaped like a real pod-kill run's (every event type, ~3% of
 intents retried after a kill, ~1.4% duplicated effects) but written directly,
 so a million intents take seconds to make instead of an hour to run. The audit
-is the real ``mcp-chaos audit`` in a child process; its peak RSS comes from
-the OS (wait4).
+is the real ``mcp-chaos audit`` in a child process; its peak RSS is its own
+high-water mark, read from /proc (:class:`bench.common.PeakRss`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from bench.common import PeakRss
 from harness.scenario import parse_scenario
 
 QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
@@ -126,20 +127,20 @@ class AuditSample:
 
 def audit(run_dir: Path, *, html: bool = False) -> AuditSample:
     """``mcp-chaos audit`` of the run; with ``html``, report.html (its plots) too."""
+    args = [sys.executable, "-m", "harness.cli", "audit", str(run_dir), *([] if html else ["--no-html"])]
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "audit", str(run_dir), *([] if html else ["--no-html"])],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = PeakRss(proc.pid, args)
+    _, status, _ = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    peak_mb = peak.stop()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
         raise RuntimeError(f"audit failed: {proc.stderr.read().decode() if proc.stderr else ''}")
     intents = int(orjson.loads((run_dir / "summary.json").read_bytes())["intents"]["started"])
     return AuditSample(
         intents=intents,
         history_mb=(run_dir / "history.jsonl").stat().st_size / 1e6,
         wall_s=wall,
-        peak_rss_mb=usage.ru_maxrss / 1024,
+        peak_rss_mb=peak_mb,
     )

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import ROOT, Server, cpu_seconds, server
+from bench.common import ROOT, PeakRss, Server, cpu_seconds, server
 from harness.client.http import McpHttpClient
 
 WRK_SCRIPT = """
@@ -58,7 +58,8 @@ class Sample:
 
 
 def _wait(proc: subprocess.Popen[str]) -> tuple[str, resource.struct_rusage]:
-    """Reap a child and return its stdout and resource usage (wait4's rusage: CPU, peak RSS)."""
+    """Reap a child and return its stdout and resource usage (wait4's rusage: its CPU; not its peak RSS,
+    which counts its parent's from before exec: see :class:`bench.common.PeakRss`)."""
     out = proc.stdout.read() if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -95,29 +96,28 @@ def _run_python(
 ) -> tuple[Sample, float]:
     """A client child process; returns its sample and its peak RSS in MB."""
     s0 = cpu_seconds(srv.pid)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            module,
-            srv.url,
-            "--calls",
-            str(calls),
-            "--concurrency",
-            str(concurrency),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    out, usage = _wait(proc)
+    args = [
+        sys.executable,
+        "-m",
+        module,
+        srv.url,
+        "--calls",
+        str(calls),
+        "--concurrency",
+        str(concurrency),
+        *extra,
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    peak = PeakRss(proc.pid, args)
+    out, _ = _wait(proc)
+    peak_mb = peak.stop()
     server_cpu = cpu_seconds(srv.pid) - s0
     result = json.loads(out)
     if result["ok"] != calls:
         raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
     # The child's own CPU figure excludes interpreter start-up and imports; wait4's includes them.
     sample = Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], server_cpu)
-    return sample, usage.ru_maxrss / 1024
+    return sample, peak_mb
 
 
 def measure(concurrencies: tuple[int, ...] = (1, 8, 32, 64), seconds: int = 3) -> list[Sample]:

@@ -699,9 +699,6 @@ class _Folder:
         self.workdir = workdir
         self.out = workdir / "intents.arrow"
         self.writer: pa.ipc.RecordBatchFileWriter | None = None
-        self.unwritten: list[pa.Table] = []
-        """Final intents not yet written (fewer than ``CHUNK_ROWS``)."""
-        self.unwritten_rows = 0
         self.written: Path | None = None
         """``out`` once an intent has been written to it."""
         self.sparse = Sparse()
@@ -785,7 +782,6 @@ class _Folder:
                 for batch in _in_order(batches, self.lines.first_seq()):
                     self._batch(batch)
             self._release(everything=True)
-            self._write(None)
         finally:
             self.lines.close()
             pa.default_memory_pool().release_unused()  # the parsed batches: give their pages back
@@ -1144,23 +1140,6 @@ class _Folder:
         )
         self._release(everything=False)
 
-    def _write(self, table: pa.Table | None) -> None:
-        """Write intents, ``CHUNK_ROWS`` or more at once (None: what waits, however few): the judging
-        reads a batch per chunk, each column one array (a few thousand at a time, it joined a dozen
-        pieces of every column of every chunk)."""
-        if table is not None:
-            self.unwritten.append(table)
-            self.unwritten_rows += table.num_rows
-        if not self.unwritten or (table is not None and self.unwritten_rows < CHUNK_ROWS):
-            return
-        joined = pa.concat_tables(self.unwritten).combine_chunks()
-        self.unwritten, self.unwritten_rows = [], 0
-        if self.writer is None:
-            # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
-            self.writer = pa.ipc.new_file(str(self.out), joined.schema)
-            self.written = self.out
-        self.writer.write_table(joined)
-
     def _release(self, *, everything: bool) -> None:
         """Write the carried intents that are final and below every unfinished one, in index order."""
         c = self.carried
@@ -1184,7 +1163,12 @@ class _Folder:
         elif out.any():
             rows = c.take(np.flatnonzero(out))
         if out.any():
-            self._write(rows.table(self.texts, pods=self.has_pods, traces=self.has_traces))
+            table = rows.table(self.texts, pods=self.has_pods, traces=self.has_traces)
+            if self.writer is None:
+                # Arrow's own file format: written and mapped back at memory speed, unlike Parquet.
+                self.writer = pa.ipc.new_file(str(self.out), table.schema)
+                self.written = self.out
+            self.writer.write_table(table)
             self.released = int(rows.intent[-1])
         self.carried = c.take(np.flatnonzero(rest)) if rest.any() else _Partial.empty(np.zeros(0, np.int64))
         c = self.carried
