@@ -66,11 +66,13 @@ class JudgedIntents:
     crash points, tests) holds it in memory.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, whole: bool = True) -> None:
+        """``whole`` False: only the narrow copy is kept (``mcp-chaos audit``, which reads no row again:
+        the whole table of 3M intents is 390 MB written for nothing)."""
         # Removed with the object (an AuditResult lives as long as its caller needs its rows).
         folder = tempfile.mkdtemp(prefix="mcp-chaos-judged-")
         weakref.finalize(self, shutil.rmtree, folder, True)
-        self.path = Path(folder) / "judged.arrow"
+        self.path: Path | None = Path(folder) / "judged.arrow" if whole else None
         self.narrow = Path(folder) / "plotted.arrow"
         self._writers: list[pa.ipc.RecordBatchFileWriter] = []
         self._schema: pa.Schema | None = None
@@ -80,15 +82,15 @@ class JudgedIntents:
         if self._schema is None:
             self._schema = chunk.schema
             self.columns = list(chunk.column_names)
-            self._writers = [
-                pa.ipc.new_file(str(self.path), self._schema),
-                pa.ipc.new_file(str(self.narrow), pa.schema([self._schema.field(c) for c in PLOTTED])),
-            ]
+            narrow = pa.schema([self._schema.field(c) for c in PLOTTED])
+            self._writers = [pa.ipc.new_file(str(self.narrow), narrow)]
+            if self.path is not None:
+                self._writers.append(pa.ipc.new_file(str(self.path), self._schema))
         elif chunk.schema != self._schema:
             chunk = chunk.select(self.columns).cast(self._schema)
-        whole, narrow = self._writers
-        whole.write_table(chunk.combine_chunks())  # one batch per chunk: one read each later
-        narrow.write_table(chunk.select(list(PLOTTED)).combine_chunks())
+        self._writers[0].write_table(chunk.select(list(PLOTTED)).combine_chunks())
+        if self.path is not None:  # one batch per chunk: one read each later
+            self._writers[1].write_table(chunk.combine_chunks())
 
     def close_writer(self) -> None:
         writers, self._writers = self._writers, []
@@ -107,7 +109,13 @@ class JudgedIntents:
 
     def _file(self, columns: Sequence[str] | None) -> Path:
         """The narrow copy when it holds ``columns``, else the whole file."""
-        return self.narrow if columns is not None and set(columns) <= set(PLOTTED) else self.path
+        if columns is not None and set(columns) <= set(PLOTTED):
+            return self.narrow
+        if self.path is None:
+            raise AuditError(
+                "this audit kept only the columns report.html plots; audit_run(..., keep_rows=True) keeps all"
+            )
+        return self.path
 
     def rows_of(self, intents: Sequence[int]) -> pd.DataFrame:
         """The rows of these intents only (a chunk at a time: the table is never whole in memory)."""
@@ -207,15 +215,17 @@ def judge(
     run_dir: Path,
     history: History = _no_history,
     sink: Callable[[pa.Table], None] | None = None,
+    keep_rows: bool = True,
 ) -> AuditResult:
     """Join effects to the folded intents chunk by chunk, judge each, find causes; summarise, apply the gate.
 
     Memory is a chunk and the tally (counts, and the few rows stories are told
-    of), whatever the run's size; the judged rows go to disk (:class:`JudgedIntents`),
-    and to ``sink`` (the report's files, written meanwhile). ``history`` opens the
-    history again for the stories (a targeted second read).
+    of), whatever the run's size; the judged rows go to disk (:class:`JudgedIntents`;
+    without ``keep_rows``, only the columns report.html plots), and to ``sink`` (the
+    report's files, written meanwhile). ``history`` opens the history again for the
+    stories (a targeted second read).
     """
-    judged = JudgedIntents()
+    judged = JudgedIntents(whole=keep_rows)
     tally = Tally()
     matched = 0
     try:
@@ -287,7 +297,11 @@ def judge(
 
 
 def audit_run(
-    run_dir: Path, sink: Callable[[pa.Table], None] | None = None, begun: Begun | None = None
+    run_dir: Path,
+    sink: Callable[[pa.Table], None] | None = None,
+    begun: Begun | None = None,
+    *,
+    keep_rows: bool = True,
 ) -> AuditResult:
     """Audit a run directory, complete or partial.
 
@@ -296,13 +310,16 @@ def audit_run(
     Python fold reads it and names what is wrong; the effect source is read
     meanwhile, on another thread, into an :class:`EffectTable` (``begun``: that
     read already started, see :mod:`harness.audit.begin`). ``sink`` is given each
-    judged chunk as it is judged (see :func:`judge`).
+    judged chunk as it is judged (see :func:`judge`); without ``keep_rows`` the result
+    holds only the columns report.html plots (``intents`` and ``story_of`` then fail).
     """
     with no_cycle_collection():
-        return _audit(run_dir, sink, begun if begun is not None else begin(run_dir))
+        return _audit(run_dir, sink, begun if begun is not None else begin(run_dir), keep_rows)
 
 
-def _audit(run_dir: Path, sink: Callable[[pa.Table], None] | None, begun: Begun) -> AuditResult:
+def _audit(
+    run_dir: Path, sink: Callable[[pa.Table], None] | None, begun: Begun, keep_rows: bool
+) -> AuditResult:
     scenario = begun.scenario
     history = run_dir / rundir.HISTORY
     rows: IntentChunks | None = None
@@ -329,7 +346,7 @@ def _audit(run_dir: Path, sink: Callable[[pa.Table], None] | None, begun: Begun)
                 ) from None
             raise
         try:
-            return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history), sink)
+            return judge(fold, rows, table, scenario, run_dir, lambda: read_batches(history), sink, keep_rows)
         finally:
             table.close()
     finally:

@@ -185,12 +185,15 @@ def write_audit(audit: AuditResult, *, html: bool = True, intents: IntentFiles |
     return paths
 
 
-def audit_and_report(run_dir: Path, *, html: bool = True, begun: Begun | None = None) -> AuditResult:
+def audit_and_report(
+    run_dir: Path, *, html: bool = True, begun: Begun | None = None, keep_rows: bool = True
+) -> AuditResult:
     """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html).
-    ``begun``: the audit's first step, already taken (:mod:`harness.audit.begin`)."""
+    ``begun``: the audit's first step, already taken (:mod:`harness.audit.begin`); ``keep_rows``
+    False: the result keeps no judged row beyond its files (see :func:`audit_run`)."""
     intents = IntentFiles(run_dir)  # written while the audit judges
     try:
-        audit = audit_run(run_dir, sink=intents.write, begun=begun)
+        audit = audit_run(run_dir, sink=intents.write, begun=begun, keep_rows=keep_rows)
     except BaseException:
         intents.discard()
         raise

@@ -16,7 +16,9 @@ import pytest
 
 from bench import audit as bench_audit
 from harness import rundir
+from harness.audit import auditor
 from harness.audit.auditor import audit_run
+from harness.errors import AuditError
 from harness.history import Verdict
 from harness.report import files
 from harness.report.files import IntentFiles, audit_and_report, write_audit
@@ -84,3 +86,16 @@ def test_no_intent_started_is_the_header_alone(tmp_path: Path) -> None:
     assert intents.commit() == [tmp_path / rundir.INTENTS_CSV]
     header = (tmp_path / rundir.INTENTS_CSV).read_text(encoding="utf-8").splitlines()
     assert header == [",".join(f'"{c}"' for c in files.COLUMNS)]
+
+
+def test_an_audit_that_keeps_no_rows_writes_the_same_files_and_report_html(run_dir: Path) -> None:
+    """``mcp-chaos audit`` keeps only report.html's columns: the same files, and no row read again."""
+    kept = audit_and_report(run_dir, html=True)
+    written = {name: (run_dir / name).read_bytes() for name in (rundir.INTENTS_CSV, rundir.SUMMARY_JSON)}
+    plotted = kept.judged.frame(list(auditor.PLOTTED))
+    lean = audit_and_report(run_dir, html=True, keep_rows=False)
+    assert {name: (run_dir / name).read_bytes() for name in written} == written
+    pd.testing.assert_frame_equal(lean.judged.frame(list(auditor.PLOTTED)), plotted)
+    assert lean.judged.path is None
+    with pytest.raises(AuditError, match="keep_rows=True"):
+        _ = lean.intents
