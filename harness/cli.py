@@ -307,7 +307,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters, init's throwaway
-    directories (which belong to no run: only without ``--run``) and containers (by label)."""
+    directories and audits' temporary files (which belong to no run: only without ``--run``), and
+    containers (by label)."""
+    from harness.audit import scratch
     from harness.init.connect import remove_stale_probes
     from harness.pods.container import docker_client, remove_containers
     from harness.services import remove_stale_clusters
@@ -316,6 +318,8 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         print(f"removed temporary PostgreSQL cluster {path}")
     for path in remove_stale_probes() if args.run is None else ():
         print(f"removed init's temporary directory {path}")
+    for path in scratch.remove_stale() if args.run is None else ():
+        print(f"removed a killed audit's temporary directory {path}")
     try:
         client = docker_client()
     except TargetError as exc:
@@ -780,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cleanup = sub.add_parser(
         "cleanup",
-        help="remove what a killed harness left: PostgreSQL clusters, init's directories, containers",
+        help="remove what a killed harness left: PostgreSQL clusters, init's and audits' files, containers",
     )
     cleanup.add_argument("--run", help="only those of this run id")
     cleanup.add_argument("--force", action="store_true", help="also those of runs whose harness still runs")

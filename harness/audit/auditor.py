@@ -9,9 +9,6 @@ audited again at any time, and a partial run as well as a complete one.
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import tempfile
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +34,7 @@ from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.memory import no_cycle_collection
 from harness.audit.podlogs import evidence
+from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
 from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.tally import Tally
@@ -70,10 +68,9 @@ class JudgedIntents:
         """``whole`` False: only the narrow copy is kept (``mcp-chaos audit``, which reads no row again:
         the whole table of 3M intents is 390 MB written for nothing)."""
         # Removed with the object (an AuditResult lives as long as its caller needs its rows).
-        folder = tempfile.mkdtemp(prefix="mcp-chaos-judged-")
-        weakref.finalize(self, shutil.rmtree, folder, True)
-        self.path: Path | None = Path(folder) / "judged.arrow" if whole else None
-        self.narrow = Path(folder) / "plotted.arrow"
+        self._folder = Scratch()
+        self.path: Path | None = self._folder.path / "judged.arrow" if whole else None
+        self.narrow = self._folder.path / "plotted.arrow"
         self._writers: list[pa.ipc.RecordBatchFileWriter] = []
         self._schema: pa.Schema | None = None
         self.columns: list[str] = []

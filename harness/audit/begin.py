@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import rundir
+from harness.audit import scratch
 from harness.audit.effects import EffectTable, load_effects
 from harness.errors import AuditError, ScenarioError
 from harness.scenario import Scenario, load_scenario
@@ -33,7 +34,9 @@ class Begun:
 
 
 def begin(run_dir: Path) -> Begun:
-    """Read the run's copy of its scenario and start reading its effect source."""
+    """Read the run's copy of its scenario and start reading its effect source (and remove what audits
+    that were killed left behind: :mod:`harness.audit.scratch`)."""
+    scratch.remove_stale()
     try:
         scenario = load_scenario(run_dir / rundir.SCENARIO)
     except ScenarioError as exc:

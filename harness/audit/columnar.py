@@ -43,7 +43,6 @@ import itertools
 import os
 import queue
 import re
-import tempfile
 import threading
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -80,6 +79,7 @@ from harness.audit.accumulators import (
 from harness.audit.effects import hashes_sql
 from harness.audit.fold import CODE_LIMIT, Fold
 from harness.audit.memory import give_back
+from harness.audit.scratch import Scratch
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
 from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Outcome, excerpt
@@ -146,7 +146,7 @@ class IntentRows:
 
     def __init__(
         self,
-        workdir: tempfile.TemporaryDirectory[str],
+        workdir: Scratch,
         path: Path | None,
         sparse: Sparse,
         *,
@@ -274,7 +274,7 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
                 return None  # empty, or a torn last line: the Python fold's careful reader
     except OSError:
         return None
-    workdir = tempfile.TemporaryDirectory(prefix="mcp-chaos-audit-")
+    workdir = Scratch()
     con = duckdb.connect(":memory:")
     try:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")

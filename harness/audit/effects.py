@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ import pyarrow as pa
 
 from harness import rundir
 from harness.audit.memory import give_back
+from harness.audit.scratch import Scratch
 from harness.errors import AuditError
 from harness.history import excerpt
 from harness.scenario import AUDIT_PLACEHOLDERS, Effects
@@ -275,7 +275,7 @@ class EffectTable:
         """``pieces``: the source's markers (text; nulls are skipped) with their counts, a marker possibly
         more than once; ``markers``: the same markers again, for :meth:`foreign`."""
         self._con = duckdb.connect(":memory:")
-        self._spool: tempfile.TemporaryDirectory[str] | None = None
+        self._spool: Scratch | None = None
         try:
             self._con.execute("SET threads = 1")
             self._con.execute("SET allocator_flush_threshold = '1MB'")
@@ -292,7 +292,7 @@ class EffectTable:
         holds the most memory the audit ever does; the sort, which needs three
         columns' worth at once, waits on disk for the fold to end.
         """
-        self._spool = tempfile.TemporaryDirectory(prefix="mcp-chaos-effects-")
+        self._spool = Scratch()
         self.big: dict[tuple[int, int], int] = {}
         """Counts that do not fit ``counts`` (255 there), by (search key, check)."""
         self.total = 0

@@ -23,10 +23,21 @@ from typing import Any
 import orjson
 import pytest
 
+from bench import audit as bench_audit
+from harness.audit import scratch
 from harness.init.connect import INIT_PREFIX
 from harness.pods.leftovers import run_tag
 from harness.services import CLUSTER_PREFIX
-from tests.conftest import CLI, INVOICES, RUNS_CLEANUP, alive, invoice_scenario, mcp_chaos, start_cli_run
+from tests.conftest import (
+    CLI,
+    INVOICES,
+    RUNS_CLEANUP,
+    alive,
+    invoice_scenario,
+    mcp_chaos,
+    mcp_chaos_process,
+    start_cli_run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -231,3 +242,41 @@ def test_a_sigkilled_init_leaves_no_directory(tmp_path: Path) -> None:
 
 def _start_time(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+@RUNS_CLEANUP
+@pytest.mark.exclusive  # every audit removes the files of audits that are gone: it would take these
+def test_a_sigkilled_audit_s_files_are_removed_by_the_next_audit_and_by_cleanup(tmp_path: Path) -> None:
+    big, small = tmp_path / "big", tmp_path / "small"
+    bench_audit.synthesize(big, 300_000)
+    bench_audit.synthesize(small, 100)
+    proc = subprocess.Popen([*CLI, "audit", str(big), "--no-html"], stdout=subprocess.DEVNULL)
+    try:
+        pattern = f"{tempfile.gettempdir()}/{scratch.PREFIX}{proc.pid}.*"
+        deadline = time.monotonic() + 60
+        while not glob.glob(f"{pattern}/intents.arrow") and time.monotonic() < deadline:
+            time.sleep(0.01)  # the fold has begun writing intents
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        left = glob.glob(pattern)
+        assert left, "the killed audit left nothing to remove: it finished first"
+        result = mcp_chaos_process("audit", small, "--no-html")
+        assert result.returncode == 0, result.stderr
+        assert not any(Path(p).exists() for p in left)
+        assert not glob.glob(f"{tempfile.gettempdir()}/{scratch.PREFIX}*")  # nor its own
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stale = Path(tempfile.mkdtemp(prefix=f"{scratch.PREFIX}{os.getpid()}.1-"))  # a start time no one has
+    ours = Path(tempfile.mkdtemp(prefix=f"{scratch.PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
+    try:
+        result = mcp_chaos_process("cleanup")
+        assert result.returncode == 0, result.stderr
+        assert f"removed a killed audit's temporary directory {stale}" in result.stdout
+        assert not stale.exists()
+        assert ours.exists()  # a running audit's
+    finally:
+        for path in (stale, ours):
+            if path.exists():
+                path.rmdir()
