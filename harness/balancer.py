@@ -33,8 +33,8 @@ import orjson
 from harness import rundir
 from harness.errors import TargetStartError
 from harness.history import EventType, HistoryWriter, read_history
-from harness.pods.proctree import die_with_parent
 from harness.pods.watchdog import guard
+from harness.proctree import die_with_parent
 
 NEXT_UPSTREAM = {
     "default": "error timeout",

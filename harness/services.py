@@ -23,11 +23,10 @@ import signal
 import time
 from pathlib import Path
 
-from harness import rundir
+from harness import leftovers, rundir
 from harness.errors import TargetStartError
-from harness.pods import leftovers
-from harness.pods.proctree import die_with_parent
 from harness.pods.watchdog import guard
+from harness.proctree import die_with_parent
 
 
 def postgres_binaries() -> Path:
@@ -44,7 +43,7 @@ def postgres_binaries() -> Path:
 
 CLUSTER_PREFIX = "mcp-chaos-postgres-"
 """Temporary clusters are named ``<prefix><harness pid>.<its start time>-<random>.<run tag>``: whose
-they are, and of which run (:mod:`harness.pods.leftovers`)."""
+they are, and of which run (:mod:`harness.leftovers`)."""
 
 
 def remove_stale_clusters(run_id: str | None = None) -> list[Path]:

@@ -4,7 +4,7 @@ An audit keeps what it must not hold in memory on disk: the fold's intents
 (130 MB at a million intents), the effect table's digests until they are sorted,
 the judged rows. Each directory goes when its object does, or at exit; a SIGKILLed
 audit leaves them. Named ``mcp-chaos-audit-<pid>.<start time>-<random>``
-(:mod:`harness.pods.leftovers`), those of an audit that is gone are removed by the
+(:mod:`harness.leftovers`), those of an audit that is gone are removed by the
 next audit's first step and by ``mcp-chaos cleanup``; a running audit's never.
 """
 
@@ -14,7 +14,7 @@ import shutil
 import weakref
 from pathlib import Path
 
-from harness.pods import leftovers
+from harness import leftovers
 
 PREFIX = "mcp-chaos-audit-"
 

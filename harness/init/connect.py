@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import rundir
+from harness import leftovers, rundir
 from harness.client import McpClient
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult
@@ -38,7 +38,6 @@ from harness.client.stdio import StdioClient
 from harness.errors import TargetError, TargetNotReady
 from harness.history import HistoryWriter, Outcome
 from harness.init.draft import SeenStore
-from harness.pods import leftovers
 from harness.pods.factory import target_headers
 from harness.pods.ready import StdioReady
 from harness.pods.watchdog import guard
@@ -51,7 +50,7 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 SQLITE_HEADER = b"SQLite format 3\x00"
 DATA_DIR = "{data_dir}"
 INIT_PREFIX = "mcp-chaos-init-"
-"""init's throwaway run directories, ``<prefix><pid>.<start time>-<random>`` (see harness.pods.leftovers)."""
+"""init's throwaway run directories, ``<prefix><pid>.<start time>-<random>`` (see harness.leftovers)."""
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 """Where a 2026-07-28 result's ``_meta`` names the server (there is no ``initialize``)."""
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from harness.catalog import Search, searched_value
 from harness.init.draft import Checked, Draft, TooSlow, check_arguments, plan_arguments
-from harness.pods.proctree import die_with_parent
+from harness.proctree import die_with_parent
 
 SEARCH_S = 3.0
 """How long one field's search (or its default's match against its pattern) may take."""

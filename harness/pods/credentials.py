@@ -38,8 +38,8 @@ from typing import Any
 
 from kubernetes.config import exec_provider
 
-from harness.pods.proctree import die_with_parent
 from harness.pods.watchdog import guard
+from harness.proctree import die_with_parent
 
 PLUGIN_TIMEOUT_S = 30.0
 """How long a plugin may take when no deadline is set (a token refresh in the middle of a run)."""

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import IO
 
 from harness.errors import TargetStartError
-from harness.pods.proctree import Process, descendants, die_with_parent, signal_if_same
 from harness.pods.watchdog import guard
+from harness.proctree import Process, descendants, die_with_parent, signal_if_same
 
 STDIO_LINE_LIMIT = 64 << 20
 """The longest line a stdio server may write (one JSON-RPC message); asyncio's default is 64 KiB."""

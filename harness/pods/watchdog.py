@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.pods.proctree import Process, descendants, signal_if_same
+from harness.proctree import Process, descendants, signal_if_same
 from harness.redaction import Redactor
 
 POLL_S = 1.0

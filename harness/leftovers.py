@@ -6,7 +6,7 @@ run directory. The watchdog deletes them when the harness dies; should it die to
 (a machine's OOM killer, ``kill -9`` of the whole session), ``mcp-chaos cleanup``
 finds them by name: ``<prefix><pid>.<start time>-<random>[.<run tag>]``. The owner
 is told apart from a later process with the same pid by its start time
-(:func:`~harness.pods.proctree.identify`); the run tag, a short hash of the run id
+(:func:`~harness.proctree.identify`); the run tag, a short hash of the run id
 (short: PostgreSQL puts its socket inside the cluster's directory, and a socket's
 path is limited to 107 bytes), lets ``cleanup --run X`` remove run X's and no other
 run's. A directory whose owner still runs is never removed.
@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from harness.pods.proctree import identify
+from harness.proctree import identify
 
 TAG_CHARS = 10
 
