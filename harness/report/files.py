@@ -18,6 +18,7 @@ from harness import rundir
 from harness.audit.accumulators import frame_of
 from harness.audit.auditor import AuditResult, audit_run
 from harness.audit.begin import Begun
+from harness.report import pages
 from harness.report.html import REPORT_HTML, render_html
 from harness.report.text import render_markdown
 
@@ -191,6 +192,8 @@ def audit_and_report(
     """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html).
     ``begun``: the audit's first step, already taken (:mod:`harness.audit.begin`); ``keep_rows``
     False: the result keeps no judged row beyond its files (see :func:`audit_run`)."""
+    if html:
+        pages.import_plotting()  # meanwhile
     intents = IntentFiles(run_dir)  # written while the audit judges
     try:
         audit = audit_run(run_dir, sink=intents.write, begun=begun, keep_rows=keep_rows)
