@@ -13,12 +13,13 @@ quote servers, and an ESC sequence from one must not reach a terminal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from harness import rundir
 from harness._version import __version__
@@ -793,7 +794,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command ``argv`` names (``sys.argv[1:]`` by default); its exit code."""
+    return _command(build_parser().parse_args(argv))
+
+
+QUICK_EXIT = ("audit",)
+"""Commands after which :func:`entry` ends the process without Python's teardown."""
+
+
+def entry() -> NoReturn:
+    """The ``mcp-chaos`` console script and ``python -m harness.cli``: :func:`main`, then the exit.
+
+    After ``audit`` the process ends without Python tearing down the modules it
+    imported (pandas, Arrow, DuckDB): 0.12 s of a million-intent audit's 2.9, spent
+    on nothing, as mypy ends its runs. By then the audit has closed what it opened
+    and removed its temporary files, and the output is flushed. Other commands exit
+    as usual: a run's services stop in their own exit handlers.
+    """
+    args = build_parser().parse_args()
+    code = _command(args)
+    if args.command in QUICK_EXIT:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError):  # a reader gone (| head): nothing more to tell it
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         code: int = args.func(args)
         return code
@@ -818,4 +846,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
