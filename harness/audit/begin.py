@@ -23,7 +23,6 @@ from harness.scenario import Scenario, load_scenario
 class Begun:
     """A run's scenario as run, and its effect table being read on a thread of its own."""
 
-    run_dir: Path
     scenario: Scenario
     effects: Future[EffectTable]
 
@@ -43,6 +42,6 @@ def begin(run_dir: Path) -> Begun:
         raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-chaos-effects")
     try:
-        return Begun(run_dir, scenario, pool.submit(load_effects, scenario.audit.effects, run_dir))
+        return Begun(scenario, pool.submit(load_effects, scenario.audit.effects, run_dir))
     finally:
         pool.shutdown(wait=False)  # the read goes on; its thread ends with it

@@ -56,7 +56,7 @@ WRITERS = {
     ("harness.cli", "cmd_run"): "a harness line; run_junit (xml())",
     ("harness.cli", "cmd_trend"): "a harness line",
     ("harness.cli", "cmd_validate"): "the scenario's own name",
-    ("harness.cli", "main"): "a harness line",
+    ("harness.cli", "_command"): "a harness line",
     ("harness.audit.effects", "_build"): "hashes and counts of the effect source, as numbers",
     ("harness.contract.checks", "catalog"): "the snapshot: redacted, json_safe()",
     ("harness.contract.cost", "write_reports"): "token counts",
