@@ -229,6 +229,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from harness.report.text import render_text
 
     audit = audit_and_report(run_dir, html=not args.no_html, begun=begun, keep_rows=False)
+    audit.judged.remove()  # read no more (and entry() ends the process without a collection)
     _say(render_text(audit.summary))
     _say(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED

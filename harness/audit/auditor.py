@@ -89,6 +89,11 @@ class JudgedIntents:
         if self.path is not None:  # one batch per chunk: one read each later
             self._writers[1].write_table(chunk.combine_chunks())
 
+    def remove(self) -> None:
+        """Remove the files now, for a caller done with the rows (else they go with this object, which
+        a reference cycle can keep until the cycle collector runs)."""
+        self._folder.cleanup()
+
     def close_writer(self) -> None:
         writers, self._writers = self._writers, []
         for writer in writers:
