@@ -206,9 +206,15 @@ def test_a_slow_read_is_abandoned(tmp_path: Path) -> None:
         "checkpoints": {"timeout_s": 0.05},
     }
     result = run_scenario(data, tmp_path)
-    reads = [e for e in events(result.run_dir) if e["type"] == EventType.EFFECTS_CHECKPOINT]
-    assert len(reads) == 2
-    assert {e["error"] for e in reads} == {"abandoned after 0.05s (audit.checkpoints.timeout_s)"}
+    timed_out = "abandoned after 0.05s (audit.checkpoints.timeout_s)"
+    (before,) = checkpoints(result.run_dir, CheckpointWhen.BEFORE_FAULT)
+    assert before["error"] == timed_out  # the kill waits for it
+    # The read after the restart runs beside the run: abandoned by its timeout, or by the run's end
+    # when the last intents finished first (they did, once, on a loaded machine).
+    (after,) = checkpoints(result.run_dir, CheckpointWhen.AFTER_RESTART)
+    assert after["error"] in {timed_out, "abandoned: the run ended during the read"}
+    assert "seen" not in before
+    assert "seen" not in after
     assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 20
 
 
