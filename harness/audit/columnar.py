@@ -278,11 +278,11 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
     con = duckdb.connect(":memory:")
     try:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        con.execute(f"SET temp_directory = {_quoted(Path(workdir.name))}")
+        con.execute(f"SET temp_directory = {_quoted(workdir.path)}")
         con.execute(f"SET threads = {min(2, os.cpu_count() or 1)}")
         # Stretches of the file mostly in order: fewer wait to be put back in order (_in_order).
         con.execute("SET preserve_insertion_order = true")
-        folder = _Folder(con, Path(workdir.name))
+        folder = _Folder(con, workdir.path)
         fold = folder.fold(path)
     except (
         Declined,

@@ -297,7 +297,7 @@ class EffectTable:
         """Counts that do not fit ``counts`` (255 there), by (search key, check)."""
         self.total = 0
         n = 0
-        folder = Path(self._spool.name)
+        folder = self._spool.path
         with (
             open(folder / "high", "wb") as highs,
             open(folder / "check", "wb") as checks,
@@ -331,7 +331,7 @@ class EffectTable:
         sorted in place (no order array, no copies but the one each column is reordered into)."""
         if self._spool is None:
             return
-        folder = Path(self._spool.name)
+        folder = self._spool.path
         n = self._size
         ordered = np.empty(n, dtype=np.uint64)
         halves = ordered.view(np.uint32)  # each key's high half its search key, low half its index

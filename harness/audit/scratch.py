@@ -24,7 +24,6 @@ class Scratch:
 
     def __init__(self) -> None:
         self.path = leftovers.make(PREFIX)
-        self.name = str(self.path)
         self._remove = weakref.finalize(self, shutil.rmtree, self.path, True)
 
     def cleanup(self) -> None:
