@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import functools
 import gc
 from collections.abc import Callable, Iterator
@@ -26,11 +25,10 @@ from collections.abc import Callable, Iterator
 
 @functools.cache
 def _trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """glibc's ``malloc_trim``, found among the symbols the process has loaded (``find_library`` would
+    run ``ldconfig`` in a subprocess to find the C library by name)."""
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
     return trim

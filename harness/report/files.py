@@ -134,10 +134,10 @@ class IntentFiles:
             if not self.rows:  # no intent started: the header alone
                 header = self.columns or COLUMNS
                 self._temps[0].write_text(",".join(f'"{c}"' for c in header) + "\n", encoding="utf-8")
-            os.replace(self._temps[0], self.csv)
+            _put_in_place(self._temps[0], self.csv)
             if self.rows < PARQUET_FROM:
                 return [self.csv]
-            os.replace(self._temps[1], self.parquet)
+            _put_in_place(self._temps[1], self.parquet)
             return [self.csv, self.parquet]
         finally:
             self.discard()
@@ -150,12 +150,26 @@ class IntentFiles:
             temp.unlink(missing_ok=True)
 
 
+def _put_in_place(tmp: Path, path: Path) -> None:
+    """Rename the finished ``tmp`` to ``path``, removing the file of an earlier audit first.
+
+    On ext4 (``auto_da_alloc``, its default) a rename over an existing file
+    writes the new file out to disk before it returns: 0.1 s of waiting for the
+    118 MB intents.csv of a million intents, every time a run was audited again.
+    Removed first, the rename is a plain one and the file is written out later,
+    as any other. A reader between the two steps finds no file; it never finds
+    half of one.
+    """
+    path.unlink(missing_ok=True)
+    os.replace(tmp, path)
+
+
 def _replace(path: Path, write: Callable[[Path], object]) -> None:
     """Write through a temporary file and rename it: an interrupted audit leaves no half a report."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         write(tmp)
-        os.replace(tmp, path)
+        _put_in_place(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
