@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q harness >/dev/null  # as pip does for what it installs (see bench/common.py)
 	touch $(STAMP)
 
 venv: $(STAMP)
