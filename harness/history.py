@@ -125,6 +125,10 @@ class Outcome(enum.StrEnum):
     answers it (``round`` in ``attempt_started``). Not an error, and not the intent's end."""
 
 
+OUTCOMES = tuple(o.value for o in Outcome)
+"""Every outcome, in the order of the columns that count them (``n_ok``, ``n_tool_error``, ...)."""
+
+
 class Detail(enum.StrEnum):
     """Where an attempt's exchange ended, machine-readable; free text goes in ``message``."""
 

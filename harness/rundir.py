@@ -12,9 +12,12 @@ import re
 import secrets
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import UsageError
-from harness.scenario import Scenario
+
+if TYPE_CHECKING:  # the audit's first step imports this module, and needs the history parsing first
+    from harness.scenario import Scenario
 
 SCENARIO = "scenario.yaml"
 """The scenario as run (after overrides); what ``mcp-chaos audit`` reads."""

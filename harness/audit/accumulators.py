@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 
 from harness.errors import HistoryError
-from harness.history import POD_FAULTS, EventType, FaultKind, Outcome, SeenEffects
+from harness.history import OUTCOMES, POD_FAULTS, EventType, FaultKind, Outcome, SeenEffects
 
 CRASH_WINDOW_S = 1.0
 """How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
@@ -43,7 +43,6 @@ MAX_MESSAGES = 100
 OTHER_MESSAGES = "(other messages)"
 MAX_UNPLANNED_INTENTS = 10_000_000
 """Intents a history without a ``run_started`` may index (one that has one may index only its plan)."""
-OUTCOMES = tuple(o.value for o in Outcome)
 POD_FAULT_KINDS = frozenset(k.value for k in POD_FAULTS)
 
 Event = Mapping[str, Any]

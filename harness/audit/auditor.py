@@ -310,8 +310,8 @@ def audit_run(
     The history is folded by :mod:`harness.audit.columnar` (DuckDB, bounded
     memory) unless it declines the file (damaged, torn, unusual), when the
     Python fold reads it and names what is wrong; the effect source is read
-    meanwhile, on another thread, into an :class:`EffectTable` (``begun``: that
-    read already started, see :mod:`harness.audit.begin`). ``sink`` is given each
+    meanwhile, on another thread, into an :class:`EffectTable` (``begun``: the
+    parse and that read already started, see :mod:`harness.audit.begin`). ``sink`` is given each
     judged chunk as it is judged (see :func:`judge`); without ``keep_rows`` the result
     holds only the columns report.html plots (``intents`` and ``story_of`` then fail).
     """
@@ -326,7 +326,7 @@ def _audit(
     history = run_dir / rundir.HISTORY
     rows: IntentChunks | None = None
     try:
-        folded = fold_columnar(history) if history.is_file() else None
+        folded = fold_columnar(history, begun.history) if begun.history is not None else None
         if folded is None:
             fold = fold_history(read_batches(history), str(history))
             rows = FrameChunks(fold.intents)

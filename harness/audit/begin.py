@@ -1,8 +1,12 @@
-"""An audit's first step, light on imports: the run's scenario read, its effect source being read.
+"""An audit's first step, light on imports: the history being parsed, the run's scenario read, its
+effect source being read.
 
 ``mcp-chaos audit`` takes this step before it imports the rest of the auditor
-(pandas, the report modules: about half a second of one core), so that SQLite
-reads the effects on the other core meanwhile. This module imports neither.
+(pandas, the report modules: about a fifth of a second of one core), so that the
+other core has work meanwhile. The history's parse goes first: it needs neither
+the scenario nor its models (pydantic, a tenth of a second), which are imported
+once DuckDB is parsing; the effect source's read needs the scenario. This module
+imports none of them at its top.
 """
 
 from __future__ import annotations
@@ -11,37 +15,56 @@ import contextlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import rundir
-from harness.audit import scratch
-from harness.audit.effects import EffectTable, load_effects
+from harness.audit import parse, scratch
 from harness.errors import AuditError, ScenarioError
-from harness.scenario import Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from harness.audit.effects import EffectTable
+    from harness.scenario import Scenario
 
 
 @dataclass(frozen=True)
 class Begun:
-    """A run's scenario as run, and its effect table being read on a thread of its own."""
+    """A run's scenario as run, its history being parsed and its effect table being read, each on
+    threads of their own."""
 
     scenario: Scenario
     effects: Future[EffectTable]
+    history: parse.Parse | None
+    """None when there is no history, or one the columnar fold declines unread (the Python fold's)."""
 
     def discard(self) -> None:
-        """Close the effect table an audit will not use (once its read has finished)."""
+        """Stop the parse, and close the effect table (once its read has finished), of an audit that
+        will not use them."""
+        if self.history is not None:
+            self.history.discard()
         with contextlib.suppress(Exception):  # its own error is not the one to report
             self.effects.result().close()
 
 
 def begin(run_dir: Path) -> Begun:
-    """Read the run's copy of its scenario and start reading its effect source (and remove what audits
-    that were killed left behind: :mod:`harness.audit.scratch`)."""
+    """Start parsing the run's history, read its copy of its scenario, start reading its effect source
+    (and remove what audits that were killed left behind: :mod:`harness.audit.scratch`)."""
     scratch.remove_stale()
+    history = parse.start(run_dir / rundir.HISTORY)
     try:
-        scenario = load_scenario(run_dir / rundir.SCENARIO)
-    except ScenarioError as exc:
-        raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-chaos-effects")
-    try:
-        return Begun(scenario, pool.submit(load_effects, scenario.audit.effects, run_dir))
-    finally:
-        pool.shutdown(wait=False)  # the read goes on; its thread ends with it
+        # Imported once DuckDB is parsing (see the module's docstring).
+        from harness.audit.effects import load_effects
+        from harness.scenario import load_scenario
+
+        try:
+            scenario = load_scenario(run_dir / rundir.SCENARIO)
+        except ScenarioError as exc:
+            raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-chaos-effects")
+        try:
+            return Begun(scenario, pool.submit(load_effects, scenario.audit.effects, run_dir), history)
+        finally:
+            pool.shutdown(wait=False)  # the read goes on; its thread ends with it
+    except BaseException:
+        if history is not None:
+            history.discard()
+        raise

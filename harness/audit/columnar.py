@@ -37,13 +37,10 @@ skipped by both.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import os
-import queue
 import re
-import threading
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -61,7 +58,6 @@ import pyarrow.compute as pc
 from harness.audit.accumulators import (
     CRASH_WINDOW_S,
     MAX_UNPLANNED_INTENTS,
-    OUTCOMES,
     POD_FAULT_KINDS,
     Checkpoints,
     ErrorTallies,
@@ -76,53 +72,27 @@ from harness.audit.accumulators import (
     fault_label,
     frame_of,
 )
-from harness.audit.effects import hashes_sql
 from harness.audit.fold import CODE_LIMIT, Fold
 from harness.audit.memory import give_back
+from harness.audit.parse import OUTCOME_CODE, Parse, start
 from harness.audit.scratch import Scratch
-from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
+from harness.audit.verdicts import ClientStatus
 from harness.errors import HistoryError
-from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Outcome, excerpt
+from harness.history import OUTCOMES, EventType, FaultKind, Outcome, excerpt
 
-BATCH_ROWS = 1 << 14
-"""History events folded at once (DuckDB parses the next while numpy folds these)."""
 REORDER_ROWS = 1 << 22
 """Events parsed ahead of a stretch of the file not parsed yet, at most (see _in_order)."""
-MEMORY_LIMIT = "128MB"
-"""DuckDB's ceiling (its parse buffers: the fold keeps no table in it)."""
 DIGESTS = ("marker_hash", "marker_check")
 """Columns of a chunk of intents beside those of ``Intents.frame``: DuckDB's ``hash`` of the marker,
 and of the marker after a byte 1 (see :class:`harness.audit.effects.EffectTable`)."""
 CHUNK_ROWS = 65_536
 """Intents per chunk handed to the judging (a chunk is ~15 MB of frame)."""
 
-_KIND = {
-    EventType.INTENT_STARTED.value: 1,
-    EventType.ATTEMPT_STARTED.value: 2,
-    EventType.ATTEMPT_ENDED.value: 3,
-    EventType.INTENT_ENDED.value: 4,
-}
-_COLUMNS = (
-    "{seq: 'BIGINT', t: 'DOUBLE', type: 'VARCHAR', intent: 'JSON', id: 'BIGINT', outcome: 'VARCHAR', "
-    "detail: 'VARCHAR', marker: 'VARCHAR', key: 'VARCHAR', status: 'VARCHAR', pod: 'VARCHAR', "
-    "reply: 'VARCHAR', reads_as_failure: 'JSON', code: 'JSON', message: 'JSON', trace_id: 'VARCHAR', "
-    "resumed: 'JSON'}"
-)
 _SEQ = re.compile(rb'\{"seq":(-?\d+),')
-_FALSY_JSON = ("false", "0", "0.0", '""', "null", "[]", "{}")
-"""``reads_as_failure`` values Python reads as false (the fold asks ``ev.get(...)``)."""
 
 
 class Declined(Exception):
     """This history is not one the columnar fold takes exactly; the Python fold reads it instead."""
-
-
-def _sql_list(values: tuple[str, ...] | list[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
-
-
-def _quoted(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 @dataclass
@@ -213,8 +183,8 @@ class IntentRows:
             "key": raw.column("key"),
             **{name: raw.column(name) for name in DIGESTS},
             "client_status": raw.column("client_status"),
-            "attempts": raw.column("attempts").cast(pa.int32()),
-            **{f"n_{o}": raw.column(f"n_{o}").cast(pa.int32()) for o in OUTCOMES},
+            "attempts": raw.column("attempts"),
+            **{f"n_{o}": raw.column(f"n_{o}") for o in OUTCOMES},
             "attempts_hit_by_pod_fault": hits,
             "faults": texts(faults, marked),
             "first_attempt_ms": _millis(raw.column("first_t")),
@@ -260,30 +230,20 @@ def _millis(seconds: pa.ChunkedArray) -> pa.Array:
     return pc.cast(pc.round(pc.multiply(seconds, 1000.0)), pa.int64())
 
 
-def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
+def fold_columnar(path: Path, parse: Parse | None = None) -> tuple[Fold, IntentRows] | None:
     """Fold the history at ``path``: the run's record (a Fold without its intents) and the intents;
-    None when the history is one to leave to the Python fold (see :class:`Declined`)."""
-    if any(c in str(path) for c in "*?["):
-        return None  # DuckDB would read the path as a pattern (run[1] would be run1)
+    None when the history is one to leave to the Python fold (see :class:`Declined`).
+
+    ``parse``: the parse of that history, already started (:func:`harness.audit.parse.start`); it is
+    this function's to close. Without it, one is started here.
+    """
+    if parse is None:
+        parse = start(path)
+        if parse is None:
+            return None
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            if size:
-                f.seek(size - 1)
-            if not size or f.read(1) != b"\n":
-                return None  # empty, or a torn last line: the Python fold's careful reader
-    except OSError:
-        return None
-    workdir = Scratch()
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        con.execute(f"SET temp_directory = {_quoted(workdir.path)}")
-        con.execute(f"SET threads = {min(2, os.cpu_count() or 1)}")
-        # Stretches of the file mostly in order: fewer wait to be put back in order (_in_order).
-        con.execute("SET preserve_insertion_order = true")
-        folder = _Folder(con, workdir.path)
-        fold = folder.fold(path)
+        folder = _Folder(parse.workdir)
+        fold = folder.fold(path, parse)
     except (
         Declined,
         duckdb.Error,
@@ -295,55 +255,47 @@ def fold_columnar(path: Path) -> tuple[Fold, IntentRows] | None:
         ValueError,
         OverflowError,
     ):
-        workdir.cleanup()
+        parse.discard()
         return None
     except BaseException:
-        workdir.cleanup()
+        parse.discard()
         raise
     finally:
-        con.close()  # the parse is done: the intents are read back with Arrow alone
+        parse.close()  # the parse is done: the intents are read back with Arrow alone
         give_back()
     rows = IntentRows(
-        workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
+        parse.workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
     )
     return fold, rows
 
 
-def _history_sql(path: Path) -> str:
-    kinds = " ".join(f"WHEN '{name}' THEN {code}" for name, code in _KIND.items())
-    return (
-        f"SELECT CASE type {kinds} ELSE 0 END AS k, * FROM read_json({_quoted(path)}, "
-        f"format = 'newline_delimited', columns = {_COLUMNS})"
-    )
-
-
-def _front(ready: list[pa.RecordBatch]) -> pa.RecordBatch:
-    """BATCH_ROWS rows or more (fewer than twice that) taken off the front of ``ready``: a slice of its
+def _front(ready: list[pa.RecordBatch], rows: int) -> pa.RecordBatch:
+    """``rows`` rows or more (fewer than twice that) taken off the front of ``ready``: a slice of its
     first run when that is long enough, else whole runs joined. Joining only whole runs, a short one
-    is copied once, and the runs after it keep their own bounds (cutting them to exactly BATCH_ROWS
+    is copied once, and the runs after it keep their own bounds (cutting them to exactly ``rows``
     copied every batch after the first short one)."""
     first = ready[0]
-    if first.num_rows >= BATCH_ROWS:
-        if first.num_rows > BATCH_ROWS:
-            ready[0] = first.slice(BATCH_ROWS)
+    if first.num_rows >= rows:
+        if first.num_rows > rows:
+            ready[0] = first.slice(rows)
         else:
             ready.pop(0)
-        return first.slice(0, BATCH_ROWS)
+        return first.slice(0, rows)
     taken: list[pa.RecordBatch] = []
-    rows = 0
-    while rows < BATCH_ROWS:
+    held = 0
+    while held < rows:
         run = ready[0]
-        if run.num_rows > BATCH_ROWS:
-            taken.append(run.slice(0, BATCH_ROWS))
-            ready[0] = run.slice(BATCH_ROWS)
+        if run.num_rows > rows:
+            taken.append(run.slice(0, rows))
+            ready[0] = run.slice(rows)
         else:
             taken.append(ready.pop(0))
-        rows += taken[-1].num_rows
+        held += taken[-1].num_rows
     return pa.concat_batches(taken)
 
 
-def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.RecordBatch]:
-    """The scan's rows in seq order, in batches of BATCH_ROWS to twice that.
+def _in_order(batches: Iterator[pa.RecordBatch], first: int, rows: int) -> Iterator[pa.RecordBatch]:
+    """The scan's rows in seq order, in batches of ``rows`` to twice that.
 
     DuckDB scans a file in parallel, and its stream may hand a later stretch of
     lines before an earlier one; each stretch is in order. Stretches wait here
@@ -369,65 +321,16 @@ def _in_order(batches: Iterator[pa.RecordBatch], first: int) -> Iterator[pa.Reco
             held -= run.num_rows
             ready.append(run)
             expected += run.num_rows
-        while sum(r.num_rows for r in ready) >= BATCH_ROWS:
-            yield _front(ready)
+        while sum(r.num_rows for r in ready) >= rows:
+            yield _front(ready, rows)
         if held > REORDER_ROWS:
             raise Declined  # seqs with a gap: not a history this fold takes
     while waiting:
         ready.append(heapq.heappop(waiting)[2])
     if ready:
         whole = pa.concat_batches(ready)
-        for start in range(0, whole.num_rows, BATCH_ROWS):
-            yield whole.slice(start, BATCH_ROWS)
-
-
-class _Prefetched:
-    """DuckDB's batches, read on a thread of their own while the fold works on the last ones.
-
-    DuckDB's Arrow stream parses only when asked for the next batch: read on the
-    fold's thread, the parse and the fold would take turns. A pump thread asks
-    for them instead (DuckDB lets go of the GIL while it parses) and hands them
-    over through a queue of ``PREFETCH`` batches, which bounds what waits. Leaving
-    early (a history declined) interrupts the parse and waits for the pump.
-    """
-
-    PREFETCH = 2
-
-    def __init__(self, reader: pa.RecordBatchReader, con: duckdb.DuckDBPyConnection) -> None:
-        self.reader = reader
-        self.con = con
-        self.queue: queue.Queue[pa.RecordBatch | BaseException | None] = queue.Queue(self.PREFETCH)
-        self.stop = threading.Event()
-        self.pump = threading.Thread(target=self._pump, name="mcp-chaos-parse", daemon=True)
-
-    def __enter__(self) -> Iterator[pa.RecordBatch]:
-        self.pump.start()
-        return self._batches()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.pump.is_alive():
-            self.stop.set()
-            self.con.interrupt()
-            while self.pump.is_alive():  # let a pump blocked on a full queue see the stop
-                with contextlib.suppress(queue.Empty):
-                    self.queue.get(timeout=0.05)
-            self.pump.join()
-
-    def _pump(self) -> None:
-        try:
-            for batch in self.reader:
-                if self.stop.is_set():
-                    return
-                self.queue.put(batch)
-            self.queue.put(None)
-        except BaseException as exc:  # handed to the fold's thread, which raises it
-            self.queue.put(exc)
-
-    def _batches(self) -> Iterator[pa.RecordBatch]:
-        while (item := self.queue.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+        for begin in range(0, whole.num_rows, rows):
+            yield whole.slice(begin, rows)
 
 
 def _distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -529,11 +432,6 @@ class _Disruptions(PodDisruptions):
             self.crashes_seen.append((ev["seq"], ev["t"], pod))
 
 
-_STATUS = {name: int(code) for name, code in STATUS_BY_NAME.items()}
-_OUTCOME_CODE = {name: n for n, name in enumerate(OUTCOMES)}
-_CLOSED = sorted(d.value for d in CONNECTION_CLOSED)
-
-
 class _Texts:
     """The text of the events that intents not yet written point at (by seq), kept as Arrow.
 
@@ -558,6 +456,8 @@ class _Texts:
 
     def at(self, seqs: npt.NDArray[np.int64], *columns: str) -> list[pa.Array]:
         """``columns`` of the events at ``seqs`` (null where the seq is -1: no such event)."""
+        if not len(seqs) or seqs.max() < 0:  # none (an error code, most often): nothing to look up
+            return [pa.nulls(len(seqs), pa.uint64() if c in DIGESTS else pa.string()) for c in columns]
         if self._seqs is None:
             self._seqs = np.concatenate(
                 [np.zeros(0, np.int64), *(p.column("seq").to_numpy() for p in self.parts)]
@@ -567,9 +467,7 @@ class _Texts:
         found = present & (self._seqs[where] == seqs) if len(self._seqs) else np.zeros(len(seqs), bool)
         if (found != present).any():
             raise Declined  # text pointed at and not kept: cannot happen in a history this fold takes
-        kept = pa.Table.from_batches(self.parts, self.parts[0].schema) if self.parts else None
-        if kept is None:
-            return [pa.nulls(len(seqs), pa.uint64() if c in DIGESTS else pa.string()) for c in columns]
+        kept = pa.Table.from_batches(self.parts, self.parts[0].schema)  # some seq was found: parts exist
         taken = kept.select(list(columns)).take(pa.array(where, pa.int64(), mask=~found))
         return [column.combine_chunks() for column in taken.columns]
 
@@ -598,7 +496,7 @@ class _Partial:
     n_ended: npt.NDArray[np.int64]
     started_seq: npt.NDArray[np.int64]
     status: npt.NDArray[np.int8]
-    attempts: npt.NDArray[np.int64]
+    attempts: npt.NDArray[np.int32]
     first_seq: npt.NDArray[np.int64]
     first_t: npt.NDArray[np.float64]
     pods: npt.NDArray[np.object_]
@@ -606,8 +504,10 @@ class _Partial:
     last_t: npt.NDArray[np.float64]
     reply_seq: npt.NDArray[np.int64]
     code_seq: npt.NDArray[np.int64]
-    outcomes: npt.NDArray[np.int64]
-    """Shape (rows, len(OUTCOMES)): ended attempts by outcome."""
+    outcomes: npt.NDArray[np.int32]
+    """Shape (rows, len(OUTCOMES)): ended attempts by outcome.
+
+    Counts are 32-bit, as the frame has them: the intents file is a fifth smaller than with 64."""
 
     @classmethod
     def empty(cls, intents: npt.NDArray[np.int64]) -> _Partial:
@@ -619,7 +519,7 @@ class _Partial:
             n_ended=np.zeros(n, np.int64),
             started_seq=np.full(n, -1, np.int64),
             status=np.zeros(n, np.int8),
-            attempts=np.zeros(n, np.int64),
+            attempts=np.zeros(n, np.int32),
             first_seq=np.full(n, -1, np.int64),
             first_t=np.full(n, np.nan),
             pods=none.copy(),
@@ -627,7 +527,7 @@ class _Partial:
             last_t=np.full(n, np.nan),
             reply_seq=np.full(n, -1, np.int64),
             code_seq=np.full(n, -1, np.int64),
-            outcomes=np.zeros((n, len(OUTCOMES)), np.int64),
+            outcomes=np.zeros((n, len(OUTCOMES)), np.int32),
         )
 
     def take(self, rows: npt.NDArray[Any]) -> _Partial:
@@ -694,10 +594,8 @@ class _Partial:
 class _Folder:
     """One pass over a history's segments; its state is the intents and attempts in flight."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path) -> None:
-        self.con = con
-        self.workdir = workdir
-        self.out = workdir / "intents.arrow"
+    def __init__(self, workdir: Scratch) -> None:
+        self.out = workdir.path / "intents.arrow"
         self.writer: pa.ipc.RecordBatchFileWriter | None = None
         self.written: Path | None = None
         """``out`` once an intent has been written to it."""
@@ -747,40 +645,11 @@ class _Folder:
         self.carried = _Partial.empty(np.zeros(0, np.int64))
         """Intents not final yet (not ended, or an attempt in flight), and final ones not yet written."""
 
-    def fold(self, path: Path) -> Fold:
-        outcomes = " ".join(f"WHEN '{o}' THEN {n}" for o, n in _OUTCOME_CODE.items())
-        falsy = _sql_list(list(_FALSY_JSON))
-        statuses = " ".join(f"WHEN '{name}' THEN {code}" for name, code in _STATUS.items())
-        gave_up = int(ClientStatus.GAVE_UP)
-        marker_hash, marker_check = hashes_sql("marker")
-        query = f"""
-            SELECT k, seq, coalesce(t, 'nan'::DOUBLE) AS t,
-                coalesce(TRY_CAST(intent AS BIGINT), -1) AS intent,
-                coalesce(id, -1) AS id,
-                CASE WHEN k = 3 THEN CASE outcome {outcomes} ELSE -1 END ELSE -2 END AS oc,
-                k = 3 AND coalesce(detail IN ({_sql_list(_CLOSED)}), false) AS closed,
-                (type IS NULL OR seq IS NULL OR (k > 0 AND (TRY_CAST(intent AS BIGINT) IS NULL
-                  OR left(intent::VARCHAR, 1) = chr(34))) OR (k IN (2, 3) AND (id IS NULL
-                  OR t IS NULL)) OR (k = 1 AND (marker IS NULL OR key IS NULL))
-                  OR (k = 4 AND status IS NULL)) AS bad,
-                CASE WHEN k = 1 THEN marker END AS marker, CASE WHEN k = 1 THEN key END AS key,
-                CASE WHEN k = 1 THEN {marker_hash} END AS marker_hash,
-                CASE WHEN k = 1 THEN {marker_check} END AS marker_check,
-                CASE WHEN k = 4 THEN CASE status {statuses} ELSE {gave_up} END END AS status,
-                CASE WHEN k = 3 THEN outcome END AS outcome,
-                CASE WHEN k = 3 THEN reply END AS reply,
-                k = 3 AND coalesce(reads_as_failure NOT IN ({falsy}), false) AS flagged,
-                CASE WHEN k = 3 THEN code END AS code,
-                CASE WHEN k = 3 AND message <> 'null' THEN message END AS message,
-                CASE WHEN k = 3 THEN resumed END AS resumed,
-                CASE WHEN k = 2 THEN pod END AS pod, CASE WHEN k = 2 THEN trace_id END AS trace_id
-            FROM ({_history_sql(path)})"""
+    def fold(self, path: Path, parse: Parse) -> Fold:
         self.lines = _LineFinder(path)
         try:
-            reader = self.con.sql(query).to_arrow_reader(BATCH_ROWS)
-            with _Prefetched(reader, self.con) as batches:
-                for batch in _in_order(batches, self.lines.first_seq()):
-                    self._batch(batch)
+            for batch in _in_order(parse.batches(), self.lines.first_seq(), parse.rows):
+                self._batch(batch)
             self._release(everything=True)
         finally:
             self.lines.close()
@@ -963,7 +832,7 @@ class _Folder:
         if len(en):
             r = np.searchsorted(touched, s_intent)
             np.add.at(part.outcomes, (r, e_oc.astype(np.int64)), 1)
-            ok = _OUTCOME_CODE[Outcome.OK.value]
+            ok = OUTCOME_CODE[Outcome.OK.value]
             replied = (e_oc == ok) & (
                 self.batch.column("reply").is_valid().to_numpy(zero_copy_only=False)[en]
             )
@@ -1090,7 +959,7 @@ class _Folder:
     ) -> None:
         """Error messages and ok replies that read as failures, tallied in history order; resumed streams."""
         batch = self.batch
-        ok = _OUTCOME_CODE[Outcome.OK.value]
+        ok = OUTCOME_CODE[Outcome.OK.value]
         message = batch.column("message").is_valid().to_numpy(zero_copy_only=False)
         failed = is_end & message & (batch.column("oc").to_numpy() != ok)
         if failed.any():

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from harness import rundir
 from harness.audit.memory import give_back
+from harness.audit.parse import hashes_sql
 from harness.audit.scratch import Scratch
 from harness.errors import AuditError
 from harness.history import excerpt
@@ -237,12 +238,6 @@ def _sqlite_effects(url: str, query: str) -> Counter[str]:
         db.close()
 
 
-def hashes_sql(marker: str) -> tuple[str, str]:
-    """DuckDB's two hashes of a marker (an SQL expression), of which its digest is made (see
-    :class:`EffectTable`): one computes them while it folds the history, the other for the effects."""
-    return f"hash({marker})", f"hash(chr(1) || {marker})"
-
-
 Hashes = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
 """Those two hashes of each of some markers."""
 
@@ -274,16 +269,23 @@ class EffectTable:
     ) -> None:
         """``pieces``: the source's markers (text; nulls are skipped) with their counts, a marker possibly
         more than once; ``markers``: the same markers again, for :meth:`foreign`."""
-        self._con = duckdb.connect(":memory:")
+        self._con: duckdb.DuckDBPyConnection | None = None
         self._spool: Scratch | None = None
         try:
-            self._con.execute("SET threads = 1")
-            self._con.execute("SET allocator_flush_threshold = '1MB'")
             self._markers = markers
             self._build(pieces)
         except BaseException:
             self.close()
             raise
+
+    def _hasher(self) -> duckdb.DuckDBPyConnection:
+        """DuckDB, which hashes markers: connected on first use, so that reading the source starts at
+        once (connecting took 20 ms of a contended start-up, before SQLite could begin)."""
+        if self._con is None:
+            self._con = duckdb.connect(":memory:")
+            self._con.execute("SET threads = 1")
+            self._con.execute("SET allocator_flush_threshold = '1MB'")
+        return self._con
 
     def _build(self, pieces: Iterable[tuple[pa.Array, npt.NDArray[np.int64]]]) -> None:
         """Hash the pieces as they come, onto files: the table is sorted on first use (:meth:`_sort`).
@@ -401,12 +403,13 @@ class EffectTable:
         """Each marker's search key and check, from its ``hashes`` when given, else from DuckDB's (in C++: a
         million in tens of milliseconds)."""
         if hashes is None:
-            self._con.register("hashed", pa.table({"m": markers}))
+            con = self._hasher()
+            con.register("hashed", pa.table({"m": markers}))
             try:
                 one, other = hashes_sql("m")
-                found = self._con.execute(f"SELECT {one} AS a, {other} AS b FROM hashed").fetchnumpy()
+                found = con.execute(f"SELECT {one} AS a, {other} AS b FROM hashed").fetchnumpy()
             finally:
-                self._con.unregister("hashed")
+                con.unregister("hashed")
             hashes = (np.asarray(found["a"], dtype=np.uint64), np.asarray(found["b"], dtype=np.uint64))
         first = np.asarray(hashes[0], dtype=np.uint64)
         low = np.uint64(0xFFFFFFFF)
@@ -474,7 +477,8 @@ class EffectTable:
         return total, first
 
     def close(self) -> None:
-        self._con.close()
+        if self._con is not None:
+            self._con.close()
         if self._spool is not None:
             self._spool.cleanup()
             self._spool = None

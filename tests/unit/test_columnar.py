@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 from bench import audit as bench_audit
-from harness.audit import columnar
+from harness.audit import columnar, parse
 from harness.audit.effects import EffectTable
 from harness.audit.fold import Fold, fold_history
 from harness.audit.verdicts import ClientStatus
@@ -76,7 +76,7 @@ def test_the_benchmark_history(tmp_path: Path) -> None:
 def test_random_histories(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, replicas: int, batch: int
 ) -> None:
-    monkeypatch.setattr(columnar, "BATCH_ROWS", batch)
+    monkeypatch.setattr(parse, "BATCH_ROWS", batch)
     history = random_history(seed, replicas=replicas)
     frame = assert_same(write(tmp_path / "history.jsonl", history.events))
     assert len(frame) >= 50  # some runs end early: the rest of their intents never started
@@ -147,13 +147,13 @@ def stretches(seqs: list[list[int]]) -> Iterator[pa.RecordBatch]:
         yield pa.record_batch([pa.array(part, pa.int64())], names=["seq"])
 
 
-def test_stretches_that_come_out_of_order_are_put_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(columnar, "BATCH_ROWS", 4)
+def test_stretches_that_come_out_of_order_are_put_back_in_order() -> None:
     rng = random.Random(7)
     runs = [list(range(start, start + 5)) for start in range(0, 60, 5)]
     shuffled = runs[:]
     rng.shuffle(shuffled)
-    out = [s for batch in columnar._in_order(stretches(shuffled), 0) for s in batch.column("seq").to_pylist()]
+    batches = columnar._in_order(stretches(shuffled), 0, 4)
+    out = [s for batch in batches for s in batch.column("seq").to_pylist()]
     assert out == list(range(60))
 
 
@@ -161,14 +161,14 @@ def test_a_gap_in_the_seqs_is_declined_once_too_much_waits(monkeypatch: pytest.M
     monkeypatch.setattr(columnar, "REORDER_ROWS", 10)
     runs = [list(range(start, start + 5)) for start in range(5, 60, 5)]  # 0-4 never comes
     with pytest.raises(columnar.Declined):
-        list(columnar._in_order(stretches(runs), 0))
+        list(columnar._in_order(stretches(runs), 0, 4))
 
 
 @pytest.mark.parametrize("batch", [4, 32768])
 def test_an_intent_started_twice_is_declined_in_one_batch_or_two(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
 ) -> None:
-    monkeypatch.setattr(columnar, "BATCH_ROWS", batch)
+    monkeypatch.setattr(parse, "BATCH_ROWS", batch)
     events = random_history(3).events
     ends = {e["intent"]: i for i, e in enumerate(events) if e["type"] == "intent_ended"}
     # An intent that lasts more than a batch of 4 events: started again while in flight.
@@ -199,7 +199,7 @@ def test_the_markers_hashed_while_folding_are_those_the_effect_table_looks_up(
 ) -> None:
     """The fold's DuckDB hashes each marker as it parses: the same digests the effect table makes of the
     same text, or every effect would go unmatched (counted foreign, its intent lost)."""
-    monkeypatch.setattr(columnar, "BATCH_ROWS", batch)
+    monkeypatch.setattr(parse, "BATCH_ROWS", batch)
     bench_audit.synthesize(tmp_path, 300)
     folded = columnar.fold_columnar(tmp_path / "history.jsonl")
     assert folded is not None
