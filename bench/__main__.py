@@ -279,9 +279,7 @@ def bench_reproduce(goals: list[Goal], sections: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("only", nargs="*", help=f"benchmarks to run, from {', '.join(ALL)} (default: all)")
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="rounds of the throughput benchmarks (medians)"
-    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the throughput benchmarks (medians)")
     parser.add_argument(
         "--audit-rounds",
         type=int,

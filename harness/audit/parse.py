@@ -163,6 +163,11 @@ class Parse:
             self._held.append(last)
             self._changed.notify_all()
 
+    def ahead(self) -> int:
+        """Batches parsed and not taken yet."""
+        with self._changed:
+            return sum(1 for item in self._held if isinstance(item, pa.RecordBatch))
+
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The batches in the order DuckDB made them (stretches of the file, not all in order); an error
         of the parse is raised here."""
