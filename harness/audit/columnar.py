@@ -964,10 +964,11 @@ class _Folder:
         batch = self.batch
         ok = OUTCOME_CODE[Outcome.OK.value]
         message = batch.column("message").is_valid().to_numpy(zero_copy_only=False)
-        failed = is_end & message & (batch.column("oc").to_numpy() != ok)
+        oc = batch.column("oc").to_numpy()
+        failed = is_end & message & (oc != ok)
         if failed.any():
             mask = pa.array(failed)
-            outcomes = batch.column("outcome").filter(mask).to_pylist()
+            outcomes = [OUTCOMES[code] for code in oc[failed].tolist()]  # each end's is known (_fold_hot)
             codes = batch.column("code").filter(mask).to_pylist()
             for outcome, code, text in zip(
                 outcomes, codes, batch.column("message").filter(mask).to_pylist(), strict=True

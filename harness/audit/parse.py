@@ -101,7 +101,6 @@ def query(path: Path) -> str:
             CASE WHEN k = 1 THEN {marker_hash} END AS marker_hash,
             CASE WHEN k = 1 THEN {marker_check} END AS marker_check,
             CASE WHEN k = 4 THEN CASE status {statuses} ELSE {gave_up} END END AS status,
-            CASE WHEN k = 3 THEN outcome END AS outcome,
             CASE WHEN k = 3 THEN reply END AS reply,
             k = 3 AND coalesce(reads_as_failure NOT IN ({falsy}), false) AS flagged,
             CASE WHEN k = 3 THEN code END AS code,
