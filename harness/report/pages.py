@@ -29,6 +29,20 @@ def figure(width: float = 10, height: float = 3.2) -> tuple[Any, Any]:
     return fig, fig.subplots()
 
 
+def counts_format() -> Any:
+    """Tick labels as whole numbers with thousands separators (1, 10, 1,000)."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: f"{value:,.0f}")
+
+
+def no_labels() -> Any:
+    """No tick labels (for minor ticks)."""
+    from matplotlib.ticker import NullFormatter
+
+    return NullFormatter()
+
+
 def png(fig: Any) -> str:
     """The figure as an embeddable ``data:image/png`` URI (drawn by Agg)."""
     buffer = io.BytesIO()
