@@ -2,9 +2,9 @@
 effect source being read.
 
 ``mcp-chaos audit`` takes this step before it imports the rest of the auditor
-(pandas, the report modules: about a fifth of a second of one core), so that the
+(pandas, the report modules: about a quarter of a second of one core), so that the
 other core has work meanwhile. The history's parse goes first: it needs neither
-the scenario nor its models (pydantic, a tenth of a second), which are imported
+the scenario nor its models (pydantic, 0.13-0.16 s), which are imported
 once DuckDB is parsing; the effect source's read needs the scenario. This module
 imports none of them at its top.
 """
