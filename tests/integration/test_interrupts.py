@@ -160,9 +160,7 @@ def test_replicas_and_their_service_leave_nothing_behind(
 
 @pytest.mark.exclusive  # any run's start removes stale clusters too: it would take the test's own
 def test_cleanup_removes_clusters_of_harnesses_that_are_gone(tmp_path: Path) -> None:
-    # A dead owner: a pid with a start time no live process has. Our own: this test's process.
-    ours = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
-    stale = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}{os.getpid()}.1-"))
+    ours, stale = _ours_and_stale(CLUSTER_PREFIX)
     foreign = Path(tempfile.mkdtemp(prefix=f"{CLUSTER_PREFIX}not-ours-"))
     try:
         result = mcp_chaos("cleanup")
@@ -199,8 +197,7 @@ def test_cleanup_of_one_run_removes_that_run_s_clusters_only(tmp_path: Path) -> 
 @RUNS_CLEANUP
 @pytest.mark.exclusive
 def test_cleanup_removes_init_directories_of_harnesses_that_are_gone(tmp_path: Path) -> None:
-    ours = Path(tempfile.mkdtemp(prefix=f"{INIT_PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
-    stale = Path(tempfile.mkdtemp(prefix=f"{INIT_PREFIX}{os.getpid()}.1-"))
+    ours, stale = _ours_and_stale(INIT_PREFIX)
     (stale / "init" / "pods").mkdir(parents=True)
     (stale / "init" / "pods" / "pod-0.log").write_text("token=unredacted\n")
     try:
@@ -244,6 +241,14 @@ def _start_time(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
 
 
+def _ours_and_stale(prefix: str) -> tuple[Path, Path]:
+    """Two temporary directories named as the harness names its own: one for this test's process (a
+    live owner), one for a dead owner (this pid with a start time no live process has)."""
+    ours = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.{_start_time(os.getpid())}-"))
+    stale = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.1-"))
+    return ours, stale
+
+
 @RUNS_CLEANUP
 @pytest.mark.exclusive  # every audit removes the files of audits that are gone: it would take these
 def test_a_sigkilled_audit_s_files_are_removed_by_the_next_audit_and_by_cleanup(tmp_path: Path) -> None:
@@ -271,8 +276,7 @@ def test_a_sigkilled_audit_s_files_are_removed_by_the_next_audit_and_by_cleanup(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    stale = Path(tempfile.mkdtemp(prefix=f"{scratch.PREFIX}{os.getpid()}.1-"))  # a start time no one has
-    ours = Path(tempfile.mkdtemp(prefix=f"{scratch.PREFIX}{os.getpid()}.{_start_time(os.getpid())}-"))
+    ours, stale = _ours_and_stale(scratch.PREFIX)
     try:
         result = mcp_chaos_process("cleanup")
         assert result.returncode == 0, result.stderr
