@@ -119,14 +119,14 @@ class JudgedIntents:
             )
         return self.path
 
-    def rows_of(self, intents: Sequence[int]) -> pd.DataFrame:
+    def rows_of(self, intents: Sequence[int]) -> pa.Table:
         """The rows of these intents only (a chunk at a time: the table is never whole in memory)."""
         wanted = pa.array(list(intents), pa.int64())
         found = [b.filter(pc.is_in(b.column("intent"), value_set=wanted)) for b in self.batches()]
         found = [b for b in found if b.num_rows]
         if not found:
-            return pd.DataFrame({"intent": pd.Series([], dtype="int64")})
-        return frame_of(pa.Table.from_batches(found))
+            return pa.table({"intent": pa.array([], pa.int64())})
+        return pa.Table.from_batches(found)
 
     def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The rows at once (only ``columns``, if given)."""
@@ -254,7 +254,7 @@ def judge(
             cause = np.full(len(codes), "", dtype=object)
             findings = np.flatnonzero(codes != EXACTLY_ONCE_CODE)
             if len(findings):
-                rows_found = frame_of(judged_chunk.select(list(CAUSE_READS)).take(findings))
+                rows_found = judged_chunk.select(list(CAUSE_READS)).take(findings)
                 cause[findings] = causes(rows_found, gone.vanished[findings])
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
@@ -359,7 +359,7 @@ def _audit(
 def story_of(result: AuditResult, intent: int) -> Story:
     """The story of any started intent of an audited run (its history read again, up to its end)."""
     rows = result.judged.rows_of([intent])
-    if not len(rows):
+    if not rows.num_rows:
         raise UsageError(f"intent {intent} never started in {result.run_dir}")
     history = result.run_dir / rundir.HISTORY
     fixes = partial(fix_for, keyed=keyed(result.scenario))

@@ -27,10 +27,12 @@ and only over the rows that are not exactly once (a handful in a good run).
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.history import FaultKind, Verdict
 
@@ -61,28 +63,34 @@ READS = ("verdict", "faults", "n_timeout", "n_transport_error", "n_tool_error", 
 """The columns of a judged table :func:`causes` reads."""
 
 
-def causes(table: pd.DataFrame, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
+def causes(table: pa.Table, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
     """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags)."""
-    result = np.full(len(table), "", dtype=object)
-    # Compared in the column's own (Arrow) form; only the few rows with a finding become Python strings.
-    rows = np.flatnonzero((table["verdict"] != Verdict.EXACTLY_ONCE.value).to_numpy())
+    result = np.full(table.num_rows, "", dtype=object)
+    # Compared in Arrow; only the few rows with a finding become Python strings.
+    found = pc.not_equal(table.column("verdict"), Verdict.EXACTLY_ONCE.value).fill_null(True)
+    rows = np.flatnonzero(found.to_numpy(zero_copy_only=False))
     if not len(rows):
         return result
-    verdict = table["verdict"].iloc[rows].to_numpy()
-    cells = table["faults"].iloc[rows].to_numpy()
+    found_rows = table.take(rows)
+
+    def column(name: str) -> npt.NDArray[Any]:
+        return np.asarray(found_rows.column(name).to_numpy(zero_copy_only=False))
+
+    verdict = column("verdict")
+    cells = column("faults")
     firsts = {cell: first_fault(cell) for cell in set(cells)}
     fault = np.array([firsts[cell] for cell in cells], dtype=object)
     retry = np.select(
         [
-            table["n_timeout"].to_numpy()[rows] > 0,
-            table["n_transport_error"].to_numpy()[rows] > 0,
-            table["n_tool_error"].to_numpy()[rows] > 0,
+            column("n_timeout") > 0,
+            column("n_transport_error") > 0,
+            column("n_tool_error") > 0,
         ],
         [Cause.TIMEOUT.value, Cause.TRANSPORT_ERROR.value, Cause.RETRYABLE_TOOL_ERROR.value],
         default="",
     ).astype(object)
     fault_or_retry = np.where(fault != "", fault, retry)
-    failure_reply = table["reply_reads_as_failure"].to_numpy()[rows]
+    failure_reply = column("reply_reads_as_failure")
 
     def either(first: npt.NDArray[np.object_], otherwise: str) -> npt.NDArray[np.object_]:
         return np.where(first != "", first, otherwise)

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.audit.accumulators import CRASH_WINDOW_S, CheckpointRead, PodFault, fault_label
 from harness.audit.fixes import Fix
@@ -249,7 +250,7 @@ def _reads(intent: int, reads: Sequence[CheckpointRead]) -> list[Seen]:
 
 
 def tell(
-    table: pd.DataFrame,
+    table: pa.Table,
     intents: Sequence[int],
     history: History,
     reads: Sequence[CheckpointRead],
@@ -260,11 +261,12 @@ def tell(
     if not intents:
         return {}
     scanned = _scan(history, set(intents))
-    rows = table[table["intent"].isin(intents)].set_index("intent")  # a few rows, not a copy of all
+    wanted = pc.is_in(table.column("intent"), pa.array(list(intents), pa.int64()))
+    rows = table.filter(wanted).to_pylist()  # a few rows, not a copy of all
     by_label = {f.label(): f for f in pod_faults}
     stories = {}
-    for i, row in rows.iterrows():
-        intent = int(str(i))
+    for row in rows:
+        intent = int(row["intent"])
         steps = []
         moments: dict[str, float] = {}
         for s in scanned.get(intent, []):
@@ -289,7 +291,7 @@ def tell(
                 )
             )
         verdict, cause = str(row["verdict"]), str(row["cause"])
-        vanished_after = str(row.get("vanished_after", ""))
+        vanished_after = str(row.get("vanished_after") or "")
         if vanished_after in by_label:
             moments[vanished_after] = by_label[vanished_after].t
         stories[intent] = Story(

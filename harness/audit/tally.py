@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.audit.accumulators import frame_of
 from harness.audit.stories import PER_CLASS, TOLD
 from harness.history import Outcome, Verdict
 
@@ -55,7 +54,7 @@ class Tally:
     """(``faults`` cell, verdict) -> intents, for intents some fault hit."""
     replicas: dict[str, ReplicaTally] | None = None
     """Pod -> its tally, in runs with several replicas (None in runs without)."""
-    told: list[pd.DataFrame] = field(default_factory=list)
+    told: list[pa.Table] = field(default_factory=list)
     """Rows of intents that may get a story (the firsts of a told class)."""
     blamed: set[int] = field(default_factory=set)
     """Indices (in the fold's pod_faults) of the pod faults vanished effects are blamed on."""
@@ -63,8 +62,9 @@ class Tally:
     def add(self, chunk: pa.Table) -> None:
         """Add a judged chunk (columns as in intents.csv, with ``client_status`` as names).
 
-        Counted in Arrow over the whole chunk; only the rows with a finding, or a
-        fault, become pandas rows (a handful in a good run).
+        Counted and grouped in Arrow: only the rows stories are told of become Python
+        values (in pairs of audits of a million intents, grouping in pandas cost 0.06 s
+        more CPU).
         """
         n = chunk.num_rows
         if not n:
@@ -83,52 +83,61 @@ class Tally:
             self._findings(chunk.filter(findings))
         hit = pc.not_equal(chunk.column("faults"), "")
         if pc.any(hit).as_py():
-            cells = chunk.filter(hit).select(["faults", "verdict"]).to_pandas()
-            counted = cells.groupby(["faults", "verdict"], sort=False).size()
-            for (cell, verdict), k in zip(counted.index.tolist(), counted.to_numpy().tolist(), strict=True):
+            cells = chunk.filter(hit).select(["faults", "verdict"])
+            for cell, verdict, k in _groups(cells, ["faults", "verdict"], [([], "count_all")]):
                 self.fault_cells[(str(cell), str(verdict))] += int(k)
         if "first_pod" in chunk.column_names:
-            self._replicas(chunk.select(["first_pod", "pods", "verdict"]).to_pandas())
+            self._replicas(chunk.select(["first_pod", "pods", "verdict"]))
 
     def _findings(self, rows: pa.Table) -> None:
-        """The rows of a chunk whose verdict is not exactly once: their classes, and the firsts of each
-        (only those become pandas rows whole)."""
+        """The rows of a chunk whose verdict is not exactly once: their classes, and the firsts of each."""
         keep: list[int] = []
-        found = rows.select(["intent", "verdict", "cause"]).to_pandas()
-        for (verdict, cause), group in found.groupby(["verdict", "cause"], sort=False)["intent"]:
+        for verdict, cause, n in _groups(rows, ["verdict", "cause"], [([], "count_all")]):
             key = (str(verdict), str(cause))
-            self.causes[key] += len(group)
+            self.causes[key] += int(n)
             first = self.firsts.setdefault(key, [])
             room = PER_CLASS - len(first)
             if room > 0:
-                taken = sorted(int(i) for i in group.nsmallest(room))
+                mine = pc.and_(
+                    pc.equal(rows.column("verdict"), verdict), pc.equal(rows.column("cause"), cause)
+                )
+                theirs = rows.column("intent").filter(mine)
+                taken = sorted(theirs.take(pc.bottom_k_unstable(theirs, room)).to_pylist())
                 first.extend(taken)
                 if key[0] in TOLD:
                     keep.extend(taken)
         if keep:
-            self.told.append(
-                frame_of(rows.filter(pc.is_in(rows.column("intent"), pa.array(keep, pa.int64()))))
-            )
+            self.told.append(rows.filter(pc.is_in(rows.column("intent"), pa.array(keep, pa.int64()))))
 
-    def _replicas(self, chunk: pd.DataFrame) -> None:
+    def _replicas(self, chunk: pa.Table) -> None:
         replicas = self.replicas if self.replicas is not None else {}
         self.replicas = replicas
-        sent = chunk[chunk["first_pod"] != ""]
-        if not len(sent):
+        sent = chunk.filter(pc.not_equal(chunk.column("first_pod"), ""))
+        if not sent.num_rows:
             return
-        moved = sent["pods"].str.contains(";", regex=False)
-        dup = sent["verdict"] == _DUPLICATE
-        for pod, group in sent.groupby("first_pod", sort=False):
+        moved = pc.match_substring(sent.column("pods"), ";")
+        sent = sent.append_column("moved", moved).append_column(
+            "moved_duplicate", pc.and_(moved, pc.equal(sent.column("verdict"), _DUPLICATE))
+        )
+        sums = [([], "count_all"), ("moved", "sum"), ("moved_duplicate", "sum")]
+        for pod, verdict, n, n_moved, n_moved_duplicate in _groups(sent, ["first_pod", "verdict"], sums):
             mine = replicas.setdefault(str(pod), ReplicaTally())
-            mine.intents += len(group)
-            mine.verdicts.update({str(v): int(n) for v, n in group["verdict"].value_counts().items()})
-            rows = sent["first_pod"] == pod
-            mine.moved += int((rows & moved).sum())
-            mine.moved_duplicates += int((rows & moved & dup).sum())
+            mine.intents += int(n)
+            mine.verdicts[str(verdict)] += int(n)
+            mine.moved += int(n_moved or 0)
+            mine.moved_duplicates += int(n_moved_duplicate or 0)
 
-    def told_rows(self) -> pd.DataFrame:
+    def told_rows(self) -> pa.Table:
         """The rows of the intents the stories are told of."""
-        return pd.concat(self.told, ignore_index=True) if self.told else pd.DataFrame({"intent": []})
+        return pa.concat_tables(self.told) if self.told else pa.table({"intent": pa.array([], pa.int64())})
+
+
+def _groups(table: pa.Table, keys: list[str], aggregates: list[tuple[Any, str]]) -> list[tuple[Any, ...]]:
+    """Each group's keys, then its aggregates; groups in the order they first appear (as Arrow groups on
+    one thread)."""
+    grouped = table.group_by(keys, use_threads=False).aggregate(aggregates)
+    results = [name for name in grouped.column_names if name not in keys]
+    return list(zip(*(grouped.column(name).to_pylist() for name in [*keys, *results]), strict=True))
 
 
 def _matching(chunk: pa.Table, column: str, value: str) -> int:

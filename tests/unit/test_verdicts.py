@@ -4,7 +4,7 @@ of every finding (harness.audit.causes) and its fix (harness.audit.fixes)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -47,19 +47,10 @@ def test_vector_form_agrees_with_scalar_rules(rows: list[tuple[ClientStatus, int
     assert [VERDICT_ORDER[c] for c in verdict_codes(status, effects)] == [judge(s, e) for s, e in rows]
 
 
-def table(*rows: tuple[str, str, int, int, int, bool]) -> pd.DataFrame:
+def table(*rows: tuple[str, str, int, int, int, bool]) -> pa.Table:
     """Judged rows: (verdict, faults, timeouts, transport errors, tool errors, a failure-like ok reply)."""
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "verdict",
-            "faults",
-            "n_timeout",
-            "n_transport_error",
-            "n_tool_error",
-            "reply_reads_as_failure",
-        ],
-    )
+    names = ["verdict", "faults", "n_timeout", "n_transport_error", "n_tool_error", "reply_reads_as_failure"]
+    return pa.table({name: [row[k] for row in rows] for k, name in enumerate(names)})
 
 
 @pytest.mark.parametrize(
