@@ -219,12 +219,15 @@ def _tune_for_the_audit() -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    _tune_for_the_audit()
-    from harness.audit.begin import begin
+    from harness.audit.store import read_early
 
     run_dir = Path(args.run_dir)
     rundir.require_run_dir(run_dir)
-    begun = begin(run_dir)  # SQLite reads the effects while the rest of the audit is imported
+    early = read_early(run_dir)  # SQLite reads the effects while numpy, Arrow and DuckDB are imported
+    _tune_for_the_audit()
+    from harness.audit.begin import begin
+
+    begun = begin(run_dir, early)
     from harness.report.files import audit_and_report
     from harness.report.text import render_text
 

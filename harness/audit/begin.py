@@ -5,8 +5,9 @@ effect source being read.
 (pandas, the report modules: about a quarter of a second of one core), so that the
 other core has work meanwhile. The history's parse goes first: it needs neither
 the scenario nor its models (pydantic, 0.13-0.16 s), which are imported
-once DuckDB is parsing; the effect source's read needs the scenario. This module
-imports none of them at its top.
+once DuckDB is parsing; the effect source's read needs the scenario (unless
+:mod:`harness.audit.store` started it even earlier). This module imports none of
+them at its top.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness import rundir
 from harness.audit import parse, scratch
+from harness.audit.store import EarlyRead
 from harness.errors import AuditError, ScenarioError
 
 if TYPE_CHECKING:
@@ -45,12 +47,14 @@ class Begun:
             self.effects.result().close()
 
 
-def begin(run_dir: Path) -> Begun:
+def begin(run_dir: Path, early: EarlyRead | None = None) -> Begun:
     """Start parsing the run's history, read its copy of its scenario, start reading its effect source
-    (and remove what audits that were killed left behind: :mod:`harness.audit.scratch`)."""
-    scratch.remove_stale()
-    history = parse.start(run_dir / rundir.HISTORY)
+    (``early``: already started, see :func:`harness.audit.store.read_early`), and remove what audits
+    that were killed left behind (:mod:`harness.audit.scratch`)."""
+    history: parse.Parse | None = None
     try:
+        scratch.remove_stale()
+        history = parse.start(run_dir / rundir.HISTORY)
         # Imported once DuckDB is parsing (see the module's docstring).
         from harness.audit.effects import load_effects
         from harness.scenario import load_scenario
@@ -61,10 +65,14 @@ def begin(run_dir: Path) -> Begun:
             raise AuditError(f"the run's copy of its scenario cannot be read: {exc.message}") from None
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-chaos-effects")
         try:
-            return Begun(scenario, pool.submit(load_effects, scenario.audit.effects, run_dir), history)
+            read = pool.submit(load_effects, scenario.audit.effects, run_dir, early)
+            early = None  # load_effects takes it, or cancels it
+            return Begun(scenario, read, history)
         finally:
             pool.shutdown(wait=False)  # the read goes on; its thread ends with it
     except BaseException:
         if history is not None:
             history.discard()
+        if early is not None:
+            early.cancel()
         raise

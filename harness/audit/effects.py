@@ -25,9 +25,11 @@ import orjson
 import pyarrow as pa
 
 from harness import rundir
+from harness.audit import store
 from harness.audit.memory import give_back
 from harness.audit.parse import hashes_sql
 from harness.audit.scratch import Scratch
+from harness.audit.store import SEPARATOR, Concatenated, EarlyRead, concatenation, open_store, result_columns
 from harness.errors import AuditError
 from harness.history import excerpt
 from harness.scenario import AUDIT_PLACEHOLDERS, Effects
@@ -201,28 +203,8 @@ def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:
     return Counter(mapping)
 
 
-def _open_store(url: str) -> tuple[Path, sqlite3.Connection]:
-    """The SQLite effect store, opened read-only: the audit must never be able to change the evidence
-    it reads (and ``query_only``: nothing attached later can be written either)."""
-    path = Path(url.removeprefix("sqlite:///"))
-    if not path.is_file():
-        raise AuditError(
-            f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
-        )
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise AuditError(f"cannot open effects store {path}: {exc}") from None
-    try:
-        db.execute("PRAGMA query_only = ON")
-    except sqlite3.Error as exc:
-        db.close()
-        raise AuditError(f"cannot open effects store {path}: {exc}") from None
-    return path, db
-
-
 def _sqlite_effects(url: str, query: str) -> Counter[str]:
-    path, db = _open_store(url)
+    path, db = open_store(url)
     try:
         cur = db.execute(query)
         columns = [d[0].lower() for d in cur.description or ()]
@@ -495,21 +477,28 @@ def _text(markers: Any) -> pa.Array:
     return array.cast(pa.string()) if array.type != pa.string() else array
 
 
-def load_effects(effects: Effects, run_dir: Path) -> EffectTable:
+def load_effects(effects: Effects, run_dir: Path, early: EarlyRead | None = None) -> EffectTable:
     """The scenario's effect source as an :class:`EffectTable`; a SQLite query's result as SQLite's
-    concatenation, or row by row when that cannot be split back exactly."""
-    local = effects.sink is None and effects.jsonl is None and effects.files is None
-    if local and not effects.collected_at_end and effects.sql is not None:
-        url, query = resolve_url(effects.sql.url, run_dir), effects.sql.query
+    concatenation (``early``'s, when it read this store and query: :mod:`harness.audit.store`), or
+    row by row when that cannot be split back exactly."""
+    try:
+        local = effects.sink is None and effects.jsonl is None and effects.files is None
+        if local and not effects.collected_at_end and effects.sql is not None:
+            url, query = resolve_url(effects.sql.url, run_dir), effects.sql.query
 
-        def pieces(concatenated: bool) -> Iterator[tuple[pa.Array, npt.NDArray[np.int64]]]:
-            return _sqlite_pieces(url, query, concatenated=concatenated)
+            def pieces(
+                concatenated: bool, early: EarlyRead | None = None
+            ) -> Iterator[tuple[pa.Array, npt.NDArray[np.int64]]]:
+                return _sqlite_pieces(url, query, concatenated=concatenated, early=early)
 
-        try:
-            return EffectTable(pieces(True), lambda: (m for m, _ in pieces(True)))
-        except _NotConcatenated:
-            return EffectTable(pieces(False), lambda: (m for m, _ in pieces(False)))
-    return EffectTable.of(count_effects(effects, run_dir))
+            try:
+                return EffectTable(pieces(True, early), lambda: (m for m, _ in pieces(True)))
+            except _NotConcatenated:
+                return EffectTable(pieces(False), lambda: (m for m, _ in pieces(False)))
+        return EffectTable.of(count_effects(effects, run_dir))
+    finally:
+        if early is not None:
+            early.cancel()  # not taken (another source, or a scenario the guess misread): not needed
 
 
 def _texts(values: Sequence[Any]) -> pa.Array:
@@ -527,26 +516,17 @@ def _counts(values: Sequence[Any]) -> npt.NDArray[np.int64]:
         return np.array([0 if n is None else int(n) for n in values], dtype=np.int64)
 
 
-_SEPARATOR = 31
-"""The byte between markers in SQLite's concatenation (ASCII's unit separator; a marker holding it
-takes the row by row path)."""
-BULK_BYTES = 24 << 20
-"""A store up to this size has its effect query's result read as one concatenation: its markers'
-text, at most the store's size, costs about three times that while it is read. A larger store's is
-kept in a temporary table and read in parts of ``EFFECT_BATCH`` rows (:func:`_in_parts`)."""
-
-
 class _NotConcatenated(Exception):
     """SQLite's concatenation of this result cannot be split back exactly; it is read row by row."""
 
 
 def _split(joined: bytes | None, count: int) -> pa.Array:
-    """``count`` markers SQLite concatenated with ``_SEPARATOR`` between them, as an Arrow text array
+    """``count`` markers SQLite concatenated with ``SEPARATOR`` between them, as an Arrow text array
     (numpy finds the separators and drops them: no Python object per marker)."""
     if not count:
         return pa.array([], pa.string())
     raw = np.frombuffer(joined or b"", dtype=np.uint8)
-    cuts = np.flatnonzero(raw == _SEPARATOR)
+    cuts = np.flatnonzero(raw == SEPARATOR)
     if len(cuts) + 1 != count:
         raise _NotConcatenated  # a marker holding the separator
     keep = np.ones(len(raw), dtype=bool)
@@ -594,39 +574,38 @@ def _within(raw: bytes, cuts: npt.NDArray[np.int64], first: int, last: int) -> b
 
 
 def _sqlite_pieces(
-    url: str, query: str, *, concatenated: bool = True
+    url: str, query: str, *, concatenated: bool = True, early: EarlyRead | None = None
 ) -> Iterator[tuple[pa.Array, npt.NDArray[np.int64]]]:
     """The effect query's markers and counts, ``EFFECT_BATCH`` at a time.
 
     SQLite concatenates them (``concatenated``): the whole result at once from a
-    store of up to ``BULK_BYTES``, else in parts (:func:`_in_parts`); numpy splits them. No
-    Python object is made per row, and SQLite lets go of the GIL meanwhile, so the
-    fold goes on. A result that cannot be split back exactly raises
-    :class:`_NotConcatenated`, and is then read row by row.
+    store of up to ``store.BULK_BYTES`` (``early``'s, when it read the same), else
+    in parts (:func:`_in_parts`); numpy splits them. No Python object is made per
+    row, and SQLite lets go of the GIL meanwhile, so the fold goes on. A result
+    that cannot be split back exactly raises :class:`_NotConcatenated`, and is
+    then read row by row.
     """
-    path, db = _open_store(url)
+    path, db = open_store(url)
     try:
         body = query.strip().rstrip(";")
-        columns = [d[0].lower() for d in db.execute(f"SELECT * FROM ({body}) LIMIT 0").description or ()]
+        columns = result_columns(db, body)
         if "marker" not in columns:
             count_rows(columns, (), str(path))  # its error names the columns
         counted = "effects" in columns
         if not concatenated:
             yield from _row_pieces(db, query, columns)
             return
-        effects = "CAST(group_concat(n, ',') AS BLOB)" if counted else "NULL"
-        select = f"SELECT count(*), CAST(group_concat(m, char({_SEPARATOR})) AS BLOB), {effects}"
-        source = f"SELECT marker AS m, {'effects' if counted else 'NULL'} AS n"
-        result = f"{source} FROM ({body}) WHERE marker IS NOT NULL"
-        parts: Iterable[tuple[int, bytes, bytes | None]]
-        if path.stat().st_size <= BULK_BYTES:
-            parts = db.execute(f"{select} FROM ({result})")
+        select, result = concatenation(body, counted)
+        parts: Iterable[Concatenated]
+        if path.stat().st_size <= store.BULK_BYTES:
+            read = early.take(url, query) if early is not None else None
+            parts = [read] if read is not None else db.execute(f"{select} FROM ({result})")
         else:
             parts = _in_parts(db, result, select)
         for rows, markers, counts in parts:
-            if not rows:
+            if not rows or markers is None:
                 continue
-            marker_cuts = np.flatnonzero(np.frombuffer(markers, np.uint8) == _SEPARATOR)
+            marker_cuts = np.flatnonzero(np.frombuffer(markers, np.uint8) == SEPARATOR)
             counts = counts or b""  # NULL: no count column
             count_cuts = np.flatnonzero(np.frombuffer(counts, np.uint8) == ord(","))
             if len(marker_cuts) + 1 != rows or (counted and len(count_cuts) + 1 != rows):

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.audit import effects as effects_module
+from harness.audit import store as store_module
 from harness.audit.effects import EffectTable, Hashes, count_effects, load_effects
 from harness.errors import AuditError
 from harness.scenario import Effects
@@ -71,7 +72,7 @@ def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     split in pieces of how many markers."""
     kind, _, size = str(request.param).rpartition(" ")
     if kind.startswith("parts"):
-        monkeypatch.setattr(effects_module, "BULK_BYTES", 0)
+        monkeypatch.setattr(store_module, "BULK_BYTES", 0)
     if size.isdigit():
         monkeypatch.setattr(effects_module, "EFFECT_BATCH", int(size))
     return str(request.param)
