@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from harness import rundir
 from harness._version import __version__
@@ -63,20 +63,28 @@ async def cancel_on_stop_signals(coro: Awaitable[T]) -> T:
 
     Cancelled, a run still cleans up, writes ``run_ended`` and keeps its partial
     history; without this SIGHUP would end the harness at once and leave its pods.
+    A signal ignored by whoever started the harness stays ignored (``nohup`` ignores
+    SIGHUP so that a closed terminal does not stop the run), and each signal's
+    handler is put back afterwards (asyncio's removal would leave the default).
     """
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
+    installed: list[tuple[signal.Signals, Any]] = []
     if task is not None:
         for sig in STOP_SIGNALS:
+            previous = signal.getsignal(sig)
+            if previous == signal.SIG_IGN:
+                continue
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, task.cancel)
-                installed.append(sig)
+                installed.append((sig, previous))
     try:
         return await coro
     finally:
-        for sig in installed:
+        for sig, previous in installed:
             loop.remove_signal_handler(sig)
+            if previous is not None:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(sig, previous)
 
 
 def check_environment(scenario: Scenario) -> None:

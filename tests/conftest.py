@@ -416,6 +416,14 @@ def _stop_handlers() -> tuple[object, ...]:
     return tuple(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 
+def _hangup_not_ignored() -> None:
+    """A run started as a terminal starts it, whatever started the tests: under ``nohup`` the harness
+    (rightly) leaves SIGHUP ignored, and a test that hangs up on it would find it still running."""
+    import signal
+
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def start_cli_run(
     tmp_path: Path, data: dict[str, Any], *, run_id: str, attempts: int = 30, timeout: float = 60
 ) -> tuple[subprocess.Popen[str], Path]:
@@ -426,7 +434,9 @@ def start_cli_run(
     path.write_text(yaml.safe_dump(data))
     results = tmp_path / "r"
     argv = [*CLI, "run", str(path), "--results", str(results), "--run-id", run_id]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_hangup_not_ignored
+    )
     history = results / run_id / "history.jsonl"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
