@@ -128,8 +128,11 @@ class Tally:
             mine.moved_duplicates += int(n_moved_duplicate or 0)
 
     def told_rows(self) -> pa.Table:
-        """The rows of the intents the stories are told of."""
-        return pa.concat_tables(self.told) if self.told else pa.table({"intent": pa.array([], pa.int64())})
+        """The rows of the intents the stories are told of (a column all null in one chunk is typed
+        null there: the types are unified, as JudgedIntents does)."""
+        if not self.told:
+            return pa.table({"intent": pa.array([], pa.int64())})
+        return pa.concat_tables(self.told, promote_options="permissive")
 
 
 def _groups(table: pa.Table, keys: list[str], aggregates: list[tuple[Any, str]]) -> list[tuple[Any, ...]]:
