@@ -126,9 +126,11 @@ async def connected(
     try:
         async with _started(scenario, run_dir) as server:
             yield server
-    except TargetError:
+    except TargetError as exc:
         guard.undirectory(tmp)
-        raise  # the directory stays: the message names the server's log in it
+        if str(tmp) not in exc.message:  # else it stays: the message names the server's log in it
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         guard.undirectory(tmp)
