@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from harness import rundir
 from harness._version import __version__
-from harness.errors import HarnessError, TargetError, UsageError
+from harness.errors import HarnessError, ScenarioError, TargetError, UsageError
 from harness.sanitize import terminal
 
 if TYPE_CHECKING:
@@ -512,9 +512,11 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, _overrides(args))
     json_path = _output(args.json, "--json")
-    check_environment(scenario)
     if args.repeat < 1 or args.max_points < 1:
         raise UsageError("--repeat and --max-points must be at least 1")
+    if (why := crash_explore.unexplorable(scenario)) is not None:
+        raise ScenarioError(f"crashpoints: {why}")
+    check_environment(scenario)
     only = _ids(args.only) or None
     if only is not None:
         args.max_points = max(args.max_points, len(only))
@@ -540,7 +542,12 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
             sys.stderr.write(f"wrote {path}\n")
     _say(crash_render.render_terminal(found))
     print(f"report: {report}")
-    return EXIT_GATE_FAILED if found.findings else 0
+    if found.findings:
+        return EXIT_GATE_FAILED
+    if found.inconclusive and not args.allow_inconclusive:
+        _say("crashpoints: inconclusive (pass it with --allow-inconclusive)", err=True)
+        return EXIT_GATE_FAILED
+    return 0
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
@@ -751,6 +758,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="points explored at most, the call's own first, then its retries' (default 8)",
     )
     crash.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    crash.add_argument(
+        "--allow-inconclusive",
+        action="store_true",
+        help="exit 0 when nothing was found though some point could not be proven (by default: exit 1)",
+    )
     crash.add_argument(
         "--emit", metavar="DIR", help="write a reproducing scenario and a pytest file per finding into DIR"
     )

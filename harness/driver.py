@@ -89,6 +89,7 @@ class Driver:
         on_dispatch: Callable[[int], None] | None = None,
         dispatch_gate: asyncio.Event | None = None,
         balancer: Balancer | None = None,
+        enough: Callable[[], bool] | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -103,6 +104,9 @@ class Driver:
         self.on_dispatch = on_dispatch
         self.dispatch_gate = dispatch_gate
         """While cleared, no new intent starts (retries go on): the injector holds a due fault's point."""
+        self.enough = enough
+        """Asked before each intent starts: True when what the run is for is done (an exploration's plan
+        has been tried); the intents left are then not started."""
         self.stats = DriverStats(planned=len(workload))
         self.deadline_hit = False
         self._rng = random.Random(f"{seed}:driver")
@@ -137,6 +141,8 @@ class Driver:
         while True:
             if gate is not None and not gate.is_set():
                 await gate.wait()
+            if self.enough is not None and self.enough():
+                return
             intent = next(self._intents, None)
             if intent is None or self._past_deadline():
                 return

@@ -58,9 +58,13 @@ service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
                    request to more than one replica (read from its log after the run)
 crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashpoints.points``), held,
-                   [path: the intent's planned holds], [writes, autocommit (db_commit: the statements it
-                   made durable)], [key, replayed (downstream)]: an attempt passed a hold point
-                   (``faults.crash_points``); held: the pod was killed there
+                   [path: the intent's planned holds], [statements, wrote (yes, no, unknown), autocommit,
+                   label, nth (db_commit: what it made durable)], [key, replayed (downstream)],
+                   [answer (response: what came that was no answer to the tool, e.g. HTTP 404; then
+                   never held)]: an attempt passed a hold point (``faults.crash_points``); held: the
+                   pod was killed there
+crash_plan         planned, skipped, deferred (each a list of {path, labels}): an exploration's plan
+                   as it grew; skipped: points of the clean call beyond max_points
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """
@@ -103,6 +107,7 @@ class EventType(enum.StrEnum):
     SERVICE_STOPPED = "service_stopped"
     BALANCER_RETRY = "balancer_retry"
     CRASH_POINT = "crash_point"
+    CRASH_PLAN = "crash_plan"
     RUN_ENDED = "run_ended"
 
 

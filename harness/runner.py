@@ -268,6 +268,7 @@ class _Run:
             on_dispatch=self.injector.on_dispatch,
             dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
+            enough=self.wiring.holds.exhausted if self.wiring.holds is not None else None,
         )
         self.injector.load = driver.stats
         injecting = asyncio.create_task(self.injector.run())

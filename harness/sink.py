@@ -42,8 +42,13 @@ KEY_FIELD = "idempotency_key"
 class DownstreamHold(Protocol):
     """What a hold controller offers the sink (``harness.crashpoints.holds.HoldPoints``)."""
 
-    generation: int
-    """Changes when the pod is killed at a point: calls on older connections are from a dying pod."""
+    def connection(self) -> int | None:
+        """A new connection's generation; None: it can only be from a pod killed at a point."""
+        ...
+
+    def cut(self, generation: int | None) -> bool:
+        """Whether a connection of ``generation`` is from a pod killed at a point since."""
+        ...
 
     def downstream(self, key: str | None, replayed: bool) -> bool:
         """A call was recorded; True: hold its reply (the pod is being killed)."""
@@ -122,7 +127,7 @@ class EffectSink(LoopbackServer):
         return key, replayed
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        generation = None if self.hold is None else self.hold.generation
+        generation = None if self.hold is None else self.hold.connection()
         with contextlib.suppress(httptools.HttpParserError):
             while True:
                 request = _Request()
@@ -131,7 +136,7 @@ class EffectSink(LoopbackServer):
                     if not data:
                         return
                     request.parser.feed_data(data)
-                if self.hold is not None and generation != self.hold.generation:
+                if self.hold is not None and self.hold.cut(generation):
                     return  # a call from a pod killed at a crash point: it never reached us
                 recorded = self._record(request)
                 if recorded is not None and self.hold is not None and self.hold.downstream(*recorded):

@@ -149,6 +149,7 @@ class TargetWiring:
                 history,
                 lambda *, trigger, point: supervisor.kill(trigger=trigger, counted=False, point=point),
                 supervisor.ready.is_set,
+                lambda: supervisor.pod.pid,
             )
         return self.supervisor
 

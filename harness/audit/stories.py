@@ -55,8 +55,12 @@ class Passed:
     """``request``, ``db_commit#N``, ``downstream#N``, ``response``."""
     held: bool
     """The pod was SIGKILLed there."""
-    writes: tuple[str, ...] = ()
+    statements: tuple[str, ...] = ()
     """What a commit made durable: its statements."""
+    wrote: str | None = None
+    """Whether the commit wrote: ``yes``, ``no`` (reads only) or ``unknown`` (a function call)."""
+    answer: str | None = None
+    """At ``response``: what came that was no answer to the tool (``HTTP 404``), so no point."""
     key: str | None = None
     """The idempotency key a downstream call carried."""
     replayed: bool = False
@@ -195,7 +199,10 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     Passed(
                         point=str(ev.get("point")),
                         held=ev.get("held") is True,
-                        writes=tuple(str(w) for w in ev.get("writes") or ()),
+                        # "writes": what histories written before every commit was a point called them
+                        statements=tuple(str(w) for w in ev.get("statements") or ev.get("writes") or ()),
+                        wrote=None if ev.get("wrote") is None else str(ev["wrote"]),
+                        answer=None if ev.get("answer") is None else str(ev["answer"]),
                         key=None if ev.get("key") is None else str(ev["key"]),
                         replayed=ev.get("replayed") is True,
                     )

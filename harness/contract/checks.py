@@ -65,7 +65,7 @@ from harness.contract.tokens import catalog_tokens
 from harness.crashpoints import explore as crash_explore
 from harness.crashpoints import render as crash_render
 from harness.crashpoints.advice import advice
-from harness.errors import HarnessError, TargetError
+from harness.errors import HarnessError
 from harness.history import Outcome, excerpt
 from harness.sanitize import json_safe
 
@@ -557,10 +557,11 @@ async def crash_points(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         "report": str(report),
         "clean call": [p.name for p in found.clean],
         "points": {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points},
+        "proven tries": {p.name: f"{len(p.proven)}/{p.repeat}" for p in found.points},
         "tries per point": found.repeat,
         "seconds": round(found.seconds, 1),
     }
-    seen.repeated[c.id] = max((found.effects[i] for p in found.points for i in p.intents), default=0)
+    seen.repeated[c.id] = max((found.effects[i] for p in found.points for i in p.proven), default=0)
     if found.findings:
         first = found.findings[0]
         assert first.finding is not None
@@ -568,18 +569,27 @@ async def crash_points(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         evidence["advice"] = advice(found, first)
         return c.failed(
             f"a crash at {first.name} gave {first.finding.value} in {first.verdicts[first.finding.value]} of "
-            f"{first.tries} tries{more}: {advice(found, first)} (one try's story and a reproducer: {report})",
+            f"{len(first.proven)} proven tries{more}: {advice(found, first)} (one try's story and a "
+            f"reproducer: {report})",
             evidence,
         )
-    missed = [p for p in found.points if p.held < p.tries]
-    if missed:
-        raise TargetError(
-            f"{missed[0].name} was reached in {missed[0].held} of {missed[0].tries} tries: the call took "
-            f"another path after the clean one, so the crash there is untested (see {report})"
+    if found.inconclusive:
+        evidence["not proven"] = found.inconclusive
+        return CheckResult(
+            c.id,
+            c.title,
+            CheckVerdict.ERROR,
+            f"inconclusive, no finding among what was proven: {found.inconclusive[0]}"
+            + (
+                f" (and {len(found.inconclusive) - 1} more; see {report})"
+                if len(found.inconclusive) > 1
+                else ""
+            ),
+            evidence,
         )
     return c.passed(
         f"held and killed at {len(found.points)} points ({', '.join(p.name for p in found.points)}), "
-        f"{found.repeat} {'try' if found.repeat == 1 else 'tries'} each: every retry took effect "
+        f"{found.repeat} proven {'try' if found.repeat == 1 else 'tries'} each: every retry took effect "
         "exactly once",
         evidence,
     )

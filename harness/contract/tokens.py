@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import gzip
-import importlib.resources
+import importlib.util
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -27,6 +27,16 @@ def _cache_dir() -> Path:
     return Path(base) / "mcp-chaos" / "tiktoken"
 
 
+def _bpe_openai_dir() -> Path:
+    """Where bpe-openai is installed, found without importing it: importing the package runs its
+    registry, whose tiktoken call uses the deprecated ``importlib.resources.open_binary`` (a
+    DeprecationWarning that an error-on-warning test run turns into a failure)."""
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("bpe_openai is not installed: pip install bpe-openai")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 @functools.cache
 def encoding() -> Any:
     """The o200k_base encoding, prepared from bpe-openai's copy of its file on first use."""
@@ -36,7 +46,7 @@ def encoding() -> Any:
     target = cache / CACHE_NAME
     if not target.is_file():
         cache.mkdir(parents=True, exist_ok=True)
-        packed = importlib.resources.files("bpe_openai") / "data" / f"{ENCODING}.tiktoken.gz"
+        packed = _bpe_openai_dir() / "data" / f"{ENCODING}.tiktoken.gz"
         tmp = target.with_suffix(".tmp")
         tmp.write_bytes(gzip.decompress(packed.read_bytes()))
         tmp.replace(target)

@@ -12,6 +12,9 @@ check show it beside the class's fix. Plain text that quotes the server
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from harness.crashpoints.explore import Exploration, PointResult
 from harness.crashpoints.points import Point, PointKind
 from harness.history import Verdict
@@ -21,18 +24,44 @@ STATEMENT_LIMIT = 160
 """How much of a statement the advice quotes: enough to see the table and the columns."""
 
 
+def _quoted(statements: Sequence[object]) -> str:
+    """Statements a commit made durable, quoted: the server's text, cut to an excerpt; each output
+    escapes it for itself."""
+    return "; ".join(repr(bounded(str(w), STATEMENT_LIMIT)) for w in statements)
+
+
+def _held(exploration: Exploration, result: PointResult) -> Mapping[str, Any]:
+    """What the try a finding is told by was held at (its last hold): the statements of that very
+    commit, which may sit at another index than the clean call's."""
+    holds = result.held.get(result.example(exploration.verdicts)) or []
+    return holds[-1].detail if holds else exploration.details.get(result.path[-1].name, {})
+
+
+def _later(exploration: Exploration, point: Point) -> list[Point]:
+    """The clean call's points of the same kind after ``point`` (found by what it commits), but for
+    commits that only read."""
+    at = next((i for i, p in enumerate(exploration.clean) if point.same(p)), None)
+    if at is None:
+        return []
+    return [
+        p
+        for p in exploration.clean[at + 1 :]
+        if p.kind is point.kind and exploration.details.get(p.name, {}).get("wrote") != "no"
+    ]
+
+
 def _writes(exploration: Exploration, point: Point) -> str:
-    """The statements a commit of the clean call made durable, quoted: the server's text, cut to an
-    excerpt; each output escapes it for itself."""
-    writes = exploration.details.get(point.name, {}).get("writes") or []
-    return "; ".join(repr(bounded(str(w), STATEMENT_LIMIT)) for w in writes)
+    """The statements of a commit of the clean call, quoted."""
+    return _quoted(exploration.details.get(point.name, {}).get("statements") or [])
 
 
 def advice(exploration: Exploration, result: PointResult) -> str:
     """What the finding at ``result``'s point says about the target, and what to change there."""
     finding = result.finding
     point = result.path[-1]
-    later = [p for p in exploration.clean if p.kind is point.kind and p.index > point.index]
+    held = _held(exploration, result)
+    here = _quoted(held.get("statements") or [])
+    later = _later(exploration, point)
     if finding is Verdict.DUPLICATE:
         if len(result.path) == 2:
             return (
@@ -42,7 +71,7 @@ def advice(exploration: Exploration, result: PointResult) -> str:
             )
         if point.kind is PointKind.DB_COMMIT and later:
             return (
-                f"{point.name} committed the effect ({_writes(exploration, point) or 'a write'}), and what "
+                f"{point.name} committed the effect ({here or 'a write'}), and what "
                 f"tells a retry it was done committed later, on its own ({later[0].name}: "
                 f"{_writes(exploration, later[0]) or 'a write'}). A crash between the two commits leaves the "
                 "effect without its record, and the retry makes it again: read-then-write idempotency is not "
@@ -51,13 +80,13 @@ def advice(exploration: Exploration, result: PointResult) -> str:
             )
         if point.kind is PointKind.DB_COMMIT:
             return (
-                f"{point.name} is the effect ({_writes(exploration, point) or 'a write'}), and nothing "
+                f"{point.name} is the effect ({here or 'a write'}), and nothing "
                 "records the intent's key with it: every retry of a call that got this far makes it again. "
                 "Store the key with the effect, in the same transaction, unique, and replay the stored "
                 "result for a key seen before."
             )
         if point.kind is PointKind.DOWNSTREAM:
-            key = exploration.details.get(point.name, {}).get("key")
+            key = held.get("key")
             why = (
                 "its call carried no idempotency key, so it could not tell the retry's call from a new one"
                 if key is None
@@ -79,7 +108,7 @@ def advice(exploration: Exploration, result: PointResult) -> str:
         if point.kind is PointKind.DB_COMMIT and later:
             return (
                 f"{point.name} made the record that the intent is done durable "
-                f"({_writes(exploration, point) or 'a write'}) before the effect itself committed "
+                f"({here or 'a write'}) before the effect itself committed "
                 f"({later[0].name}: {_writes(exploration, later[0]) or 'a write'}). A crash between them "
                 "leaves a key that replays a result nothing created: the client is told it succeeded. "
                 "Write the key record in the same transaction as the effect."

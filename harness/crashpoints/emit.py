@@ -46,7 +46,10 @@ def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenari
         "The gate fails until the target takes effect exactly once."
     )
     data["workload"].update(intents=intents, concurrency=1)
-    data["faults"] = {"crash_points": {"holds": [{"at": result.name}]}}
+    hold: dict[str, Any] = {"at": result.name}
+    if any(p.label for p in result.path):  # held by what it commits, whatever its index in a call
+        hold["commits"] = [p.label for p in result.path]
+    data["faults"] = {"crash_points": {"holds": [hold]}}
     data["gate"] = {"fail_on": FAIL_ON}
     return parse_scenario(data, source="the reproducer of " + scenario.name)
 

@@ -11,8 +11,9 @@ held along, so every verdict is the auditor's.
 
 What the exploration changes of the scenario, and why:
 
-* one intent at a time, as many as the plan can need (``1 + max_points x repeat``;
-  intents the plan has nothing for run clean), no other fault, no gate;
+* one intent at a time, as many as the plan can need (``1 + 2 x max_points x repeat``:
+  a try whose call took another path is tried again; intents the plan has nothing
+  for run clean), no other fault, no gate;
 * the pod is restarted at once (as often as the plan can kill it), and the client
   retries every 0.1 s, with as many attempts as a restart can take: a try then
   costs the pod's restart and little more. What is tested stays the client's: a
@@ -24,23 +25,25 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from harness import rundir
 from harness.audit.auditor import AuditResult
-from harness.crashpoints.points import MAX_DEPTH, Point, parse_path, path_name
+from harness.crashpoints.plan import labelled
+from harness.crashpoints.points import MAX_DEPTH, Point, PointKind, parse_path, path_name
+from harness.crashpoints.proof import Held, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError
-from harness.history import FINDINGS, EventType, Verdict, read_history
+from harness.history import FINDINGS, RunStatus, Verdict, read_history
 from harness.report.files import audit_and_report
 from harness.runner import execute
 from harness.scenario import Scenario, parse_scenario
 
 RETRY_EVERY_S = 0.1
 """The exploration's backoff: what a retry waits for is the pod's restart, not a pause."""
-DETAILS = ("writes", "autocommit", "key", "replayed")
+DETAILS = ("statements", "wrote", "autocommit", "label", "nth", "key", "replayed")
 """What a ``crash_point`` event says of its point beyond its name."""
 
 
@@ -71,10 +74,11 @@ def unexplorable(scenario: Scenario) -> str | None:
         return "crash points hold one pod, one call at a time; this scenario puts a balancer in front"
     if not hold_points(scenario):
         return (
-            "no hold point: the target neither writes to the harness's PostgreSQL (services.postgres, "
-            "{postgres_url} in target.env) nor calls its effect sink ({sink_url}, audit.effects.sink), so "
-            "the harness cannot stop it where its work is durable; with a failpoint, crash_window "
-            "(--crash-env) crashes it there instead"
+            "no hold point: the target neither reaches the harness's PostgreSQL ({postgres_url} in "
+            "target.command or target.env, with services.postgres) nor calls its effect sink ({sink_url}, "
+            "with audit.effects.sink), so no crash can be held where its work becomes durable (request and "
+            "response alone prove nothing); give it one of those, or crash it at a failpoint with "
+            "crash_window (--crash-env)"
         )
     return None
 
@@ -84,7 +88,8 @@ def exploring_scenario(
 ) -> Scenario:
     """The scenario as the exploration runs it (see the module's docstring)."""
     data = retry_quickly(scenario, kills=MAX_DEPTH * max_points * repeat)
-    data["workload"].update(intents=1 + max_points * repeat, concurrency=1)
+    # Each path may need its tries twice over (a try its call did not take is tried again).
+    data["workload"].update(intents=1 + 2 * max_points * repeat, concurrency=1)
     data["faults"] = {"crash_points": {"explore": {"repeat": repeat, "max_points": max_points, "only": only}}}
     data["gate"] = {}
     return parse_scenario(data, source="the exploration of " + scenario.name)
@@ -111,13 +116,20 @@ def retry_quickly(scenario: Scenario, *, kills: int) -> dict[str, Any]:
 
 @dataclass
 class PointResult:
-    """The tries of one path: how the auditor judged each."""
+    """The tries of one path: which its history proves, and how the auditor judged those."""
 
     path: tuple[Point, ...]
-    intents: list[int] = field(default_factory=list)
+    repeat: int = 1
+    """Proven tries the plan wanted."""
+    proven: list[int] = field(default_factory=list)
+    """Intents whose crash the history proves (held, killed there, answer withheld)."""
+    unproven: dict[int, str] = field(default_factory=dict)
+    """Intents held along this path without that proof, and why."""
     verdicts: Counter[str] = field(default_factory=Counter)
-    held: int = 0
-    """Tries in which every point of the path was reached and the pod killed there."""
+    """The proven tries' verdicts: the only ones a finding is read from."""
+    unproven_verdicts: Counter[str] = field(default_factory=Counter)
+    held: dict[int, list[Held]] = field(default_factory=dict)
+    """Per try, its holds: what each held commit committed (its statements), a downstream call's key."""
 
     @property
     def name(self) -> str:
@@ -125,19 +137,33 @@ class PointResult:
 
     @property
     def tries(self) -> int:
-        return len(self.intents)
+        return len(self.proven) + len(self.unproven)
+
+    @property
+    def intents(self) -> list[int]:
+        return sorted([*self.proven, *self.unproven])
 
     @property
     def finding(self) -> Verdict | None:
-        """The worst verdict its tries got, if it is a retry-safety violation."""
+        """The worst verdict its proven tries got, if it is a retry-safety violation."""
         return next((v for v in FINDINGS if self.verdicts[v.value]), None)
 
+    @property
+    def inconclusive(self) -> str | None:
+        """Why this point's result cannot be trusted (fewer proven tries than planned), or None."""
+        if len(self.proven) >= self.repeat:
+            return None
+        if not self.unproven:
+            return f"{self.name}: no try (the exploration ended before it)"
+        reasons = sorted(set(self.unproven.values()))
+        return f"{self.name}: {len(self.proven)} of {self.repeat} tries proven; {'; '.join(reasons)}"
+
     def example(self, verdicts: dict[int, str]) -> int:
-        """The intent whose story is told: the first with the finding (else the first try)."""
+        """The intent whose story is told: the first proven try with the finding (else the first try)."""
         finding = self.finding
         if finding is not None:
-            return next(i for i in self.intents if verdicts[i] == finding.value)
-        return self.intents[0]
+            return next(i for i in self.proven if verdicts[i] == finding.value)
+        return (self.proven or self.intents)[0]
 
 
 @dataclass
@@ -148,9 +174,9 @@ class Exploration:
     run_dir: Path
     repeat: int
     clean: tuple[Point, ...]
-    """The points of the clean call, in order."""
+    """The points of the clean call, in order, each with its label."""
     details: dict[str, dict[str, Any]]
-    """Per point of the clean call, what it said: the statements a commit wrote, a downstream call's key."""
+    """Per point of the clean call, what it said: the statements a commit ran, a downstream call's key."""
     points: list[PointResult]
     clean_calls: Counter[str]
     """Verdicts of the intents held nowhere (the clean call, and those after the plan ran out)."""
@@ -160,10 +186,35 @@ class Exploration:
     seconds: float
     not_passed: list[str] = field(default_factory=list)
     """Points asked for (``--only``) that the clean call never passed, so none was explored."""
+    skipped: list[str] = field(default_factory=list)
+    """Points of the clean call beyond ``--max-points``: never tried."""
+    deferred: list[str] = field(default_factory=list)
+    """Paths of two (a crash in a retry's recovery) beyond ``--max-points``: not explored."""
+    bypassed: str | None = None
+    """The store changed in the clean call while the harness saw nothing of the call commit it."""
+    ended: str | None = None
+    """How the run ended when it did not complete (a deadline, an interrupt)."""
+    max_points: int = 8
 
     @property
     def findings(self) -> list[PointResult]:
         return [p for p in self.points if p.finding is not None]
+
+    @property
+    def inconclusive(self) -> list[str]:
+        """Why the exploration cannot certify the points it did not find anything at: one line each."""
+        reasons = []
+        if self.bypassed is not None:
+            reasons.append(self.bypassed)
+        if self.ended is not None:
+            reasons.append(f"the exploration ended early ({self.ended})")
+        if self.skipped:
+            reasons.append(
+                f"not tried: {', '.join(self.skipped)} (beyond --max-points {self.max_points}; raise it "
+                "to try every point of the call)"
+            )
+        reasons += [r for p in self.points if (r := p.inconclusive) is not None]
+        return reasons
 
 
 @dataclass(frozen=True)
@@ -175,6 +226,7 @@ class Planned:
     run_dir: Path
     repeat: int
     only: list[str] | None
+    max_points: int
 
 
 def prepare(
@@ -189,7 +241,7 @@ def prepare(
     """The exploring scenario and a new run directory for it under ``results_dir``."""
     exploring = exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=only)
     run_dir = rundir.prepare_run_dir(results_dir, exploring, run_id)
-    return Planned(scenario, exploring, run_dir, repeat, only)
+    return Planned(scenario, exploring, run_dir, repeat, only, max_points)
 
 
 async def explore(
@@ -199,34 +251,22 @@ async def explore(
     started = time.monotonic()
     await execute(planned.exploring, planned.run_dir, out=out, progress_interval_s=progress_interval_s)
     audit = audit_and_report(planned.run_dir, html=False)
-    found = read_exploration(planned.scenario, planned.run_dir, planned.repeat, audit, started)
+    found = read_exploration(planned, audit, started)
     explored = {p.name for p in found.points}
     found.not_passed = [name for name in planned.only or () if name not in explored]
     return found
 
 
-def read_exploration(
-    scenario: Scenario, run_dir: Path, repeat: int, audit: AuditResult, started: float
-) -> Exploration:
-    """Group an audited exploration run's intents by the path they were held along."""
+def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Exploration:
+    """Group an audited exploration run's intents by the path they were held along, each try judged
+    by the auditor and counted only where the history proves its crash (:mod:`.proof`)."""
+    scenario, run_dir, repeat = planned.scenario, planned.run_dir, planned.repeat
     table = audit.intents
     verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True))
     effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True))
-    paths: dict[int, str] = {}
-    held: Counter[int] = Counter()
-    windows: defaultdict[int, list[dict[str, Any]]] = defaultdict(list)
-    """The clean call's points, per attempt."""
-    for ev in read_history(run_dir / rundir.HISTORY):
-        if ev["type"] != EventType.CRASH_POINT:
-            continue
-        intent = ev["intent"]
-        if "path" in ev:
-            paths.setdefault(intent, ev["path"])
-        held[intent] += ev["held"] is True
-        if intent == 0:
-            windows[ev["attempt"]].append(ev)
-    answered = next((w for w in windows.values() if w[-1]["point"] == "response"), [])
-    clean = tuple(parse_path(ev["point"])[0] for ev in answered)
+    evidence = read_evidence(read_history(run_dir / rundir.HISTORY))
+    answered = clean_call(evidence.windows)
+    clean = clean_points(answered)
     details = {ev["point"]: {k: v for k, v in ev.items() if k in DETAILS} for ev in answered}
     if verdicts.get(0) != Verdict.EXACTLY_ONCE.value:
         raise PreflightError(
@@ -235,16 +275,23 @@ def read_exploration(
             f"judged (see {run_dir / rundir.REPORT_MD})"
         )
     results: dict[str, PointResult] = {}
+    plan = evidence.plan
+    for name, labels in plan.planned if plan is not None else ():
+        results[name] = PointResult(labelled(parse_path(name), labels), repeat)
     clean_calls: Counter[str] = Counter()
     for intent in sorted(verdicts):
-        name = paths.get(intent)
-        if name is None:
+        one = evidence.tries.get(intent)
+        if one is None:
             clean_calls[verdicts[intent]] += 1
             continue
-        result = results.setdefault(name, PointResult(parse_path(name)))
-        result.intents.append(intent)
-        result.verdicts[verdicts[intent]] += 1
-        result.held += held[intent] == len(result.path)
+        result = results.setdefault(one.path_name, PointResult(one.path, repeat))
+        result.held[intent] = one.held
+        if one.why is None:
+            result.proven.append(intent)
+            result.verdicts[verdicts[intent]] += 1
+        else:
+            result.unproven[intent] = one.why
+            result.unproven_verdicts[verdicts[intent]] += 1
     return Exploration(
         scenario=scenario,
         run_dir=run_dir,
@@ -257,4 +304,35 @@ def read_exploration(
         effects=effects,
         audit=audit,
         seconds=time.monotonic() - started,
+        skipped=plan.skipped if plan is not None else [],
+        deferred=plan.deferred if plan is not None else [],
+        bypassed=bypassed(clean, details, effects.get(0, 0)),
+        ended=None
+        if evidence.status == RunStatus.COMPLETED.value
+        else _ended(evidence.status, evidence.reason),
+        max_points=planned.max_points,
+    )
+
+
+def _ended(status: str | None, reason: object) -> str:
+    if status is None:
+        return "the harness died before the run ended"
+    return f"{status}: {reason}" if reason else status
+
+
+def bypassed(clean: tuple[Point, ...], details: dict[str, dict[str, Any]], effects: int) -> str | None:
+    """Why the clean call's effect was made where the harness cannot hold it, or None: it left an effect
+    in the store, and nothing of the call could have made it (no commit that wrote or may have, no
+    downstream call)."""
+    if effects == 0:
+        return None
+    for point in clean:
+        if point.kind is PointKind.DOWNSTREAM:
+            return None
+        if point.kind is PointKind.DB_COMMIT and details.get(point.name, {}).get("wrote") != "no":
+            return None
+    return (
+        f"the store changed ({effects} effect of the clean call) while the harness saw no commit of the "
+        "call that wrote: the target does not write through {postgres_url} (or {sink_url}), so its "
+        "commits cannot be held; connect it to the store through the placeholder"
     )

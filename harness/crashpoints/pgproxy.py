@@ -3,9 +3,10 @@
 When crash points run, ``{postgres_url}`` names this proxy instead of the
 harness's cluster. It relays every byte both ways, framing each direction
 (``pgwire``) to follow the connection's transactions, and when a transaction
-that wrote has committed it asks the hold controller whether to hold. Held, the
+has committed (any transaction that ran a statement, labelled with whether it
+wrote) it asks the hold controller whether to hold. Held, the
 reply stops before the message that tells the commit (a ``COMMIT`` tag, or the
-ReadyForQuery that ends an autocommit write): the database has committed, the
+ReadyForQuery that ends an implicit transaction): the database has committed, the
 server waits, and the controller kills it. The harness's own connections (the
 final read, start-up checks) go to the cluster directly and are never held or
 counted.
@@ -40,7 +41,9 @@ class PostgresProxy(LoopbackServer):
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        generation = self.holds.generation
+        generation = self.holds.connection()
+        if generation is None:
+            return  # the fence: only the pod killed at a point can be connecting now
         framer = Framer(startup=True)
         first: list[Message] = []
         while framer.startup:  # encryption requests are answered here; the rest waits for the server
@@ -75,7 +78,7 @@ class PostgresProxy(LoopbackServer):
 
     def _cut(self, generation: int) -> bool:
         """The pod this connection belongs to is being killed: nothing more of it gets through."""
-        return generation != self.holds.generation
+        return self.holds.cut(generation)
 
     async def _from_client(
         self,

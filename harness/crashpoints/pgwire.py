@@ -11,18 +11,28 @@ and end inside one: the framer parses them all and keeps the tail.
 Where a commit becomes visible, from the server's side (``Transactions``): a
 ``COMMIT`` CommandComplete tag ends a transaction block (the commit is done when
 the tag is sent, also in the extended protocol), and a ``ReadyForQuery`` with
-status ``I`` after writes outside a block ends an implicit transaction
-(autocommit, or several statements in one simple query, or one Sync of the
-extended protocol; there the CommandComplete comes *before* the commit, so the
-point is the ReadyForQuery). Only transactions that wrote are commits here:
-writes are the INSERT, UPDATE, DELETE and MERGE tags; a read-only transaction,
-DDL, COPY and a write hidden in a ``SELECT`` (a data-modifying ``WITH``, a
-function) are not seen as writes. What the client asked for is followed too, so
-that a commit can say which statements it made durable.
+status ``I`` after statements outside a block ends an implicit transaction
+(autocommit, or several statements in one simple query, or everything up to
+one Sync of the extended protocol, a pipeline's or a ``PortalSuspended``
+row-limited Execute's; there the CommandComplete comes *before* the commit, so
+the point is the ReadyForQuery).
+
+*Every* transaction that ran a statement and committed is a commit here, whatever
+the client library, the protocol path or what the statements were: whether it
+wrote is a label (:class:`Wrote`), read from the tags (INSERT, UPDATE, DELETE,
+MERGE, COPY FROM, DDL), the CopyInResponse, and the statement's text (a
+data-modifying ``WITH``, a function or procedure call: ``unknown``), never a filter
+that hides a commit. Transactions of session commands only (``SET``, ``RESET``,
+``DISCARD``, ``DEALLOCATE``, ``CLOSE``, ``LISTEN``: a connection pool's reset)
+change no data and are no commits; a transaction that failed or rolled back is
+none either. What the client asked for is followed too, so that a commit can say
+which statements it made durable and a *label* (``INSERT invoices``) that finds
+the same commit in another call whatever its index.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -42,8 +52,158 @@ MAX_MESSAGE = 1 << 30
 STATEMENT_LIMIT = 160
 """Characters of a statement a commit keeps, to say what it wrote."""
 
-WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE"})
+WRITE_COMMANDS = frozenset(
+    {"INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "ALTER", "DROP", "TRUNCATE", "GRANT", "REVOKE"}
+    | {"COMMENT", "REFRESH", "CLUSTER", "REINDEX", "IMPORT", "SECURITY", "COMMIT PREPARED"}
+)
+"""Tags (their first word; ``COMMIT PREPARED`` whole) of statements that change data or schema."""
+SESSION_COMMANDS = frozenset(
+    {"SET", "RESET", "SHOW", "DISCARD", "DEALLOCATE", "CLOSE", "LISTEN", "UNLISTEN", "PREPARE"}
+    | {"SAVEPOINT", "RELEASE"}
+)
+"""Tags of statements that change no data: a transaction of only these is no commit."""
 _SAVEPOINT_ROLLBACK = re.compile(r"^\s*ROLLBACK\s+((WORK|TRANSACTION)\s+)?TO\b", re.IGNORECASE)
+_REL = r"(?:\"[^\"]+\"|[a-z_][\w$]*)(?:\.(?:\"[^\"]+\"|[a-z_][\w$]*))?"
+"""A relation's name, perhaps schema-qualified and quoted."""
+_LABELS = [
+    (re.compile(rf"\bINSERT\s+INTO\s+({_REL})", re.I), "INSERT"),
+    (re.compile(rf"\bUPDATE\s+(?:ONLY\s+)?({_REL})(?:\s+(?:AS\s+)?\w+)?\s+SET\b", re.I), "UPDATE"),
+    (re.compile(rf"\bDELETE\s+FROM\s+(?:ONLY\s+)?({_REL})", re.I), "DELETE"),
+    (re.compile(rf"\bMERGE\s+INTO\s+({_REL})", re.I), "MERGE"),
+    (re.compile(rf"^\s*COPY\s+({_REL})", re.I), "COPY"),
+    (re.compile(rf"^\s*SELECT\b(?:(?!\bFROM\b).)*?\bINTO\s+(?:TABLE\s+)?({_REL})", re.I | re.S), "INTO"),
+    (
+        re.compile(
+            r"^\s*(?:CREATE|ALTER|DROP|TRUNCATE)\b.*?\b(?:TABLE|INDEX|SEQUENCE|VIEW|TYPE|FUNCTION|PROCEDURE|"
+            rf"SCHEMA|TRIGGER)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_REL})",
+            re.I | re.S,
+        ),
+        "DDL",
+    ),
+]
+"""Statements that change data, found in a statement's text (a data-modifying ``WITH`` too): the verb
+and the relation, so that a commit can be found again in another call by what it wrote."""
+_WRITING = [regex for regex, verb in _LABELS if verb not in ("COPY", "DDL")]
+"""What writes whatever its tag says (a COPY writes only FROM STDIN: the CopyInResponse tells)."""
+_CALL = re.compile(r"^\s*(?:CALL|DO)\b", re.I)
+_NAME_UNSAFE = re.compile(r"[^\w.$]")
+"""What a label keeps of a name: word characters, dots and dollars (no quotes, no markup): ``"t"`` and
+``t`` are one table."""
+_FUNCTION = re.compile(rf"({_REL})\s*\(", re.I)
+_FROM = re.compile(rf"\bFROM\s+({_REL})", re.I)
+NOT_CALLS = frozenset(
+    {
+        "count",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "coalesce",
+        "now",
+        "lower",
+        "upper",
+        "length",
+        "exists",
+        "in",
+        "any",
+        "all",
+        "some",
+        "values",
+        "cast",
+        "nullif",
+        "greatest",
+        "least",
+        "array_agg",
+        "json_agg",
+        "jsonb_agg",
+        "string_agg",
+        "row_number",
+        "abs",
+        "round",
+        "date_trunc",
+        "to_char",
+        "extract",
+        "substring",
+        "trim",
+        "char_length",
+        "md5",
+        "concat",
+        "position",
+        "current_setting",
+        "json_build_object",
+        "jsonb_build_object",
+        "to_json",
+        "to_jsonb",
+        "array",
+        "unnest",
+        "generate_series",
+        "on",
+        "and",
+        "or",
+        "not",
+        "where",
+        "using",
+        "over",
+        "filter",
+        "from",
+        "join",
+        "as",
+        "when",
+        "then",
+        "else",
+        "select",
+        "with",
+        "lateral",
+        "by",
+        "having",
+        "interval",
+        "table",
+        "into",
+        "set",
+        "returning",
+        "conflict",
+        "key",
+        "check",
+        "references",
+        "primary",
+        "unique",
+        "default",
+        "varchar",
+        "char",
+        "numeric",
+        "decimal",
+        "timestamp",
+        "timestamptz",
+        "copy",
+        "pg_advisory_lock",
+        "pg_advisory_unlock",
+        "pg_advisory_unlock_all",
+        "pg_advisory_xact_lock",
+        "pg_try_advisory_lock",
+        "pg_try_advisory_xact_lock",
+        "set_config",
+        "pg_sleep",
+        "version",
+        "current_database",
+    }
+)
+"""Words followed by ``(`` that are no call that could write: keywords, and pure built-in functions."""
+_KEYWORDS = frozenset(
+    {"in", "any", "all", "some", "values", "on", "and", "or", "not", "where", "using", "over", "filter"}
+    | {"from", "join", "as", "when", "then", "else", "select", "with", "lateral", "by", "having", "exists"}
+)
+"""Of those, the words that are no function at all."""
+
+
+class Wrote(enum.StrEnum):
+    """Whether a commit changed data, as far as the wire tells: a label, never a filter."""
+
+    YES = "yes"
+    """A write tag (INSERT, UPDATE, DELETE, MERGE, COPY FROM, DDL) or a data-modifying statement."""
+    UNKNOWN = "unknown"
+    """A call of a function or procedure, or a statement the proxy did not see: it may have written."""
+    NO = "no"
+    """Reads only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,21 +293,89 @@ def statement_text(sql: str) -> str:
     return line if len(line) <= STATEMENT_LIMIT else line[: STATEMENT_LIMIT - 1] + "…"
 
 
+def _name(relation: str) -> str:
+    return _NAME_UNSAFE.sub("_", relation.replace('"', "").lower())
+
+
+def statement_label(sql: str) -> str | None:
+    """What a statement changes, as ``INSERT invoices``; for one that changes nothing the text shows, the
+    function it calls (``CALL add_invoice``), what it reads (``SELECT idempotency_keys``) or its first
+    word and function (``SELECT pg_advisory_unlock_all``, a pool's reset); None for no text."""
+    found = [(m.start(), verb, m[1]) for regex, verb in _LABELS if (m := regex.search(sql))]
+    if found:
+        _, verb, relation = min(found)
+        if verb == "DDL":
+            verb = sql.split(None, 1)[0].upper()
+        return f"{verb} {_name(relation)}"
+    functions = [m[1] for m in _FUNCTION.finditer(sql)]
+    calls = [f for f in functions if f.lower() not in NOT_CALLS]
+    if calls:
+        return f"CALL {_name(calls[0])}"
+    if (m := _FROM.search(sql)) is not None:
+        return f"SELECT {_name(m[1])}"
+    words = sql.split(None, 1)
+    if not words:
+        return None
+    verb = _name(words[0]).upper()
+    pure = [f for f in functions if f.lower() not in _KEYWORDS]
+    return f"{verb} {_name(pure[0])}" if pure else verb
+
+
 @dataclass(frozen=True, slots=True)
-class Write:
+class Statement:
+    """One statement a transaction ran, as the server reported it done."""
+
     tag: str
-    """The CommandComplete tag, e.g. ``INSERT 0 1``."""
-    statement: str | None
-    """The statement that wrote, as the client sent it (cut), when the proxy saw it."""
+    """The CommandComplete tag (``INSERT 0 1``); empty for a portal suspended at its row limit."""
+    text: str | None
+    """The statement as the client sent it (cut), when the proxy saw it."""
+    copy_in: bool = False
+    """A COPY the client sent rows to (``COPY ... FROM STDIN``), not one that read rows out."""
+
+    @property
+    def wrote(self) -> Wrote:
+        command = self.tag.split(" ", 1)[0]
+        if command in WRITE_COMMANDS or self.tag == "COMMIT PREPARED" or self.copy_in:
+            return Wrote.YES
+        text = self.text
+        if text is None:
+            return Wrote.UNKNOWN  # a SELECT tag may be a data-modifying WITH
+        if any(regex.search(text) for regex in _WRITING):
+            return Wrote.YES  # a data-modifying WITH, SELECT INTO: the tag says SELECT
+        if _CALL.match(text) or any(m[1].lower() not in NOT_CALLS for m in _FUNCTION.finditer(text)):
+            return Wrote.UNKNOWN
+        return Wrote.NO
+
+    @property
+    def label(self) -> str | None:
+        if self.text is not None and (label := statement_label(self.text)) is not None:
+            return label
+        return self.tag.split(" ", 1)[0] or None
+
+    def __str__(self) -> str:
+        return self.text or self.tag or "a statement"
 
 
 @dataclass(frozen=True, slots=True)
 class Commit:
-    """A transaction that wrote has committed; the message it was seen in is where to hold."""
+    """A transaction that ran statements has committed; the message it was seen in is where to hold."""
 
-    writes: tuple[Write, ...]
+    statements: tuple[Statement, ...]
     autocommit: bool
     """True: an implicit transaction (no BEGIN) committed at ReadyForQuery; False: a COMMIT."""
+
+    @property
+    def wrote(self) -> Wrote:
+        labels = {s.wrote for s in self.statements}
+        return next((w for w in (Wrote.YES, Wrote.UNKNOWN) if w in labels), Wrote.NO)
+
+    @property
+    def label(self) -> str:
+        """What it committed, to find the same commit in another call: the labels of the statements
+        that (may have) written, else of all, in order, each once (``INSERT invoices``)."""
+        telling = [s for s in self.statements if s.wrote is not Wrote.NO] or list(self.statements)
+        labels = [s.label or "?" for s in telling]
+        return "; ".join(dict.fromkeys(labels))
 
 
 @dataclass(slots=True)
@@ -173,13 +401,15 @@ class Transactions:
     def __init__(self) -> None:
         self.in_block = False
         """Inside BEGIN ... COMMIT (from the tags, corrected by ReadyForQuery's status)."""
-        self._writes: list[Write] = []
+        self._work: list[Statement] = []
+        """The statements of the transaction open now."""
+        self._copy_in = False
         self._pending: deque[_Pending] = deque()
         self._statements: dict[str, str] = {}
-        """Prepared statements by name ("" is the unnamed one)."""
+        """Prepared statements by name ("" is the unnamed one): reused across calls on one connection."""
         self._portals: dict[str, str | None] = {}
 
-    # -- the client's side: what was asked, so a commit can say what it wrote
+    # -- the client's side: what was asked, so a commit can say what it ran
     def client(self, message: Message) -> None:
         kind, body = message.type, message.body
         if kind == b"Q":
@@ -201,7 +431,7 @@ class Transactions:
             (self._statements if body[:1] == b"S" else self._portals).pop(name, None)
 
     def _completed(self) -> str | None:
-        """The statement a CommandComplete (or empty result) reports on."""
+        """The statement a CommandComplete (or empty result, or suspended portal) reports on."""
         if not self._pending:
             return None
         first = self._pending[0]
@@ -222,38 +452,45 @@ class Transactions:
         kind = message.type
         if kind == b"C":
             (tag,) = _cstrings(message.body, 1)
-            return self._command(tag, self._completed())
-        if kind in (b"I", b"s"):  # an empty query, a suspended portal: an Execute answered
+            copy_in, self._copy_in = self._copy_in, False
+            return self._command(tag, self._completed(), copy_in=copy_in and tag.startswith("COPY"))
+        if kind == b"s":  # a portal suspended at its row limit: the statement ran (asyncpg's fetchval)
+            self._work.append(Statement("", self._completed()))
+        elif kind == b"I":  # an empty query
             self._completed()
-        elif kind == b"E" and not self.in_block:
-            self._writes.clear()  # an implicit transaction fails whole
+        elif kind == b"G":  # CopyInResponse: the client sends rows, the COPY writes
+            self._copy_in = True
+        elif kind == b"E":
+            self._copy_in = False
+            if not self.in_block:
+                self._work.clear()  # an implicit transaction fails whole
         elif kind == b"Z":
             self._synced()
             status = message.body[:1]
             self.in_block = status in (b"T", b"E")
-            if status == b"I" and self._writes:
-                commit = Commit(tuple(self._writes), autocommit=True)
-                self._writes.clear()
+            if status == b"I" and self._work:
+                commit = Commit(tuple(self._work), autocommit=True)
+                self._work.clear()
                 return commit
         return None
 
-    def _command(self, tag: str, statement: str | None) -> Commit | None:
+    def _command(self, tag: str, statement: str | None, *, copy_in: bool) -> Commit | None:
         command = tag.split(" ", 1)[0]
-        if command in WRITES:
-            self._writes.append(Write(tag, statement))
-        elif command in ("BEGIN", "START"):
+        if command in ("BEGIN", "START"):
             self.in_block = True
         elif tag == "COMMIT":
-            committed = self.in_block and bool(self._writes)
-            writes = tuple(self._writes)
+            work = tuple(self._work)
             self.in_block = False
-            self._writes.clear()
-            if committed:
-                return Commit(writes, autocommit=False)
-        elif tag == "ROLLBACK" and not (statement and _SAVEPOINT_ROLLBACK.match(statement)):
-            self.in_block = False
-            self._writes.clear()
+            self._work.clear()
+            if work:  # a transaction that ran nothing committed nothing
+                return Commit(work, autocommit=False)
+        elif tag == "ROLLBACK":
+            if not (statement and _SAVEPOINT_ROLLBACK.match(statement)):
+                self.in_block = False
+                self._work.clear()
         elif tag == "PREPARE TRANSACTION":
             self.in_block = False
-            self._writes.clear()  # handed to a prepared transaction, committed (if ever) elsewhere
+            self._work.clear()  # handed to a prepared transaction, committed (if ever) by COMMIT PREPARED
+        elif command not in SESSION_COMMANDS:
+            self._work.append(Statement(tag, statement, copy_in=copy_in))
         return None

@@ -2,10 +2,15 @@
 
 A point is a kind and, for the kinds that can happen several times in one call, a
 1-based index counted within one attempt: ``db_commit#2`` is the second committed
-transaction that wrote, of the attempt the point is looked for in. ``request`` and
-``response`` happen once per attempt. A *path* is the points to hold one after the
-other: ``db_commit#1/db_commit#1`` holds the first attempt at its first commit, and
-then the retry at its own first commit (a crash during the recovery).
+transaction of the attempt the point is looked for in. ``request`` and
+``response`` happen once per attempt. A commit also has a *label*, what it
+committed (``INSERT invoices``): a plan finds the same commit in another call by
+its label and which of the call's commits with that label it is (``nth``), not by
+its index alone, so a call that commits once more or once less than the clean one
+(a warm-up row, an audit row) is held at the same commit, or is seen not to reach it.
+A *path* is the points to hold one after the other: ``db_commit#1/db_commit#1``
+holds the first attempt at its first commit, and then the retry at its own first
+commit (a crash during the recovery).
 
 Pure: the scenario model validates names with it, the hold controller counts with
 it, the explorer and the reports read it back from the history.
@@ -15,20 +20,23 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 
 class PointKind(enum.StrEnum):
     """Where the harness can hold a call, in the order a call passes them."""
 
     REQUEST = "request"
-    """The request reached the server; nothing was committed yet: the control point."""
+    """The request is at the server's door: held, it never reaches it. The control point: whatever the
+    design, a try held here must take effect exactly once."""
     DB_COMMIT = "db_commit"
-    """A transaction that wrote committed in the harness's PostgreSQL; its reply is held."""
+    """A transaction committed in the harness's PostgreSQL (whatever it wrote); its reply is held."""
     DOWNSTREAM = "downstream"
     """The effect sink recorded a call of the target's; its reply is held."""
     RESPONSE = "response"
-    """The server's whole answer reached the fault proxy; the client never gets it."""
+    """The server's JSON-RPC answer to the call reached the fault proxy (a JSON body, or the event of an
+    event stream that carries it); held, none of it reaches the client."""
 
 
 COUNTED = frozenset({PointKind.DB_COMMIT, PointKind.DOWNSTREAM})
@@ -44,6 +52,23 @@ MAX_DEPTH = 2
 class Point:
     kind: PointKind
     index: int = 1
+    label: str | None = field(default=None, compare=False)
+    """What it committed (``INSERT invoices``; a commit's), to find it in another call; not part of its
+    name nor of its identity."""
+    nth: int = field(default=1, compare=False)
+    """Which of its attempt's points with this label it is."""
+    reads: bool = field(default=False, compare=False)
+    """A commit that only read: nothing of the call is durable there that was not before."""
+
+    def same(self, other: Point) -> bool:
+        """Whether ``other`` is this point, both of calls already seen whole (the clean call's): by label
+        and ``nth`` where both have a label, else by index. A call being held is matched with
+        :func:`reached`."""
+        if self.kind is not other.kind:
+            return False
+        if self.label is not None and other.label is not None:
+            return (self.label, self.nth) == (other.label, other.nth)
+        return self.index == other.index
 
     @property
     def name(self) -> str:
@@ -51,6 +76,32 @@ class Point:
 
     def __str__(self) -> str:
         return self.name
+
+
+def _parts(label: str) -> frozenset[str]:
+    return frozenset(label.split("; "))
+
+
+def nth_with(label: str, points: Sequence[Point]) -> int:
+    """How many of ``points`` commit at least what ``label`` names (``INSERT invoices`` is in ``INSERT
+    invoices; INSERT idempotency_keys``): the ``nth`` of the last of them, if it has that label."""
+    want = _parts(label)
+    return sum(1 for p in points if p.label is not None and want <= _parts(p.label))
+
+
+def reached(planned: Point, window: Sequence[Point]) -> bool:
+    """Whether the point just reached, the last of ``window`` (its attempt's points so far), is
+    ``planned``: by label where both have one (it commits at least what the planned one did, and is the
+    ``nth`` such commit of its call: a fix that adds the key record to the effect's transaction is still
+    held at the effect), else by index."""
+    point = window[-1]
+    if planned.kind is not point.kind:
+        return False
+    if planned.label is None or point.label is None:
+        return planned.index == point.index
+    if not _parts(planned.label) <= _parts(point.label):
+        return False
+    return nth_with(planned.label, [p for p in window if p.kind is point.kind]) == planned.nth
 
 
 def parse_point(name: str) -> Point:

@@ -30,7 +30,7 @@ from harness.crashpoints.points import path_name
 from harness.history import Verdict
 from harness.report.stories import story_lines
 from harness.report.tables import markdown_table
-from harness.sanitize import json_safe, markdown
+from harness.sanitize import bounded, json_safe, markdown
 
 CRASHPOINTS_MD = "crashpoints.md"
 COLUMNS = [v.value for v in Verdict]
@@ -41,29 +41,66 @@ def _columns(exploration: Exploration) -> list[str]:
     return [c for c in COLUMNS if c in seen]
 
 
+LABEL_LIMIT = 40
+"""How much of what a point commits the table shows (``INSERT invoices``)."""
+
+
+def result_of(point: PointResult) -> str:
+    """A row's result: its finding, INCONCLUSIVE when too few of its tries are proven, or ``-``."""
+    if point.finding is not None:
+        return point.finding.value.upper()
+    return "INCONCLUSIVE" if point.inconclusive is not None else "-"
+
+
 def render_table(exploration: Exploration) -> str:
-    """One row per path held (in the order tried), and one for the calls held nowhere."""
+    """One row per path planned (in the order tried), and one for the calls held nowhere. ``proven``:
+    tries whose history shows the hold, the kill there and the answer withheld; only their verdicts are
+    counted, the others are ``unproven`` (why: in the summary)."""
     columns = _columns(exploration)
     rows: list[list[object]] = []
     for p in exploration.points:
-        held = f"{p.held}/{p.tries}"
-        mark = f"{p.finding.value.upper()}" if p.finding is not None else "-"
-        rows.append([p.name, p.tries, held, *(p.verdicts[c] or "" for c in columns), mark])
+        what = " → ".join(bounded(pt.label, LABEL_LIMIT) if pt.label else "" for pt in p.path).strip(" →")
+        rows.append(
+            [
+                p.name,
+                what or "-",
+                f"{len(p.proven)}/{p.repeat}",
+                *(p.verdicts[c] or "" for c in columns),
+                len(p.unproven) or "",
+                result_of(p),
+            ]
+        )
     clean = exploration.clean_calls
-    rows.append(["(none: clean calls)", sum(clean.values()), "-", *(clean[c] or "" for c in columns), "-"])
-    return markdown_table(
-        ["point", "tries", "held", *columns, "finding"], rows, align="lrr" + "r" * len(columns) + "l"
+    rows.append(
+        ["(none: clean calls)", "-", sum(clean.values()), *(clean[c] or "" for c in columns), "", "-"]
     )
+    return markdown_table(
+        ["point", "commits", "proven", *columns, "unproven", "result"],
+        rows,
+        align="llr" + "r" * len(columns) + "rl",
+    )
+
+
+def conclusion(exploration: Exploration) -> str:
+    """``finding``, ``inconclusive`` (no finding, and something it planned it could not prove) or
+    ``no_finding``: what the exit code and the contract check follow."""
+    if exploration.findings:
+        return "finding"
+    return "inconclusive" if exploration.inconclusive else "no_finding"
 
 
 def summary_line(exploration: Exploration) -> str:
     found = exploration.findings
     tries = sum(p.tries for p in exploration.points)
-    what = (
-        "no finding at any point"
-        if not found
-        else "findings at " + ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
-    )
+    if found:
+        what = "findings at " + ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
+        if exploration.inconclusive:
+            n = len(exploration.inconclusive)
+            what += f"; and {n} {'thing' if n == 1 else 'things'} it could not prove"
+    elif exploration.inconclusive:
+        what = "INCONCLUSIVE, no finding among what it proved: " + "; ".join(exploration.inconclusive)
+    else:
+        what = "no finding at any point, every try proven"
     if exploration.not_passed:
         what += f"; the call never passed {', '.join(exploration.not_passed)}"
     return (
@@ -101,10 +138,15 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
             "kind": last.kind.value,
             "index": last.index,
             "depth": len(p.path),
+            "label": last.label,
             "tries": p.tries,
-            "held": p.held,
+            "proven": len(p.proven),
+            "repeat": p.repeat,
             "verdicts": {k: v for k, v in p.verdicts.items() if v},
+            "unproven": {str(i): why for i, why in sorted(p.unproven.items())},
+            "unproven_verdicts": {k: v for k, v in p.unproven_verdicts.items() if v},
             "finding": None if p.finding is None else p.finding.value,
+            "inconclusive": p.inconclusive,
         }
         if len(p.path) > 1:
             entry["after"] = path_name(p.path[:-1])
@@ -122,7 +164,12 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
         "run_dir": str(exploration.run_dir),
         "repeat": exploration.repeat,
         "seconds": round(exploration.seconds, 3),
+        "conclusion": conclusion(exploration),
+        "inconclusive": exploration.inconclusive,
         "clean_call": [p.name for p in exploration.clean],
+        "clean_call_labels": [p.label for p in exploration.clean],
+        "skipped": exploration.skipped,
+        "deferred": exploration.deferred,
         "points": points,
         "clean_calls": {k: v for k, v in exploration.clean_calls.items() if v},
     }
@@ -134,10 +181,14 @@ def render_markdown(exploration: Exploration) -> str:
         f"**{summary_line(exploration)}**\n",
         f"The clean call passed: {', '.join(p.name for p in exploration.clean)}. Each point was held in "
         f"{exploration.repeat} tries: the pod SIGKILLed there, restarted, and the call retried with the "
-        f"same key and a new request id. Run: `{exploration.run_dir}`.\n",
+        "same key and a new request id. A try is counted (proven) only where the history shows the hold "
+        "at the planned point, the kill while held and the answer withheld from the client. "
+        f"Run: `{exploration.run_dir}`.\n",
         render_table(exploration),
         "",
     ]
+    if exploration.inconclusive:
+        parts += ["## Not proven\n", *(f"- {markdown(r)}" for r in exploration.inconclusive), ""]
     for result in exploration.findings:
         assert result.finding is not None
         one = story(exploration, result)

@@ -25,9 +25,16 @@ The proxy handles one request at a time per connection (no pipelining, which the
 driver never does).
 
 With crash points (``faults.crash_points``) the proxy also tells a hold
-controller (``ExchangeHooks``) when a call's request has reached the server and
-when its whole answer is back, and withholds that answer when told: the pod has
-been killed at the ``response`` point, so the client sees the stream break.
+controller (``ExchangeHooks``) when a call's request is at the server's door
+(before it is forwarded: held there, it never arrives) and when the server's
+JSON-RPC answer to it is back, and withholds that answer when told: the pod has
+been killed at the ``response`` point, so the client sees the stream break and
+none of the answer. For a JSON reply that is the whole response (nothing of it is
+relayed before it is complete); for an event stream, the event that carries the
+answer and everything after it, while the events before it (progress, a
+priming event) are relayed as they come (``AnswerWatch``). A reply that is no
+answer to the call (an HTTP error, a stream that ended without one) is told as
+what it is and never held.
 """
 
 from __future__ import annotations
@@ -64,8 +71,9 @@ class ExchangeHooks(Protocol):
         """The attempt's request was written to the server; True: the pod was killed there."""
         ...
 
-    def response(self, intent: int, attempt: int) -> bool:
-        """Its whole answer is here; True: the pod was killed, and the client must not get the answer."""
+    def response(self, intent: int, attempt: int, answer: str | None = None) -> bool:
+        """Its JSON-RPC answer is here (``answer`` None), or what came instead; True: the pod was killed,
+        and the client must not get the answer."""
         ...
 
     def ended(self, intent: int, attempt: int) -> None:
@@ -164,6 +172,114 @@ class _Response:
         except httptools.HttpParserError:
             self.malformed = True
         return self.complete
+
+
+class AnswerWatch:
+    """Follows a tool call's HTTP response to find its JSON-RPC answer, and what of it may be relayed.
+
+    Fed the raw bytes as they arrive; ``safe`` is how many of them can reach the
+    client without any of the answer: for an event stream, everything up to the end
+    of the last event before the one that carries the answer (fed line by line, so
+    the boundary is exact whatever the chunking); for any other body, nothing until
+    the response is complete. ``found`` turns true once the answer is whole here:
+    the event with the call's id and a ``result`` or ``error``, or the complete
+    response. ``refused`` then says what the response was if it is no answer to the
+    tool (``HTTP 404``, ``no JSON-RPC answer``, ``the stream ended without an answer``).
+    """
+
+    def __init__(self, request_id: Any) -> None:
+        self.request_id = request_id
+        self.parser = httptools.HttpResponseParser(self)
+        self.raw = bytearray()
+        self.safe = 0
+        self.found = False
+        self.complete = False
+        self.malformed = False
+        self.status: int | None = None
+        self.stream = False
+        self._body = bytearray()
+        self._line = bytearray()
+        self._data: list[bytes] = []
+        self._open = False
+        """Lines of an event have arrived and its end has not."""
+        self._answer: Any = None
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
+            self.stream = True
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.stream:
+            self._body += body
+            return
+        self._line += body
+        while (nl := self._line.find(b"\n")) >= 0:
+            line = bytes(self._line[:nl]).removesuffix(b"\r")
+            del self._line[: nl + 1]
+            if line:
+                self._open = True
+                if line.startswith(b"data:"):
+                    self._data.append(line[5:].removeprefix(b" "))
+                continue
+            if self._data and not self.found and self._is_answer(b"\n".join(self._data)):
+                self.found = True
+            self._data, self._open = [], False
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        if not self.stream and not self.found:
+            self.found = True
+            self._is_answer(bytes(self._body))
+
+    def _is_answer(self, data: bytes) -> bool:
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        if (
+            isinstance(message, dict)
+            and message.get("id") == self.request_id
+            and ("result" in message or "error" in message)
+        ):
+            self._answer = message
+            return True
+        return False
+
+    @property
+    def refused(self) -> str | None:
+        """What the response was if it is no answer to the call, once ``found``; None for an answer."""
+        if self.malformed:
+            return "a reply that is not HTTP"
+        if self.status is not None and not 200 <= self.status < 300:
+            return f"HTTP {self.status}"
+        if self._answer is None:
+            return "the stream ended without an answer" if self.stream else "no JSON-RPC answer to the call"
+        return None
+
+    def feed(self, data: bytes) -> None:
+        """Follow ``data``, line by line, so that an event's end is found exactly however it was read."""
+        if self.malformed:
+            self.raw += data
+            return
+        start = 0
+        while start < len(data):
+            nl = data.find(b"\n", start)
+            end = len(data) if nl < 0 else nl + 1
+            piece = data[start:end]
+            start = end
+            self.raw += piece
+            try:
+                self.parser.feed_data(piece)
+            except httptools.HttpParserError:
+                self.malformed = self.found = True
+                self.raw += data[start:]
+                return
+            if self.stream and not self.found and not self._open and not self._line:
+                self.safe = len(self.raw)
 
 
 def events_cut(response: _Response, data: bytes, after_events: int) -> int | None:
@@ -312,7 +428,7 @@ class FaultProxy(LoopbackServer):
         chosen = choose_fault(self.rules, self.seed, ex)
         up_reader, up_writer = upstream
         if chosen is None and self.hooks is not None and ex.intent is not None and ex.attempt is not None:
-            return await self._hooked(request, writer, upstream, self.hooks, ex.intent, ex.attempt)
+            return await self._hooked(request, writer, upstream, self.hooks, ex)
         if chosen is None:
             up_writer.write(request.raw)
             return await self._relay(up_reader, writer)
@@ -338,18 +454,40 @@ class FaultProxy(LoopbackServer):
         writer: asyncio.StreamWriter,
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         hooks: ExchangeHooks,
-        intent: int,
-        attempt: int,
+        ex: Exchange,
     ) -> bool:
-        """A tool call under crash points: the controller hears of its request and its answer."""
+        """A tool call under crash points: the controller hears of its request before it is forwarded,
+        and of its answer before any of the answer is relayed (``AnswerWatch``)."""
+        intent, attempt = ex.intent, ex.attempt
+        assert intent is not None
+        assert attempt is not None
         up_reader, up_writer = upstream
         if not hooks.serving():
             return False
-        up_writer.write(request.raw)
         try:
             if hooks.request(intent, attempt):
-                return False  # killed as the request arrived: nothing will come back
-            return await self._relay(up_reader, writer, last=lambda: hooks.response(intent, attempt))
+                return False  # killed at the server's door: the request never reaches it
+            up_writer.write(request.raw)
+            watch = AnswerWatch(ex.request_id)
+            relayed = 0
+            asked = False
+            while True:
+                data = await up_reader.read(_READ)
+                if data:
+                    watch.feed(data)
+                if (watch.found or watch.complete) and not asked:
+                    asked = True
+                    if hooks.response(intent, attempt, watch.refused):
+                        return False  # held: the pod was killed; none of the answer goes out
+                safe = len(watch.raw) if asked or not data else watch.safe
+                if safe > relayed:
+                    writer.write(watch.raw[relayed:safe])
+                    relayed = safe
+                    await writer.drain()
+                if not data:
+                    return False  # the server's side closed before the response ended
+                if watch.complete:
+                    return True
         finally:
             hooks.ended(intent, attempt)
 
@@ -359,13 +497,8 @@ class FaultProxy(LoopbackServer):
         writer: asyncio.StreamWriter,
         *,
         delay_s: float = 0.0,
-        last: Callable[[], bool] | None = None,
     ) -> bool:
-        """Relay one response as it arrives; False when it did not complete (pod died, client left).
-
-        ``last``: asked once the whole response is here, before its final bytes go out; True keeps
-        them (the pod was killed at the response point) and drops the client's connection.
-        """
+        """Relay one response as it arrives; False when it did not complete (pod died, client left)."""
         response = _Response()
         first = True
         while not response.complete:
@@ -375,8 +508,7 @@ class FaultProxy(LoopbackServer):
             if first and delay_s:
                 await asyncio.sleep(delay_s)
             first = False
-            if response.feed(data) and last is not None and last():
-                return False
+            response.feed(data)
             writer.write(data)
             await writer.drain()
         return True

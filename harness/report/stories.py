@@ -40,13 +40,16 @@ def _said(step: Step) -> str:
     return said
 
 
-PASSED = {"request": "the request reached the server", "response": "the answer reached the proxy"}
+PASSED = {"request": "the request was at the server's door", "response": "the answer reached the proxy"}
 
 
 def _passed(passed: Passed) -> str:
     """A hold point an attempt passed, on a line of its own under the attempt."""
-    if passed.writes:
-        what = "committed " + "; ".join(repr(bounded(w)) for w in passed.writes)
+    if passed.answer is not None:
+        what = f"{bounded(passed.answer)}, no answer to the tool (not a point)"
+    elif passed.statements:
+        reads = " (reads only)" if passed.wrote == "no" else ""
+        what = f"committed{reads} " + "; ".join(repr(bounded(w)) for w in passed.statements)
     elif passed.point.startswith("downstream"):
         what = "the downstream recorded a call " + (
             f"with key {bounded(passed.key)!r}" if passed.key else "without a key"

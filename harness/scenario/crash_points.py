@@ -25,12 +25,24 @@ class CrashHold(Section):
     ``db_commit#1/db_commit#2`` holds the first attempt at the first, then the retry at the second."""
     intents: list[Annotated[int, Field(ge=0)]] | None = None
     """Which intents (default: every one)."""
+    commits: list[Annotated[str, Field(min_length=1, max_length=400)] | None] | None = None
+    """What each point of the path committed (``INSERT invoices``, the label ``crashpoints`` shows), so
+    the hold finds that commit whatever its index in the call; ``null`` for a point found by index."""
 
     @field_validator("at")
     @classmethod
     def _path(cls, v: str) -> str:
         parse_path(v)
         return v
+
+    @model_validator(mode="after")
+    def _one_label_a_point(self) -> CrashHold:
+        if self.commits is not None and len(self.commits) != len(parse_path(self.at)):
+            raise ValueError(
+                f"faults.crash_points.holds: commits names {len(self.commits)} points, {self.at!r} has "
+                f"{len(parse_path(self.at))}; give one label (or null) per point"
+            )
+        return self
 
     def kinds(self) -> set[PointKind]:
         return {p.kind for p in parse_path(self.at)}

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def crashpoints(
     tmp_path: Path,
     *,
     repeat: int = 1,
-    max_points: int = 4,
+    max_points: int = 8,
     only: list[str] | None = None,
 ) -> Exploration:
     planned = prepare(
@@ -79,8 +80,9 @@ def table(found: Exploration) -> dict[str, dict[str, int]]:
     return {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points}
 
 
-def everything_held(found: Exploration) -> bool:
-    return all(p.held == p.tries for p in found.points)
+def everything_proven(found: Exploration) -> bool:
+    """Every try of every point held where planned, killed there, its answer withheld: nothing unproven."""
+    return all(len(p.proven) == p.tries == p.repeat for p in found.points) and not found.inconclusive
 
 
 def started_pids(found: Exploration) -> list[int]:
@@ -95,7 +97,9 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
 
     async def go() -> None:
         pg = Postgres(tmp_path, "held", free_port())
-        holds = HoldPoints(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]}))
+        # Held by what it commits: the read-only transaction before it is a commit too, and is passed.
+        plan = {"holds": [{"at": "db_commit#1", "commits": ["INSERT t"]}]}
+        holds = HoldPoints(CrashPoints.model_validate(plan))
         killed: list[str] = []
 
         def kill(*, trigger: str, point: str) -> bool:
@@ -111,7 +115,7 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
                 conn = await psycopg.AsyncConnection.connect(proxy.url("held"), autocommit=True)
                 await conn.execute("CREATE TABLE t (memo TEXT)")  # no call in flight: not a point
                 holds.request(0, 1)  # as the fault proxy does when a call reaches the server
-                async with conn.transaction():  # committed, but wrote nothing: not a point either
+                async with conn.transaction():  # a commit that only read: db_commit#1, not the planned one
                     await conn.execute("SELECT count(*) FROM t")
 
                 async def write() -> None:
@@ -128,7 +132,7 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
                         await asyncio.sleep(0.05)
                     else:
                         raise AssertionError("the held commit never became visible in the database")
-                assert killed == ["db_commit#1"]
+                assert killed == ["db_commit#2"]
                 await asyncio.sleep(0.2)
                 assert not writing.done()  # durable, and the client has not been told: it never will be
                 writing.cancel()
@@ -146,34 +150,49 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
 def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
     tmp_path: Path, postgres_server: None
 ) -> None:
-    found = crashpoints(on_postgres("keyed"), tmp_path, repeat=3, max_points=4)
-    assert [p.name for p in found.clean] == ["request", "db_commit#1", "db_commit#2", "response"]
+    found = crashpoints(on_postgres("keyed"), tmp_path, repeat=3, max_points=5)
+    assert [(p.name, p.label) for p in found.clean] == [
+        ("request", None),
+        ("db_commit#1", "SELECT idempotency_keys"),  # the key looked up: a commit that only read
+        ("db_commit#2", "INSERT invoices"),
+        ("db_commit#3", "INSERT idempotency_keys"),
+        ("response", None),
+    ]
     assert table(found) == {
         "request": {"exactly_once": 3},
-        "db_commit#1": {"duplicate": 3},
-        "db_commit#2": {"exactly_once": 3},
+        "db_commit#1": {"exactly_once": 3},
+        "db_commit#2": {"duplicate": 3},
+        "db_commit#3": {"exactly_once": 3},
         "response": {"exactly_once": 3},
     }
-    assert everything_held(found)
-    assert found.details["db_commit#1"]["writes"][0].startswith("INSERT INTO invoices")
-    assert found.details["db_commit#2"]["writes"][0].startswith("INSERT INTO idempotency_keys")
-    point = as_json(found)["points"][1]
-    assert {k: point[k] for k in ("point", "kind", "index", "tries", "verdicts")} == {
-        "point": "db_commit#1",
+    assert everything_proven(found)
+    assert found.deferred  # the recovery's paths: beyond --max-points, said, and no reason to fail
+    assert found.details["db_commit#1"]["wrote"] == "no"
+    assert found.details["db_commit#2"]["statements"][0].startswith("INSERT INTO invoices")
+    assert found.details["db_commit#3"]["statements"][0].startswith("INSERT INTO idempotency_keys")
+    document = as_json(found)
+    assert document["conclusion"] == "finding"
+    point = document["points"][2]
+    assert {k: point[k] for k in ("point", "kind", "index", "label", "tries", "proven", "verdicts")} == {
+        "point": "db_commit#2",
         "kind": "db_commit",
-        "index": 1,
+        "index": 2,
+        "label": "INSERT invoices",
         "tries": 3,
+        "proven": 3,
         "verdicts": {"duplicate": 3},
     }
     assert "one transaction" in point["fix"]  # the class's fix (duplicate after a kill)
-    assert point["advice"].startswith("db_commit#1 committed the effect ('INSERT INTO invoices")
+    assert point["advice"].startswith("db_commit#2 committed the effect ('INSERT INTO invoices")
+    assert "(db_commit#3: 'INSERT INTO idempotency_keys" in point["advice"]
     assert point["cause"] == "kill"
     markdown = render_markdown(found)
     story = markdown.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
     assert story[0].startswith(f"intent {point['intent']} ")
     assert story[0].endswith(": duplicate (kill): the client saw ok, 2 effects at the end")
-    assert story[3].startswith("    db_commit#1: committed 'INSERT INTO invoices")
-    assert story[3].endswith("RETURNING id': HELD, the pod SIGKILLed here")
+    assert story[3].startswith("    db_commit#1: committed (reads only) 'SELECT")
+    assert story[4].startswith("    db_commit#2: committed 'INSERT INTO invoices")
+    assert story[4].endswith("RETURNING id': HELD, the pod SIGKILLed here")
     for pid in started_pids(found):  # the pods and PostgreSQL stopped with the run
         assert not alive(pid)
 
@@ -183,10 +202,11 @@ def test_atomic_shows_nothing_at_any_point(tmp_path: Path, postgres_server: None
     found = crashpoints(on_postgres("atomic"), tmp_path, max_points=8)
     assert table(found) == {
         "request": {"exactly_once": 1},
-        "db_commit#1": {"exactly_once": 1},  # the invoice and its key record: one commit
+        "db_commit#1": {"exactly_once": 1},  # the key looked up
+        "db_commit#2": {"exactly_once": 1},  # the invoice and its key record: one commit
         "response": {"exactly_once": 1},
     }
-    assert everything_held(found)
+    assert everything_proven(found)
     assert found.findings == []
 
 
@@ -198,14 +218,17 @@ def test_naive_duplicates_at_its_commit_and_its_answer(tmp_path: Path, postgres_
 
 @pytest.mark.postgres
 def test_recording_the_key_first_loses_an_intent_at_one_point(tmp_path: Path, postgres_server: None) -> None:
-    found = crashpoints(on_postgres("keyed", INVOICES_FLAW="key_first"), tmp_path)
+    found = crashpoints(on_postgres("keyed", INVOICES_FLAW="key_first"), tmp_path, max_points=6)
     assert table(found) == {
         "request": {"exactly_once": 1},
-        "db_commit#1": {"lost": 1},  # the key record, promising an invoice that never came
-        "db_commit#2": {"exactly_once": 1},
+        "db_commit#1": {"exactly_once": 1},  # the key looked up
+        "db_commit#2": {"exactly_once": 1},  # the invoice's id drawn (nextval: a function, may write)
+        "db_commit#3": {"lost": 1},  # the key record, promising an invoice that never came
+        "db_commit#4": {"exactly_once": 1},
         "response": {"exactly_once": 1},
     }
-    assert found.details["db_commit#1"]["writes"][0].startswith("INSERT INTO idempotency_keys")
+    assert found.details["db_commit#2"]["wrote"] == "unknown"
+    assert found.details["db_commit#3"]["statements"][0].startswith("INSERT INTO idempotency_keys")
 
 
 @pytest.mark.parametrize(
@@ -226,24 +249,17 @@ def test_a_downstream_that_deduplicates_needs_the_key_forwarded(
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("keyed", {"db_commit#1": {"duplicate": 1}}),
+        ("keyed", {"db_commit#2": {"duplicate": 1}}),  # after the key was looked up (db_commit#1)
         ("atomic", {}),
-        (
-            "naive",
-            {
-                "db_commit#1": {"duplicate": 1},
-                "response": {"duplicate": 1},
-                "db_commit#1/db_commit#1": {"duplicate": 1},  # the retry's own commit, held too
-            },
-        ),
+        ("naive", {"db_commit#1": {"duplicate": 1}, "response": {"duplicate": 1}}),
     ],
 )
 def test_the_typescript_target_on_node_postgres(
     tmp_path: Path, postgres_server: None, node: str, mode: str, expected: dict[str, dict[str, int]]
 ) -> None:
     found = crashpoints(typescript(mode), tmp_path)
-    assert {p.name: dict(p.verdicts) for p in found.findings} == expected
-    assert everything_held(found)
+    assert {p.name: dict(p.verdicts) for p in found.findings if len(p.path) == 1} == expected
+    assert everything_proven(found)
 
 
 @pytest.mark.postgres
@@ -252,7 +268,9 @@ def test_the_reproducer_fails_on_the_bug_and_its_test_passes_on_the_fix(
 ) -> None:
     """The emitted files name no path of this machine, and run from another working directory: a
     repository with the server and, in tests/crash/, the reproducer and its test."""
-    result = PointResult(parse_path("db_commit#1"), [1], verdicts=Counter({"duplicate": 1}))
+    (invoice,) = parse_path("db_commit#2")
+    invoice = replace(invoice, label="INSERT invoices")  # found by what it commits, as explored
+    result = PointResult((invoice,), proven=[1], verdicts=Counter({"duplicate": 1}))
     repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
     shutil.copytree(
         ROOT / "targets" / "invoices", repo / "server", ignore=shutil.ignore_patterns("__pycache__")
@@ -269,7 +287,10 @@ def test_the_reproducer_fails_on_the_bug_and_its_test_passes_on_the_fix(
     for text in (path.read_text(), test.read_text()):
         for machine_path in (str(ROOT), str(tmp_path), sys.prefix):
             assert machine_path not in text
-    assert yaml.safe_load(path.read_text())["target"]["command"][1] == "{scenario_dir}/../../server/server.py"
+    reproducer = yaml.safe_load(path.read_text())
+    assert reproducer["target"]["command"][1] == "{scenario_dir}/../../server/server.py"
+    (hold,) = reproducer["faults"]["crash_points"]["holds"]
+    assert (hold["at"], hold["commits"]) == ("db_commit#2", ["INSERT invoices"])
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=elsewhere)
@@ -364,7 +385,7 @@ def test_an_image_is_held_and_killed_at_its_commit(
     data = on_image(docker_image)
     found = crashpoints(data, tmp_path, only=["db_commit#1", "db_commit#2"])
     assert table(found) == {"db_commit#1": {"duplicate": 1}, "db_commit#2": {"exactly_once": 1}}
-    assert everything_held(found)
+    assert everything_proven(found)
     assert not [c for c in labelled_containers() if c.startswith(f"mcp-chaos-{found.run_dir.name}-")]
 
 

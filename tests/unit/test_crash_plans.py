@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from harness.crashpoints.holds import HoldPoints
-from harness.crashpoints.pgwire import Commit, Write
+from harness.crashpoints.pgwire import Commit, Statement
 from harness.crashpoints.plan import ExplorePlan, FixedPlan
 from harness.crashpoints.points import Point, PointKind, parse_path, parse_point, path_name
 from harness.errors import ScenarioError
@@ -42,10 +42,12 @@ def test_bad_point_names_say_what_a_point_is(bad: str) -> None:
 
 
 def test_a_fixed_plan_gives_each_intent_the_first_hold_that_names_it() -> None:
-    plan = FixedPlan([("db_commit#2", [1, 2]), ("response", None)])
+    plan = FixedPlan([("db_commit#2", [1, 2], None), ("response", None, None)])
     assert plan.path_of(1) == (DB2,)
     assert plan.path_of(0) == (RESPONSE,)
-    assert FixedPlan([("request", [3])]).path_of(0) == ()
+    assert FixedPlan([("request", [3], None)]).path_of(0) == ()
+    (labelled,) = FixedPlan([("db_commit#2", None, ["INSERT invoices"])]).path_of(0)
+    assert labelled.label == "INSERT invoices"
 
 
 def test_exploring_starts_clean_then_holds_every_point_repeat_times() -> None:
@@ -77,6 +79,19 @@ def test_exploring_stops_at_max_points_single_points_first() -> None:
     plan.path_of(2)
     plan.answered(2, CLEAN, 1)
     assert plan.planned == [(REQUEST,), (DB1,), (DB2,)]
+    assert plan.skipped == [(RESPONSE,)]  # never tried: the exploration must say so
+    assert plan.deferred == [(DB1, DB1), (DB1, DB2)]  # the recovery's, left for a larger --max-points
+
+
+def test_a_try_its_call_did_not_take_is_tried_again_at_most_repeat_times() -> None:
+    plan = ExplorePlan(repeat=2, max_points=8)
+    plan.path_of(0)
+    plan.answered(0, (REQUEST, DB1, RESPONSE), 0)
+    assert plan.path_of(1) == (REQUEST,)
+    plan.unheld(1)
+    plan.unheld(1)
+    plan.unheld(1)  # bounded: the third miss is not tried again
+    assert [plan.path_of(i) for i in range(2, 9)] == [(REQUEST,)] * 3 + [(DB1,)] * 2 + [(RESPONSE,)] * 2
 
 
 def test_only_plans_the_named_points_and_paths() -> None:
@@ -119,7 +134,11 @@ def events(tmp_path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in (tmp_path / "history.jsonl").read_bytes().splitlines()]
 
 
-COMMIT = Commit((Write("INSERT 0 1", "INSERT INTO invoices"),), autocommit=False)
+COMMIT = Commit((Statement("INSERT 0 1", "INSERT INTO invoices (memo) VALUES ($1)"),), autocommit=False)
+READ = Commit(
+    (Statement("SELECT 1", "SELECT response FROM idempotency_keys WHERE key = $1"),), autocommit=True
+)
+AUDIT = Commit((Statement("INSERT 0 1", "INSERT INTO audit (what) VALUES ($1)"),), autocommit=True)
 
 
 def test_points_are_counted_per_attempt_and_the_planned_one_kills(
@@ -149,8 +168,72 @@ def test_points_are_counted_per_attempt_and_the_planned_one_kills(
         (2, "response", False),
     ]
     held = next(e for e in events(tmp_path) if e.get("held"))
-    assert held["writes"] == ["INSERT INTO invoices"]
+    assert held["statements"] == ["INSERT INTO invoices (memo) VALUES ($1)"]
+    assert (held["wrote"], held["label"], held["nth"]) == ("yes", "INSERT invoices", 2)
     assert held["path"] == "db_commit#2"
+
+
+def test_every_commit_is_a_point_and_a_planned_one_is_found_by_what_it_commits(
+    tmp_path: Path, controller: Controller
+) -> None:
+    """The clean call read, then wrote the invoice; a later call writes an audit row first: db_commit#2
+    is then the audit row by index, and the hold still falls on the invoice's commit."""
+    kills = Kills()
+    holds = controller({"explore": {"repeat": 1, "max_points": 8}}, kills)
+    holds.request(0, 1)
+    assert [holds.db_commit(READ), holds.db_commit(COMMIT), holds.response(0, 1)] == [False] * 3
+    assert holds.request(1, 1) is True  # the plan's first path: the control point
+    holds.request(1, 2)
+    holds.response(1, 2)
+    holds.request(2, 1)  # db_commit#1: the read (reads are points too: a label, never a filter)
+    assert holds.db_commit(READ) is True
+    holds.request(2, 2)
+    holds.response(2, 2)
+    holds.request(3, 1)  # db_commit#2, planned as 'INSERT invoices'
+    assert holds.db_commit(AUDIT) is False
+    assert holds.db_commit(READ) is False
+    assert holds.db_commit(COMMIT) is True
+    assert kills.points == ["request", "db_commit#1", "db_commit#3"]
+    plans = [e for e in events(tmp_path) if e["type"] == "crash_plan"]
+    assert plans[-1]["planned"] == [
+        {"path": "request", "labels": [None]},
+        {"path": "db_commit#1", "labels": ["SELECT idempotency_keys"]},
+        {"path": "db_commit#2", "labels": ["INSERT invoices"]},
+        {"path": "response", "labels": [None]},
+    ]
+
+
+def test_an_answer_that_is_no_answer_to_the_tool_is_never_a_point(
+    tmp_path: Path, controller: Controller
+) -> None:
+    kills = Kills()
+    holds = controller({"holds": [{"at": "response"}]}, kills)
+    holds.request(0, 1)
+    assert holds.response(0, 1, "HTTP 404") is False  # a session the restarted pod does not know
+    holds.request(0, 2)
+    assert holds.response(0, 2) is True
+    assert kills.points == ["response"]
+    refused = [e for e in events(tmp_path) if e.get("answer")]
+    assert [(e["attempt"], e["held"], e["answer"]) for e in refused] == [(1, False, "HTTP 404")]
+
+
+def test_the_fence_keeps_out_what_the_dying_pod_connects_with_until_another_has_started(
+    tmp_path: Path,
+) -> None:
+    pid = [100]
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        holds = HoldPoints(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]}))
+        holds.attach(history, Kills(), lambda: True, lambda: pid[0])
+        before = holds.connection()
+        holds.request(0, 1)
+        assert holds.db_commit(COMMIT) is True
+        assert holds.cut(before)  # its connections are cut off
+        assert holds.connection() is None  # and a new one is the dying pod's own: it gets nowhere
+        assert holds.cut(None)
+        pid[0] = 101  # restarted
+        after = holds.connection()
+        assert after is not None
+        assert not holds.cut(after)
 
 
 def test_a_point_never_reached_is_a_missed_kill(tmp_path: Path, controller: Controller) -> None:
@@ -208,7 +291,7 @@ def test_a_tries_story_tells_the_points_each_attempt_passed_and_the_one_held() -
             **fields,
         )
 
-    held = Passed("db_commit#1", held=True, writes=("INSERT INTO invoices\n\x1b[2J",))
+    held = Passed("db_commit#1", held=True, statements=("INSERT INTO invoices\n\x1b[2J",))
     refused = {"detail": "refused"}
     steps = [
         step(1, "transport_error", [Passed("request", held=False), held], faults=["kill#1 pod-0 @10.15s"]),
@@ -220,11 +303,11 @@ def test_a_tries_story_tells_the_points_each_attempt_passed_and_the_one_held() -
     lines = story_lines(story)
     assert lines[1:] == [
         "  attempt 1 (request 7, pod-0) 10.100s → 10.150s: transport_error; hit by kill#1 pod-0 @10.15s",
-        "    request: the request reached the server",
+        "    request: the request was at the server's door",
         "    db_commit#1: committed 'INSERT INTO invoices\\n\\x1b[2J': HELD, the pod SIGKILLed here",
         "  attempts 2–3 (requests 8–9, pod-0) 10.200s → 10.350s: transport_error refused, 2 times",
         "  attempt 4 (request 10, pod-0) 10.400s → 10.450s: ok",
-        "    request: the request reached the server",
+        "    request: the request was at the server's door",
         "    downstream#1: the downstream recorded a call with key 'k-3', deduplicated by it",
     ]
 
@@ -244,3 +327,19 @@ def test_a_reproducer_names_the_machines_paths_from_its_own_directory(tmp_path: 
     assert portable(str(tmp_path / "repo" / "tests" / "crash"), here) == "{scenario_dir}"
     for kept in ("/mcp", "http://127.0.0.1:80/mcp", str(tmp_path / "not-there"), "/tmp", "{data_dir}/x.db"):
         assert portable(kept, here) == kept
+
+
+def test_a_commit_that_grew_is_still_the_planned_one_and_counted_by_what_it_holds() -> None:
+    """A fix that puts the key record into the effect's transaction: the reproducer's hold, planned at
+    'INSERT invoices', falls on the one commit that now holds both."""
+    from harness.crashpoints.points import reached
+
+    invoice = Point(PointKind.DB_COMMIT, 2, "INSERT invoices", 1)
+    read = Point(PointKind.DB_COMMIT, 1, "SELECT idempotency_keys")
+    both = Point(PointKind.DB_COMMIT, 2, "INSERT invoices; INSERT idempotency_keys")
+    assert not reached(invoice, [read])
+    assert reached(invoice, [read, both])
+    second = Point(PointKind.DB_COMMIT, 3, "INSERT invoices", 2)
+    assert not reached(second, [read, both])  # the first commit with an invoice, not the second
+    assert reached(second, [read, both, Point(PointKind.DB_COMMIT, 3, "INSERT invoices")])
+    assert not reached(Point(PointKind.DB_COMMIT, 1, "INSERT invoices; INSERT audit"), [both])

@@ -1,8 +1,11 @@
 """PostgreSQL's wire protocol as the commit-holding proxy reads it, on byte streams real clients sent.
 
-``tests/corpus/pgwire/*.jsonl`` are recordings (``record.py`` beside them) of psycopg 3, as the
-Python reference target uses it, and of node-postgres, as the TypeScript target does, talking to
-a real PostgreSQL through a relay that read them chunk by chunk.
+``tests/corpus/pgwire/*.jsonl`` are recordings (``record.py`` beside them) of psycopg 3 (sync, as
+the Python reference target uses it, and async), asyncpg, SQLAlchemy and node-postgres (as the
+TypeScript target uses it), talking to a real PostgreSQL through a relay that read them chunk by
+chunk. Every transaction that ran a statement and committed is a commit, labelled with whether it
+wrote; what it wrote is found by what PostgreSQL answered and what the client sent, never only by
+a tag.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from harness.crashpoints.pgwire import (
     Framer,
     Message,
     Transactions,
+    Wrote,
+    statement_label,
     statement_text,
 )
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "pgwire"
-RECORDINGS = ["psycopg", "node-postgres"]
+RECORDINGS = ["psycopg", "psycopg-writes", "psycopg-async", "asyncpg", "sqlalchemy", "node-postgres"]
 
 
 def chunks(name: str) -> list[tuple[str, bytes]]:
@@ -60,8 +65,8 @@ def replay(name: str) -> list[tuple[bytes, Commit]]:
     return commits
 
 
-def simple(commit: Commit) -> tuple[bool, list[str | None]]:
-    return commit.autocommit, [w.statement for w in commit.writes]
+def simple(commit: Commit) -> tuple[bool, str, list[str | None]]:
+    return commit.autocommit, commit.wrote.value, [s.text for s in commit.statements]
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
@@ -83,25 +88,107 @@ def test_the_start_up_is_untyped_until_the_startup_message() -> None:
     assert node[0].code == STARTUP_V3  # node-postgres does not ask for SSL unless told to
 
 
-def test_psycopg_commits_are_the_transactions_that_wrote() -> None:
-    commits = replay("psycopg")
-    insert = "INSERT INTO t (memo) VALUES ($1)"
-    assert [(at, simple(c)) for at, c in commits] == [
-        (b"C", (False, ["INSERT INTO t (memo) VALUES ($1) RETURNING id"])),  # with conn.transaction()
-        (b"Z", (True, [insert])),  # autocommit: committed when ReadyForQuery says idle
-        (b"C", (False, [insert])),  # inside a savepoint, released, then COMMIT
-        (b"C", (False, ["BEGIN; INSERT INTO t (memo) VALUES ('simple'); COMMIT"])),  # one simple query
-        (b"Z", (True, [insert, insert])),  # a pipeline: two Executes, one Sync, one implicit transaction
-    ]
-    # Not commits: the DDL, reads in autocommit, a read-only transaction, a unique violation rolled back.
+CREATE = "CREATE TABLE IF NOT EXISTS t (id BIGSERIAL PRIMARY KEY, memo TEXT UNIQUE)"
+INSERT = "INSERT INTO t (memo) VALUES ($1)"
 
 
-def test_node_postgres_commits_are_the_transactions_that_wrote() -> None:
-    commits = replay("node-postgres")
-    assert [(at, simple(c)) for at, c in commits] == [
-        (b"Z", (True, ["INSERT INTO t (memo) VALUES ($1)"])),  # pool.query: autocommit
-        (b"C", (False, ["INSERT INTO t (memo) VALUES ($1) RETURNING id"])),  # BEGIN ... COMMIT
+def test_psycopg_commits_every_transaction_that_ran_a_statement() -> None:
+    assert [(at, simple(c)) for at, c in replay("psycopg")] == [
+        (b"Z", (True, "yes", [CREATE])),  # DDL in autocommit
+        (b"Z", (True, "no", ["SELECT memo FROM t WHERE memo = $1"])),  # a read in autocommit: a point too
+        (b"C", (False, "yes", ["INSERT INTO t (memo) VALUES ($1) RETURNING id"])),  # with conn.transaction()
+        (b"Z", (True, "yes", [INSERT])),  # autocommit: committed when ReadyForQuery says idle
+        (b"C", (False, "no", ["SELECT count(*) FROM t"])),  # a read-only transaction's COMMIT
+        (b"C", (False, "yes", [INSERT])),  # inside a savepoint, released, then COMMIT
+        (b"C", (False, "yes", ["BEGIN; INSERT INTO t (memo) VALUES ('simple'); COMMIT"])),  # one simple query
+        (b"Z", (True, "yes", [INSERT, INSERT])),  # a pipeline: two Executes, one Sync, one transaction
     ]
+    # Not commits: a unique violation rolled back.
+
+
+def test_node_postgres_commits() -> None:
+    assert [(at, simple(c)) for at, c in replay("node-postgres")] == [
+        (b"Z", (True, "yes", [CREATE])),
+        (b"Z", (True, "yes", [INSERT])),  # pool.query: autocommit
+        (b"C", (False, "yes", ["INSERT INTO t (memo) VALUES ($1) RETURNING id"])),  # BEGIN ... COMMIT
+        (b"C", (False, "no", ["SELECT memo FROM t WHERE memo = $1"])),
+    ]
+
+
+def test_asyncpg_commits_at_the_sync_after_a_suspended_portal() -> None:
+    """fetchval of INSERT ... RETURNING: Execute with a row limit, answered PortalSuspended (no tag),
+    committed at Sync: the commit a tag-only proxy never saw."""
+    commits = replay("asyncpg")
+    assert [(at, simple(c)) for at, c in commits] == [
+        (b"Z", (True, "yes", [CREATE])),
+        (b"Z", (True, "yes", ["INSERT INTO t (memo) VALUES ($1) RETURNING id"])),  # fetchval
+        (b"Z", (True, "no", ["SELECT memo FROM t WHERE memo = $1"])),  # fetchrow
+        (b"Z", (True, "yes", [INSERT])),  # execute with arguments
+        (b"Z", (True, "yes", [INSERT, INSERT])),  # executemany: one Sync
+        (
+            b"C",
+            (
+                False,
+                "yes",
+                [
+                    "INSERT INTO t (memo) VALUES ($1) RETURNING id",
+                    "UPDATE t SET memo = memo || '' WHERE memo = $1",
+                ],
+            ),
+        ),  # a transaction
+        (b"Z", (True, "yes", ["INSERT INTO t (memo) VALUES ($1) RETURNING id"])),  # the prepared one reused
+        (b"Z", (True, "yes", ['COPY "t"("memo") FROM STDIN (FORMAT binary)'])),  # copy_records_to_table
+    ]
+    fetchval = commits[1][1].statements[0]
+    assert fetchval.tag == ""  # no CommandComplete: the portal was suspended at its row limit
+    assert commits[5][1].label == "INSERT t; UPDATE t"
+
+
+def test_psycopg_async_and_sqlalchemy_commit_their_transactions() -> None:
+    assert [simple(c) for _, c in replay("psycopg-async")] == [
+        (False, "yes", [CREATE]),
+        (
+            False,
+            "yes",
+            ["SELECT memo FROM t WHERE memo = $1", "INSERT INTO t (memo) VALUES ($1) RETURNING id"],
+        ),
+        (False, "no", ["SELECT count(*) FROM t"]),
+    ]
+    assert [simple(c) for _, c in replay("sqlalchemy")] == [
+        (False, "yes", [CREATE]),
+        (False, "yes", [INSERT]),  # engine.begin()
+        (False, "yes", ["INSERT INTO t (memo) VALUES ($1) RETURNING id"]),  # conn.commit()
+    ]  # the connection that only read rolled back: no commit
+
+
+def test_writes_no_tag_tells_are_commits_labelled_by_their_text() -> None:
+    commits = [c for _, c in replay("psycopg-writes")]
+    assert [(c.wrote, c.label) for c in commits] == [
+        (Wrote.YES, "CREATE t"),
+        (Wrote.YES, "CREATE add_t"),
+        (Wrote.UNKNOWN, "CALL add_t"),  # SELECT add_t($1): the function wrote, the tag says SELECT 1
+        (Wrote.YES, "INSERT t"),  # a data-modifying WITH: tag SELECT 1
+        (Wrote.YES, "COPY t"),  # COPY FROM STDIN: the client sent the rows
+        (Wrote.NO, "SELECT t"),  # COPY TO STDOUT reads
+    ]  # DISCARD ALL changes no data: no commit
+
+
+@pytest.mark.parametrize(
+    ("sql", "label"),
+    [
+        ("INSERT INTO invoices (memo) VALUES ($1) RETURNING id", "INSERT invoices"),
+        ('UPDATE public."Invoices" SET memo = $1 WHERE id = $2', "UPDATE public.invoices"),
+        ("DELETE FROM ONLY t WHERE id = 1", "DELETE t"),
+        ("MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DO NOTHING", "MERGE t"),
+        ("WITH x AS (INSERT INTO t VALUES (1) RETURNING id) SELECT id FROM x", "INSERT t"),
+        ("SELECT * FROM t WHERE id = $1 FOR UPDATE", "SELECT t"),
+        ("SELECT nextval('invoices_id_seq')", "CALL nextval"),
+        ("SELECT 1", "SELECT"),
+        ('INSERT INTO "a|b`c" VALUES (1)', "INSERT a_b_c"),  # no markup from a quoted name
+    ],
+)
+def test_a_statement_is_labelled_by_what_it_changes_or_reads(sql: str, label: str | None) -> None:
+    assert statement_label(sql) == label
 
 
 def message(kind: bytes, body: bytes) -> Message:
@@ -144,7 +231,18 @@ def test_a_rollback_to_a_savepoint_keeps_the_block_and_its_writes() -> None:
     tx.client(query("COMMIT"))
     commit = tx.server(tag("COMMIT"))
     assert commit is not None
-    assert simple(commit) == (False, ["INSERT INTO t VALUES (1)"])
+    assert simple(commit) == (False, "yes", ["INSERT INTO t VALUES (1)"])
+
+
+def test_a_transaction_of_session_commands_only_is_no_commit() -> None:
+    tx = Transactions()
+    tx.client(query("SET application_name = 'x'; RESET ALL; DISCARD ALL"))
+    replies = (tag("SET"), tag("RESET"), tag("DISCARD ALL"), ready(b"I"))
+    assert [tx.server(m) for m in replies] == [None] * 4
+    tx.client(query("BEGIN"))
+    assert [tx.server(m) for m in (tag("BEGIN"), ready(b"T"))] == [None, None]
+    tx.client(query("COMMIT"))
+    assert tx.server(tag("COMMIT")) is None  # a block that ran nothing committed nothing
 
 
 def test_a_commit_of_a_failed_block_is_a_rollback() -> None:

@@ -1,0 +1,186 @@
+"""What an exploration's history proves of each try: held where planned, killed there, answer withheld.
+
+A crash point's verdict is only as good as the crash it stands on. A try counts
+only when its history shows, for every point of its path:
+
+1. **held at the planned point**: a ``crash_point`` event with ``held`` for the
+   point's kind (the controller matched it by what it commits, its label);
+2. **killed while held**: a kill fault at that point while the held attempt was in
+   flight (the kill is recorded as it is made, right before the hold's own event);
+3. **the client got nothing of the answer**: the held attempt ended without one
+   (a dropped connection or a timeout), not ``ok``, a tool error or a question;
+4. **the held attempt reached the tool**: the point lies in the call's window (a
+   commit, a downstream call, the server's own answer). An answer that was none
+   (a 404 for a session the restarted pod does not know, a 401, a 5xx, a stream
+   that ended without an answer) is recorded with what it was and never held, so
+   it can prove nothing; ``request`` is the control, where nothing ran by design.
+
+A try without that proof is *unproven*, with the reason; the explorer judges a
+point by its proven tries only, and a point with fewer than it planned is
+inconclusive. Jepsen's checkers answer ``:unknown`` rather than ``true`` when they
+cannot decide; this is that rule for crash points. Pure: a function of the events.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.crashpoints.plan import labelled
+from harness.crashpoints.points import Point, parse_path
+from harness.history import EventType, FaultKind, Outcome
+
+WITHHELD = frozenset({Outcome.TRANSPORT_ERROR.value, Outcome.TIMEOUT.value})
+"""How an attempt whose answer was held ends: its connection dropped, or its client gave up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One hold of a try: the ``crash_point`` event it was, and the kill that followed."""
+
+    attempt: int
+    point: Point
+    seq: int
+    detail: Mapping[str, Any]
+    """The event's own fields: statements, wrote, label (a commit), key (a downstream call)."""
+
+
+@dataclass(slots=True)
+class Try:
+    """One intent of an exploration held along a path, and whether its history proves the crash."""
+
+    intent: int
+    path: tuple[Point, ...]
+    path_name: str
+    held: list[Held] = field(default_factory=list)
+    why: str | None = None
+    """Why it is unproven; None: proven."""
+
+    @property
+    def proven(self) -> bool:
+        return self.why is None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSeen:
+    """The exploration's plan as its last ``crash_plan`` event recorded it."""
+
+    planned: list[tuple[str, list[str | None]]]
+    skipped: list[str]
+    deferred: list[str]
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What one pass over an exploration's history found."""
+
+    tries: dict[int, Try]
+    plan: PlanSeen | None
+    windows: dict[int, list[Mapping[str, Any]]]
+    """The clean call's (intent 0's) crash_point events, per attempt."""
+    status: str | None
+    """The run's end (``completed``, ``deadline``, ...); None: the harness died."""
+    reason: str | None
+
+
+def _point(ev: Mapping[str, Any]) -> Point:
+    point = parse_path(str(ev["point"]))[0]
+    label = ev.get("label")
+    if isinstance(label, str):
+        return Point(point.kind, point.index, label, int(ev.get("nth") or 1))
+    return point
+
+
+def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
+    """One pass: each held try with its proof (or why it has none), the plan, the clean call's points."""
+    tries: dict[int, Try] = {}
+    windows: defaultdict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    kills: list[tuple[int, str]] = []
+    started: dict[tuple[int, int], int] = {}
+    ended: dict[tuple[int, int], tuple[int, str]] = {}
+    intents_ended: set[int] = set()
+    plan: PlanSeen | None = None
+    status: str | None = None
+    reason: str | None = None
+    for ev in events:
+        typ = ev.get("type")
+        if typ == EventType.CRASH_POINT:
+            intent = int(ev["intent"])
+            if intent == 0:
+                windows[int(ev["attempt"])].append(ev)
+            name = ev.get("path")
+            if not isinstance(name, str):
+                continue
+            one = tries.get(intent)
+            if one is None:
+                one = tries[intent] = Try(intent, parse_path(name), name)
+            if ev.get("held") is True:
+                one.held.append(Held(int(ev["attempt"]), _point(ev), int(ev["seq"]), ev))
+        elif typ == EventType.FAULT and ev.get("fault") == FaultKind.KILL and "point" in ev:
+            kills.append((int(ev["seq"]), str(ev["point"])))
+        elif typ == EventType.ATTEMPT_STARTED and "intent" in ev:
+            started[(int(ev["intent"]), int(ev["attempt"]))] = int(ev["seq"])
+        elif typ == EventType.ATTEMPT_ENDED and "intent" in ev:
+            ended[(int(ev["intent"]), int(ev["attempt"]))] = (int(ev["seq"]), str(ev.get("outcome")))
+        elif typ == EventType.INTENT_ENDED:
+            intents_ended.add(int(ev["intent"]))
+        elif typ == EventType.CRASH_PLAN:
+            plan = PlanSeen(
+                planned=[(str(p["path"]), list(p.get("labels") or [])) for p in ev.get("planned") or ()],
+                skipped=[str(p["path"]) for p in ev.get("skipped") or ()],
+                deferred=[str(p["path"]) for p in ev.get("deferred") or ()],
+            )
+        elif typ == EventType.RUN_ENDED:
+            status, reason = str(ev.get("status")), ev.get("reason")
+    labels = dict(plan.planned) if plan is not None else {}
+    for one in tries.values():
+        one.path = labelled(one.path, labels.get(one.path_name))
+        one.why = _unproven(one, kills, started, ended, one.intent in intents_ended)
+    return Evidence(tries, plan, dict(windows), status, reason)
+
+
+def _unproven(
+    one: Try,
+    kills: list[tuple[int, str]],
+    started: Mapping[tuple[int, int], int],
+    ended: Mapping[tuple[int, int], tuple[int, str]],
+    over: bool,
+) -> str | None:
+    """Why the try's history does not prove its crash, or None when it does."""
+    if not over:
+        return "the run stopped before the try ended"
+    for at, planned in enumerate(one.path):
+        if at >= len(one.held):
+            what = f" ({planned.label})" if planned.label else ""
+            return f"never reached {planned.name}{what} (the call took another path)"
+        held = one.held[at]
+        if held.point.kind is not planned.kind:
+            return f"held at {held.point.name}, not at {planned.name}"
+        end = ended.get((one.intent, held.attempt))
+        if end is None:
+            return f"attempt {held.attempt}, held at {held.point.name}, never ended"
+        start = started.get((one.intent, held.attempt), -1)
+        # The kill is recorded as it is made, so just before the hold's own event (held: it succeeded).
+        if not any(start < seq < end[0] and point == held.point.name for seq, point in kills):
+            return f"no kill while attempt {held.attempt} was held at {held.point.name}"
+        if end[1] not in WITHHELD:
+            return (
+                f"the client got an answer though attempt {held.attempt} was held at {held.point.name} "
+                f"(it ended {end[1]}): the hold leaked"
+            )
+    return None
+
+
+def clean_call(windows: Mapping[int, list[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    """The clean call's points: those of intent 0's attempt that got the server's own answer (its last
+    point ``response`` and no ``answer`` saying it was none); empty if none did."""
+    for events in windows.values():
+        if events and events[-1]["point"] == "response" and "answer" not in events[-1]:
+            return events
+    return []
+
+
+def clean_points(events: Iterable[Mapping[str, Any]]) -> tuple[Point, ...]:
+    return tuple(_point(ev) for ev in events)

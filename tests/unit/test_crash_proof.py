@@ -1,0 +1,175 @@
+"""A crash point's try counts only with its proof in the history; the proxy withholds the whole answer.
+
+The histories are synthetic, event by event as the controller, the supervisor and the driver write
+them; the responses are bytes as a server sends them, cut at every offset.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from harness.crashpoints.proof import clean_call, read_evidence
+from harness.faults.proxy import AnswerWatch
+from tests.unit.histories import History
+
+
+def held_try(
+    h: History,
+    intent: int,
+    point: str = "db_commit#1",
+    *,
+    outcome: str = "transport_error",
+    kill: bool = True,
+    held: bool = True,
+) -> None:
+    """One try: held at ``point`` on its first attempt (killed there unless told), then retried to ok."""
+    h.start(intent)
+    rid = h.attempt(intent)
+    h.add("crash_point", intent=intent, attempt=1, point="request", held=False, path=point)
+    if kill:
+        h.fault("kill", trigger=f"crash point {point}", point=point)
+    h.add(
+        "crash_point", intent=intent, attempt=1, point=point, held=held, path=point, label="INSERT t", nth=1
+    )
+    h.end(intent, rid, outcome, attempt=1)
+    retry = h.attempt(intent, 2)
+    h.end(intent, retry, "ok", attempt=2)
+    h.finish(intent, attempts=2)
+
+
+def why(h: History, intent: int = 1) -> str | None:
+    h.add("run_ended", status="completed")
+    return read_evidence(h.events).tries[intent].why
+
+
+def test_a_hold_killed_there_whose_answer_never_came_is_proven() -> None:
+    h = History(2)
+    held_try(h, 1)
+    assert why(h) is None
+
+
+def test_a_hold_whose_answer_reached_the_client_is_a_leak_not_a_pass() -> None:
+    h = History(2)
+    held_try(h, 1, point="response", outcome="ok")
+    assert why(h) == (
+        "the client got an answer though attempt 1 was held at response (it ended ok): the hold leaked"
+    )
+
+
+def test_a_hold_without_its_kill_proves_nothing() -> None:
+    h = History(2)
+    held_try(h, 1, kill=False)
+    assert why(h) == "no kill while attempt 1 was held at db_commit#1"
+
+
+def test_a_point_the_call_never_reached_is_unproven_with_its_label() -> None:
+    h = History(2)
+    h.add(
+        "crash_plan", planned=[{"path": "db_commit#2", "labels": ["INSERT audit"]}], skipped=[], deferred=[]
+    )
+    held_try(h, 1, point="db_commit#2", held=False, kill=False)
+    assert why(h) == "never reached db_commit#2 (INSERT audit) (the call took another path)"
+
+
+def test_a_try_the_run_did_not_finish_is_unproven() -> None:
+    h = History(2)
+    h.start(1)
+    rid = h.attempt(1)
+    h.add("crash_point", intent=1, attempt=1, point="request", held=False, path="response")
+    h.end(1, rid, "transport_error")
+    assert why(h) == "the run stopped before the try ended"
+
+
+def test_the_clean_call_is_the_attempt_the_server_itself_answered() -> None:
+    h = History(1)
+    h.add("crash_point", intent=0, attempt=1, point="request", held=False)
+    h.add("crash_point", intent=0, attempt=1, point="response", held=False, answer="HTTP 404")
+    h.add("crash_point", intent=0, attempt=2, point="request", held=False)
+    h.add("crash_point", intent=0, attempt=2, point="db_commit#1", held=False, label="INSERT t", nth=1)
+    h.add("crash_point", intent=0, attempt=2, point="response", held=False)
+    evidence = read_evidence(h.events)
+    assert [ev["point"] for ev in clean_call(evidence.windows)] == ["request", "db_commit#1", "response"]
+
+
+ANSWER: dict[str, object] = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "result": {"content": [{"type": "text", "text": "1"}]},
+}
+PROGRESS: dict[str, object] = {
+    "jsonrpc": "2.0",
+    "method": "notifications/progress",
+    "params": {"progress": 1},
+}
+
+
+def sse(*messages: dict[str, object], chunked: bool = False) -> tuple[bytes, int]:
+    """An event-stream response, and the offset where its answer's event begins."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    events = [b"event: message\r\ndata: " + orjson.dumps(m) + b"\r\n\r\n" for m in messages]
+    if not chunked:
+        body = b"".join(events)
+        prefix = head + f"content-length: {len(body)}\r\n\r\n".encode()
+        return prefix + body, len(prefix) + sum(len(e) for e in events[:-1])
+    framed = [f"{len(e):x}\r\n".encode() + e + b"\r\n" for e in events]
+    prefix = head + b"transfer-encoding: chunked\r\n\r\n"
+    # The answer's chunk header may go out: it carries none of the answer.
+    start = len(prefix) + sum(len(f) for f in framed[:-1]) + len(f"{len(events[-1]):x}\r\n")
+    return prefix + b"".join(framed) + b"0\r\n\r\n", start
+
+
+def watch_in_pieces(raw: bytes, cut: int) -> AnswerWatch:
+    watch = AnswerWatch(7)
+    watch.feed(raw[:cut])
+    watch.feed(raw[cut:])
+    return watch
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_of_an_event_stream_only_what_comes_before_the_answers_event_is_relayed(chunked: bool) -> None:
+    raw, start = sse(PROGRESS, ANSWER, chunked=chunked)
+    for cut in range(len(raw) + 1):
+        watch = AnswerWatch(7)
+        watch.feed(raw[:cut])
+        assert watch.safe <= start, cut  # never a byte of the answer's event, however it was read
+        assert b'"result"' not in watch.raw[: watch.safe]
+        watch.feed(raw[cut:])
+        assert (watch.found, watch.complete, watch.refused) == (True, True, None)
+        assert watch.safe == start  # and everything before it: the progress event went out as it came
+        assert b"notifications/progress" in watch.raw[: watch.safe]
+
+
+def test_of_a_json_answer_nothing_is_relayed_before_it_is_whole() -> None:
+    body = orjson.dumps(ANSWER)
+    raw = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + f"content-length: {len(body)}\r\n\r\n".encode()
+    )
+    raw += body
+    for cut in range(len(raw)):
+        watch = AnswerWatch(7)
+        watch.feed(raw[:cut])
+        assert (watch.safe, watch.found) == (0, False)
+    assert watch_in_pieces(raw, 10).refused is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "refused"),
+    [
+        (
+            b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+            "HTTP 404",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+            "no JSON-RPC answer to the call",
+        ),
+        (sse(PROGRESS)[0], "the stream ended without an answer"),
+        (sse({**ANSWER, "id": 8})[0], "the stream ended without an answer"),  # another request's
+    ],
+)
+def test_a_reply_that_is_no_answer_to_the_call_says_what_it_was(raw: bytes, refused: str) -> None:
+    watch = watch_in_pieces(raw, 7)
+    assert watch.complete
+    assert watch.refused == refused
