@@ -31,7 +31,7 @@ import psycopg
 import pytest
 import yaml
 
-from harness.crashpoints import emit
+from harness.crashpoints import advice, emit, render
 from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
@@ -41,7 +41,7 @@ from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.scenario import CrashPoints, parse_scenario
 from harness.services import CLUSTER_PREFIX, Postgres
-from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario, labelled_containers
+from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario, labelled_containers, mcp_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -409,3 +409,162 @@ def test_ctrl_c_on_an_image_leaves_no_container_and_no_cluster(
     assert proc.returncode == 130, err
     assert gone([], clusters)
     assert not [c for c in labelled_containers() if c.startswith("mcp-chaos-cp-")]
+
+
+def pgclients(mode: str, **env: str) -> dict[str, Any]:
+    """targets/pgclients (psycopg, sync) on the harness's PostgreSQL."""
+    data = on_postgres(mode)
+    data["target"]["command"] = ["{python}", str(ROOT / "targets" / "pgclients" / "server.py")]
+    data["target"]["env"] = {"PGCLIENTS_DB": "{postgres_url}", "PGCLIENTS_MODE": mode, **env}
+    return data
+
+
+@pytest.mark.postgres
+def test_an_event_stream_answer_is_held_whole_in_a_2025_session(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The reference target in stateful 2025 sessions, progress events before its answer: held at
+    response, none of the answer reaches the client, so every try of the naive design duplicates."""
+    data = on_postgres("naive", INVOICES_TRANSPORT="sse", INVOICES_SESSIONS="stateful")
+    data["client"]["protocol"] = "2025-11-25"
+    found = crashpoints(data, tmp_path, repeat=3, only=["response"])
+    assert table(found) == {"response": {"duplicate": 3}}
+    assert everything_proven(found)
+
+
+@pytest.mark.postgres
+def test_a_hold_that_leaks_the_answer_is_never_counted(
+    tmp_path: Path, postgres_server: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy that holds the way it used to: everything relayed as it came, the hold asked at the end.
+    The client has its answer when the pod is killed (exactly once, by the count), so the try proves
+    nothing: INCONCLUSIVE, never a pass."""
+    from harness.faults import proxy
+
+    async def leaky(
+        self: proxy.FaultProxy,
+        request: Any,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        hooks: proxy.ExchangeHooks,
+        ex: proxy.Exchange,
+    ) -> bool:
+        assert ex.intent is not None
+        assert ex.attempt is not None
+        try:
+            if not hooks.serving() or hooks.request(ex.intent, ex.attempt):
+                return False
+            upstream[1].write(request.raw)
+            watch = proxy.AnswerWatch(ex.request_id)
+            while not watch.complete:
+                data = await upstream[0].read(65536)
+                if not data:
+                    return False
+                watch.feed(data)
+                writer.write(data)  # the answer too, before the hold is asked
+            await writer.drain()
+            return not hooks.response(ex.intent, ex.attempt, watch.refused)
+        finally:
+            hooks.ended(ex.intent, ex.attempt)
+
+    monkeypatch.setattr(proxy.FaultProxy, "_hooked", leaky)
+    found = crashpoints(on_postgres("naive"), tmp_path, repeat=1, only=["response"])
+    (response,) = found.points
+    assert response.proven == []
+    assert set(response.unproven.values()) == {
+        "the client got an answer though attempt 1 was held at response (it ended ok): the hold leaked"
+    }
+    assert response.finding is None
+    assert response.inconclusive is not None
+    assert render.conclusion(found) == "inconclusive"
+
+
+@pytest.mark.parametrize("write", ["copy", "function", "cte"])
+@pytest.mark.postgres
+def test_writes_no_tag_tells_are_held_at_their_commit(
+    tmp_path: Path, postgres_server: None, write: str
+) -> None:
+    """keyed, the invoice written with COPY FROM STDIN, a function that inserts, a data-modifying WITH:
+    the duplicate at that commit (which no write tag announced) and nowhere else."""
+    found = crashpoints(pgclients("keyed", PGCLIENTS_WRITE=write), tmp_path)
+    assert not found.inconclusive
+    single = {p.name: dict(p.verdicts) for p in found.points if len(p.path) == 1}
+    dup = [name for name, verdicts in single.items() if "duplicate" in verdicts]
+    (effect,) = dup
+    label = found.details[effect]["label"]
+    # The copy's transaction draws the invoice's id first (nextval): both are in its label.
+    assert label.endswith(
+        {"copy": "COPY invoices", "function": "CALL add_invoice", "cte": "INSERT invoices"}[write]
+    )
+
+
+@pytest.mark.postgres
+def test_calls_that_commit_differently_are_held_by_what_they_commit(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The first call of a process commits a warm-up row first: db_commit#3 of the clean call is the
+    invoice, db_commit#2 of a later one. The hold falls on the invoice, the advice quotes it, and the
+    warm-up commit, never reached again by a try, is unproven: INCONCLUSIVE, exit 1."""
+    found = crashpoints(pgclients("keyed", PGCLIENTS_WARMUP="1"), tmp_path)
+    assert [p.label for p in found.clean][1:5] == [
+        "INSERT warmup",
+        "SELECT idempotency_keys",
+        "INSERT invoices",
+        "INSERT idempotency_keys",
+    ]
+    invoice = next(p for p in found.points if p.name == "db_commit#3")
+    assert dict(invoice.verdicts) == {"duplicate": 1}
+    (held,) = invoice.held[invoice.proven[0]]
+    assert held.point.name == "db_commit#2"  # the same commit, at another index
+    assert advice.advice(found, invoice).startswith("db_commit#3 committed the effect ('INSERT INTO invoices")
+    warmup = next(p for p in found.points if p.name == "db_commit#1")
+    assert warmup.proven == []
+    assert "never reached db_commit#1 (INSERT warmup)" in str(warmup.inconclusive)
+
+
+def test_a_scenario_with_no_hold_point_is_refused_with_what_would_give_one(tmp_path: Path) -> None:
+    path = tmp_path / "sqlite.yaml"
+    path.write_text(yaml.safe_dump(invoice_scenario(mode="naive")))
+    done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "no hold point" in line
+    assert "{postgres_url}" in line
+    assert "{sink_url}" in line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.postgres
+def test_a_store_changed_behind_the_proxy_is_inconclusive(tmp_path: Path, postgres_server: None) -> None:
+    """The target writes to a cluster of its own, not through {postgres_url}: the clean call's effect is
+    there, and the proxy saw no commit of the call."""
+
+    async def go() -> Exploration:
+        own = Postgres(tmp_path, "own", free_port())
+        await own.start()
+        try:
+            data = pgclients("naive")
+            data["target"]["env"]["PGCLIENTS_DB"] = own.url
+            data["target"]["env"]["UNUSED"] = "{postgres_url}"
+            data["audit"]["effects"]["sql"]["url"] = own.url
+            planned = prepare(parse_scenario(data), tmp_path / "results", repeat=1, max_points=8)
+            return await explore(planned, out=io.StringIO(), progress_interval_s=None)
+        finally:
+            await own.stop()
+
+    found = asyncio.run(go())
+    assert found.bypassed is not None
+    assert found.bypassed.startswith("the store changed (1 effect of the clean call) while the harness saw")
+    assert found.inconclusive[0] == found.bypassed
+
+
+@pytest.mark.postgres
+def test_the_request_point_is_a_true_control(tmp_path: Path, postgres_server: None) -> None:
+    """A fast naive server that calls its downstream first: held at request, nothing of the call ran, so
+    every try is exactly once (the kill used to land after the downstream call)."""
+    env = {"INVOICES_SINK_URL": "{sink_url}", "INVOICES_DOWNSTREAM": "before_commit"}
+    data = on_postgres("naive", **env)
+    data["audit"] = {"effects": {"sink": {}}}
+    found = crashpoints(data, tmp_path, repeat=6, only=["request"])
+    assert table(found) == {"request": {"exactly_once": 6}}
+    assert everything_proven(found)
