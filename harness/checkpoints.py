@@ -17,6 +17,21 @@ fault and one per restart, and ``audit.checkpoints.timeout_s`` long, after which
 it is abandoned. It never raises into the run: a read that fails or is
 abandoned is recorded with its error. Each read is one ``effects_checkpoint``
 event, its findings compact (:class:`harness.history.SeenEffects`).
+
+Each read is two samples of the source ``SAMPLE_GAP_S`` apart, joined: an intent
+counts as seen if either sample saw it. A store caught mid-rewrite in one sample
+(a file truncated and not yet written back) is whole in the other, so that a read
+says "not there" only of what neither sample found.
+
+A read that contradicts what the run knows is read again: fewer of the run's
+effects than the read before it with no pod fault between, or none at all while
+intents have been acknowledged (a file caught between its truncation and its
+rewrite reads as empty). It is read again, after growing pauses (``PAUSES_S``), until
+a read that no longer contradicts is confirmed by the next one; that read is
+recorded (``rereads``). A store that really lost the effects reads the same every
+time: when every re-read agrees with the first, it is recorded as it is. Anything
+else is recorded ``unstable``, which the auditor takes as evidence of nothing,
+never as "seen nothing".
 """
 
 from __future__ import annotations
@@ -59,11 +74,26 @@ def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
     return read
 
 
+SAMPLE_GAP_S = 0.02
+"""Between the two samples of one read."""
+PAUSES_S = (0.01, 0.03, 0.09)
+"""The pauses before each re-read of a read that contradicts the run (a store caught mid-rewrite is
+whole again within milliseconds; one that lost the effects stays as it is)."""
+REREADS = len(PAUSES_S)
+
+
 @dataclass(frozen=True, slots=True)
 class _Read:
     seen: SeenEffects | None
     error: str | None
     took_s: float
+    rereads: int = 0
+    unstable: bool = False
+
+
+def total(seen: SeenEffects) -> int:
+    """The run's effects a read saw (its intents' effects, not foreign ones)."""
+    return int.from_bytes(seen.bitmap, "little").bit_count() + sum(n - 1 for n in seen.counts.values())
 
 
 class Checkpoints:
@@ -77,13 +107,19 @@ class Checkpoints:
         self.namespace = namespace
         self.intents = intents
         self.timeout_s = timeout_s
+        self.acknowledged: Callable[[], int] = lambda: 0
+        """How many intents the client has seen succeed so far (the driver's count, once it runs)."""
         self._pending: set[asyncio.Task[None]] = set()
+        self._last: SeenEffects | None = None
+        """What the last recorded read that succeeded saw."""
+        self._fault_since = False
+        """A pod fault came after that read."""
 
     async def before_fault(self, pod: str) -> Callable[[], None]:
         """Read now, while ``pod`` is still up; what is returned records the read, and is called once
         the fault happened, right before its event (so ``fault_seq`` is the next seq). A read whose
         fault did not happen is not recorded."""
-        taken = await self._read()
+        taken = await self._steady_read()
         return lambda: self._record(CheckpointWhen.BEFORE_FAULT, pod, self.history.next_seq + 1, taken)
 
     def after_restart(self, pod: str, ready_seq: int) -> None:
@@ -102,7 +138,7 @@ class Checkpoints:
     async def _after_restart(self, pod: str, ready_seq: int) -> None:
         started = time.monotonic()
         try:
-            taken = await self._read()
+            taken = await self._steady_read(after_fault=True)
         except asyncio.CancelledError:
             took = time.monotonic() - started
             self._record(
@@ -115,6 +151,19 @@ class Checkpoints:
         self._record(CheckpointWhen.AFTER_RESTART, pod, ready_seq, taken)
 
     async def _read(self) -> _Read:
+        """Two samples ``SAMPLE_GAP_S`` apart, joined (:meth:`SeenEffects.join`); the first error if one
+        failed."""
+        first = await self._sample()
+        if first.seen is None:
+            return first
+        await asyncio.sleep(SAMPLE_GAP_S)
+        second = await self._sample()
+        took = first.took_s + second.took_s
+        if second.seen is None:
+            return _Read(None, second.error, took)
+        return _Read(first.seen.join(second.seen), None, took)
+
+    async def _sample(self) -> _Read:
         started = time.monotonic()
         error: str | None = None
         seen: SeenEffects | None = None
@@ -134,8 +183,45 @@ class Checkpoints:
             )
         return _Read(seen, error, time.monotonic() - started)
 
+    def _contradicts(self, seen: SeenEffects, acknowledged: int) -> bool:
+        """Whether a read says what the run knows cannot be so: effects gone with no pod fault since the
+        last read, or none at all though intents were acknowledged before it began."""
+        now = total(seen)
+        if now == 0 and acknowledged > 0:
+            return True
+        return self._last is not None and not self._fault_since and now < total(self._last)
+
+    async def _steady_read(self, *, after_fault: bool = False) -> _Read:
+        """A read, read again while it contradicts the run, until two in a row agree (``REREADS`` at
+        most); the last marked unstable when none did. ``after_fault``: a pod died since the last read
+        (a restart: what it lost is what the read is for)."""
+        if after_fault:
+            self._fault_since = True
+        acknowledged = self.acknowledged()
+        first = await self._read()
+        if first.seen is None or not self._contradicts(first.seen, acknowledged):
+            return first
+        seen = [first.seen]
+        took = first.took_s
+        for again, pause in enumerate(PAUSES_S, 1):
+            await asyncio.sleep(pause)
+            taken = await self._read()
+            took += taken.took_s
+            if taken.seen is None:
+                return _Read(None, taken.error, took, again)
+            previous = seen[-1]
+            seen.append(taken.seen)
+            if taken.seen == previous and not self._contradicts(taken.seen, acknowledged):
+                return _Read(taken.seen, None, took, again)
+        if all(s == first.seen for s in seen):
+            return _Read(first.seen, None, took, REREADS)  # the same every time: what the store holds
+        return _Read(seen[-1], None, took, REREADS, unstable=True)
+
     def _record(self, when: CheckpointWhen, pod: str, fault_seq: int, taken: _Read) -> None:
         found = taken.seen.fields() if taken.seen is not None else {"error": taken.error}
+        steady: dict[str, object] = {"rereads": taken.rereads} if taken.rereads else {}
+        if taken.unstable:
+            steady["unstable"] = True
         self.history.emit(
             EventType.EFFECTS_CHECKPOINT,
             when=when,
@@ -143,4 +229,10 @@ class Checkpoints:
             fault_seq=fault_seq,
             took_s=round(taken.took_s, 4),
             **found,
+            **steady,
         )
+        if taken.seen is not None and not taken.unstable:
+            self._last = taken.seen
+            self._fault_since = False
+        if when is CheckpointWhen.BEFORE_FAULT:
+            self._fault_since = True  # recorded right before its fault

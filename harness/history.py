@@ -51,8 +51,9 @@ effects_collected  markers (or null and error): the final read of a live effect 
 effects_checkpoint when (a CheckpointWhen), pod, fault_seq (the seq of the fault event a
                    before_fault read precedes: the next event; or of the pod_ready event an
                    after_restart read follows), took_s, and either seen, counts, foreign (the effects
-                   found, as :class:`SeenEffects` encodes them) or error: a checkpoint read of the
-                   effect source
+                   found, as :class:`SeenEffects` encodes them) or error, [rereads: how often it was
+                   read again because it contradicted the run, unstable: true when no two agreed]:
+                   a checkpoint read of the effect source
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
@@ -277,6 +278,16 @@ class SeenEffects:
     counts: dict[int, int]
     """Intents with two or more effects; the other intents of the bitmap had one."""
     foreign: int
+
+    def join(self, other: SeenEffects) -> SeenEffects:
+        """What two samples of one store saw together: every intent either saw, with the larger count."""
+        size = max(len(self.bitmap), len(other.bitmap))
+        either = int.from_bytes(self.bitmap, "little") | int.from_bytes(other.bitmap, "little")
+        bitmap = either.to_bytes(size, "little").rstrip(b"\0")
+        counts = dict(self.counts)
+        for i, n in other.counts.items():
+            counts[i] = max(n, counts.get(i, 1))
+        return SeenEffects(bitmap, counts, max(self.foreign, other.foreign))
 
     @classmethod
     def of(cls, effects: Mapping[str, int], namespace: str, intents: int) -> SeenEffects:

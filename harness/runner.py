@@ -271,6 +271,8 @@ class _Run:
             enough=self.wiring.holds.exhausted if self.wiring.holds is not None else None,
         )
         self.injector.load = driver.stats
+        if self.checkpoints is not None:
+            self.checkpoints.acknowledged = lambda: driver.stats.outcomes[Outcome.OK]
         injecting = asyncio.create_task(self.injector.run())
         stack.callback(self.injector.record_missed)
         stack.push_async_callback(_finish, injecting)

@@ -586,10 +586,17 @@ class CheckpointRead:
     error: str | None
     """Why the read failed (or was abandoned); it saw nothing then."""
     took_s: float | None
+    unstable: bool = False
+    """Its re-reads never agreed (a store caught mid-rewrite): what it saw is evidence of nothing."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def reliable(self) -> bool:
+        """What it saw can be judged by: it succeeded, and it agreed with its re-read where it had one."""
+        return self.error is None and not self.unstable
 
     def count(self, i: int) -> int:
         """Effects of intent ``i`` this read saw."""
@@ -636,6 +643,7 @@ class Checkpoints:
                 foreign=found.foreign if found else 0,
                 error=None if error is None else str(error),
                 took_s=float(took) if isinstance(took, int | float) else None,
+                unstable=ev.get("unstable") is True,
             )
         )
 

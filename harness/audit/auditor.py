@@ -38,7 +38,7 @@ from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
 from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.tally import Tally
-from harness.audit.vanished import vanishing
+from harness.audit.vanished import lost_across, pod_faults_cleared, vanishing
 from harness.audit.verdicts import EXACTLY_ONCE_CODE, STATUS_NAMES, VERDICT_ORDER, ClientStatus, verdict_codes
 from harness.errors import AuditError, UsageError
 from harness.history import read_batches
@@ -209,6 +209,10 @@ def judge_fold(
         table.close()
 
 
+WINDOW = ("first_attempt_ms", "last_end_ms")
+"""An intent's attempts, from the first's start to the last's end (ms since the run began)."""
+
+
 def judge(
     fold: Fold,
     rows: IntentChunks,
@@ -240,24 +244,45 @@ def judge(
             matched += int(counted_effects.sum())
             status = chunk.column("client_status").to_numpy()
             codes = verdict_codes(status, counted_effects)
-            gone = vanishing(
-                fold.checkpoints, fold.pod_faults, chunk.column("intent").to_numpy(), counted_effects
-            )
+            intents = chunk.column("intent").to_numpy()
+            gone = vanishing(fold.checkpoints, fold.pod_faults, intents, counted_effects)
+            # Acknowledged and not found at the end: when, to tell a loss across a restart from one
+            # the server made by itself (only the lost need it).
+            lost = (status == ClientStatus.OK) & (counted_effects == 0) & ~gone.vanished
+            acked_ms = np.full(len(intents), np.nan)
+            if lost.any():
+                ended_ms = chunk.column("last_end_ms").cast(pa.float64()).to_numpy(zero_copy_only=False)
+                acked_ms[lost] = ended_ms[lost]
+            across = lost_across(fold.checkpoints, fold.pod_faults, intents, acked_ms)
+            cleared = np.zeros(len(intents), dtype=bool)
+            twice = counted_effects > 1
+            if twice.any() and fold.checkpoints:
+                times = [chunk.column(c).cast(pa.float64()).to_numpy(zero_copy_only=False) for c in WINDOW]
+                cleared[twice] = pod_faults_cleared(
+                    fold.checkpoints, fold.pod_faults, intents[twice], times[0][twice], times[1][twice]
+                )
+            lost_after = gone.after.copy()
+            lost_after[across >= 0] = [fold.pod_faults[f].label() for f in across[across >= 0]]
             judged_chunk = (
                 chunk.set_column(
                     chunk.column_names.index("client_status"), "client_status", _STATUS_NAMES.take(status)
                 )
                 .append_column("effects", pa.array(counted_effects, pa.int64()))
                 .append_column("verdict", _VERDICT_NAMES.take(codes))
-                .append_column("vanished_after", texts(gone.after, np.flatnonzero(gone.vanished)))
+                .append_column(
+                    "vanished_after", texts(lost_after, np.flatnonzero(gone.vanished | (across >= 0)))
+                )
             )
             cause = np.full(len(codes), "", dtype=object)
             findings = np.flatnonzero(codes != EXACTLY_ONCE_CODE)
             if len(findings):
                 rows_found = judged_chunk.select(list(CAUSE_READS)).take(findings)
-                cause[findings] = causes(rows_found, gone.vanished[findings])
+                cause[findings] = causes(
+                    rows_found, gone.vanished[findings], (across >= 0)[findings], cleared[findings]
+                )
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
+            tally.blamed.update(int(f) for f in across[across >= 0])
             tally.add(judged_chunk)
             judged.write(judged_chunk)
             if sink is not None:

@@ -8,10 +8,13 @@ the intent's attempts; a retry reason says why the client sent it again.
 ========================  =========================================================
 verdict                   cause, first that applies
 ========================  =========================================================
-duplicate                 fault kind; retry reason; ``no_fault``
+duplicate                 fault kind (a pod fault only if the read after its restart
+                          did not contradict it); retry reason; ``no_fault``
 lost                      ``vanished`` (seen by a checkpoint read, lost across a
                           restart); ``error_as_success`` (an ok reply that reads as
-                          a failure); fault kind; ``no_fault``
+                          a failure); fault kind; ``lost_across_restart``
+                          (acknowledged, then a pod fault, never seen stored, and no
+                          read in between showed it absent); ``no_fault``
 applied_despite_error     fault kind; ``no_fault``
 unfinished,               fault kind; retry reason; ``gave_up``
 applied_after_giving_up
@@ -20,7 +23,10 @@ incomplete                ``run_ended`` (the run stopped mid-intent)
 ========================  =========================================================
 
 ``no_fault`` is a finding of its own: nothing the harness did touched the intent,
-so the server loses (or repeats) writes by itself. Computed over whole columns,
+so the server loses (or repeats) writes by itself. For a lost intent it is said
+only when shown (:func:`harness.audit.vanished.lost_across`): no pod fault came
+after its acknowledgement, or a read after it and before the next fault did not
+find it. Computed over whole columns,
 and only over the rows that are not exactly once (a handful in a good run).
 """
 
@@ -34,7 +40,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.history import FaultKind, Verdict
+from harness.history import POD_FAULTS, FaultKind, Verdict
 
 
 class Cause(enum.StrEnum):
@@ -45,17 +51,24 @@ class Cause(enum.StrEnum):
     RETRYABLE_TOOL_ERROR = "retryable_tool_error"
     NO_FAULT = "no_fault"
     VANISHED = "vanished"
+    LOST_ACROSS_RESTART = "lost_across_restart"
     ERROR_AS_SUCCESS = "error_as_success"
     GAVE_UP = "gave_up"
     REFUSED = "refused"
     RUN_ENDED = "run_ended"
 
 
-def first_fault(faults: str) -> str:
-    """The first fault kind, in blame order, of a ``faults`` cell (``kill;stall``); empty for none."""
+POD_KINDS = frozenset(k.value for k in (*POD_FAULTS, FaultKind.CRASH))
+
+
+def first_fault(faults: str, *, pods: bool = True) -> str:
+    """The first fault kind, in blame order, of a ``faults`` cell (``kill;stall``); empty for none.
+    ``pods`` False: of the faults that are no pod fault (the evidence cleared those)."""
     if not faults:
         return ""
     present = set(faults.split(";"))
+    if not pods:
+        present -= POD_KINDS
     return next((kind.value for kind in FaultKind if kind.value in present), "")
 
 
@@ -63,8 +76,15 @@ READS = ("verdict", "faults", "n_timeout", "n_transport_error", "n_tool_error", 
 """The columns of a judged table :func:`causes` reads."""
 
 
-def causes(table: pa.Table, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.object_]:
-    """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags)."""
+def causes(
+    table: pa.Table,
+    vanished: npt.NDArray[np.bool_],
+    across: npt.NDArray[np.bool_] | None = None,
+    cleared: npt.NDArray[np.bool_] | None = None,
+) -> npt.NDArray[np.object_]:
+    """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags);
+    ``vanished``, ``across`` (lost across a restart) and ``cleared`` (the pod faults during its attempts
+    left no effect behind, by the read after their restart) per row of the table."""
     result = np.full(table.num_rows, "", dtype=object)
     # Compared in Arrow; only the few rows with a finding become Python strings.
     found = pc.not_equal(table.column("verdict"), Verdict.EXACTLY_ONCE.value).fill_null(True)
@@ -90,17 +110,32 @@ def causes(table: pa.Table, vanished: npt.NDArray[np.bool_]) -> npt.NDArray[np.o
         default="",
     ).astype(object)
     fault_or_retry = np.where(fault != "", fault, retry)
+    duplicate_blame = fault_or_retry
+    if cleared is not None and cleared[rows].any():
+        # A duplicate the pod faults are cleared of is blamed on the next fault the evidence allows.
+        without = {cell: first_fault(cell, pods=False) for cell in set(cells)}
+        other = np.array([without[cell] for cell in cells], dtype=object)
+        duplicate_blame = np.where(cleared[rows], np.where(other != "", other, retry), fault_or_retry)
     failure_reply = column("reply_reads_as_failure")
 
-    def either(first: npt.NDArray[np.object_], otherwise: str) -> npt.NDArray[np.object_]:
+    def either(first: npt.NDArray[np.object_], otherwise: str | npt.NDArray[Any]) -> npt.NDArray[np.object_]:
         return np.where(first != "", first, otherwise)
 
     by_verdict = {
-        Verdict.DUPLICATE: either(fault_or_retry, Cause.NO_FAULT),
+        Verdict.DUPLICATE: either(duplicate_blame, Cause.NO_FAULT),
         Verdict.LOST: np.where(
             vanished[rows],
             Cause.VANISHED.value,
-            np.where(failure_reply, Cause.ERROR_AS_SUCCESS.value, either(fault, Cause.NO_FAULT)),
+            np.where(
+                failure_reply,
+                Cause.ERROR_AS_SUCCESS.value,
+                either(
+                    fault,
+                    Cause.NO_FAULT
+                    if across is None
+                    else np.where(across[rows], Cause.LOST_ACROSS_RESTART.value, Cause.NO_FAULT.value),
+                ),
+            ),
         ),
         Verdict.APPLIED_DESPITE_ERROR: either(fault, Cause.NO_FAULT),
         Verdict.UNFINISHED: either(fault_or_retry, Cause.GAVE_UP),

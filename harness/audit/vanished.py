@@ -19,6 +19,18 @@ torn by the crash, read as empty): the pod fault that restart followed is blamed
 Effects gone with no pod fault after the last read that saw them, and not seen by
 a read after a restart, did not vanish in a restart: something else (a concurrent
 writer, the server itself) removed them, and the other causes say so.
+
+An acknowledged intent no read ever saw, missing at the end, is not thereby lost
+by the server on its own (``no_fault``): that needs evidence. It is *lost across
+a restart* (:func:`lost_across`) when a pod fault came after its acknowledgement
+and no reliable read between the two showed the server dropped it: it may have
+been on its way to the store and lost with the pod, and nothing the run saw says
+otherwise. What shows the server lost it by itself is no pod fault after the
+acknowledgement at all, or a read after it and before the next pod fault that
+found work started after it and not it (the store kept later writes and not this
+one: a lost update). A read that found nothing later shows only that the write was
+not durable yet (a server that saves later, a file caught mid-rewrite). A read
+whose re-reads never agreed (``unstable``) is evidence of nothing, here and above.
 """
 
 from __future__ import annotations
@@ -84,7 +96,7 @@ def vanishing(
     after_restart = np.zeros(n, dtype=bool)
     """Whether that read was the one after a restart."""
     for read in reads:
-        if not read.ok:
+        if not read.reliable:
             continue
         now = seen_counts(read, intents)
         more = now > final
@@ -107,3 +119,78 @@ def vanishing(
         labels = np.array([f.label() for f in pod_faults], dtype=object)
         after[fault >= 0] = labels[fault[fault >= 0]]
     return Vanishing(seen_max=running, vanished=fault >= 0, after=after, fault=fault)
+
+
+def highest_seen(read: CheckpointRead) -> int:
+    """The highest intent index the read saw an effect of; -1 for none."""
+    bitmap = read.seen.rstrip(b"\0")
+    if not bitmap:
+        return -1
+    return (len(bitmap) - 1) * 8 + bitmap[-1].bit_length() - 1
+
+
+def lost_across(
+    reads: Sequence[CheckpointRead],
+    pod_faults: Sequence[PodFault],
+    intents: npt.NDArray[np.int64],
+    acked_ms: npt.NDArray[np.float64],
+) -> npt.NDArray[np.int64]:
+    """Per intent, the index in ``pod_faults`` of the first pod fault after its acknowledgement
+    (``acked_ms``: when its successful attempt ended, NaN for none), or -1: no pod fault came after it,
+    or a reliable read between the two did not find it while it found an intent started after it: the
+    store kept later work and not this (the server lost it by itself, shown). A read that found nothing
+    later shows only that the write was not durable yet, which the fault then made final."""
+    n = len(intents)
+    fault = np.full(n, -1, dtype=np.int64)
+    if not pod_faults or not n:
+        return fault
+    fault_t = np.array([f.t for f in pod_faults], dtype=np.float64)
+    acked = ~np.isnan(acked_ms)
+    ack_t = np.where(acked, acked_ms, 0.0) / 1000.0
+    first = np.searchsorted(fault_t, ack_t, side="right")
+    after = acked & (first < len(pod_faults))
+    next_t = np.where(after, fault_t[np.minimum(first, len(pod_faults) - 1)], np.inf)
+    absent = np.zeros(n, dtype=bool)
+    for read in reads:
+        if not read.reliable:
+            continue
+        between = after & (read.t > ack_t) & (read.t <= next_t) & (intents < highest_seen(read))
+        if between.any():
+            absent |= between & (seen_counts(read, intents) == 0)
+    chosen = after & ~absent
+    fault[chosen] = first[chosen]
+    return fault
+
+
+def pod_faults_cleared(
+    reads: Sequence[CheckpointRead],
+    pod_faults: Sequence[PodFault],
+    intents: npt.NDArray[np.int64],
+    first_ms: npt.NDArray[np.float64],
+    last_ms: npt.NDArray[np.float64],
+) -> npt.NDArray[np.bool_]:
+    """Per intent, whether the evidence clears the pod faults during its attempts of its duplicate:
+    after each of them, the first reliable read once the pod was back saw no effect of it. A retry
+    after a kill repeats an effect only if the effect was there when the pod died; a restart that
+    finds none, the kill did not leave one behind (the second came from something else: a severed
+    response and its retry). NaN times: no attempt, never cleared."""
+    n = len(intents)
+    cleared = np.zeros(n, dtype=bool)
+    if not pod_faults or not n:
+        return cleared
+    started = np.where(np.isnan(first_ms), np.inf, first_ms) / 1000.0
+    ended = np.where(np.isnan(last_ms), -np.inf, last_ms) / 1000.0
+    during = np.zeros(n, dtype=np.int32)
+    blank = np.zeros(n, dtype=np.int32)
+    for fault in pod_faults:
+        hit = (started <= fault.t) & (fault.t <= ended)
+        if not hit.any():
+            continue
+        during += hit
+        after = next(
+            (r for r in reads if r.t > fault.t and r.when == "after_restart" and r.pod == fault.pod), None
+        )
+        if after is not None and after.reliable:
+            blank += hit & (seen_counts(after, intents) == 0)
+    cleared[(during > 0) & (blank == during)] = True
+    return cleared

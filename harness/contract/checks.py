@@ -783,12 +783,15 @@ async def catalog(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
 
 @check("error_contract", "errors say what happened and what to do (code, retryable, recovery)")
 async def error_contract(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
-    provoked = await _provoke(s)
+    provoked, stored = await _provoke(s)
     evidence: dict[str, Any] = {
         "errors seen": [{"check": by, **shown(r)} for by, r in seen.errors],
         "provoked": {what: shown(r) for what, r, _ in provoked},
+        "effects of the provoked calls": stored,
     }
-    for by, res in seen.empty_successes:
+    # Its own calls first: an answer to them that reads as a failure, with nothing stored, is one.
+    mine = [(f"its own call ({what})", r) for what, r, _ in provoked] if stored == 0 else []
+    for by, res in [*mine, *seen.empty_successes]:
         if (text := failure_text(res)) is not None:
             return c.failed(
                 f"failure reported as success: in {by}, {s.tool} answered OK (isError false) with "
@@ -841,14 +844,15 @@ WRONG_TYPE: dict[str, Any] = {
 """A value of another JSON type for each type: what no validator coerces."""
 
 
-async def _provoke(s: ContractSession) -> list[tuple[str, CallResult, bool]]:
+async def _provoke(s: ContractSession) -> tuple[list[tuple[str, CallResult, bool]], int]:
     """Calls the tool's schema refuses (a required argument left out, one of the wrong type) and one the
     schema allows that a server may refuse itself (a required text sent empty): (what was sent, the
-    answer, whether a refusal is in the server's own words rather than its SDK's validation)."""
+    answer, whether a refusal is in the server's own words rather than its SDK's validation), and the
+    effects the calls left (all carry one intent's marker)."""
     entry = next((t for t in await s.tools() if t.get("name") == s.tool), None)
     schema = entry.get("inputSchema") if entry is not None else None
     if not isinstance(schema, Mapping):
-        return []
+        return [], 0
     intent = s.intent()
     base = s.payload(intent)
     marked = {k for k, v in base.items() if intent.marker in json.dumps(v)}
@@ -868,7 +872,8 @@ async def _provoke(s: ContractSession) -> list[tuple[str, CallResult, bool]]:
     )
     if text is not None:
         calls.append((f"{text} sent empty", {**base, text: ""}, True))
-    return [(what, await s.call_tool(s.tool, arguments), own) for what, arguments, own in calls]
+    answers = [(what, await s.call_tool(s.tool, arguments), own) for what, arguments, own in calls]
+    return answers, (await s.effects())[intent.marker] if answers else 0
 
 
 @check("annotations", "annotations match behaviour (idempotentHint, readOnlyHint, destructiveHint)")

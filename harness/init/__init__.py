@@ -20,10 +20,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.catalog import Classified, Tool, classify
+from harness.client.messages import CallResult
 from harness.errors import HarnessError, UsageError
 from harness.history import Outcome, excerpt
 from harness.init.connect import connected, probe
-from harness.init.draft import choose_source, sample_arguments
+from harness.init.draft import choose_source, refused, sample_arguments
 from harness.init.render import render
 from harness.init.values import draft_bounded
 from harness.redaction import Redactor, literal_credential
@@ -123,6 +124,14 @@ async def _pick(
     return names[0]
 
 
+def _refusal(called: CallResult) -> str | None:
+    """What the server said when it refused init's trial call: its error, or an ok reply that reads as a
+    failure (``Error adding record: relation "records" does not exist``); None when it took the call."""
+    if called.outcome is Outcome.OK:
+        return called.reply if called.reads_as_failure and called.reply else None
+    return called.message or called.outcome.value
+
+
 async def init_scenario(
     origin: Origin,
     *,
@@ -185,8 +194,11 @@ async def _drafted(
                     f"{chosen} once, in init's throwaway data directory, to see it"
                 )
             called = await server.call(chosen, sample_arguments(draft.arguments))
-            if say is not None and called.outcome is not Outcome.OK:
-                said = f": {excerpt(redactor.text(called.message), 160)}" if called.message else ""
+            refusal = _refusal(called)
+            if refusal is not None:
+                draft = refused(draft, schema if isinstance(schema, Mapping) else {}, redactor.text(refusal))
+            if say is not None and (called.outcome is not Outcome.OK or refusal is not None):
+                said = f": {excerpt(redactor.text(refusal), 160)}" if refusal else ""
                 say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
         source = choose_source(server.stores(), draft.marker)
         uses_postgres = server.postgres_tables is not None

@@ -207,6 +207,43 @@ def plan_arguments(schema: Mapping[str, Any]) -> Plan:
     return Plan(schema, fields, marker, key, notes)
 
 
+REFUSAL_LIMIT = 160
+"""Characters of the server's refusal a TODO quotes."""
+
+
+def _get(tree: Any, path: tuple[str | int, ...]) -> Any:
+    node = tree
+    for here in path:
+        if isinstance(node, dict):
+            node = node.get(here)
+        elif isinstance(node, list) and node:
+            node = node[0]
+        else:
+            return None
+    return node
+
+
+def refused(draft: Draft, schema: Mapping[str, Any], refusal: str) -> Draft:
+    """The draft after the server refused a trial call with it (``refusal``: what it answered): every
+    drafted per-intent identifier (``db_name-{index}``, ``contact_id-{index}``: a name made up for each
+    intent, of a thing that has to exist) becomes a TODO quoting the refusal, as only the user can name
+    one that exists."""
+    arguments = copy.deepcopy(draft.arguments)
+    notes = list(draft.notes)
+    said = excerpt(refusal, REFUSAL_LIMIT)
+    for leaf in leaves(schema):
+        value = _get(arguments, leaf.path)
+        if not (isinstance(value, str) and "{index}" in value and is_identifier(leaf)):
+            continue
+        sample = value.replace("{index}", "0")
+        _put(arguments, leaf.path, f"TODO: an existing {' '.join(words(leaf.name))}")
+        notes.append(
+            f"TODO: {_shown(leaf)} was drafted as {sample!r}, and the server refused the trial call with "
+            f"it: {said!r}; name one that exists"
+        )
+    return Draft(arguments, draft.marker, draft.key, notes)
+
+
 def draft_arguments(schema: Mapping[str, Any]) -> Draft:
     """Arguments for a tool, drafted in this process with no bound on time: searches and the check run
     here. ``init`` drafts through :func:`harness.init.values.draft_bounded`, which cannot hang."""

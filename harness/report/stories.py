@@ -115,7 +115,10 @@ def story_lines(story: Story, *, fix: bool = True) -> list[str]:
     if not story.reads and story.reads_total:
         lines.append(f"  no checkpoint read saw an effect of it ({story.reads_total} reads)")
     if story.vanished_after:
-        lines.append(f"  vanished after {story.vanished_after}")
+        if story.cause == "lost_across_restart":
+            lines.append(f"  lost across the restart after {story.vanished_after}, never seen stored")
+        else:
+            lines.append(f"  vanished after {story.vanished_after}")
     if fix and story.fix is not None:
         lines += [f"  what it means: {story.fix.meaning}", f"  fix: {story.fix.fix}"]
     return lines

@@ -66,7 +66,9 @@ INVOICES_FLAW                   one contract bug on top of keyed or atomic, for 
                                 MRTR question about an ambiguous customer is asked forever),
                                 key_first (keyed, but the key record, holding the response to be,
                                 commits before the invoice: a crash between them loses it),
-                                unkeyed_downstream (the downstream is called without the key)
+                                unkeyed_downstream (the downstream is called without the key),
+                                swallowed_errors (an empty customer_id stores nothing and answers a
+                                success whose text is the database's error)
 INVOICES_REQUEST_STATE          process (default: the SDK's per-process key, lost with the process) |
                                 shared (INVOICES_REQUEST_STATE_KEY, else a key file beside the store):
                                 the key that seals the requestState of the customer question (see
@@ -111,6 +113,7 @@ FLAWS = (
     "endless_questions",
     "key_first",
     "unkeyed_downstream",
+    "swallowed_errors",
 )
 DOWNSTREAM = ("after_commit", "before_commit")
 FAILPOINTS = ("before_business_commit", "after_business_commit", "after_key_record", "before_response")
@@ -391,6 +394,10 @@ def build_server(config: Config) -> MCPServer[Any]:
         log_trace(ctx, memo)
         if config.flaw == "apologize":
             return CallToolResult(content=[TextContent(type="text", text="Sorry, something went wrong.")])
+        if config.flaw == "swallowed_errors" and not customer_id:
+            # The insert failed below the tool and the error text went back as its answer.
+            text = 'Error adding record: relation "customers" does not exist'
+            return CallToolResult(content=[TextContent(type="text", text=text)])
         if amount_cents <= 0:
             return refuse(
                 "invalid_amount",

@@ -543,6 +543,20 @@ def test_error_contract_reads_errors_as_models_do(
         assert by_id["replay"]["why"].startswith("a failure reported as success: it answered OK with")
 
 
+def test_error_contract_judges_its_own_provoked_calls(tmp_path: Path) -> None:
+    """Alone, with no other check's replies to judge: its own call with customer_id sent empty is
+    answered OK with the database's error and stores nothing, and that is the finding, naming the reply."""
+    data = target("atomic", INVOICES_FLAW="swallowed_errors")
+    proc, report = contract(tmp_path, data, "--only", "error_contract")
+    (check,) = report["checks"]
+    assert check["verdict"] == "fail", proc.stdout
+    assert check["why"].startswith(
+        "failure reported as success: in its own call (customer_id sent empty), create_invoice answered "
+        "OK (isError false) with 'Error adding record: relation \"customers\" does not exist' and stored"
+    )
+    assert check["evidence"]["effects of the provoked calls"] == 0
+
+
 def test_a_2025_session_server_with_keys_in_memory_completes_every_check(tmp_path: Path) -> None:
     """Its sessions and its keys die with the process: the contract opens a new session after the restart
     (as a run does), so restart_keeps_keys judges the two effects, and idempotentHint is caught."""

@@ -209,3 +209,28 @@ def test_a_database_named_on_the_command_line_and_made_at_the_first_write(tmp_pa
     checked = mcp_chaos("validate", "--preflight", "drafted.yaml", "--results", "r", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "preflight: 1 call of add_note, 1 effect under its marker (audit.effects.sql)" in checked.stderr
+
+
+def test_identifiers_the_server_refused_in_the_trial_call_are_left_as_todos(tmp_path: Path) -> None:
+    """The trial call (the store is made at the first write) sent db_name-0 and contact_id-0; the server
+    answered OK with its SQL error and stored nothing. Both identifiers become TODOs that quote it, and
+    the scenario will not run until they are named."""
+    records = ROOT / "tests" / "integration" / "records.py"
+    command = f"{sys.executable} {records} --db-path {{data_dir}}/app.db"
+    made = mcp_chaos("init", "--command", command, "--transport", "stdio", "-o", "drafted.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert 'answered ok: Error adding record: relation "records" does not exist' in made.stderr
+    text = (tmp_path / "drafted.yaml").read_text()
+    arguments = yaml.safe_load(text)["workload"]["arguments"]
+    assert arguments["db_name"] == "TODO: an existing db name"
+    assert arguments["contact_id"] == "TODO: an existing contact id"
+    assert arguments["note"] == "{marker}"
+    comments = " ".join(line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#"))
+    for name in ("db_name", "contact_id"):
+        assert (
+            f"TODO: {name} was drafted as '{name}-0', and the server refused the trial call with it: "
+            "'Error adding record: relation \"records\" does not exist'; name one that exists"
+        ) in comments
+    refused = mcp_chaos("validate", "drafted.yaml", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "TODO" in refused.stderr

@@ -168,3 +168,25 @@ def test_the_official_memory_server_loses_concurrent_writes_with_no_fault(
     assert out.startswith(f"LOST: {len(causes)} of 400 intents")
     assert (causes == "no_fault").mean() >= 0.8, causes.value_counts()
     assert "lost (no_fault): the client saw ok, 0 effects at the end" in (run_dir / "report.md").read_text()
+
+
+def test_a_store_torn_by_kills_is_blamed_on_the_kills_never_on_the_server_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The notes server rewrites its file in place and starts empty on a torn one: it loses nothing
+    without faults, and under kills loses most of what it acknowledged. A checkpoint read that catches
+    the file mid-rewrite reads as empty; it is read again until two reads agree, and an intent no
+    reliable read showed absent before the next kill is lost across that restart, not by the server on
+    its own (no_fault would send a person looking for a race that is not there)."""
+    data = notes_scenario("torn_file", intents=600, kills=4, NOTES_WORK_MS="5")
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    causes = lost(run_dir)
+    assert len(causes) >= 100, out
+    counts = causes.value_counts()
+    assert "no_fault" not in counts, counts
+    assert causes.isin(["vanished", "lost_across_restart", "kill"]).mean() >= 0.9, counts
+    control = notes_scenario("torn_file", intents=600, kills=0, NOTES_WORK_MS="5")
+    (tmp_path / "control").mkdir()
+    code, out, _ = run_cli(tmp_path / "control", control, capsys, "--no-preflight")
+    assert code == 0, out  # without faults it loses nothing: what was lost above, the kills lost

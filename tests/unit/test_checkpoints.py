@@ -176,3 +176,62 @@ def test_a_read_still_running_at_the_end_is_recorded_as_abandoned(tmp_path: Path
     (event,) = checkpoint_events(path)
     assert (event["pod"], event["fault_seq"]) == ("pod-1", 7)
     assert event["error"] == "abandoned: the run ended during the read"
+
+
+def scripted(*answers: dict[int, int]) -> tuple[Reader, list[int]]:
+    """A source that answers these, one sample after another (the last again when they run out)."""
+    served: list[int] = []
+
+    async def read() -> Counter[str]:
+        served.append(1)
+        answer = answers[min(len(served), len(answers)) - 1]
+        return Counter({marker(i): n for i, n in answer.items()})
+
+    return read, served
+
+
+def steady(tmp_path: Path, read: Reader, *, acknowledged: int) -> list[dict[str, Any]]:
+    """One read before a fault, with ``acknowledged`` intents already answered ok."""
+    path = tmp_path / "history.jsonl"
+
+    async def main() -> None:
+        with HistoryWriter(path) as history:
+            checkpoints = Checkpoints(read, history, namespace=NS, intents=10, timeout_s=5)
+            checkpoints.acknowledged = lambda: acknowledged
+            (await checkpoints.before_fault("pod-0"))()
+
+    asyncio.run(main())
+    return checkpoint_events(path)
+
+
+def test_a_read_is_two_samples_and_says_what_either_saw(tmp_path: Path) -> None:
+    read, served = scripted({0: 1, 1: 1}, {1: 1, 2: 1})  # the first caught 2 missing, the second 0
+    (event,) = steady(tmp_path, read, acknowledged=0)
+    assert list(SeenEffects.from_event(event).indices()) == [0, 1, 2]
+    assert len(served) == 2
+    assert "rereads" not in event
+
+
+def test_a_read_that_saw_nothing_while_intents_were_acknowledged_is_read_again(tmp_path: Path) -> None:
+    # Both samples caught the file truncated; read again, whole twice in a row: recorded whole.
+    read, served = scripted({}, {}, {0: 1, 1: 1})
+    (event,) = steady(tmp_path, read, acknowledged=2)
+    assert list(SeenEffects.from_event(event).indices()) == [0, 1]
+    assert event["rereads"] == 2
+    assert "unstable" not in event
+    assert len(served) == 6
+
+
+def test_a_store_that_really_holds_nothing_reads_the_same_every_time(tmp_path: Path) -> None:
+    read, _ = scripted({})
+    (event,) = steady(tmp_path, read, acknowledged=5)
+    assert list(SeenEffects.from_event(event).indices()) == []
+    assert event["rereads"] == 3
+    assert "unstable" not in event  # what the store holds: the audit may believe it
+
+
+def test_a_read_whose_re_reads_never_agree_is_unstable(tmp_path: Path) -> None:
+    read, _ = scripted({}, {}, {0: 1}, {0: 1}, {}, {}, {1: 1}, {1: 1})
+    (event,) = steady(tmp_path, read, acknowledged=2)
+    assert event["unstable"] is True
+    assert event["rereads"] == 3

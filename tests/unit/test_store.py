@@ -112,3 +112,42 @@ def test_no_early_read_without_a_scenario_or_of_a_large_store(
     assert read_early(run) is None
     (run / rundir.SCENARIO).unlink()
     assert read_early(run) is None
+
+
+def test_a_store_a_killed_writer_left_with_a_hot_journal_is_read_as_sqlite_recovers_it(
+    tmp_path: Path,
+) -> None:
+    """A real writer SIGKILLed inside a transaction that spilled to the file: the read-only read cannot
+    roll the journal back ("attempt to write a readonly database"); the audit reads a recovered copy
+    (the committed effects only) and leaves the store and its journal as they were."""
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "store.db"
+    writer = (
+        "import os, signal, sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "db.execute('CREATE TABLE t (marker TEXT)')\n"
+        "db.execute(\"INSERT INTO t VALUES ('committed')\")\n"
+        "db.execute('PRAGMA cache_size = 1')\n"  # spill: the uncommitted pages reach the file
+        "db.execute('BEGIN')\n"
+        "for i in range(2000):\n"
+        "    db.execute('INSERT INTO t VALUES (?)', ('x' * 500,))\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", writer, str(db)], check=False)
+    assert done.returncode == -signal.SIGKILL
+    journal = tmp_path / "store.db-journal"
+    assert journal.stat().st_size > 0
+    before = (db.read_bytes(), journal.read_bytes())
+    readonly = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        readonly.execute("SELECT count(*) FROM t").fetchone()
+    readonly.close()
+    _, conn = store_module.open_store(f"sqlite:///{db}")
+    try:
+        assert conn.execute("SELECT marker, count(*) FROM t GROUP BY marker").fetchall() == [("committed", 1)]
+    finally:
+        conn.close()
+    assert (db.read_bytes(), journal.read_bytes()) == before
