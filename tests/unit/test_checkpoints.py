@@ -178,6 +178,12 @@ def test_a_read_still_running_at_the_end_is_recorded_as_abandoned(tmp_path: Path
     assert event["error"] == "abandoned: the run ended during the read"
 
 
+def seen_of(event: dict[str, Any]) -> SeenEffects:
+    seen = SeenEffects.from_event(event)
+    assert seen is not None
+    return seen
+
+
 def scripted(*answers: dict[int, int]) -> tuple[Reader, list[int]]:
     """A source that answers these, one sample after another (the last again when they run out)."""
     served: list[int] = []
@@ -207,7 +213,7 @@ def steady(tmp_path: Path, read: Reader, *, acknowledged: int) -> list[dict[str,
 def test_a_read_is_two_samples_and_says_what_either_saw(tmp_path: Path) -> None:
     read, served = scripted({0: 1, 1: 1}, {1: 1, 2: 1})  # the first caught 2 missing, the second 0
     (event,) = steady(tmp_path, read, acknowledged=0)
-    assert list(SeenEffects.from_event(event).indices()) == [0, 1, 2]
+    assert list(seen_of(event).indices()) == [0, 1, 2]
     assert len(served) == 2
     assert "rereads" not in event
 
@@ -216,7 +222,7 @@ def test_a_read_that_saw_nothing_while_intents_were_acknowledged_is_read_again(t
     # Both samples caught the file truncated; read again, whole twice in a row: recorded whole.
     read, served = scripted({}, {}, {0: 1, 1: 1})
     (event,) = steady(tmp_path, read, acknowledged=2)
-    assert list(SeenEffects.from_event(event).indices()) == [0, 1]
+    assert list(seen_of(event).indices()) == [0, 1]
     assert event["rereads"] == 2
     assert "unstable" not in event
     assert len(served) == 6
@@ -225,7 +231,7 @@ def test_a_read_that_saw_nothing_while_intents_were_acknowledged_is_read_again(t
 def test_a_store_that_really_holds_nothing_reads_the_same_every_time(tmp_path: Path) -> None:
     read, _ = scripted({})
     (event,) = steady(tmp_path, read, acknowledged=5)
-    assert list(SeenEffects.from_event(event).indices()) == []
+    assert list(seen_of(event).indices()) == []
     assert event["rereads"] == 3
     assert "unstable" not in event  # what the store holds: the audit may believe it
 

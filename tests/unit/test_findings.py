@@ -125,7 +125,7 @@ def test_a_lost_intent_acknowledged_before_a_kill_is_no_fault_only_when_a_read_s
     assert rows.loc[0, "verdict"] == "lost"
     assert rows.loc[0, "cause"] == cause
     if cause == "lost_across_restart":
-        assert rows.loc[0, "vanished_after"].startswith("kill#1 pod-0 @")
+        assert str(rows.loc[0, "vanished_after"]).startswith("kill#1 pod-0 @")
 
 
 def test_a_lost_intent_acknowledged_after_the_last_fault_is_no_fault(scenario: Scenario) -> None:
