@@ -238,24 +238,25 @@ def test_crash_points(tmp_path: Path, postgres_server: None, mode: str, verdict:
     (check,) = report["checks"]
     points = check["evidence"]["points"]
     assert check["evidence"]["tries per point"] == 1
-    assert {"request", "db_commit#1", "response"} <= set(points)
+    assert {"request", "db_commit#1", "db_commit#2", "response"} <= set(points)
     if verdict == "pass":
         assert check["why"] == (
-            "held and killed at 3 points (request, db_commit#1, response), 1 try each: every retry took "
-            "effect exactly once"
+            "held and killed at 4 points (request, db_commit#1, db_commit#2, response), 1 proven try each: "
+            "every retry took effect exactly once"
         )
         assert all(v == {"exactly_once": 1} for v in points.values())
-    else:  # the article's one duplicate: the commit of the invoice, before the key record's
+        assert set(check["evidence"]["proven tries"].values()) == {"1/1"}
+    else:  # the article's one duplicate: the commit of the invoice, after the key's lookup, before its record
         assert check["why"].startswith(
-            "a crash at db_commit#1 gave duplicate in 1 of 1 tries (and 2 more points): db_commit#1 "
+            "a crash at db_commit#2 gave duplicate in 1 of 1 proven tries (and 2 more points): db_commit#2 "
             "committed the effect ('INSERT INTO invoices"
         )
-        assert points["db_commit#1"] == {"duplicate": 1}
-        assert points["db_commit#2"] == points["response"] == {"exactly_once": 1}
+        assert points["db_commit#2"] == {"duplicate": 1}
+        assert points["db_commit#1"] == points["db_commit#3"] == points["response"] == {"exactly_once": 1}
         report_md = Path(check["evidence"]["report"])
         assert check["why"].endswith(f"(one try's story and a reproducer: {report_md})")
-        assert "## db_commit#1: duplicate in 1 of 1 tries" in report_md.read_text()
-        assert (report_md.parent / "crashpoint-db_commit-1.yaml").is_file()
+        assert "## db_commit#2: duplicate in 1 of 1 tries" in report_md.read_text()
+        assert (report_md.parent / "crashpoint-db_commit-2.yaml").is_file()
 
 
 def test_crash_points_at_a_downstream_that_deduplicates_by_key(tmp_path: Path) -> None:
@@ -266,7 +267,9 @@ def test_crash_points_at_a_downstream_that_deduplicates_by_key(tmp_path: Path) -
     proc, report = contract(tmp_path, data, "--only", "crash_points", "--crash-max-points", "3")
     assert verdicts(report) == {"crash_points": "fail"}, proc.stdout + proc.stderr
     why = report["checks"][0]["why"]
-    assert why.startswith("a crash at downstream#1 gave duplicate in 1 of 1 tries: The downstream recorded")
+    assert why.startswith(
+        "a crash at downstream#1 gave duplicate in 1 of 1 proven tries: The downstream recorded"
+    )
     assert "its call carried no idempotency key" in why
 
 
@@ -274,7 +277,7 @@ def test_crash_points_without_a_hold_point_is_not_applicable(tmp_path: Path) -> 
     proc, report = contract(tmp_path, target("keyed"), "--only", "crash_points")
     assert proc.returncode == 0, proc.stderr
     assert verdicts(report) == {"crash_points": "not_applicable"}
-    assert report["checks"][0]["why"].startswith("no hold point: the target neither writes to the harness's")
+    assert report["checks"][0]["why"].startswith("no hold point: the target neither reaches the harness's")
     assert not list((tmp_path / "r").glob("*/crash_points"))  # nothing was started for it
 
 

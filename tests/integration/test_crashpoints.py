@@ -383,8 +383,8 @@ def test_an_image_is_held_and_killed_at_its_commit(
     tmp_path: Path, postgres_server: None, docker_image: str
 ) -> None:
     data = on_image(docker_image)
-    found = crashpoints(data, tmp_path, only=["db_commit#1", "db_commit#2"])
-    assert table(found) == {"db_commit#1": {"duplicate": 1}, "db_commit#2": {"exactly_once": 1}}
+    found = crashpoints(data, tmp_path, only=["db_commit#2", "db_commit#3"])
+    assert table(found) == {"db_commit#2": {"duplicate": 1}, "db_commit#3": {"exactly_once": 1}}
     assert everything_proven(found)
     assert not [c for c in labelled_containers() if c.startswith(f"mcp-chaos-{found.run_dir.name}-")]
 
