@@ -31,7 +31,9 @@ a read that no longer contradicts is confirmed by the next one; that read is
 recorded (``rereads``). A store that really lost the effects reads the same every
 time: when every re-read agrees with the first, it is recorded as it is. Anything
 else is recorded ``unstable``, which the auditor takes as evidence of nothing,
-never as "seen nothing".
+never as "seen nothing". A read of a JSON-lines store with lines that did not parse
+is recorded ``torn``: what it saw was there, what it did not see may have been in
+the part being written.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from harness.audit.effects import count_effects
 from harness.errors import HarnessError
@@ -48,8 +51,18 @@ from harness.final_read import read_live
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, excerpt
 from harness.wiring import TargetWiring
 
-Reader = Callable[[], Awaitable[Counter[str]]]
-"""Reads the effect source now: effects per marker."""
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One look at the effect source: effects per marker, and whether it was caught mid-write."""
+
+    counts: Counter[str]
+    torn: bool = False
+    """Lines of a JSON-lines store did not parse: a rewrite in progress (its absences prove nothing)."""
+
+
+Reader = Callable[[], Awaitable[Sample]]
+"""Reads the effect source now."""
 
 
 def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
@@ -57,9 +70,11 @@ def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
     event loop), live sources as the final read reads them."""
     effects, run_dir = wiring.scenario.audit.effects, wiring.run_dir
 
-    async def read() -> Counter[str]:
+    async def read() -> Sample:
         if not effects.collected_at_end:
-            return await asyncio.to_thread(count_effects, effects, run_dir)
+            torn: list[int] = []
+            counts = await asyncio.to_thread(partial(count_effects, effects, run_dir, torn=torn))
+            return Sample(counts, bool(torn))
         counts, _ = await read_live(
             effects,
             run_dir,
@@ -69,7 +84,7 @@ def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
             postgres_url=wiring.postgres.url if wiring.postgres else None,
             namespace=namespace,
         )
-        return counts
+        return Sample(counts)
 
     return read
 
@@ -89,6 +104,7 @@ class _Read:
     took_s: float
     rereads: int = 0
     unstable: bool = False
+    torn: bool = False
 
 
 def total(seen: SeenEffects) -> int:
@@ -161,18 +177,20 @@ class Checkpoints:
         took = first.took_s + second.took_s
         if second.seen is None:
             return _Read(None, second.error, took)
-        return _Read(first.seen.join(second.seen), None, took)
+        return _Read(first.seen.join(second.seen), None, took, torn=first.torn or second.torn)
 
     async def _sample(self) -> _Read:
         started = time.monotonic()
         error: str | None = None
         seen: SeenEffects | None = None
+        torn = False
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
-                counts = await self._read_source()
+                sample = await self._read_source()
+                torn = sample.torn
                 # A million markers take a second to pack: not on the event loop the driver runs on.
-                seen = await asyncio.to_thread(SeenEffects.of, counts, self.namespace, self.intents)
+                seen = await asyncio.to_thread(SeenEffects.of, sample.counts, self.namespace, self.intents)
         except HarnessError as exc:
             error = exc.message
         except Exception as exc:  # a checkpoint is evidence, never a reason for the run to fail
@@ -181,7 +199,7 @@ class Checkpoints:
                 if deadline.expired()
                 else excerpt(f"{type(exc).__name__}: {exc}")
             )
-        return _Read(seen, error, time.monotonic() - started)
+        return _Read(seen, error, time.monotonic() - started, torn=torn)
 
     def _contradicts(self, seen: SeenEffects, acknowledged: int) -> bool:
         """Whether a read says what the run knows cannot be so: effects gone with no pod fault since the
@@ -212,9 +230,9 @@ class Checkpoints:
             previous = seen[-1]
             seen.append(taken.seen)
             if taken.seen == previous and not self._contradicts(taken.seen, acknowledged):
-                return _Read(taken.seen, None, took, again)
-        if all(s == first.seen for s in seen):
-            return _Read(first.seen, None, took, REREADS)  # the same every time: what the store holds
+                return _Read(taken.seen, None, took, again, torn=taken.torn)
+        if all(s == first.seen for s in seen):  # the same every time: what the store holds
+            return _Read(first.seen, None, took, REREADS, torn=first.torn)
         return _Read(seen[-1], None, took, REREADS, unstable=True)
 
     def _record(self, when: CheckpointWhen, pod: str, fault_seq: int, taken: _Read) -> None:
@@ -222,6 +240,8 @@ class Checkpoints:
         steady: dict[str, object] = {"rereads": taken.rereads} if taken.rereads else {}
         if taken.unstable:
             steady["unstable"] = True
+        if taken.torn:
+            steady["torn"] = True
         self.history.emit(
             EventType.EFFECTS_CHECKPOINT,
             when=when,

@@ -30,6 +30,7 @@ import asyncio
 import hashlib
 import itertools
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class Driver:
         dispatch_gate: asyncio.Event | None = None,
         balancer: Balancer | None = None,
         enough: Callable[[], bool] | None = None,
+        on_attempt: Callable[[Outcome, float], None] | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -107,6 +109,10 @@ class Driver:
         self.enough = enough
         """Asked before each intent starts: True when what the run is for is done (an exploration's plan
         has been tried); the intents left are then not started."""
+        self.on_attempt = on_attempt
+        """Told each attempt's outcome and how long it took (the liveness watch)."""
+        self.stopped: str | None = None
+        """Why the run stopped starting intents and retrying (:meth:`stop`)."""
         self.stats = DriverStats(planned=len(workload))
         self.deadline_hit = False
         self._rng = random.Random(f"{seed}:driver")
@@ -117,6 +123,10 @@ class Driver:
     def attempt_of(self, request_id: object) -> tuple[int, int] | None:
         """(intent, attempt) of a request the driver has in flight: how the fault proxy knows its target."""
         return self._in_flight.get(request_id) if isinstance(request_id, int) else None
+
+    def stop(self, reason: str) -> None:
+        """Start no more intents and retry no more: each intent in flight ends after its attempt."""
+        self.stopped = reason
 
     def _past_deadline(self) -> bool:
         if self.deadline_s is not None and self.history.now() >= self.deadline_s:
@@ -141,7 +151,7 @@ class Driver:
         while True:
             if gate is not None and not gate.is_set():
                 await gate.wait()
-            if self.enough is not None and self.enough():
+            if self.stopped is not None or (self.enough is not None and self.enough()):
                 return
             intent = next(self._intents, None)
             if intent is None or self._past_deadline():
@@ -197,6 +207,7 @@ class Driver:
             stats.attempts += 1
             stats.in_flight += 1
             self._in_flight[request_id] = (intent.index, attempt)
+            sent = time.monotonic()
             try:
                 res = await client.call_tool(
                     self.workload.tool,
@@ -212,6 +223,8 @@ class Driver:
                 stats.in_flight -= 1
                 del self._in_flight[request_id]
             self._record(intent, attempt, request_id, res)
+            if self.on_attempt is not None:
+                self.on_attempt(res.outcome, time.monotonic() - sent)
             if res.outcome is Outcome.INPUT_REQUIRED:
                 questions += 1
                 assert res.result is not None
@@ -233,6 +246,9 @@ class Driver:
                 status = IntentStatus.REJECTED
                 break
             if charged >= policy.max_attempts or self._past_deadline():
+                break
+            if self.stopped is not None:
+                reason = f"the run stopped: {self.stopped}"
                 break
             await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, charged or 1, self._rng)))
         stats.finished += 1

@@ -32,7 +32,7 @@ attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (
                    MESSAGE_LIMIT), reads_as_failure (true when that text says the call failed:
                    :func:`harness.replies.reads_as_failure`)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
-                   the server's questions]
+                   the server's questions, or retrying: the run stopped]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
 pod_ready          pod, pid, after_s
 pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
@@ -66,6 +66,10 @@ crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashp
                    pod was killed there
 crash_plan         planned, skipped, deferred (each a list of {path, labels}): an exploration's plan
                    as it grew; skipped: points of the clean call beyond max_points
+pod_unavailable    pod, ready_seq (its restart's pod_ready), for_s, failed (attempts), bound_s, locks
+                   (lock-like files in the data directory since the last answer before the fault),
+                   message (the pod log's last lines): back from a fault, it answered no call for
+                   bound_s (``harness.liveness``); the run stops
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """
@@ -109,6 +113,7 @@ class EventType(enum.StrEnum):
     BALANCER_RETRY = "balancer_retry"
     CRASH_POINT = "crash_point"
     CRASH_PLAN = "crash_plan"
+    POD_UNAVAILABLE = "pod_unavailable"
     RUN_ENDED = "run_ended"
 
 
@@ -234,6 +239,9 @@ class RunStatus(enum.StrEnum):
     COMPLETED = "completed"
     DEADLINE = "deadline"
     """``workload.max_duration_s`` came before every intent had started."""
+    STOPPED = "stopped"
+    """A pod back from a fault answered no call for ``target.unavailable_after_s`` (``pod_unavailable``):
+    the intents left were not started."""
     INTERRUPTED = "interrupted"
     FAILED = "failed"
     UNFINISHED = "unfinished"

@@ -43,6 +43,7 @@ from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.history import EventType, HistoryWriter, Outcome, RunStatus
+from harness.liveness import Liveness
 from harness.pods.factory import require_env_refs
 from harness.report.files import audit_and_report
 from harness.report.live import LiveStatus, Snapshot
@@ -176,9 +177,14 @@ class _Run:
             else None
         )
         """Reads of the effect source before each pod fault and after each restart (``audit.checkpoints``)."""
-        if self.checkpoints is not None:
-            for supervisor in self.supervisors:
-                supervisor.on_restart = self.checkpoints.after_restart
+        self.liveness = Liveness(
+            self.supervisors,
+            self.history,
+            after_s=scenario.target.unavailable_after_s,
+            data_dir=run_dir / rundir.DATA,
+        )
+        for supervisor in self.supervisors:
+            supervisor.on_restart = self._restarted
         self.injector = Injector(
             self.schedule,
             self.supervisors,
@@ -210,6 +216,12 @@ class _Run:
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
+
+    def _restarted(self, pod: str, ready_seq: int) -> None:
+        """A pod that died is ready again: the liveness watch starts over, a checkpoint read is taken."""
+        self.liveness.restarted(pod, ready_seq)
+        if self.checkpoints is not None:
+            self.checkpoints.after_restart(pod, ready_seq)
 
     def _attempt_of(self, request_id: object) -> tuple[int, int] | None:
         return None if self.driver is None else self.driver.attempt_of(request_id)
@@ -269,6 +281,7 @@ class _Run:
             dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
             enough=self.wiring.holds.exhausted if self.wiring.holds is not None else None,
+            on_attempt=self.liveness.attempt,
         )
         self.injector.load = driver.stats
         if self.checkpoints is not None:
@@ -280,6 +293,8 @@ class _Run:
             stack.callback(live.finish)
             stack.callback(lambda: live.show(self._snapshot(driver)))  # where the driver got to
             stack.push_async_callback(_finish, asyncio.create_task(live.run(lambda: self._snapshot(driver))))
+        watching = asyncio.create_task(self.liveness.watch(driver.stop))
+        stack.push_async_callback(_finish, watching)
         driving = asyncio.create_task(driver.run())
         # The driver first: after Ctrl-C it must not go on making attempts during teardown.
         stack.push_async_callback(_finish, driving)
@@ -290,7 +305,9 @@ class _Run:
             await _finish(driving)
             self._supervise.result()
         driving.result()
-        if driver.deadline_hit:
+        if driver.stopped is not None:
+            self.status, self.reason = RunStatus.STOPPED, driver.stopped
+        elif driver.deadline_hit:
             self.status = RunStatus.DEADLINE
             self.reason = f"workload.max_duration_s={self.scenario.workload.max_duration_s:g} reached"
         else:

@@ -564,6 +564,47 @@ class FailureReplies:
 
 
 @dataclass(frozen=True, slots=True)
+class Unavailable:
+    """A pod back from a fault that answered no call (``pod_unavailable``): the run stopped on it."""
+
+    seq: int
+    t: float
+    pod: str
+    ready_seq: int
+    """Its restart's ``pod_ready``: the pod fault before it is what it did not recover from."""
+    for_s: float
+    failed: int
+    locks: list[str]
+    log: str
+    """The pod log's last lines when it was found (redacted, cut)."""
+
+
+class Unavailability:
+    """Pods found unavailable after a fault (``harness.liveness``); fills ``Fold.unavailable``."""
+
+    def __init__(self) -> None:
+        self.found: list[Unavailable] = []
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {EventType.POD_UNAVAILABLE: self.unavailable}
+
+    def unavailable(self, ev: Event) -> None:
+        locks = ev.get("locks")
+        self.found.append(
+            Unavailable(
+                seq=int(ev.get("seq", -1)),
+                t=float(ev["t"]),
+                pod=str(ev.get("pod", "")),
+                ready_seq=int(ev.get("ready_seq", -1)),
+                for_s=float(ev.get("for_s", 0.0)),
+                failed=int(ev.get("failed", 0)),
+                locks=[str(x) for x in locks] if isinstance(locks, list) else [],
+                log=str(ev.get("message") or ""),
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointRead:
     """One read of the effect source during the run (``effects_checkpoint``), kept compact.
 
@@ -588,6 +629,9 @@ class CheckpointRead:
     took_s: float | None
     unstable: bool = False
     """Its re-reads never agreed (a store caught mid-rewrite): what it saw is evidence of nothing."""
+    torn: bool = False
+    """Lines of the store did not parse (a rewrite in progress): what it saw was there, what it did not
+    see may have been in the part being written."""
 
     @property
     def ok(self) -> bool:
@@ -597,6 +641,11 @@ class CheckpointRead:
     def reliable(self) -> bool:
         """What it saw can be judged by: it succeeded, and it agreed with its re-read where it had one."""
         return self.error is None and not self.unstable
+
+    @property
+    def witness(self) -> bool:
+        """What it did not see can be judged by too: reliable, and of a store that was whole."""
+        return self.reliable and not self.torn
 
     def count(self, i: int) -> int:
         """Effects of intent ``i`` this read saw."""
@@ -644,6 +693,7 @@ class Checkpoints:
                 error=None if error is None else str(error),
                 took_s=float(took) if isinstance(took, int | float) else None,
                 unstable=ev.get("unstable") is True,
+                torn=ev.get("torn") is True,
             )
         )
 

@@ -68,6 +68,7 @@ from harness.audit.accumulators import (
     PodTimeline,
     RunBounds,
     Sessions,
+    Unavailability,
     dispatch,
     fault_label,
     frame_of,
@@ -613,6 +614,7 @@ class _Folder:
         self.bounds = RunBounds()
         self.failing = FailureReplies(self.intents)
         self.checkpoints = Checkpoints()
+        self.unavailability = Unavailability()
         # Intents would size lists to the plan, and StreamFaults looks for attempts in flight: neither
         # is here (the plan is noted in _rare, stream faults are pinned on the attempts below).
         self.others = dispatch(
@@ -625,6 +627,7 @@ class _Folder:
                 self.errors,
                 self.failing,
                 self.checkpoints,
+                self.unavailability,
             )
         )
         self.rule_hits: Counter[int] = Counter()
@@ -682,6 +685,7 @@ class _Folder:
             pod_faults=self.disruptions.downs,
             checkpoints=self.checkpoints.reads,
             failure_replies=self.failing.tallies,
+            unavailable=self.unavailability.found,
         )
 
     def _batch(self, batch: pa.RecordBatch) -> None:

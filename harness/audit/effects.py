@@ -77,13 +77,14 @@ def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: st
     return counts
 
 
-def count_effects(effects: Effects, run_dir: Path) -> Counter[str]:
-    """Effects per marker, as counted by the scenario's effect source."""
+def count_effects(effects: Effects, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
+    """Effects per marker, as counted by the scenario's effect source; ``torn`` collects the numbers of
+    the lines of a JSON-lines store that did not parse (a write caught half done)."""
     if effects.sink is not None:
         return count_sink_effects(run_dir)
     if effects.jsonl is not None:
         path = Path(resolve_path(effects.jsonl.path, run_dir))
-        return count_jsonl(path, effects.jsonl.marker_field, f"audit.effects.jsonl.path {path}")
+        return count_jsonl(path, effects.jsonl.marker_field, f"audit.effects.jsonl.path {path}", torn=torn)
     if effects.files is not None:
         directory = Path(resolve_path(effects.files.dir, run_dir))
         return count_files(directory, effects.files.pattern, effects.files.marker_in)
@@ -121,12 +122,15 @@ def count_sink_effects(run_dir: Path) -> Counter[str]:
     return count_jsonl(path, "marker", str(path), skip="replay")
 
 
-def count_jsonl(path: Path, marker_field: str, where: str, *, skip: str | None = None) -> Counter[str]:
+def count_jsonl(
+    path: Path, marker_field: str, where: str, *, skip: str | None = None, torn: list[int] | None = None
+) -> Counter[str]:
     """One effect per JSON line, of the marker in ``marker_field``.
 
     A writer killed mid-line leaves a torn line; the next writer appends to it, so
     the line holds the torn start and then a whole record. The whole record is
     counted, the torn part is not (it never became an effect anyone could see).
+    ``torn`` collects the numbers of such lines: a read of a file being rewritten.
     """
     if path.is_dir():
         raise AuditError(f"{where} is a directory; name the JSON-lines file the target writes")
@@ -141,6 +145,8 @@ def count_jsonl(path: Path, marker_field: str, where: str, *, skip: str | None =
                 continue
             record = _record(raw)
             if record is None:  # torn: count the whole record appended to it, if there is one
+                if torn is not None:
+                    torn.append(number)
                 record = _appended_record(raw)
                 if record is None:
                     continue

@@ -1,8 +1,9 @@
 """The headline: the worst finding of a run first, in one sentence, then the others.
 
-Severity order: ``lost`` (acknowledged, and gone), ``applied_despite_error``
-(refused, and done), ``duplicate`` (done twice), then an inconclusive run (it did
-not test what it planned). A run with none of them is "exactly once: N of N".
+Severity order: ``unavailable`` (a pod back from a fault that answered no call:
+it needs a person, and the run stopped on it), ``lost`` (acknowledged, and gone),
+``applied_despite_error`` (refused, and done), ``duplicate`` (done twice), then an
+inconclusive run (it did not test what it planned). A run with none of them is "exactly once: N of N".
 Every renderer prints :attr:`Summary.headline` first, so a report can never say
 "duplicates: 0" above a run that lost half of its writes.
 """
@@ -18,6 +19,11 @@ from harness.history import Verdict
 SEVERITY = (Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR, Verdict.DUPLICATE)
 """Findings about the server, worst first; an inconclusive run comes after them."""
 INCONCLUSIVE = "inconclusive"
+UNAVAILABLE = "unavailable"
+UNAVAILABLE_FIX = (
+    "a person has to recover it; remove stale locks at start-up (the process that held one is gone), "
+    "or take locks that die with their process (flock, or a lock file with the holder's PID checked)"
+)
 EXACTLY_ONCE = Verdict.EXACTLY_ONCE.value
 
 WHAT = {
@@ -49,7 +55,8 @@ class Finding:
     """One finding of a run: what, how many, how sure, and why (its causes)."""
 
     kind: str
-    """``lost``, ``applied_despite_error``, ``duplicate``, ``inconclusive`` or ``exactly_once``."""
+    """``unavailable``, ``lost``, ``applied_despite_error``, ``duplicate``, ``inconclusive`` or
+    ``exactly_once``."""
     count: int
     rate: Rate
     causes: dict[str, int]
@@ -68,13 +75,29 @@ def findings(
     causes: Mapping[Verdict, Mapping[str, int]],
     inconclusive: Sequence[str],
     context: str,
+    *,
+    unavailable: Sequence[str] = (),
+    not_started: int = 0,
 ) -> list[Finding]:
     """Every finding of a run, worst first; the all-clear when there is none.
 
     ``context`` (``with 8 kills, 8 pod exits``) ends the first sentence, as it tells what
-    the counts were measured under.
+    the counts were measured under. ``unavailable``: a sentence per pod found so, first of all;
+    ``not_started``: the intents the run did not start (it stopped on it).
     """
     found: list[Finding] = []
+    started = rates[Verdict.EXACTLY_ONCE].n
+    if unavailable:
+        stopped = f"; the run stopped: {not_started} intents not started" if not_started else ""
+        found.append(
+            Finding(
+                UNAVAILABLE,
+                len(unavailable),
+                Rate(0, started),
+                {},
+                "UNAVAILABLE: " + "; ".join(unavailable) + stopped + f". Fix: {UNAVAILABLE_FIX}",
+            )
+        )
     for verdict in SEVERITY:
         count = verdicts.get(verdict, 0)
         if count:
@@ -83,7 +106,6 @@ def findings(
             found.append(
                 Finding(verdict.value, count, rates[verdict], why, sentence + f"; causes: {_causes(why)}")
             )
-    started = rates[Verdict.EXACTLY_ONCE].n
     if inconclusive:
         found.append(
             Finding(
@@ -109,6 +131,6 @@ def findings(
 
 def also(finding: Finding) -> str:
     """A finding after the headline, shorter: ``also: 13 duplicate ...``."""
-    if finding.kind == INCONCLUSIVE:
+    if finding.kind in (INCONCLUSIVE, UNAVAILABLE):
         return "also: " + finding.sentence
     return f"also: {finding.kind}: {_rate(finding.rate)}; causes: {_causes(finding.causes)}"

@@ -49,6 +49,8 @@ from harness.audit.accumulators import (
     RunBounds,
     Sessions,
     StreamFaults,
+    Unavailability,
+    Unavailable,
     dispatch,
 )
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
@@ -112,6 +114,8 @@ class Fold:
     """Reads of the effect source during the run (``effects_checkpoint``), in order."""
     failure_replies: dict[str, ErrorTally] = field(default_factory=dict)
     """Reply shape -> tally, of ok replies whose text reads as a failure."""
+    unavailable: list[Unavailable] = field(default_factory=list)
+    """Pods that came back from a fault and answered no call (``pod_unavailable``): the run stopped."""
 
 
 TIMES = (float, int)
@@ -138,9 +142,22 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "
     bounds = RunBounds()
     failing = FailureReplies(intents)
     checkpoints = Checkpoints()
+    unavailability = Unavailability()
     # The order handlers of one event type run in; run_started: the run, then its size.
     others = dispatch(
-        (bounds, intents, plan, timeline, disruptions, streams, sessions, errors, failing, checkpoints)
+        (
+            bounds,
+            intents,
+            plan,
+            timeline,
+            disruptions,
+            streams,
+            sessions,
+            errors,
+            failing,
+            checkpoints,
+            unavailability,
+        )
     )
 
     # Local names for everything the hot path touches (a local is far cheaper than an attribute).
@@ -278,6 +295,7 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "
         pod_faults=disruptions.downs,
         checkpoints=checkpoints.reads,
         failure_replies=failing.tallies,
+        unavailable=unavailability.found,
     )
 
 

@@ -10,12 +10,13 @@ Per verdict (duplicate, lost, applied_despite_error), the first that applies:
 ``expect`` (fails when absent), a threshold (``max_duplicates``,
 ``max_duplicate_rate``, ``max_lost``: fails above it), ``fail_on`` (fails on one
 intent; unset: every finding), else not gated. An inconclusive run fails unless
-``allow_inconclusive``.
+``allow_inconclusive``; a pod that answered no call after a fault (unavailable) fails
+unless ``fail_on`` leaves it out.
 """
 
 from __future__ import annotations
 
-from harness.audit.findings import INCONCLUSIVE, SEVERITY
+from harness.audit.findings import INCONCLUSIVE, SEVERITY, UNAVAILABLE
 from harness.audit.summary import GateCheck, GateResult, Summary
 from harness.history import Verdict
 from harness.scenario import Gate
@@ -67,10 +68,21 @@ def _check(gate: Gate, verdict: Verdict, count: int, started: int) -> GateCheck:
     return GateCheck(name, PASSED, f"no {name} (not gated: fail_on does not list it)")
 
 
+def _unavailable(gate: Gate, summary: Summary) -> GateCheck:
+    found = len(summary.unavailable)
+    if not found:
+        return GateCheck(UNAVAILABLE, PASSED, "every pod answered calls again after its restarts")
+    what = "; ".join(u.sentence for u in summary.unavailable)
+    if UNAVAILABLE in gate.failing:
+        return GateCheck(UNAVAILABLE, FAILED, f"unavailable: {what}")
+    return GateCheck(UNAVAILABLE, NOT_GATED, f"unavailable, not gated (fail_on does not list it): {what}")
+
+
 def evaluate_gate(gate: Gate, summary: Summary) -> GateResult:
     """Every finding judged by the gate, worst first; passed when none failed."""
     started = summary.intents.started
-    checks = [_check(gate, v, summary.verdicts[v], started) for v in SEVERITY]
+    checks = [_unavailable(gate, summary)]
+    checks += [_check(gate, v, summary.verdicts[v], started) for v in SEVERITY]
     if not summary.inconclusive:
         checks.append(GateCheck(INCONCLUSIVE, PASSED, "the run tested what it planned"))
     elif gate.allow_inconclusive:

@@ -144,6 +144,31 @@ class EffectCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class UnavailableRow:
+    """A pod that came back from a fault and answered no call: it needs a person to recover it."""
+
+    pod: str
+    after: str
+    """The pod fault it did not recover from (``crash#1 pod-0 @3.10s``), or ``a restart``."""
+    for_s: float
+    failed: int
+    """Attempts that got no answer in that time."""
+    locks: list[str]
+    """Lock-like files written in its data directory since the last answer before the fault."""
+    log: str
+    """The pod log's last lines when it was found."""
+
+    @property
+    def sentence(self) -> str:
+        held = f"; lock-like files since the fault: {', '.join(self.locks[:5])}" if self.locks else ""
+        said = f"; its log ends: {self.log!r}" if self.log else ""
+        return (
+            f"{self.pod} was up again after {self.after} and answered none of {self.failed} calls in "
+            f"{self.for_s:.0f}s{held}{said}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointCounts:
     """Reads of the effect source during the run, and what they showed."""
 
@@ -222,6 +247,8 @@ class Summary:
     """Error-looking pod log lines around the pod faults."""
     control: ControlComparison | None = None
     """The control run (the same workload with no fault) beside this one, when the run had one."""
+    unavailable: list[UnavailableRow] = field(default_factory=list)
+    """Pods back from a fault that answered no call (the run stopped on the first)."""
 
     @property
     def headline(self) -> Finding:
@@ -386,6 +413,15 @@ def _context(faults: list[FaultRow], exits: int, crashes: int) -> str:
     return f"with {text}, {exits} pod exits{crashed}"
 
 
+def _unavailable(fold: Fold) -> list[UnavailableRow]:
+    rows = []
+    for found in fold.unavailable:
+        before = [f for f in fold.pod_faults if f.pod == found.pod and f.seq < found.ready_seq]
+        after = before[-1].label() if before else "a restart"
+        rows.append(UnavailableRow(found.pod, after, found.for_s, found.failed, found.locks, found.log))
+    return rows
+
+
 def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenario, run_dir: Path) -> Summary:
     """The summary of a judged run (``tally``: its judged intents, added up)."""
     started = tally.started
@@ -398,6 +434,7 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
     total_attempts = tally.attempts
     by_outcome = {o: tally.outcomes[o] for o in Outcome}
     ended = fold.ended or {}
+    unavailable = _unavailable(fold)
     return Summary(
         run_id=str(fold.run.get("run_id", run_dir.name)),
         started_at=str(fold.run.get("started_at", "")),
@@ -442,7 +479,13 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
         errors=_errors(fold.errors.values()),
         effects=effects,
         findings=findings(
-            verdicts, rates, causes, inconclusive, _context(faults, fold.pod_exits, fold.crashes)
+            verdicts,
+            rates,
+            causes,
+            inconclusive,
+            _context(faults, fold.pod_exits, fold.crashes),
+            unavailable=[u.sentence for u in unavailable],
+            not_started=max(0, int(fold.run.get("intents", scenario.workload.intents)) - started),
         ),
         causes=causes,
         checkpoints=CheckpointCounts(
@@ -453,4 +496,5 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
         ),
         replies_as_failure=sum(t.count for t in fold.failure_replies.values()),
         failure_replies=_errors(fold.failure_replies.values()),
+        unavailable=unavailable,
     )

@@ -29,8 +29,10 @@ otherwise. What shows the server lost it by itself is no pod fault after the
 acknowledgement at all, or a read after it and before the next pod fault that
 found work started after it and not it (the store kept later writes and not this
 one: a lost update). A read that found nothing later shows only that the write was
-not durable yet (a server that saves later, a file caught mid-rewrite). A read
-whose re-reads never agreed (``unstable``) is evidence of nothing, here and above.
+not durable yet (a server that saves later), and one of a store caught mid-write
+(``torn``: lines that did not parse) may have missed it in the part being written.
+A read whose re-reads never agreed (``unstable``) is evidence of nothing, here and
+above.
 """
 
 from __future__ import annotations
@@ -152,7 +154,7 @@ def lost_across(
     next_t = np.where(after, fault_t[np.minimum(first, len(pod_faults) - 1)], np.inf)
     absent = np.zeros(n, dtype=bool)
     for read in reads:
-        if not read.reliable:
+        if not read.witness:
             continue
         between = after & (read.t > ack_t) & (read.t <= next_t) & (intents < highest_seen(read))
         if between.any():

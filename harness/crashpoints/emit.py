@@ -28,7 +28,7 @@ from typing import Any
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.scenario import Scenario, parse_scenario
 
-FAIL_ON = ["duplicate", "lost", "applied_despite_error", "inconclusive"]
+FAIL_ON = ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
 
 
 def reproducer_name(result: PointResult) -> str:

@@ -153,7 +153,9 @@ def render(
                 "reported as not gated.",
             ]
         ),
-        _section("gate", {"fail_on": ["duplicate", "lost", "applied_despite_error", "inconclusive"]}),
+        _section(
+            "gate", {"fail_on": ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]}
+        ),
     ]
     return "".join(parts)
 

@@ -1,11 +1,12 @@
 """``gate``: which findings turn a run into a failing exit code (1), for CI.
 
 Without a ``gate`` (or one without ``fail_on``) every finding fails the run: a
-duplicate, a lost intent, an effect applied despite an error, and an inconclusive
-run. A threshold replaces zero tolerance for its verdict only, ``expect`` turns a
-finding into a canary, and ``allow_inconclusive`` is the only way an inconclusive
-run passes. A ``fail_on`` that leaves a finding out is the user's choice, and the
-report says what it let through.
+pod that answered no call after a fault (unavailable), a duplicate, a lost intent,
+an effect applied despite an error, and an inconclusive run. A threshold replaces
+zero tolerance for its verdict only, ``expect`` turns a finding into a canary, and
+``allow_inconclusive`` is the only way an inconclusive run passes. A ``fail_on``
+that leaves a finding out is the user's choice, and the report says what it let
+through.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from pydantic import Field, model_validator
 from harness.scenario.section import Section
 
 GatedVerdict = Literal["duplicate", "lost", "applied_despite_error"]
-FailOn = Literal["duplicate", "lost", "applied_despite_error", "inconclusive"]
-DEFAULT_FAIL_ON: tuple[FailOn, ...] = ("duplicate", "lost", "applied_despite_error", "inconclusive")
+FailOn = Literal["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
+DEFAULT_FAIL_ON: tuple[FailOn, ...] = (
+    "unavailable",
+    "duplicate",
+    "lost",
+    "applied_despite_error",
+    "inconclusive",
+)
 
 
 class Gate(Section):

@@ -123,6 +123,10 @@ class TargetSpec(Section):
     stop_timeout_s: float = Field(default=5.0, gt=0, le=120)
     restart_delay_s: float = Field(default=0.5, ge=0, le=600)
     """After the pod dies (killed or crashed), wait this long before starting it again."""
+    unavailable_after_s: float = Field(default=20.0, gt=0, le=3600)
+    """How long a pod back from a fault may answer no call (every attempt timing out or failing) before
+    it is ``unavailable``: a finding, and the run stops starting intents. At least five times the
+    slowest call answered before, so a slow server is not called wedged."""
     max_restarts: int = Field(default=100, ge=0, le=100_000)
     """A pod that needs more restarts than this in one run fails the run (a crash loop)."""
     replicas: int = Field(default=1, ge=1, le=16)

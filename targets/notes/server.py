@@ -32,12 +32,17 @@ NOTES_FLAW          none (default): each change under one lock, the file replace
                     racy_ids           a note's id is read from a shared counter before the work
                                        and the counter moved on after it: concurrent adds get
                                        the same id, and the later overwrites the earlier
+                    stale_lock         every save holds a lock file (NOTES_FILE.lock, created
+                                       exclusively, removed after the save), and a change waits
+                                       for a lock file it finds, for ever: a kill mid-save
+                                       leaves the lock, and after the restart every call hangs
 NOTES_WORK_MS       work per change, in milliseconds (default 2): between loading and saving
                     (lost_update, racy_ids), or between the halves of a rewrite (torn_file)
 NOTES_FAIL_EVERY    error_as_success: which adds fail (default 10: the 10th, 20th, ...)
 NOTES_FAILPOINT     mid_write@N[:F]: at the N-th save (1-based, this process), write the
                     fraction F (default 0.9) of the file's bytes in place, then SIGKILL this
-                    process: a deterministic torn file (torn_file only)
+                    process: a deterministic torn file (torn_file); with stale_lock, take the
+                    lock and SIGKILL this process: a deterministic stale lock
 NOTES_ERRORS        structured (default): a refusal is isError with structuredContent
                     {code, retryable, recovery} | tool_error: raised as the SDK teaches
                     (ToolError with a JSON body), so the text reads
@@ -68,7 +73,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-FLAWS = ("none", "lost_update", "torn_file", "error_as_success", "racy_ids")
+FLAWS = ("none", "lost_update", "torn_file", "error_as_success", "racy_ids", "stale_lock")
 
 
 class ConfigError(Exception):
@@ -121,8 +126,8 @@ class Config:
             raise ConfigError("PORT must be set to a port number for NOTES_TRANSPORT=http")
         if work_s < 0 or fail_every < 1:
             raise ConfigError("NOTES_WORK_MS must be >= 0 and NOTES_FAIL_EVERY >= 1")
-        if db_path and flaw == "torn_file":
-            raise ConfigError("NOTES_FLAW=torn_file rewrites a file in place; it has no --db-path store")
+        if db_path and flaw in ("torn_file", "stale_lock"):
+            raise ConfigError(f"NOTES_FLAW={flaw} is a flaw of the file store; it has no --db-path store")
         return cls(
             file=Path(file),
             db_path=Path(db_path) if db_path else None,
@@ -144,8 +149,8 @@ def _failpoint(text: str | None, flaw: str) -> tuple[int, float] | None:
     count, _, fraction = rest.partition(":")
     if point != "mid_write" or not count.isdigit() or int(count) < 1:
         raise ConfigError(f"NOTES_FAILPOINT={text!r}: use mid_write@N or mid_write@N:FRACTION")
-    if flaw != "torn_file":
-        raise ConfigError("NOTES_FAILPOINT=mid_write needs NOTES_FLAW=torn_file (only it writes in place)")
+    if flaw not in ("torn_file", "stale_lock"):
+        raise ConfigError("NOTES_FAILPOINT=mid_write needs NOTES_FLAW=torn_file or stale_lock")
     try:
         share = float(fraction) if fraction else 0.9
     except ValueError:
@@ -197,6 +202,32 @@ class NoteFile:
         if self.config.flaw == "torn_file":
             await self._rewrite_in_place(lines)
             return
+        if self.config.flaw == "stale_lock":
+            await self._locked_save(lines)
+            return
+        self._replace(lines)
+
+    async def _locked_save(self, lines: list[str]) -> None:
+        """The flaw: a lock file no start-up removes and nothing tells a dead holder from a live one."""
+        lock = self.path.with_name(self.path.name + ".lock")
+        while True:
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                break
+            except FileExistsError:
+                print(f"notes: waiting for {lock.name} (another save holds it)", file=sys.stderr, flush=True)
+                await asyncio.sleep(0.5)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        failpoint = self.config.failpoint
+        if failpoint is not None and self.saves == failpoint[0]:
+            die()
+        if self.config.work_s:
+            await asyncio.sleep(self.config.work_s)
+        self._replace(lines)
+        os.unlink(lock)
+
+    def _replace(self, lines: list[str]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             f.writelines(lines)

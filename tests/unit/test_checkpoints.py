@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.checkpoints import Checkpoints, Reader
+from harness.checkpoints import Checkpoints, Reader, Sample
 from harness.errors import AuditError, HistoryError, ScenarioError
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, read_history
 from harness.scenario import parse_scenario
@@ -115,8 +116,8 @@ def reads(tmp_path: Path, read: Reader, timeout_s: float = 5.0) -> list[dict[str
 
 
 def test_reads_are_recorded_with_what_they_belong_to(tmp_path: Path) -> None:
-    async def read() -> Counter[str]:
-        return Counter({marker(3): 1, marker(4): 2, "elsewhere": 1})
+    async def read() -> Sample:
+        return Sample(Counter({marker(3): 1, marker(4): 2, "elsewhere": 1}))
 
     before, after = reads(tmp_path, read)
     assert (before["when"], before["pod"]) == (CheckpointWhen.BEFORE_FAULT, "pod-0")
@@ -131,7 +132,7 @@ def test_reads_are_recorded_with_what_they_belong_to(tmp_path: Path) -> None:
 
 
 def test_a_failing_read_is_recorded_not_raised(tmp_path: Path) -> None:
-    async def read() -> Counter[str]:
+    async def read() -> Sample:
         raise AuditError("audit query failed on x.db: no such table: invoices")
 
     events = reads(tmp_path, read)
@@ -140,7 +141,7 @@ def test_a_failing_read_is_recorded_not_raised(tmp_path: Path) -> None:
 
 
 def test_a_bug_in_a_read_is_recorded_too(tmp_path: Path) -> None:
-    async def read() -> Counter[str]:
+    async def read() -> Sample:
         raise ValueError("invalid literal for int() with base 10: 'x'\nand more")
 
     events = reads(tmp_path, read)
@@ -148,7 +149,7 @@ def test_a_bug_in_a_read_is_recorded_too(tmp_path: Path) -> None:
 
 
 def test_a_read_past_its_time_is_abandoned(tmp_path: Path) -> None:
-    async def read() -> Counter[str]:
+    async def read() -> Sample:
         await asyncio.Event().wait()  # a source that never answers
         raise AssertionError("unreachable")
 
@@ -160,7 +161,7 @@ def test_a_read_still_running_at_the_end_is_recorded_as_abandoned(tmp_path: Path
     path = tmp_path / "history.jsonl"
     started = asyncio.Event()
 
-    async def read() -> Counter[str]:
+    async def read() -> Sample:
         started.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
@@ -188,10 +189,10 @@ def scripted(*answers: dict[int, int]) -> tuple[Reader, list[int]]:
     """A source that answers these, one sample after another (the last again when they run out)."""
     served: list[int] = []
 
-    async def read() -> Counter[str]:
+    async def read() -> Sample:
         served.append(1)
         answer = answers[min(len(served), len(answers)) - 1]
-        return Counter({marker(i): n for i, n in answer.items()})
+        return Sample(Counter({marker(i): n for i, n in answer.items()}))
 
     return read, served
 
@@ -241,3 +242,18 @@ def test_a_read_whose_re_reads_never_agree_is_unstable(tmp_path: Path) -> None:
     (event,) = steady(tmp_path, read, acknowledged=2)
     assert event["unstable"] is True
     assert event["rereads"] == 3
+
+
+def test_a_read_of_a_store_caught_mid_write_says_so(tmp_path: Path) -> None:
+    """A JSON-lines store with a line that does not parse: the whole records are counted, and the torn
+    line is named (a checkpoint read of it is recorded torn: its absences prove nothing)."""
+    from harness.audit.effects import count_effects
+
+    store = tmp_path / "data" / "notes.jsonl"
+    store.parent.mkdir()
+    store.write_text(json.dumps({"title": marker(0)}) + '\n{"title": "ns1-m00')
+    data = invoice_scenario()
+    data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "title"}}}
+    torn: list[int] = []
+    counts = count_effects(parse_scenario(data).audit.effects, tmp_path, torn=torn)
+    assert (counts, torn) == (Counter({marker(0): 1}), [2])

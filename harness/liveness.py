@@ -1,0 +1,159 @@
+"""Liveness after a crash: a pod that is up again and answers no call is a finding, and ends the run.
+
+A server whose kill left a stale lock (a ``git commit`` cut short leaves
+``.git/index.lock``, a writer its ``.lock`` file) may start, pass its readiness
+check and then answer no call at all: every attempt times out, intents give up
+one by one, and a run of a few seconds grinds for many minutes. That is the
+finding, *unavailable*: a person must recover the server. So the run watches,
+after each restart, whether calls are answered again (a result, a tool error, a
+question: the server's own answer to the call). When none has been for
+``target.unavailable_after_s`` (and at least ``SLOWEST_FACTOR`` times the
+slowest call answered before) while attempts kept failing, it records a
+``pod_unavailable`` event (the pod, since when, the attempts that failed, the
+pod log's last lines, the lock-like files written in its data directory since the
+last answer before the fault) and stops the run: no more intents start, the ones
+in flight end, and the run is audited as any other. Watched over the whole run,
+not per replica: with a balancer, other replicas answering keep it alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.history import EventType, HistoryWriter, Outcome
+from harness.pods.supervisor import Supervisor
+
+ANSWERS = frozenset({Outcome.OK, Outcome.TOOL_ERROR, Outcome.INPUT_REQUIRED})
+"""What the server answers a call it ran: anything else (a timeout, a dropped connection, an HTTP
+error) is an attempt it did not answer."""
+SLOWEST_FACTOR = 5.0
+MIN_FAILED = 2
+"""Failed attempts since the restart before a pod can be called unavailable (one may be unlucky)."""
+TICK_S = 0.25
+LOCKS = ("*.lock", "*.lck", "LOCK", "*-journal", "*.pid", "lockfile")
+"""Names of files that hold a lock (or a transaction in flight) for a process: left behind by a kill,
+they stop the next start."""
+SCAN_LIMIT = 20_000
+"""Entries of the data directory looked at, at most (a store of millions of files is not walked)."""
+LOG_LINES = 20
+"""Of the pod's log, read when it is found unavailable (repeats are said once)."""
+
+
+def lock_files(directory: Path, since_wall: float) -> list[str]:
+    """Lock-like files under ``directory`` changed at or after ``since_wall`` (Unix seconds), as paths
+    relative to it; bounded by ``SCAN_LIMIT``."""
+    found: list[str] = []
+    seen = 0
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            seen += 1
+            if seen > SCAN_LIMIT:
+                return found
+            if not any(fnmatch.fnmatch(name, pattern) for pattern in LOCKS):
+                continue
+            path = Path(root) / name
+            try:
+                if path.stat().st_mtime >= since_wall:
+                    found.append(str(path.relative_to(directory)))
+            except OSError:
+                continue
+    return found
+
+
+def said_once(tail: str) -> str:
+    """A log's last lines with repeats said once (``line (x5)``): a server that waits says so often."""
+    lines: list[tuple[str, int]] = []
+    for line in tail.splitlines():
+        if lines and lines[-1][0] == line:
+            lines[-1] = (line, lines[-1][1] + 1)
+        elif line.strip():
+            lines.append((line, 1))
+    return "\n".join(line if n == 1 else f"{line} (x{n})" for line, n in lines)
+
+
+class Liveness:
+    """Watches that calls are answered after each restart; stops the run once they have not been."""
+
+    def __init__(
+        self,
+        supervisors: Sequence[Supervisor],
+        history: HistoryWriter,
+        *,
+        after_s: float,
+        data_dir: Path,
+    ) -> None:
+        self.supervisors = list(supervisors)
+        self.history = history
+        self.after_s = after_s
+        self.data_dir = data_dir
+        self.slowest_s = 0.0
+        self.unavailable: str | None = None
+        """Why the run stopped, once a pod was found unavailable."""
+        self._answered_t = time.monotonic()
+        self._answered_wall = time.time()
+        self._answered_before_restart_wall = self._answered_wall
+        self._restart: tuple[str, int, float] | None = None
+        """(pod, its pod_ready seq, when) of the last restart no call was answered since."""
+        self._failed = 0
+
+    # -- what the driver and the supervisors tell
+    def attempt(self, outcome: Outcome, took_s: float) -> None:
+        """An attempt ended (the driver's every attempt)."""
+        if outcome in ANSWERS:
+            self._answered_t, self._answered_wall = time.monotonic(), time.time()
+            self.slowest_s = max(self.slowest_s, took_s)
+            self._restart, self._failed = None, 0
+        elif self._restart is not None:
+            self._failed += 1
+
+    def restarted(self, pod: str, ready_seq: int) -> None:
+        """A pod that died is ready again (a supervisor's restart)."""
+        if self._restart is None:
+            self._answered_before_restart_wall = self._answered_wall
+        self._restart = (pod, ready_seq, time.monotonic())
+        self._failed = 0
+
+    @property
+    def bound_s(self) -> float:
+        return max(self.after_s, SLOWEST_FACTOR * self.slowest_s)
+
+    # -- the watch
+    async def watch(self, stop: Callable[[str], None]) -> None:
+        """Until cancelled: check every ``TICK_S``; on the first unavailable pod, record it and ``stop``."""
+        while self.unavailable is None:
+            await asyncio.sleep(TICK_S)
+            self.check(stop)
+
+    def check(self, stop: Callable[[str], None]) -> None:
+        if self._restart is None or self.unavailable is not None or self._failed < MIN_FAILED:
+            return
+        pod, ready_seq, since = self._restart
+        silent_s = time.monotonic() - since
+        supervisor = next((s for s in self.supervisors if s.pod.name == pod), None)
+        if silent_s < self.bound_s or supervisor is None or not supervisor.ready.is_set():
+            return
+        locks = (
+            lock_files(self.data_dir, self._answered_before_restart_wall) if self.data_dir.is_dir() else []
+        )
+        self.history.emit(
+            EventType.POD_UNAVAILABLE,
+            pod=pod,
+            ready_seq=ready_seq,
+            for_s=round(silent_s, 3),
+            failed=self._failed,
+            bound_s=round(self.bound_s, 3),
+            locks=locks,
+            message=said_once(supervisor.pod.log_tail(LOG_LINES)),
+        )
+        held = f"; lock-like files since the fault: {', '.join(locks[:5])}" if locks else ""
+        self.unavailable = (
+            f"{pod} answered no call for {silent_s:.0f}s after its restart ({self._failed} attempts "
+            f"failed){held}"
+        )
+        stop(self.unavailable)
