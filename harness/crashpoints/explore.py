@@ -26,6 +26,7 @@ import math
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -203,18 +204,29 @@ class Exploration:
     @property
     def inconclusive(self) -> list[str]:
         """Why the exploration cannot certify the points it did not find anything at: one line each."""
-        reasons = []
-        if self.bypassed is not None:
-            reasons.append(self.bypassed)
-        if self.ended is not None:
-            reasons.append(f"the exploration ended early ({self.ended})")
-        if self.skipped:
-            reasons.append(
-                f"not tried: {', '.join(self.skipped)} (beyond --max-points {self.max_points}; raise it "
-                "to try every point of the call)"
-            )
-        reasons += [r for p in self.points if (r := p.inconclusive) is not None]
-        return reasons
+        return not_proven(self.points, self.skipped, self.max_points, self.bypassed, self.ended)
+
+
+def not_proven(
+    points: Sequence[PointResult],
+    skipped: Sequence[str],
+    max_points: int,
+    bypassed: str | None,
+    ended: str | None,
+) -> list[str]:
+    """Why an exploration cannot certify what it found nothing at: the store changed behind it, it was
+    cut short, points of the call were not tried, points have too few proven tries."""
+    reasons = []
+    if bypassed is not None:
+        reasons.append(bypassed)
+    if ended is not None:
+        reasons.append(f"the exploration ended early ({ended})")
+    if skipped:
+        reasons.append(
+            f"not tried: {', '.join(skipped)} (beyond --max-points {max_points}; raise it to try every "
+            "point of the call)"
+        )
+    return reasons + [r for p in points if (r := p.inconclusive) is not None]
 
 
 @dataclass(frozen=True)
@@ -262,8 +274,9 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
     by the auditor and counted only where the history proves its crash (:mod:`.proof`)."""
     scenario, run_dir, repeat = planned.scenario, planned.run_dir, planned.repeat
     table = audit.intents
-    verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True))
-    effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True))
+    judged = "verdict" in table.columns  # no intent started: the run ended before its first
+    verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True)) if judged else {}
+    effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True)) if judged else {}
     evidence = read_evidence(read_history(run_dir / rundir.HISTORY))
     answered = clean_call(evidence.windows)
     clean = clean_points(answered)

@@ -173,3 +173,22 @@ def test_a_reply_that_is_no_answer_to_the_call_says_what_it_was(raw: bytes, refu
     watch = watch_in_pieces(raw, 7)
     assert watch.complete
     assert watch.refused == refused
+
+
+def test_what_an_exploration_did_not_prove_is_said_one_line_each() -> None:
+    from harness.crashpoints.explore import PointResult, not_proven
+    from harness.crashpoints.points import parse_path
+
+    tried = PointResult(parse_path("db_commit#1"), repeat=3, proven=[1, 2, 3])
+    short = PointResult(parse_path("db_commit#2"), repeat=3, proven=[4], unproven={5: "no kill while held"})
+    never = PointResult(parse_path("response"), repeat=3)
+    reasons = not_proven(
+        [tried, short, never], ["db_commit#9"], 8, None, "deadline: workload.max_duration_s=4 reached"
+    )
+    assert reasons == [
+        "the exploration ended early (deadline: workload.max_duration_s=4 reached)",
+        "not tried: db_commit#9 (beyond --max-points 8; raise it to try every point of the call)",
+        "db_commit#2: 1 of 3 tries proven; no kill while held",
+        "response: no try (the exploration ended before it)",
+    ]
+    assert not_proven([tried], [], 8, None, None) == []
