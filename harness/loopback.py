@@ -12,16 +12,49 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
+from pathlib import Path
 from typing import Any
+
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""The ports the kernel hands out to outgoing connections (Linux)."""
+LOWEST = 10_000
+_given: set[int] = set()
+_draw = random.Random()
+
+
+def _outside_ephemeral() -> range:
+    """Ports no outgoing connection is given: below the kernel's ephemeral range (or above it)."""
+    try:
+        low, high = map(int, EPHEMERAL.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(LOWEST, low) if low - LOWEST >= 1000 else range(high + 1, 65536)
 
 
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1.
+    """A currently free TCP port on 127.0.0.1, outside the kernel's ephemeral range.
 
     The harness picks every port before anything starts, so each placeholder is
-    known up front and a pod keeps its port across restarts.
+    known up front and a pod keeps its port across restarts. A port of the
+    ephemeral range (what binding port 0 gives) may be handed to an outgoing
+    connection while the pod is down (a client's retry, a database connection),
+    and the restarted pod then cannot listen on it; so the port is drawn from
+    outside that range, and never twice in one process.
     """
+    ports = _outside_ephemeral()
+    for _ in range(200):
+        port = _draw.choice(ports)
+        if port in _given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

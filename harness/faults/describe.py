@@ -60,6 +60,7 @@ def describe_crash_points(crash: CrashPoints) -> str:
         )
     holds = "; ".join(
         f"{'every intent' if h.intents is None else 'intents ' + ', '.join(map(str, h.intents))} at {h.at}"
+        + (f" ({' then '.join(c or 'by index' for c in h.commits)})" if h.commits else "")
         for h in crash.holds
     )
     return f"  crash points: held and the pod SIGKILLed there: {holds or 'nowhere (points recorded only)'}"

@@ -318,6 +318,7 @@ def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tm
     assert suite is not None
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert list(cases) == [
+        "gate.unavailable",
         "gate.lost",
         "gate.applied_despite_error",
         "gate.duplicate",
@@ -328,6 +329,7 @@ def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tm
     assert failure is not None
     assert failure.get("message") == "1 duplicates > max_duplicates 0"
     assert cases["gate.lost"].find("failure") is None
+    assert cases["gate.unavailable"].find("failure") is None  # every pod answered after its restart
     crash = cases["fault.crash"].find("failure")
     assert crash is not None
     assert (crash.get("message") or "").startswith("1 duplicates, 0 lost among 1 intents hit")
