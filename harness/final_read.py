@@ -139,15 +139,22 @@ def _effects_of(name: str, structured: Any) -> Counter[str]:
 
 
 async def _from_postgres(sql: SqlEffects, run_dir: Path, postgres_url: str | None) -> Counter[str]:
+    """The query, on a connection of its own in a thread: a read abandoned (a checkpoint read when the
+    run ends, one past its timeout) is cancelled for the run, while its thread still closes the
+    connection it opened. Cancelled inside an async connect, psycopg left the connection open."""
+    url = resolve_url(sql.url, run_dir, postgres_url or "{postgres_url}")
+    return await asyncio.to_thread(_query_postgres, url, sql.query)
+
+
+def _query_postgres(url: str, query: str) -> Counter[str]:
     import psycopg
 
-    url = resolve_url(sql.url, run_dir, postgres_url or "{postgres_url}")
     try:
-        async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn:
-            await conn.set_read_only(True)  # the audit must never change the evidence it reads
-            cur = await conn.execute(sql.query)
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            conn.read_only = True  # the audit must never change the evidence it reads
+            cur = conn.execute(query)
             columns = [d.name for d in cur.description or ()]
-            rows = await cur.fetchall()
+            rows = cur.fetchall()
     except psycopg.Error as exc:
         raise AuditError(f"audit query failed on {url}: {exc}".splitlines()[0]) from None
     return count_rows(columns, rows, url)
