@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 STARTUP_V3 = 196608
 SSL_REQUEST = 80877103
@@ -387,6 +387,17 @@ class _Pending:
     """A simple Query: every CommandComplete until its ReadyForQuery belongs to it."""
     sync: bool = False
     """Ends at the next ReadyForQuery (a Query, or a Sync of the extended protocol)."""
+    rollbacks: deque[bool] = field(default_factory=deque)
+    """A simple Query's ROLLBACK statements in order, each whether it rolls back to a savepoint only:
+    the tags of one query all report on its whole text, so the k-th ROLLBACK tag is told by these."""
+
+
+def _rollbacks(sql: str) -> deque[bool]:
+    """The ROLLBACK (or ABORT) statements of a query string, each whether it is to a savepoint."""
+    parts = (part.strip() for part in sql.split(";"))
+    return deque(
+        bool(_SAVEPOINT_ROLLBACK.match(part)) for part in parts if re.match(r"(ROLLBACK|ABORT)\b", part, re.I)
+    )
 
 
 class Transactions:
@@ -414,7 +425,9 @@ class Transactions:
         kind, body = message.type, message.body
         if kind == b"Q":
             (sql,) = _cstrings(body, 1)
-            self._pending.append(_Pending(statement_text(sql), simple=True, sync=True))
+            self._pending.append(
+                _Pending(statement_text(sql), simple=True, sync=True, rollbacks=_rollbacks(sql))
+            )
         elif kind == b"P":
             name, sql = _cstrings(body, 2)
             self._statements[name] = statement_text(sql)
@@ -453,7 +466,11 @@ class Transactions:
         if kind == b"C":
             (tag,) = _cstrings(message.body, 1)
             copy_in, self._copy_in = self._copy_in, False
-            return self._command(tag, self._completed(), copy_in=copy_in and tag.startswith("COPY"))
+            statement = self._completed()
+            if tag == "ROLLBACK" and self._pending and self._pending[0].rollbacks:
+                to_savepoint = self._pending[0].rollbacks.popleft()
+                statement = "ROLLBACK TO SAVEPOINT" if to_savepoint else "ROLLBACK"
+            return self._command(tag, statement, copy_in=copy_in and tag.startswith("COPY"))
         if kind == b"s":  # a portal suspended at its row limit: the statement ran (asyncpg's fetchval)
             self._work.append(Statement("", self._completed()))
         elif kind == b"I":  # an empty query

@@ -269,3 +269,25 @@ def test_statements_are_one_line_and_cut() -> None:
     long = statement_text("SELECT " + "x, " * 100)
     assert len(long) == 160
     assert long.endswith("…")
+
+
+def test_the_rollbacks_of_one_simple_query_are_told_apart() -> None:
+    """Every tag of a simple query reports on its whole text: which ROLLBACK ends the block and which
+    only returns to a savepoint is read from the query's statements, in order."""
+    tx = Transactions()
+    for sql, replies in [
+        ("BEGIN; INSERT INTO t VALUES (1); SAVEPOINT a", ("BEGIN", "INSERT 0 1", "SAVEPOINT")),
+        ("SELECT 1; ROLLBACK TO SAVEPOINT a", ("SELECT 1", "ROLLBACK")),
+    ]:
+        tx.client(query(sql))
+        assert [tx.server(tag(r)) for r in replies] == [None] * len(replies)
+        assert tx.server(ready(b"T")) is None
+    tx.client(query("COMMIT"))
+    commit = tx.server(tag("COMMIT"))
+    assert commit is not None  # the INSERT survived the savepoint's rollback: a commit, a point
+    statements = ["BEGIN; INSERT INTO t VALUES (1); SAVEPOINT a", "SELECT 1; ROLLBACK TO SAVEPOINT a"]
+    assert simple(commit) == (False, "yes", statements)
+    tx.client(query("BEGIN; INSERT INTO t VALUES (2); SAVEPOINT b; ROLLBACK TO SAVEPOINT b; ROLLBACK"))
+    replies = ("BEGIN", "INSERT 0 1", "SAVEPOINT", "ROLLBACK", "ROLLBACK")
+    assert [tx.server(tag(r)) for r in replies] == [None] * 5
+    assert tx.server(ready(b"I")) is None  # rolled back whole: no commit
