@@ -88,6 +88,8 @@ class HoldPoints:
         self._last: int | None = None
         """The intent whose call the window last opened for (one call at a time)."""
         self._settled = False
+        self._open: set[tuple[int, int]] = set()
+        """Exchanges whose request was forwarded and whose end the proxy has not seen yet."""
         self._history: HistoryWriter | None = None
         self._kill: Kill | None = None
         self._ready: Callable[[], bool] = lambda: False
@@ -134,7 +136,11 @@ class HoldPoints:
             self._settle()
             self._last, self._settled = intent, False
         self._window = _Window(intent, attempt, self.plan.path_of(intent))
-        held = self._reached(PointKind.REQUEST, {})
+        # An earlier exchange still open (its client gave up, the server is still on it): what commits
+        # now may be either's, so this window's points prove nothing (the proof says so).
+        overlap = {"overlap": True} if self._open else {}
+        self._open.add((intent, attempt))
+        held = self._reached(PointKind.REQUEST, overlap)
         self._tell_plan()
         return held
 
@@ -179,6 +185,7 @@ class HoldPoints:
 
     def ended(self, intent: int, attempt: int) -> None:
         """The exchange is over (answered, or broken): later commits are not this attempt's."""
+        self._open.discard((intent, attempt))
         if self._in(intent, attempt):
             self._window = None
 

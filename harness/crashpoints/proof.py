@@ -9,7 +9,10 @@ only when its history shows, for every point of its path:
    flight (the kill is recorded as it is made, right before the hold's own event);
 3. **the client got nothing of the answer**: the held attempt ended without one
    (a dropped connection or a timeout), not ``ok``, a tool error or a question;
-4. **the held attempt reached the tool**: the point lies in the call's window (a
+4. **one attempt at a time**: no attempt of the try began while an earlier exchange was
+   still open on the server (a client that gave up on a slow call retries while the
+   server is still on it: a commit then may be either's);
+5. **the held attempt reached the tool**: the point lies in the call's window (a
    commit, a downstream call, the server's own answer). An answer that was none
    (a 404 for a session the restarted pod does not know, a 401, a 5xx, a stream
    that ended without an answer) is recorded with what it was and never held, so
@@ -57,6 +60,8 @@ class Try:
     held: list[Held] = field(default_factory=list)
     why: str | None = None
     """Why it is unproven; None: proven."""
+    overlapped: int | None = None
+    """An attempt that began while an earlier exchange was still open on the server, if one did."""
 
     @property
     def proven(self) -> bool:
@@ -118,6 +123,8 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
                 one = tries[intent] = Try(intent, parse_path(name), name)
             if ev.get("held") is True:
                 one.held.append(Held(int(ev["attempt"]), _point(ev), int(ev["seq"]), ev))
+            if ev.get("overlap") is True and one.overlapped is None:
+                one.overlapped = int(ev["attempt"])
         elif typ == EventType.FAULT and ev.get("fault") == FaultKind.KILL and "point" in ev:
             kills.append((int(ev["seq"]), str(ev["point"])))
         elif typ == EventType.ATTEMPT_STARTED and "intent" in ev:
@@ -151,6 +158,11 @@ def _unproven(
     """Why the try's history does not prove its crash, or None when it does."""
     if not over:
         return "the run stopped before the try ended"
+    if one.overlapped is not None:
+        return (
+            f"attempt {one.overlapped} began while an earlier one was still running on the server: "
+            "what committed may have been either's"
+        )
     for at, planned in enumerate(one.path):
         if at >= len(one.held):
             what = f" ({planned.label})" if planned.label else ""

@@ -260,6 +260,15 @@ class AnswerWatch:
             return "the stream ended without an answer" if self.stream else "no JSON-RPC answer to the call"
         return None
 
+    def eof(self) -> None:
+        """The server closed its side: a body without a length (ended by the close) is whole now."""
+        if self.complete or self.malformed or self.status is None or self.stream:
+            return
+        self.complete = True
+        if not self.found:
+            self.found = True
+            self._is_answer(bytes(self._body))
+
     def feed(self, data: bytes) -> None:
         """Follow ``data``, line by line, so that an event's end is found exactly however it was read."""
         if self.malformed:
@@ -475,6 +484,8 @@ class FaultProxy(LoopbackServer):
                 data = await up_reader.read(_READ)
                 if data:
                     watch.feed(data)
+                else:
+                    watch.eof()
                 if (watch.found or watch.complete) and not asked:
                     asked = True
                     if hooks.response(intent, attempt, watch.refused):

@@ -343,3 +343,16 @@ def test_a_commit_that_grew_is_still_the_planned_one_and_counted_by_what_it_hold
     assert not reached(second, [read, both])  # the first commit with an invoice, not the second
     assert reached(second, [read, both, Point(PointKind.DB_COMMIT, 3, "INSERT invoices")])
     assert not reached(Point(PointKind.DB_COMMIT, 1, "INSERT invoices; INSERT audit"), [both])
+
+
+def test_a_request_while_an_earlier_exchange_is_open_is_marked(
+    tmp_path: Path, controller: Controller
+) -> None:
+    holds = controller({"holds": [{"at": "db_commit#1", "intents": [9]}]}, Kills())
+    holds.request(0, 1)  # its client will give up; the server is still on it
+    holds.request(0, 2)
+    holds.ended(0, 1)
+    holds.ended(0, 2)
+    holds.request(1, 1)
+    requests = [e for e in events(tmp_path) if e["type"] == "crash_point" and e["point"] == "request"]
+    assert [e.get("overlap", False) for e in requests] == [False, True, False]

@@ -192,3 +192,24 @@ def test_what_an_exploration_did_not_prove_is_said_one_line_each() -> None:
         "response: no try (the exploration ended before it)",
     ]
     assert not_proven([tried], [], 8, None, None) == []
+
+
+def test_a_json_answer_ended_by_the_close_is_found_at_the_close() -> None:
+    raw = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n" + orjson.dumps(
+        ANSWER
+    )
+    watch = AnswerWatch(7)
+    watch.feed(raw)
+    assert (watch.found, watch.safe) == (False, 0)  # nothing of it relayed before the close
+    watch.eof()
+    assert (watch.found, watch.complete, watch.refused) == (True, True, None)
+
+
+def test_a_try_whose_attempts_overlapped_on_the_server_is_unproven() -> None:
+    h = History(2)
+    held_try(h, 1)
+    h.events[next(i for i, e in enumerate(h.events) if e["type"] == "crash_point")]["overlap"] = True
+    assert why(h) == (
+        "attempt 1 began while an earlier one was still running on the server: what committed may have "
+        "been either's"
+    )
