@@ -42,7 +42,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from harness.audit.effects import count_effects
@@ -97,6 +97,10 @@ whole again within milliseconds; one that lost the effects stays as it is)."""
 REREADS = len(PAUSES_S)
 
 
+CLOSE_GRACE_S = 5.0
+"""How long the end of a run waits for a checkpoint read still running before abandoning it."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Read:
     seen: SeenEffects | None
@@ -105,6 +109,8 @@ class _Read:
     rereads: int = 0
     unstable: bool = False
     torn: bool = False
+    began: float = 0.0
+    """When the read began, on the history's clock (its first sample)."""
 
 
 def total(seen: SeenEffects) -> int:
@@ -146,7 +152,11 @@ class Checkpoints:
         task.add_done_callback(self._pending.discard)
 
     async def close(self) -> None:
-        """Abandon the reads still running (recorded as such); before the pods and services stop."""
+        """Before the pods and services stop: let the reads still running finish (a read after the last
+        restart is the evidence of what it kept), for ``CLOSE_GRACE_S`` at most, then abandon the rest
+        (recorded as such)."""
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=min(self.timeout_s, CLOSE_GRACE_S))
         for task in list(self._pending):
             task.cancel()
         await asyncio.gather(*self._pending, return_exceptions=True)
@@ -216,7 +226,8 @@ class Checkpoints:
         if after_fault:
             self._fault_since = True
         acknowledged = self.acknowledged()
-        first = await self._read()
+        began = self.history.now()
+        first = replace(await self._read(), began=began)
         if first.seen is None or not self._contradicts(first.seen, acknowledged):
             return first
         seen = [first.seen]
@@ -226,14 +237,14 @@ class Checkpoints:
             taken = await self._read()
             took += taken.took_s
             if taken.seen is None:
-                return _Read(None, taken.error, took, again)
+                return _Read(None, taken.error, took, again, began=began)
             previous = seen[-1]
             seen.append(taken.seen)
             if taken.seen == previous and not self._contradicts(taken.seen, acknowledged):
-                return _Read(taken.seen, None, took, again, torn=taken.torn)
+                return _Read(taken.seen, None, took, again, torn=taken.torn, began=began)
         if all(s == first.seen for s in seen):  # the same every time: what the store holds
-            return _Read(first.seen, None, took, REREADS, torn=first.torn)
-        return _Read(seen[-1], None, took, REREADS, unstable=True)
+            return _Read(first.seen, None, took, REREADS, torn=first.torn, began=began)
+        return _Read(seen[-1], None, took, REREADS, unstable=True, began=began)
 
     def _record(self, when: CheckpointWhen, pod: str, fault_seq: int, taken: _Read) -> None:
         found = taken.seen.fields() if taken.seen is not None else {"error": taken.error}
@@ -247,6 +258,7 @@ class Checkpoints:
             when=when,
             pod=pod,
             fault_seq=fault_seq,
+            read_at=round(taken.began, 6),
             took_s=round(taken.took_s, 4),
             **found,
             **steady,

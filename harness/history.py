@@ -50,10 +50,11 @@ fault_missed       fault, trigger, reason: a planned fault the run ended without
 effects_collected  markers (or null and error): the final read of a live effect source
 effects_checkpoint when (a CheckpointWhen), pod, fault_seq (the seq of the fault event a
                    before_fault read precedes: the next event; or of the pod_ready event an
-                   after_restart read follows), took_s, and either seen, counts, foreign (the effects
-                   found, as :class:`SeenEffects` encodes them) or error, [rereads: how often it was
-                   read again because it contradicted the run, unstable: true when no two agreed]:
-                   a checkpoint read of the effect source
+                   after_restart read follows), read_at (when it began), took_s, and either seen,
+                   counts, foreign (the effects found, as :class:`SeenEffects` encodes them) or
+                   error, [rereads: how often it was read again because it contradicted the run;
+                   unstable: true when no two agreed; torn: true when lines of the store did not
+                   parse]: a checkpoint read of the effect source
 service_started    service, pid, url (a service the harness runs for the target: postgres)
 service_stopped    service, pid
 balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's

@@ -632,6 +632,8 @@ class CheckpointRead:
     torn: bool = False
     """Lines of the store did not parse (a rewrite in progress): what it saw was there, what it did not
     see may have been in the part being written."""
+    began: float = 0.0
+    """When the read began (its ``read_at``; older histories: ``t`` less ``took_s``), on the run's clock."""
 
     @property
     def ok(self) -> bool:
@@ -694,6 +696,9 @@ class Checkpoints:
                 took_s=float(took) if isinstance(took, int | float) else None,
                 unstable=ev.get("unstable") is True,
                 torn=ev.get("torn") is True,
+                began=float(ev["read_at"])
+                if isinstance(ev.get("read_at"), int | float)
+                else ev["t"] - (float(took) if isinstance(took, int | float) else 0.0),
             )
         )
 

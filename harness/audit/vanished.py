@@ -156,7 +156,9 @@ def lost_across(
     for read in reads:
         if not read.witness:
             continue
-        between = after & (read.t > ack_t) & (read.t <= next_t) & (intents < highest_seen(read))
+        # After the acknowledgement means the read *began* after it: a before_fault read is recorded
+        # only as its fault strikes, and work goes on between the two.
+        between = after & (read.began > ack_t) & (read.t <= next_t) & (intents < highest_seen(read))
         if between.any():
             absent |= between & (seen_counts(read, intents) == 0)
     chosen = after & ~absent
@@ -192,7 +194,7 @@ def pod_faults_cleared(
         after = next(
             (r for r in reads if r.t > fault.t and r.when == "after_restart" and r.pod == fault.pod), None
         )
-        if after is not None and after.reliable:
+        if after is not None and after.witness:
             blank += hit & (seen_counts(after, intents) == 0)
     cleared[(during > 0) & (blank == during)] = True
     return cleared

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness import checkpoints as checkpoints_module
 from harness.checkpoints import Checkpoints, Reader, Sample
 from harness.errors import AuditError, HistoryError, ScenarioError
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, read_history
@@ -157,7 +158,10 @@ def test_a_read_past_its_time_is_abandoned(tmp_path: Path) -> None:
     assert before["error"] == "abandoned after 0.01s (audit.checkpoints.timeout_s)"
 
 
-def test_a_read_still_running_at_the_end_is_recorded_as_abandoned(tmp_path: Path) -> None:
+def test_a_read_still_running_at_the_end_is_recorded_as_abandoned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints_module, "CLOSE_GRACE_S", 0.05)
     path = tmp_path / "history.jsonl"
     started = asyncio.Event()
 
@@ -177,6 +181,29 @@ def test_a_read_still_running_at_the_end_is_recorded_as_abandoned(tmp_path: Path
     (event,) = checkpoint_events(path)
     assert (event["pod"], event["fault_seq"]) == ("pod-1", 7)
     assert event["error"] == "abandoned: the run ended during the read"
+
+
+def test_the_end_of_the_run_waits_for_a_read_that_is_about_to_finish(tmp_path: Path) -> None:
+    """The read after the last restart is what it kept: a run that ends while it runs lets it finish."""
+    path = tmp_path / "history.jsonl"
+    started = asyncio.Event()
+
+    async def read() -> Sample:
+        started.set()
+        await asyncio.sleep(0.2)
+        return Sample(Counter({marker(3): 1}))
+
+    async def main() -> None:
+        with HistoryWriter(path) as history:
+            checkpoints = Checkpoints(read, history, namespace=NS, intents=10, timeout_s=60)
+            checkpoints.after_restart("pod-1", 7)
+            await started.wait()
+            await checkpoints.close()
+
+    asyncio.run(main())
+    (event,) = checkpoint_events(path)
+    assert "error" not in event
+    assert list(seen_of(event).indices()) == [3]
 
 
 def seen_of(event: dict[str, Any]) -> SeenEffects:
