@@ -30,7 +30,8 @@ def _outside_ephemeral() -> range:
         low, high = map(int, EPHEMERAL.read_text().split())
     except (OSError, ValueError):
         low, high = 32768, 60999
-    return range(LOWEST, low) if low - LOWEST >= 1000 else range(high + 1, 65536)
+    below, above = range(LOWEST, low), range(high + 1, 65536)
+    return below if len(below) >= len(above) else above  # empty when the range covers them all
 
 
 def free_port() -> int:
@@ -41,10 +42,11 @@ def free_port() -> int:
     ephemeral range (what binding port 0 gives) may be handed to an outgoing
     connection while the pod is down (a client's retry, a database connection),
     and the restarted pod then cannot listen on it; so the port is drawn from
-    outside that range, and never twice in one process.
+    outside that range, and never twice in one process (any free port, where that range leaves
+    fewer than a hundred).
     """
     ports = _outside_ephemeral()
-    for _ in range(200):
+    for _ in range(200 if len(ports) >= 100 else 0):
         port = _draw.choice(ports)
         if port in _given:
             continue
