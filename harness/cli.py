@@ -542,7 +542,7 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
             sys.stderr.write(f"wrote {path}\n")
     _say(crash_render.render_terminal(found))
     print(f"report: {report}")
-    if found.findings:
+    if found.findings or found.unavailable:
         return EXIT_GATE_FAILED
     if found.inconclusive and not args.allow_inconclusive:
         _say("crashpoints: inconclusive (pass it with --allow-inconclusive)", err=True)

@@ -562,6 +562,12 @@ async def crash_points(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
         "seconds": round(found.seconds, 1),
     }
     seen.repeated[c.id] = max((found.effects[i] for p in found.points for i in p.proven), default=0)
+    if found.unavailable:
+        stuck = found.unavailable[0]
+        return c.failed(
+            f"killed at {stuck.name}, the pod never answered again: {stuck.unavailable} (see {report})",
+            evidence,
+        )
     if found.findings:
         first = found.findings[0]
         assert first.finding is not None

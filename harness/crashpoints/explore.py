@@ -35,7 +35,7 @@ from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.crashpoints.plan import labelled
 from harness.crashpoints.points import MAX_DEPTH, Point, PointKind, parse_path, path_name
-from harness.crashpoints.proof import Held, clean_call, clean_points, read_evidence
+from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
 from harness.report.files import audit_and_report
@@ -131,6 +131,9 @@ class PointResult:
     unproven_verdicts: Counter[str] = field(default_factory=Counter)
     held: dict[int, list[Held]] = field(default_factory=dict)
     """Per try, its holds: what each held commit committed (its statements), a downstream call's key."""
+    unavailable: str | None = None
+    """The pod, killed in a try at this point, came back and answered no call (the run stopped on it):
+    a finding of its own, worse than any verdict (a person must recover the server)."""
 
     @property
     def name(self) -> str:
@@ -152,7 +155,7 @@ class PointResult:
     @property
     def inconclusive(self) -> str | None:
         """Why this point's result cannot be trusted (fewer proven tries than planned), or None."""
-        if len(self.proven) >= self.repeat:
+        if len(self.proven) >= self.repeat or self.unavailable is not None:
             return None
         if not self.unproven:
             return f"{self.name}: no try (the exploration ended before it)"
@@ -200,6 +203,11 @@ class Exploration:
     @property
     def findings(self) -> list[PointResult]:
         return [p for p in self.points if p.finding is not None]
+
+    @property
+    def unavailable(self) -> list[PointResult]:
+        """Points after whose kill the pod answered no call again: the exploration stopped there."""
+        return [p for p in self.points if p.unavailable is not None]
 
     @property
     def inconclusive(self) -> list[str]:
@@ -305,6 +313,7 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
         else:
             result.unproven[intent] = one.why
             result.unproven_verdicts[verdicts[intent]] += 1
+    stuck = _unavailable_at(results, evidence.tries, audit)
     return Exploration(
         scenario=scenario,
         run_dir=run_dir,
@@ -321,10 +330,23 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
         deferred=plan.deferred if plan is not None else [],
         bypassed=bypassed(clean, details, effects.get(0, 0)),
         ended=None
-        if evidence.status == RunStatus.COMPLETED.value
+        if evidence.status == RunStatus.COMPLETED.value or stuck
         else _ended(evidence.status, evidence.reason),
         max_points=planned.max_points,
     )
+
+
+def _unavailable_at(results: dict[str, PointResult], tries: dict[int, Try], audit: AuditResult) -> bool:
+    """Mark the path of the try in flight when the pod was found unavailable (the run stopped on it:
+    the last held try, which never ended); whether one was."""
+    found = audit.summary.unavailable
+    if not found or not tries:
+        return False
+    last = tries[max(tries)]
+    results.setdefault(last.path_name, PointResult(last.path)).unavailable = "; ".join(
+        row.sentence for row in found
+    )
+    return True
 
 
 def _ended(status: str | None, reason: object) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.audit.auditor import story_of
+from harness.audit.findings import UNAVAILABLE_FIX
 from harness.audit.stories import Story
 from harness.crashpoints.advice import advice
 from harness.crashpoints.emit import reproducer_name, write_reproducers
@@ -46,7 +47,10 @@ LABEL_LIMIT = 40
 
 
 def result_of(point: PointResult) -> str:
-    """A row's result: its finding, INCONCLUSIVE when too few of its tries are proven, or ``-``."""
+    """A row's result: UNAVAILABLE (the pod never answered again after a kill there), its finding,
+    INCONCLUSIVE when too few of its tries are proven, or ``-``."""
+    if point.unavailable is not None:
+        return "UNAVAILABLE"
     if point.finding is not None:
         return point.finding.value.upper()
     return "INCONCLUSIVE" if point.inconclusive is not None else "-"
@@ -84,16 +88,20 @@ def render_table(exploration: Exploration) -> str:
 def conclusion(exploration: Exploration) -> str:
     """``finding``, ``inconclusive`` (no finding, and something it planned it could not prove) or
     ``no_finding``: what the exit code and the contract check follow."""
-    if exploration.findings:
+    if exploration.findings or exploration.unavailable:
         return "finding"
     return "inconclusive" if exploration.inconclusive else "no_finding"
 
 
 def summary_line(exploration: Exploration) -> str:
+    """One line, the worst first: a pod that never answered again, then findings, then what it could
+    not prove."""
     found = exploration.findings
     tries = sum(p.tries for p in exploration.points)
-    if found:
-        what = "findings at " + ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
+    stuck = [f"UNAVAILABLE after a kill at {p.name}: {p.unavailable}" for p in exploration.unavailable]
+    if found or stuck:
+        at = ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
+        what = "; ".join([*stuck, *(["findings at " + at] if found else [])])
         if exploration.inconclusive:
             n = len(exploration.inconclusive)
             what += f"; and {n} {'thing' if n == 1 else 'things'} it could not prove"
@@ -105,6 +113,17 @@ def summary_line(exploration: Exploration) -> str:
         what += f"; the call never passed {', '.join(exploration.not_passed)}"
     return (
         f"crashpoints: {len(exploration.points)} points, {tries} tries in {exploration.seconds:.1f}s; {what}"
+    )
+
+
+def deferred_line(exploration: Exploration) -> str | None:
+    """The recovery paths (a crash in a retry of a crash) found and left for a larger ``--max-points``:
+    not a gap in what the call's own points proved, but what a deeper exploration would try."""
+    if not exploration.deferred:
+        return None
+    return (
+        f"Not explored: {', '.join(exploration.deferred)} (crashes in a retry's recovery, beyond "
+        f"--max-points {exploration.max_points}; raise it to try them)."
     )
 
 
@@ -147,6 +166,7 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
             "unproven_verdicts": {k: v for k, v in p.unproven_verdicts.items() if v},
             "finding": None if p.finding is None else p.finding.value,
             "inconclusive": p.inconclusive,
+            "unavailable": p.unavailable,
         }
         if len(p.path) > 1:
             entry["after"] = path_name(p.path[:-1])
@@ -166,6 +186,7 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
         "seconds": round(exploration.seconds, 3),
         "conclusion": conclusion(exploration),
         "inconclusive": exploration.inconclusive,
+        "unavailable": [p.name for p in exploration.unavailable],
         "clean_call": [p.name for p in exploration.clean],
         "clean_call_labels": [p.label for p in exploration.clean],
         "skipped": exploration.skipped,
@@ -187,6 +208,15 @@ def render_markdown(exploration: Exploration) -> str:
         render_table(exploration),
         "",
     ]
+    if (later := deferred_line(exploration)) is not None:
+        parts += [markdown(later), ""]
+    for result in exploration.unavailable:
+        parts += [
+            f"## {result.name}: unavailable\n",
+            f"Killed at this point and restarted, the pod answered no call again, so the exploration "
+            f"stopped: {markdown(result.unavailable or '')}.\n",
+            f"**Fix.** {markdown(UNAVAILABLE_FIX)}.\n",
+        ]
     if exploration.inconclusive:
         parts += ["## Not proven\n", *(f"- {markdown(r)}" for r in exploration.inconclusive), ""]
     for result in exploration.findings:
@@ -218,6 +248,14 @@ def render_terminal(exploration: Exploration) -> str:
     """The table, then for each finding what it says, one try's story and its reproducer, then the
     summary (the CLI prints it through ``terminal()``)."""
     lines = [render_table(exploration)]
+    if (later := deferred_line(exploration)) is not None:
+        lines.append(later)
+    for result in exploration.unavailable:
+        lines += [
+            "",
+            f"{result.name}: unavailable after the kill: {result.unavailable}",
+            f"  fix: {UNAVAILABLE_FIX}",
+        ]
     for result in exploration.findings:
         lines += ["", f"{result.name}:", *("  " + line for line in told(exploration, result))]
         lines.append(f"  reproduce: mcp-chaos run {exploration.run_dir / reproducer_name(result)}")

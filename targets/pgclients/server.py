@@ -28,6 +28,10 @@ PGCLIENTS_TRANSPORT   json (default) | sse: a progress notification before the w
                       the second event of an event stream
 PGCLIENTS_SESSIONS    stateless (default) | stateful: 2025 clients get a session in this process's
                       memory (a restarted server answers 404 to the old one)
+PGCLIENTS_LOCK        none (default) | row: every call takes a lock as a row (committed before the
+                      work, deleted after it) and waits while another holds it, as a lease without
+                      an expiry does: a kill while it is held leaves the row, and after the restart
+                      every call waits for ever
 """
 
 from __future__ import annotations
@@ -54,9 +58,13 @@ SCHEMA = [
     "amount_cents BIGINT NOT NULL, memo TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS idempotency_keys (key TEXT PRIMARY KEY, response TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS warmup (id BIGSERIAL PRIMARY KEY, pid INT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS locks (name TEXT PRIMARY KEY, pid INT NOT NULL)",
     "CREATE OR REPLACE FUNCTION add_invoice(c TEXT, a BIGINT, m TEXT) RETURNS BIGINT LANGUAGE sql AS "
     "$$ INSERT INTO invoices (customer_id, amount_cents, memo) VALUES (c, a, m) RETURNING id $$",
 ]
+TAKE_LOCK = "INSERT INTO locks (name, pid) VALUES ('invoices', $1) ON CONFLICT DO NOTHING RETURNING name"
+GIVE_LOCK = "DELETE FROM locks WHERE name = 'invoices'"
+LOCK_POLL_S = 0.05
 INSERT = "INSERT INTO invoices (customer_id, amount_cents, memo) VALUES ($1, $2, $3) RETURNING id"
 WRITE_SQL = {
     "insert": INSERT,
@@ -280,6 +288,7 @@ def config(env: dict[str, str]) -> dict[str, Any]:
         "warmup": choice("PGCLIENTS_WARMUP", ("0", "1"), "0") == "1",
         "sse": choice("PGCLIENTS_TRANSPORT", ("json", "sse"), "json") == "sse",
         "stateful": choice("PGCLIENTS_SESSIONS", ("stateless", "stateful"), "stateless") == "stateful",
+        "lock": choice("PGCLIENTS_LOCK", ("none", "row"), "none") == "row",
     }
 
 
@@ -310,12 +319,35 @@ def build_server(cfg: dict[str, Any], store: Store) -> MCPServer[Any]:
             content=[TextContent(type="text", text=response)], structured_content=json.loads(response)
         )
 
+    @contextlib.asynccontextmanager
+    async def locked() -> AsyncIterator[None]:
+        """The lock row, taken (waiting while another holds it) and given back after the work."""
+        if not cfg["lock"]:
+            yield
+            return
+        while True:
+            async with store.unit() as unit:
+                if await unit.fetchval(TAKE_LOCK, os.getpid()) is not None:
+                    break
+            await asyncio.sleep(LOCK_POLL_S)
+        try:
+            yield
+        finally:
+            async with store.unit() as unit:
+                await unit.execute(GIVE_LOCK)
+
     @server.tool(description="Creates an invoice; a retry with the same idempotency_key returns the first.")
     async def create_invoice(
         customer_id: str, amount_cents: int, memo: str, ctx: Context, idempotency_key: str | None = None
     ) -> CallToolResult:
         if cfg["sse"]:
             await ctx.report_progress(1, 2)
+        async with locked():
+            return await invoice(customer_id, amount_cents, memo, idempotency_key)
+
+    async def invoice(
+        customer_id: str, amount_cents: int, memo: str, idempotency_key: str | None
+    ) -> CallToolResult:
         if not state["warm"]:
             async with store.unit() as unit:
                 await unit.execute("INSERT INTO warmup (pid) VALUES ($1)", os.getpid())

@@ -167,6 +167,7 @@ def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
     }
     assert everything_proven(found)
     assert found.deferred  # the recovery's paths: beyond --max-points, said, and no reason to fail
+    assert f"Not explored: {found.deferred[0]}" in render.render_terminal(found)
     assert found.details["db_commit#1"]["wrote"] == "no"
     assert found.details["db_commit#2"]["statements"][0].startswith("INSERT INTO invoices")
     assert found.details["db_commit#3"]["statements"][0].startswith("INSERT INTO idempotency_keys")
@@ -568,3 +569,26 @@ def test_the_request_point_is_a_true_control(tmp_path: Path, postgres_server: No
     found = crashpoints(data, tmp_path, repeat=6, only=["request"])
     assert table(found) == {"request": {"exactly_once": 6}}
     assert everything_proven(found)
+
+
+@pytest.mark.postgres
+def test_a_pod_that_never_answers_after_a_kill_is_an_unavailable_finding(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """Every call takes a lock row (its first commit) and waits while one is there: killed while it holds
+    it, the restarted pod waits for ever. The exploration stops on it and names the point: a finding
+    (UNAVAILABLE, exit 1), not an exploration that merely ended early."""
+    data = pgclients("atomic", PGCLIENTS_LOCK="row")
+    data["target"]["unavailable_after_s"] = 2
+    data["client"]["attempt_timeout_s"] = 0.5
+    found = crashpoints(data, tmp_path, only=["db_commit#1"])
+    assert [p.label for p in found.clean][1] == "INSERT locks"
+    (stuck,) = found.unavailable
+    assert stuck.name == "db_commit#1"
+    assert "answered none of" in str(stuck.unavailable)
+    assert render.conclusion(found) == "finding"
+    assert render.result_of(stuck) == "UNAVAILABLE"
+    assert render.summary_line(found).split("; ")[1].startswith("UNAVAILABLE after a kill at db_commit#1")
+    assert as_json(found)["unavailable"] == ["db_commit#1"]
+    assert "## db_commit#1: unavailable" in render_markdown(found)
+    assert not any(p.startswith("the exploration ended early") for p in found.inconclusive)
