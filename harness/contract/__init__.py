@@ -1,86 +1,39 @@
 """``mcp-chaos contract``: the promises of a retry-safe tool, checked on any target a scenario describes.
 
-``session`` starts the scenario's target and makes the calls; ``checks`` holds
-the promises, one function each; ``judging`` says what the answers and the
-catalog mean (pure); ``report`` writes what a person and CI read.
+``session`` starts the scenario's target and makes the calls; ``framework`` says
+what a check is (its result, options, what it leaves for others, the registry);
+``checks`` holds the promises, one module each; ``run`` runs them in order;
+``judging`` says what the answers and the catalog mean (pure); ``report`` writes
+what a person and CI read.
 
-A check's why and evidence quote the server, which is untrusted: each result is
-redacted (:mod:`harness.redaction`) and cut to excerpts (:mod:`harness.sanitize`)
-as it comes, before any output sees it, and so is an error that stops the checks.
+Importing this package loads only the framework: the checks, the session and the
+run (the target's whole wiring) load when first asked for, so the pure parts
+(``judging``, ``report``) import in milliseconds.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import secrets
-import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from harness.contract.checks import CHECKS, CheckResult, CheckVerdict, Seen
-from harness.contract.session import ContractSession
-from harness.errors import HarnessError, UsageError
-from harness.redaction import Redactor
-from harness.sanitize import FIELD_LIMIT, bounded, bounded_data
-from harness.scenario import Scenario
+from harness.contract.framework import CheckResult, CheckVerdict
 
-WHY_LIMIT = 3 * FIELD_LIMIT
-"""A check's why is a sentence that may quote the server more than once."""
+if TYPE_CHECKING:
+    from harness.contract.checks import CHECKS, select
+    from harness.contract.run import run_contract
+
+_LAZY = {
+    "CHECKS": "harness.contract.checks",
+    "select": "harness.contract.checks",
+    "run_contract": "harness.contract.run",
+}
 
 
-def select(only: Sequence[str], skip: Sequence[str]) -> list[str]:
-    """The check ids to run, in suite order; UsageError naming an unknown id."""
-    unknown = sorted((set(only) | set(skip)) - set(CHECKS))
-    if unknown:
-        raise UsageError(f"unknown check {', '.join(unknown)}; the checks are: {', '.join(CHECKS)}")
-    return [c for c in CHECKS if (not only or c in only) and c not in skip]
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
 
-
-async def run_contract(
-    scenario: Scenario,
-    run_dir: Path,
-    ids: Sequence[str],
-    *,
-    crash_env: dict[str, str] | None = None,
-    token_budget: int = 4000,
-    snapshot: Path | None = None,
-    handle_wait_s: float = 5.0,
-    crash_repeat: int = 1,
-    crash_max_points: int = 8,
-    on_result: Callable[[CheckResult, float], None] | None = None,
-) -> list[CheckResult]:
-    """Start the target once and run the checks in order; each result as it comes."""
-    session = ContractSession(scenario, run_dir, secrets.token_hex(4))
-    seen = Seen(
-        crash_env=dict(crash_env or {}),
-        token_budget=token_budget,
-        snapshot=snapshot,
-        handle_wait_s=handle_wait_s,
-        crash_repeat=crash_repeat,
-        crash_max_points=crash_max_points,
-    )
-    results = []
-    redactor = session.wiring.redactor
-    try:
-        async with session.started():
-            for check_id in ids:
-                started = time.monotonic()
-                result = told(await CHECKS[check_id](session, seen), redactor)
-                results.append(result)
-                if on_result is not None:
-                    on_result(result, time.monotonic() - started)
-    except HarnessError as exc:
-        raise redactor.error(exc) from None
-    return results
-
-
-def told(result: CheckResult, redactor: Redactor) -> CheckResult:
-    """The result as outputs may show it: secrets redacted first, then every text cut to an excerpt."""
-    return dataclasses.replace(
-        result,
-        why=bounded(redactor.text(result.why), WHY_LIMIT),
-        evidence=bounded_data(redactor.data(result.evidence)),
-    )
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["CHECKS", "CheckResult", "CheckVerdict", "run_contract", "select"]

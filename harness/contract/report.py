@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.contract.checks import CheckResult, CheckVerdict
+from harness.contract.framework import CheckResult, CheckVerdict
 from harness.report.junit import Case, document
 from harness.report.tables import markdown_table
 from harness.sanitize import cell, json_safe, markdown, terminal

@@ -162,6 +162,26 @@ def test_only_and_skip_select_checks_and_unknown_ids_are_usage_errors(tmp_path: 
     assert report is None
 
 
+def test_a_check_chosen_alone_runs_with_the_checks_it_judges(tmp_path: Path) -> None:
+    """annotations judges what replay and restart_keeps_keys did: chosen alone it used to judge an empty
+    record and pass a naive tool that says idempotentHint: true ("what it declares holds")."""
+    data = target("naive", INVOICES_ANNOTATIONS="idempotent")
+    proc, report = contract(tmp_path, data, "--only", "annotations")
+    assert list(verdicts(report)) == ["replay", "restart_keeps_keys", "annotations"]
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert by_id["annotations"]["verdict"] == "fail", proc.stdout
+    assert (
+        "says idempotentHint: true, and one call made again made a second effect"
+        in by_id["annotations"]["why"]
+    )
+    # Without what it judges, no verdict: an error saying what is missing, never a pass.
+    proc, report = contract(tmp_path, data, "--only", "annotations", "--skip", "restart_keeps_keys")
+    assert verdicts(report) == {"replay": "fail", "annotations": "error"}
+    (judged,) = [c for c in report["checks"] if c["id"] == "annotations"]
+    assert "restart_keeps_keys (not run)" in judged["why"]
+    assert proc.returncode == 1
+
+
 def test_a_stdio_target(tmp_path: Path) -> None:
     data = target("atomic", INVOICES_TRANSPORT="stdio")
     data["target"]["transport"] = "stdio"

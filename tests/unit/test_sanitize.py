@@ -58,7 +58,7 @@ WRITERS = {
     ("harness.cli", "cmd_validate"): "the scenario's own name",
     ("harness.cli", "_command"): "a harness line",
     ("harness.audit.effects", "_build"): "hashes and counts of the effect source, as numbers",
-    ("harness.contract.checks", "catalog"): "the snapshot: redacted, json_safe()",
+    ("harness.contract.checks.catalog", "catalog"): "the snapshot: redacted, json_safe()",
     ("harness.contract.cost", "write_reports"): "token counts",
     ("harness.contract.report", "write_reports"): "markdown()/cell(), json_safe() of told() results",
     ("harness.contract.tokens", "encoding"): "the tokenizer's cache",
