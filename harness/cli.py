@@ -116,6 +116,8 @@ def _output(value: str | None, flag: str, *, makes_dirs: bool = False) -> Path |
         raise UsageError(f"{flag} {value}: the directory {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"{flag} {value}: cannot be written (permissions)")
+    if (own := rundir.own_file(path)) is not None:
+        raise UsageError(f"{flag} {value}: is {own}, a file of the run this would destroy; write elsewhere")
     return path
 
 

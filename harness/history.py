@@ -372,6 +372,19 @@ JSON-RPC code is a number)."""
 CODE_LIMIT = 80
 """A tool error's ``code`` is an identifier (``handle_expired``); a server may send a megabyte."""
 _LIMITS = {"message": MESSAGE_LIMIT, "reply": MESSAGE_LIMIT, "code": CODE_LIMIT}
+CAPTURED_FIELDS = ("statements", "writes", "key", "answer")
+"""What a ``crash_point`` captured of the server's work: the SQL it committed (a literal may be its
+token), a downstream call's key, what came instead of an answer. The server's text: redacted, not cut
+(advice quotes statements whole). A commit's ``label`` (verb and table) is not: a plan matches by it."""
+
+
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """A captured field with its text redacted: a string, or each string of a list."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 class HistoryWriter:
@@ -407,6 +420,10 @@ class HistoryWriter:
                 value = self._redact(value) if self._redact is not None else value
                 limit = _LIMITS.get(name)
                 fields[name] = value if limit is None else excerpt(value, limit)
+        if type_ is EventType.CRASH_POINT and self._redact is not None:
+            for name in CAPTURED_FIELDS:
+                fields[name] = _redacted(fields.get(name), self._redact)
+            fields = {k: v for k, v in fields.items() if v is not None or k not in CAPTURED_FIELDS}
         seq = self._seq
         event = {"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1
@@ -455,6 +472,18 @@ def read_history(path: Path) -> Iterator[dict[str, Any]]:
                 raise HistoryError(f"{path}: event #{seq} is not an object with a 'type'")
             seq += 1
             yield event
+
+
+def has_events(path: Path) -> bool:
+    """Whether the history holds one whole line at least: an empty one (or one torn line) is a damaged
+    run, never a run that passed with nothing in it. A history that is missing is not this question."""
+    try:
+        with open(path, "rb") as f:
+            return f.readline().endswith(b"\n")
+    except FileNotFoundError:
+        return True  # read_batches says what is missing
+    except OSError as exc:
+        raise HistoryError(f"{path} cannot be read: {exc.strerror or exc}") from None
 
 
 def read_batches(path: Path) -> Iterator[list[Any]]:

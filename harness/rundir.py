@@ -41,6 +41,8 @@ INTENTS_CSV = "intents.csv"
 INTENTS_PARQUET = "intents.parquet"
 SUMMARY_JSON = "summary.json"
 REPORT_MD = "report.md"
+RECORDS = (SCENARIO, HISTORY, SINK, COLLECTED, SUMMARY_JSON, INTENTS_CSV, INTENTS_PARQUET)
+"""What a run directory records (its inputs for audit, explain, export): no output flag writes over one."""
 
 
 _SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
@@ -91,3 +93,16 @@ def require_run_dir(path: Path) -> None:
             f"mcp-chaos audit {preflights[0]}"
         )
     raise UsageError(f"{path} is not a run directory (it needs {HISTORY} and {SCENARIO})")
+
+
+def own_file(path: Path) -> str | None:
+    """What ``path`` is, when it is (or links to) one of a run directory's records (``the history of
+    results/run-1``), else None: an output flag that names one would destroy the run."""
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    run = target.parent
+    if target.name in RECORDS and (run / HISTORY).is_file():
+        return f"{target.name} of the run {run}"
+    return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -77,9 +78,17 @@ class EffectSink(LoopbackServer):
     """Records every call as one effect line; answers 200 once the line is written."""
 
     def __init__(
-        self, run_dir: Path, marker_field: str = "marker", port: int = 0, *, dedupe_by_key: bool = False
+        self,
+        run_dir: Path,
+        marker_field: str = "marker",
+        port: int = 0,
+        *,
+        dedupe_by_key: bool = False,
+        redact: Callable[[str], str] = str,
     ) -> None:
         super().__init__(port)
+        self.redact = redact
+        """The scenario's secrets hidden: a server may send its token as the key (the record keeps it so)."""
         self.path = run_dir / rundir.SINK
         self.marker_field = marker_field
         self.dedupe_by_key = dedupe_by_key
@@ -117,7 +126,7 @@ class EffectSink(LoopbackServer):
             key = payload[KEY_FIELD]
         line: dict[str, object] = {"t": round(time.monotonic() - self._t0, 6), "marker": marker}
         if key is not None:
-            line["key"] = key
+            line["key"] = self.redact(key)
         replayed = self.dedupe_by_key and key is not None and key in self._keys
         if replayed:
             line["replay"] = True

@@ -78,7 +78,13 @@ class TargetWiring:
                     urls["postgres_url"] = self.pg_proxy.url(self.postgres.database)
             sink = scenario.audit.effects.sink
             self.sink = (
-                EffectSink(run_dir, sink.marker_field, free_port(), dedupe_by_key=sink.dedupe_by_key)
+                EffectSink(
+                    run_dir,
+                    sink.marker_field,
+                    free_port(),
+                    dedupe_by_key=sink.dedupe_by_key,
+                    redact=self.redactor.text,
+                )
                 if sink is not None
                 else None
             )

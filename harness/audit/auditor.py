@@ -40,8 +40,8 @@ from harness.audit.summary import EffectCounts, Summary, summarize
 from harness.audit.tally import Tally
 from harness.audit.vanished import lost_across, pod_faults_cleared, vanishing
 from harness.audit.verdicts import EXACTLY_ONCE_CODE, STATUS_NAMES, VERDICT_ORDER, ClientStatus, verdict_codes
-from harness.errors import AuditError, UsageError
-from harness.history import read_batches
+from harness.errors import AuditError, HistoryError, UsageError
+from harness.history import has_events, read_batches
 from harness.scenario import Scenario
 
 _STATUS_NAMES = pa.array(STATUS_NAMES.tolist(), pa.string())
@@ -351,6 +351,11 @@ def _audit(
     history = run_dir / rundir.HISTORY
     rows: IntentChunks | None = None
     try:
+        if not has_events(history):
+            raise HistoryError(
+                f"{history}: it holds no event (it is empty, or one line cut short): the run recorded "
+                "nothing, or the file was written over: nothing to judge, so no verdict (run it again)"
+            )
         folded = fold_columnar(history, begun.history) if begun.history is not None else None
         if folded is None:
             fold = fold_history(read_batches(history), str(history))

@@ -111,6 +111,9 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
         "the run's copy of its scenario cannot be read",
     ),
     "scenario-emptied": (_write("scenario.yaml", b""), "the run's copy of its scenario cannot be read"),
+    # An emptied history used to audit as "exactly once: 0 of 0", and pass its gate.
+    "history-emptied": (_write("history.jsonl", b""), "history.jsonl: it holds no event"),
+    "history-one-torn-line": (_write("history.jsonl", b'{"seq": 0, "t": 0.0, "ty'), "holds no event"),
 }
 
 
@@ -149,3 +152,18 @@ def test_a_torn_last_line_is_a_harness_killed_mid_write_and_audits(
     history.write_bytes(history.read_bytes() + b'{"seq": 999, "t": 1.0, "ty')
     assert main(["audit", str(run_dir)]) == 0
     assert "exactly_once |       4 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["history.jsonl", "summary.json", "scenario.yaml"])
+def test_an_output_that_names_a_file_of_the_run_is_refused_and_the_run_kept(
+    name: str, good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``export-otlp RUN --file RUN/history.jsonl`` truncated the history to 0 bytes and said it exported."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(good_run, run_dir)
+    before = (run_dir / name).read_bytes()
+    assert main(["export-otlp", str(run_dir), "--file", str(run_dir / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"is {name} of the run {run_dir.resolve()}, a file of the run this would destroy" in err
+    assert (run_dir / name).read_bytes() == before

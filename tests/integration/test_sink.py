@@ -11,14 +11,20 @@ import pytest
 
 from harness import rundir
 from harness.audit.effects import count_sink_effects
+from harness.redaction import Redactor
 from harness.sink import EffectSink
 
 pytestmark = pytest.mark.integration
 
 
-def calls(tmp_path: Path, dedupe: bool, posts: list[tuple[dict[str, object], dict[str, str]]]) -> list[int]:
+def calls(
+    tmp_path: Path,
+    dedupe: bool,
+    posts: list[tuple[dict[str, object], dict[str, str]]],
+    redactor: Redactor | None = None,
+) -> list[int]:
     async def go() -> list[int]:
-        sink = EffectSink(tmp_path, dedupe_by_key=dedupe)
+        sink = EffectSink(tmp_path, dedupe_by_key=dedupe, redact=(redactor or Redactor()).text)
         await sink.start()
         try:
             async with httpx.AsyncClient() as client:
@@ -52,3 +58,17 @@ def test_deduplicating_by_key_answers_a_replay_that_is_no_effect(tmp_path: Path)
     lines = [orjson.loads(line) for line in (tmp_path / rundir.SINK).read_bytes().splitlines()]
     assert [line.get("replay", False) for line in lines] == [False, True, False, True, False, False]
     assert count_sink_effects(tmp_path) == {"m1": 1, "m2": 1, "m3": 2}
+
+
+def test_a_token_sent_as_the_key_is_recorded_redacted_and_still_deduplicated(tmp_path: Path) -> None:
+    token = "tok-live-5f3a9c"
+    posts: list[tuple[dict[str, object], dict[str, str]]] = [
+        ({"marker": "m1"}, {"Idempotency-Key": token}),
+        ({"marker": "m1"}, {"Idempotency-Key": token}),
+    ]
+    assert calls(tmp_path, True, posts, Redactor([token])) == [200, 200]
+    text = (tmp_path / rundir.SINK).read_text()
+    assert token not in text
+    lines = [orjson.loads(line) for line in text.splitlines()]
+    assert [line["key"] for line in lines] == ["***", "***"]
+    assert count_sink_effects(tmp_path) == {"m1": 1}  # the replay is still one

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import get_args
 
@@ -117,3 +119,35 @@ def test_secrets_never_reach_the_history(tmp_path: Path) -> None:
     assert attempt["message"] == "x" * 290 + "***"  # redacted before the cut: no half secret left
     assert ended["reason"] == "HTTP 401: bad token *** json \"***\" repr '***' latin-1 ***"
     assert Redactor([secret]).text(f"x {secret} y") == "x *** y"
+
+
+def test_what_a_crash_point_captured_is_redacted_in_every_form(tmp_path: Path) -> None:
+    """A server that writes its token into an INSERT's literals, or sends it as a downstream key: the
+    history (and so every report read from it) has none of its forms; the label a plan matches by stays."""
+    token = "tok-live-5f3a9c"
+    redactor = Redactor([token])
+    b64 = base64.b64encode(token.encode()).decode()
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, redact=redactor.text) as history:
+        history.emit(
+            EventType.CRASH_POINT,
+            intent=1,
+            attempt=1,
+            point="db_commit#1",
+            held=True,
+            statements=[f"INSERT INTO audit (note) VALUES ('{token}')", f"SELECT '{b64}'"],
+            label="INSERT audit",
+            key=json.dumps({"k": token}),
+        )
+        history.emit(
+            EventType.CRASH_POINT, intent=1, attempt=2, point="response", held=False, answer="HTTP 404"
+        )
+    text = path.read_text()
+    assert token not in text
+    assert b64 not in text
+    first, second = (json.loads(line) for line in text.splitlines())
+    assert first["statements"] == ["INSERT INTO audit (note) VALUES ('***')", "SELECT '***'"]
+    assert first["label"] == "INSERT audit"
+    assert "key" in first
+    assert second["answer"] == "HTTP 404"
+    assert "statements" not in second
