@@ -21,6 +21,7 @@ import orjson
 
 from harness._version import __version__
 from harness.client.messages import MODERN
+from harness.scenario.headers import CONTROL
 
 _VERSION_HEADER_SINCE = "2025-06-18"
 """2025-03-26 had no ``MCP-Protocol-Version`` header (versions are dates: they compare as strings)."""
@@ -82,6 +83,9 @@ class Framing:
         ``key``: the intent's idempotency key, sent only if the scenario puts it in a header.
         ``traceparent``: the attempt's W3C trace context (``client.trace``).
         """
+        for value in (session, method, name, key, last_event_id, traceparent):
+            if value is not None and CONTROL.search(value) is not None:  # a line break starts a header
+                raise ValueError(f"a header value holds a control character: {value!r:.200}")
         head = self._starts[verb]
         if version is not None and version >= _VERSION_HEADER_SINCE:
             head += f"MCP-Protocol-Version: {version}\r\n"

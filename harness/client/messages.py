@@ -7,6 +7,7 @@ stdio) turns what came back into a :class:`CallResult` through
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,9 @@ import orjson
 
 from harness.history import MESSAGE_LIMIT, Detail, Outcome, clip
 from harness.replies import reads_as_failure
+
+_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
+"""Bytes an event id sent back as ``Last-Event-ID`` cannot hold (a bare CR would start a header)."""
 
 MODERN = "2026-07-28"
 """The stateless protocol revision: one request per exchange, no handshake."""
@@ -104,7 +108,9 @@ class SseParser:
             if name == b"data":
                 self._data.append(value[1:] if value.startswith(b" ") else value)
             elif name == b"id":
-                self.last_id = value[1:] if value.startswith(b" ") else value
+                given = value[1:] if value.startswith(b" ") else value
+                if not _CONTROL.search(given):  # as the SSE spec ignores one with a NUL: never a header
+                    self.last_id = given
         if start < len(buf):
             self._partial.append(buf[start:])
         return events

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.scenario.headers import ToolName
 from harness.scenario.placeholders import AUDIT_PLACEHOLDERS, READ_TOOL_PLACEHOLDERS, check_placeholders
 from harness.scenario.section import Section
 from harness.scenario.sql_guard import single_select
@@ -55,7 +56,7 @@ class ToolEffects(Section):
     or a list of ``{"marker", "effects"}`` objects.
     """
 
-    tool: str = Field(min_length=1)
+    tool: ToolName
     arguments: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("arguments")

@@ -9,6 +9,7 @@ from pydantic import Field, StrictInt, model_validator
 
 from harness.history import StreamFaultKind
 from harness.scenario.crash_points import CrashPoints
+from harness.scenario.headers import ToolName
 from harness.scenario.section import Section
 from harness.scenario.window import Window
 
@@ -88,7 +89,7 @@ class StreamFault(Section):
     """
 
     fault: StreamFaultKind
-    tool: str | None = None
+    tool: ToolName | None = None
     """Only exchanges calling this tool (``Mcp-Name``); default: any."""
     method: str = "tools/call"
     intent: int | None = Field(default=None, ge=0)

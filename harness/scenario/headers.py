@@ -1,8 +1,12 @@
-"""HTTP header names a scenario may give (``target.headers``, ``client.key_name`` with ``key_in: header``)."""
+"""What a scenario gives that becomes part of an HTTP request's head: header names (``target.headers``,
+``client.key_name`` with ``key_in: header``) and tool names (sent as ``Mcp-Name``)."""
 
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP field name (RFC 9110's token)."""
@@ -24,3 +28,20 @@ RESERVED_HEADERS = frozenset(
     }
 )
 """Headers the harness's client writes itself: a scenario cannot set them (or carry a key in them)."""
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""Characters no header value may hold: a line break would end the header and start another."""
+
+
+def _tool_name(value: str) -> str:
+    if (bad := CONTROL.search(value)) is not None:
+        raise ValueError(
+            f"the tool name {value!r} holds the control character {bad.group()!r}: it is sent in the "
+            "Mcp-Name header, where a line break would start another header; write the name as the "
+            "server lists it"
+        )
+    return value
+
+
+ToolName = Annotated[str, Field(min_length=1), AfterValidator(_tool_name)]
+"""A tool's name as a scenario gives it: what ``tools/list`` says, sent in ``Mcp-Name``."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from harness.scenario.headers import ToolName
 from harness.scenario.section import Section
 from harness.template import Template, parse_template
 
@@ -17,7 +18,7 @@ class WorkloadSpec(Section):
 
     intents: int = Field(gt=0, le=10_000_000)
     concurrency: int = Field(default=16, gt=0, le=4096)
-    tool: str = Field(min_length=1)
+    tool: ToolName
     arguments: dict[str, Any]
     request_progress: bool = False
     """Send a ``progressToken`` with each call: servers that report progress then answer with an

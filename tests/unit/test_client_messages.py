@@ -240,3 +240,18 @@ def test_2026_names_the_method_and_the_tool_in_the_head_and_only_then() -> None:
     )
     assert b"Mcp-Method" not in headers
     assert b"Mcp-Name" not in headers
+
+
+def test_a_name_that_would_break_the_head_is_never_sent() -> None:
+    """A tool a server lists as ``t\\r\\nX-Evil: 1`` (the contract's handles check calls listed tools)
+    cannot add a header: the request is refused before a byte is written."""
+    with pytest.raises(ValueError, match="a header value holds a control character"):
+        FRAMING.request(
+            "tools/call", {"name": "t"}, 1, version="2026-07-28", session=None, name="t\r\nX-Evil: 1"
+        )
+
+
+def test_an_event_id_with_a_control_byte_is_ignored_not_sent_back() -> None:
+    sse = SseParser()
+    sse.feed(b"id: 7\n\nid: 8\rX-Evil: 1\ndata: {}\n\n")
+    assert sse.last_id == b"7"

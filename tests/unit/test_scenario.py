@@ -13,6 +13,7 @@ import yaml
 import harness.scenario
 from harness.errors import ScenarioError
 from harness.scenario import Window, apply_override, load_scenario, parse_scenario
+from tests.conftest import invoice_scenario
 
 
 def parse(data: dict[str, Any], *overrides: str) -> Any:
@@ -373,3 +374,18 @@ def test_the_package_exports_every_name_the_harness_imports() -> None:
     ]
     for name in harness.scenario.__all__:
         assert getattr(harness.scenario, name) is not None
+
+
+@pytest.mark.parametrize("where", ["workload", "faults", "effects"])
+def test_a_tool_name_with_a_line_break_is_refused_where_it_is_given(where: str) -> None:
+    """It was sent raw in Mcp-Name: through the proxy every attempt failed and the run retried for minutes."""
+    data = invoice_scenario(mode="atomic")
+    bad = "create_invoice\nX-Evil: 1"
+    if where == "workload":
+        data["workload"]["tool"] = bad
+    elif where == "faults":
+        data["faults"] = {"stream": [{"fault": "sever_response", "tool": bad}]}
+    else:
+        data["audit"] = {"effects": {"tool": {"tool": bad}}}
+    with pytest.raises(ScenarioError, match=r"holds the control character '\\n': it is sent in the Mcp-Name"):
+        parse_scenario(data)
