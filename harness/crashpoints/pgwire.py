@@ -282,9 +282,11 @@ class Framer:
 
 
 def _cstrings(body: bytes, count: int) -> list[str]:
-    """The first ``count`` NUL-terminated strings of a body, decoded leniently."""
-    parts = body.split(b"\x00", count)
-    return [p.decode("utf-8", "replace") for p in parts[:count]]
+    """The first ``count`` NUL-terminated strings of a body, decoded leniently; those a malformed body
+    lacks are empty. The proxy never judges a frame: it relays it, and PostgreSQL answers a malformed
+    one as it does (an ErrorResponse, then it closes), so following it must never raise."""
+    parts = body.split(b"\x00", count)[:count]
+    return [p.decode("utf-8", "replace") for p in parts] + [""] * (count - len(parts))
 
 
 def statement_text(sql: str) -> str:

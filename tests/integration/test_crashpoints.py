@@ -35,6 +35,7 @@ from harness.crashpoints import advice, emit, render
 from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.pgwire import STARTUP_V3
 from harness.crashpoints.points import parse_path
 from harness.crashpoints.render import as_json, render_markdown
 from harness.history import HistoryWriter
@@ -592,3 +593,43 @@ def test_a_pod_that_never_answers_after_a_kill_is_an_unavailable_finding(
     assert as_json(found)["unavailable"] == ["db_commit#1"]
     assert "## db_commit#1: unavailable" in render_markdown(found)
     assert not any(p.startswith("the exploration ended early") for p in found.inconclusive)
+
+
+@pytest.mark.postgres
+def test_a_malformed_frame_is_answered_by_postgresql_not_by_a_traceback(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """A Parse without its NUL terminators, in the same write as the StartupMessage: the proxy used to
+    raise ValueError in asyncio's client_connected_cb; now it relays it and PostgreSQL answers an error."""
+
+    async def go() -> tuple[bytes, list[dict[str, Any]]]:
+        pg = Postgres(tmp_path, "malformed", free_port())
+        holds = HoldPoints(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]}))
+        proxy = PostgresProxy(pg.port, holds)
+        unhandled: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))
+        with HistoryWriter(tmp_path / "history.jsonl") as history:
+            holds.attach(history, lambda **_: True, lambda: True)
+            await pg.start()
+            await proxy.start()
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+                params = b"user\x00postgres\x00database\x00malformed\x00\x00"
+                startup = (8 + len(params)).to_bytes(4, "big") + STARTUP_V3.to_bytes(4, "big") + params
+                body = b"no terminators at all"
+                writer.write(startup + b"P" + (4 + len(body)).to_bytes(4, "big") + body)
+                await writer.drain()
+                answer = b""
+                with contextlib.suppress(asyncio.TimeoutError):
+                    while chunk := await asyncio.wait_for(reader.read(65536), 5):
+                        answer += chunk
+                writer.close()
+                return answer, unhandled
+            finally:
+                await proxy.close()
+                await pg.stop()
+
+    answer, unhandled = asyncio.run(go())
+    assert unhandled == []
+    assert b"R\x00\x00\x00\x08\x00\x00\x00\x00" in answer  # authenticated: the startup went through
+    assert b"E" in answer.split(b"Z\x00\x00\x00\x05I", 1)[1]  # then PostgreSQL's own ErrorResponse

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.crashpoints.pgwire import (
     SSL_REQUEST,
@@ -291,3 +293,40 @@ def test_the_rollbacks_of_one_simple_query_are_told_apart() -> None:
     replies = ("BEGIN", "INSERT 0 1", "SAVEPOINT", "ROLLBACK", "ROLLBACK")
     assert [tx.server(tag(r)) for r in replies] == [None] * 5
     assert tx.server(ready(b"I")) is None  # rolled back whole: no commit
+
+
+MESSAGE_TYPES = b"QPBESCDHFdcfXZ" + b"CZsIGEDTnt123"
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([bytes([b]) for b in MESSAGE_TYPES]), st.binary(max_size=40), st.booleans()
+        ),
+        max_size=30,
+    )
+)
+def test_following_any_frames_never_raises(frames: list[tuple[bytes, bytes, bool]]) -> None:
+    """A Parse or Bind without its NUL raised ValueError inside the proxy (a traceback from asyncio's
+    client_connected_cb); PostgreSQL answers a malformed frame itself, so following one must not raise."""
+    transactions = Transactions()
+    for kind, body, from_client in frames:
+        raw = kind + (4 + len(body)).to_bytes(4, "big") + body
+        (message,) = Framer().feed(raw)
+        if from_client:
+            transactions.client(message)
+        else:
+            commit = transactions.server(message)
+            assert commit is None or commit.statements
+
+
+@given(st.binary(max_size=300), st.integers(min_value=1, max_value=64))
+def test_the_framer_splits_any_bytes_as_it_does_whole(data: bytes, cut: int) -> None:
+    whole, pieces = Framer(startup=True), Framer(startup=True)
+    at_once = whole.feed(data)
+    in_pieces = [m for i in range(0, len(data), cut) for m in pieces.feed(data[i : i + cut])]
+    if whole.broken or pieces.broken:
+        return  # a stream it cannot read is relayed untouched
+    assert [m.raw for m in in_pieces] == [m.raw for m in at_once]
+    assert whole.rest() == pieces.rest()
