@@ -27,8 +27,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -297,15 +299,34 @@ def export_file(run_dir: Path, path: Path) -> Export:
 
 
 def export_endpoint(run_dir: Path, endpoint: str, *, timeout_s: float = 10.0) -> Export:
-    """The run's spans sent to an OTLP/HTTP collector on this machine (protobuf)."""
+    """The run's spans sent to an OTLP/HTTP collector on this machine (protobuf).
+
+    Each batch's whole exchange (connect, headers, body, the exporter's own retries) must end within
+    ``timeout_s`` plus a second: the exporter's timeout bounds each read, so a collector that trickles
+    a byte at a time would hold it for ever. A redirect is not a collector taking the spans."""
     url = collector_url(endpoint)
     session = requests.Session()
     session.trust_env = False  # a proxy from the environment must not carry loopback traffic away
+    redirected: list[int] = []
+    session.hooks["response"].append(
+        lambda r, *_, **__: redirected.append(r.status_code) if r.is_redirect else None
+    )
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout_s, session=session)
     done = Export()
     try:
         for batch in _batches(run_dir):
-            if exporter.export(batch) is not SpanExportResult.SUCCESS:
+            result = _within(timeout_s + 1.0, partial(exporter.export, batch))
+            if result is None:
+                raise ExportError(
+                    f"the OTLP collector at {url} did not answer within {timeout_s + 1.0:g}s (after "
+                    f"{done.spans} spans sent): is it an OTLP collector, and is it alive?"
+                )
+            if redirected:
+                raise ExportError(
+                    f"the OTLP collector at {url} answered {redirected[0]} (a redirect), not the spans "
+                    f"taken (after {done.spans} sent): give export-otlp the collector's own address"
+                )
+            if result is not SpanExportResult.SUCCESS:
                 raise ExportError(
                     f"the OTLP collector at {url} did not take the spans (after {done.spans} sent); "
                     "is it running, and does it accept OTLP over HTTP with protobuf?"
@@ -314,3 +335,24 @@ def export_endpoint(run_dir: Path, endpoint: str, *, timeout_s: float = 10.0) ->
     finally:
         session.close()
     return done
+
+
+def _within(seconds: float, call: Callable[[], SpanExportResult]) -> SpanExportResult | None:
+    """``call()`` in a thread of its own, or None when it has not returned in ``seconds`` (the thread
+    is a daemon: the command ends without it). Its exception, if it raised, is raised here."""
+    outcome: list[SpanExportResult | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name="otlp-export", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        return None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]

@@ -14,6 +14,7 @@ import base64
 import http.server
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from harness.audit.auditor import AuditResult
 from harness.audit.stories import Story
+from harness.errors import ExportError
 from harness.history import Verdict, read_history
+from harness.otlp import export_endpoint
 from harness.report.stories import story_lines
 from harness.tracecontext import span_id, trace_id, traceparent
 from tests.conftest import invoice_scenario, mcp_chaos, run_scenario
@@ -185,6 +188,24 @@ def test_export_otlp_sends_nowhere_but_this_machine(traced_run: AuditResult) -> 
     assert collector.paths[0] == "/x"
 
 
+@pytest.mark.integration
+def test_a_collector_that_trickles_or_redirects_is_no_export(traced_run: AuditResult) -> None:
+    """Trickled a byte every 0.3 s, the 10 s read timeout never fired and the command waited for ever;
+    a 307 was counted as the spans taken."""
+    with Collector(trickle_s=0.3) as collector:
+        started = time.monotonic()
+        with pytest.raises(ExportError, match=r"did not answer within 2s \(after 0 spans sent\)"):
+            export_endpoint(traced_run.run_dir, f"http://127.0.0.1:{collector.port}", timeout_s=1.0)
+        assert time.monotonic() - started < 6
+    with Collector(status=307) as collector:
+        moved = mcp_chaos(
+            "export-otlp", traced_run.run_dir, "--endpoint", f"http://127.0.0.1:{collector.port}"
+        )
+    assert moved.returncode == 5, moved.stdout
+    assert moved.stderr.count("\n") == 1
+    assert "answered 307 (a redirect), not the spans taken" in moved.stderr
+
+
 def _hex(b64: str) -> str:
     return base64.b64decode(b64).hex()
 
@@ -198,7 +219,7 @@ def _hexed(span: dict[str, Any]) -> dict[str, Any]:
 class Collector:
     """A tiny OTLP/HTTP receiver on 127.0.0.1: keeps each request's path and body, answers ``status``."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, *, trickle_s: float | None = None) -> None:
         self.paths: list[str] = []
         self.bodies: list[bytes] = []
         collector = self
@@ -208,7 +229,15 @@ class Collector:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 collector.paths.append(self.path)
                 collector.bodies.append(body)
+                if trickle_s is not None:  # a byte of a status line at a time, never a whole head
+                    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"z" * 40:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(trickle_s)
+                    return
                 self.send_response(status)
+                if status in (301, 302, 307, 308):
+                    self.send_header("Location", "/elsewhere")
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
