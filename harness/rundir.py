@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,3 +107,13 @@ def own_file(path: Path) -> str | None:
     if target.name in RECORDS and (run / HISTORY).is_file():
         return f"{target.name} of the run {run}"
     return None
+
+
+def own_regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself, not a link: what the harness writes into a run
+    directory. A run directory is data; a link in it (to a file outside, a device, a FIFO) is never
+    followed by what reads it for a report."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False

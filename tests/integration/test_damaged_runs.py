@@ -167,3 +167,26 @@ def test_an_output_that_names_a_file_of_the_run_is_refused_and_the_run_kept(
     assert err.count("\n") == 1, err
     assert f"is {name} of the run {run_dir.resolve()}, a file of the run this would destroy" in err
     assert (run_dir / name).read_bytes() == before
+
+
+def test_a_pod_log_linked_to_a_file_outside_the_run_is_not_quoted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run directory is data: with ``pods/pod-0.log`` a symlink to a file elsewhere, the audit quoted
+    that file's error-looking lines into report.md, report.html and summary.json."""
+    data = invoice_scenario(mode="atomic", intents=8, kills={"count": 1, "hold_dispatch": True})
+    run_dir = run_scenario(data, tmp_path / "results").run_dir
+    log = run_dir / "pods" / "pod-0.log"
+    started = [line for line in log.read_text().splitlines() if line.startswith("--- pod-0: start")]
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text(f"{started[0]}\nERROR: OUTSIDE-THE-RUN line one\n{started[1]}\nERROR: OUTSIDE again\n")
+    log.unlink()
+    log.write_text(outside.read_text())  # the same lines, as a file of the run: quoted
+    assert main(["audit", str(run_dir)]) == 0
+    assert "OUTSIDE-THE-RUN" in (run_dir / "summary.json").read_text()
+    log.unlink()
+    log.symlink_to(outside)  # a link out of the run: never read
+    assert main(["audit", str(run_dir)]) == 0
+    for report in ("summary.json", "report.md", "report.html"):
+        assert "OUTSIDE" not in (run_dir / report).read_text(), report
+    capsys.readouterr()
