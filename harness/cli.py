@@ -96,6 +96,23 @@ def _say(text: str = "", *, err: bool = False) -> None:
     print(terminal(text), file=sys.stderr if err else sys.stdout)
 
 
+def _output_dir(value: str | None, flag: str) -> Path | None:
+    """An output directory made and checked before any work (found bad after an exploration, it cost
+    the exploration's table and ended in a traceback)."""
+    if not value:
+        return None
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {value}: is a file, not a directory; name a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {value}: cannot be made ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {value}: cannot be written (permissions)")
+    return path
+
+
 def _output(value: str | None, flag: str, *, makes_dirs: bool = False) -> Path | None:
     """An output path checked before any work: a file that can be written in a directory that exists
     (or, with ``makes_dirs``, that the writer creates: its nearest existing ancestor must be writable).
@@ -247,6 +264,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     rundir.require_run_dir(run_dir)
+    if args.intent is not None and not 0 <= args.intent < 2**62:
+        raise UsageError(f"explain: intent {args.intent} is no intent's index (they count from 0)")
     audit = audit_run(run_dir)
     if args.intent is None:
         _say(explain(audit.summary))
@@ -514,6 +533,7 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, _overrides(args))
     json_path = _output(args.json, "--json")
+    emit = _output_dir(args.emit, "--emit")
     if args.repeat < 1 or args.max_points < 1:
         raise UsageError("--repeat and --max-points must be at least 1")
     if (why := crash_explore.unexplorable(scenario)) is not None:
@@ -539,8 +559,8 @@ def cmd_crashpoints(args: argparse.Namespace) -> int:
     report = crash_render.write_reports(found)
     if json_path is not None:
         json_path.write_text(crash_render.json_text(found), encoding="utf-8")
-    if args.emit:
-        for path in crash_emit.write_tests(found, Path(args.emit)):
+    if emit is not None:
+        for path in crash_emit.write_tests(found, emit):
             sys.stderr.write(f"wrote {path}\n")
     _say(crash_render.render_terminal(found))
     print(f"report: {report}")

@@ -212,7 +212,9 @@ class Exploration:
     @property
     def inconclusive(self) -> list[str]:
         """Why the exploration cannot certify the points it did not find anything at: one line each."""
-        return not_proven(self.points, self.skipped, self.max_points, self.bypassed, self.ended)
+        return not_proven(
+            self.points, self.skipped, self.max_points, self.bypassed, self.ended, self.not_passed
+        )
 
 
 def not_proven(
@@ -221,10 +223,16 @@ def not_proven(
     max_points: int,
     bypassed: str | None,
     ended: str | None,
+    not_passed: Sequence[str] = (),
 ) -> list[str]:
     """Why an exploration cannot certify what it found nothing at: the store changed behind it, it was
-    cut short, points of the call were not tried, points have too few proven tries."""
+    cut short, points asked for were never passed or not tried, points have too few proven tries."""
     reasons = []
+    if not_passed:
+        reasons.append(
+            f"asked for with --only, never passed by the call: {', '.join(not_passed)} (the clean call "
+            "passed the points in the table; name one of those)"
+        )
     if bypassed is not None:
         reasons.append(bypassed)
     if ended is not None:

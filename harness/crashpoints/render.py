@@ -109,8 +109,6 @@ def summary_line(exploration: Exploration) -> str:
         what = "INCONCLUSIVE, no finding among what it proved: " + "; ".join(exploration.inconclusive)
     else:
         what = "no finding at any point, every try proven"
-    if exploration.not_passed:
-        what += f"; the call never passed {', '.join(exploration.not_passed)}"
     return (
         f"crashpoints: {len(exploration.points)} points, {tries} tries in {exploration.seconds:.1f}s; {what}"
     )

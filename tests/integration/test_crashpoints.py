@@ -536,6 +536,19 @@ def test_a_scenario_with_no_hold_point_is_refused_with_what_would_give_one(tmp_p
     assert not (tmp_path / "r").exists()
 
 
+def test_an_emit_directory_that_cannot_be_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Found after the whole exploration, it ended in a traceback and no table was printed."""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(on_postgres("keyed")))
+    (tmp_path / "a-file").write_text("")
+    for where, said in [("a-file", "is a file, not a directory"), ("a-file/sub", "cannot be made")]:
+        done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r", "--emit", tmp_path / where)
+        assert done.returncode == 2
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"mcp-chaos: error: --emit {tmp_path / where}: {said}")
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.postgres
 def test_a_store_changed_behind_the_proxy_is_inconclusive(tmp_path: Path, postgres_server: None) -> None:
     """The target writes to a cluster of its own, not through {postgres_url}: the clean call's effect is

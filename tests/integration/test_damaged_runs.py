@@ -190,3 +190,13 @@ def test_a_pod_log_linked_to_a_file_outside_the_run_is_not_quoted(
     for report in ("summary.json", "report.md", "report.html"):
         assert "OUTSIDE" not in (run_dir / report).read_text(), report
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("intent", ["99999999999999999999", "-1"])
+def test_explain_of_no_intent_index_is_a_usage_error(
+    intent: str, good_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 20-digit index ended in pyarrow's OverflowError traceback."""
+    assert main(["explain", str(good_run), "--", intent]) == 2
+    err = capsys.readouterr().err
+    assert err == f"mcp-chaos: error: explain: intent {intent} is no intent's index (they count from 0)\n"

@@ -192,6 +192,11 @@ def test_what_an_exploration_did_not_prove_is_said_one_line_each() -> None:
         "response: no try (the exploration ended before it)",
     ]
     assert not_proven([tried], [], 8, None, None) == []
+    # --only db_commit#9999 explored nothing and passed (exit 0): a point asked for and never passed.
+    assert not_proven([], [], 8, None, None, ["db_commit#9999"]) == [
+        "asked for with --only, never passed by the call: db_commit#9999 (the clean call passed the "
+        "points in the table; name one of those)"
+    ]
 
 
 def test_a_json_answer_ended_by_the_close_is_found_at_the_close() -> None:
