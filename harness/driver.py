@@ -164,6 +164,7 @@ class Driver:
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
         history, policy, stats = self.history, self.policy, self.stats
         history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
+        began = history.now()
         status = IntentStatus.GAVE_UP
         reason: str | None = None
         attempt = charged = questions = 0
@@ -247,10 +248,14 @@ class Driver:
                 break
             if charged >= policy.max_attempts or self._past_deadline():
                 break
+            wait = max(retry_after, backoff_delay(policy.backoff, charged or 1, self._rng))
+            if policy.give_up_after_s is not None and history.now() + wait - began >= policy.give_up_after_s:
+                reason = f"gave up after {policy.give_up_after_s:g}s of attempts (client.give_up_after_s)"
+                break  # the next attempt would start past it
             if self.stopped is not None:
                 reason = f"the run stopped: {self.stopped}"
                 break
-            await asyncio.sleep(max(retry_after, backoff_delay(policy.backoff, charged or 1, self._rng)))
+            await asyncio.sleep(wait)
         stats.finished += 1
         if status is IntentStatus.GAVE_UP:
             stats.gave_up += 1

@@ -112,6 +112,9 @@ def retry_quickly(scenario: Scenario, *, kills: int) -> dict[str, Any]:
         "jitter": "none",
     }
     client["max_attempts"] = max(client["max_attempts"], min(1000, math.ceil(patience_s / RETRY_EVERY_S)))
+    # Bounded by time too: those many attempts span a restart, and each of a server that hangs would
+    # run to its timeout (280 of 20 s: the exploration ran to max_duration_s).
+    client["give_up_after_s"] = patience_s + client["attempt_timeout_s"]
     return data
 
 

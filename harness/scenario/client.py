@@ -25,6 +25,10 @@ class ClientPolicy(Section):
 
     attempt_timeout_s: float = Field(default=5.0, gt=0, le=600)
     max_attempts: int = Field(default=20, ge=1, le=1000)
+    give_up_after_s: float | None = Field(default=None, gt=0, le=86_400)
+    """Stop retrying an intent this long after it began, whatever ``max_attempts`` still allows (no
+    new attempt starts past it). Crash point explorations set it: their attempts are many, to span a
+    restart, and a server that hangs must not take each to its ``attempt_timeout_s``."""
     backoff: Backoff = Field(default_factory=Backoff)
     key_reuse: Literal["same", "fresh"] = "same"
     """``same``: every attempt of an intent carries its key (correct). ``fresh``: a buggy client."""

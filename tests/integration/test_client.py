@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +13,9 @@ import pytest
 from harness.client.http import McpHttpClient
 from harness.client.pool import Pool
 from harness.client.raw import End, RawResponse
-from harness.history import Detail, Outcome
+from harness.history import Detail, Outcome, read_history
 from harness.loopback import free_port
-from tests.conftest import Target
+from tests.conftest import Target, invoice_scenario, run_scenario
 
 
 def args(n: int) -> dict[str, Any]:
@@ -250,3 +251,22 @@ def test_how_an_exchange_ended_is_data(chunks: list[bytes], end: End) -> None:
     assert raw.received == sum(len(c) for c in chunks)
     if end is End.BAD_HTTP:
         assert (raw.error or "").startswith("bad HTTP from server")
+
+
+def test_an_intent_gives_up_after_its_time_whatever_attempts_remain(tmp_path: Path) -> None:
+    """A server that hangs every call: with 1000 attempts of 0.3 s allowed, the intent gives up once
+    1.5 s of attempts have passed (crash point explorations allow 280 attempts of a scenario's timeout)."""
+    data = invoice_scenario(mode="naive", intents=1, env={"INVOICES_PRE_COMMIT_MS": "3000"})
+    data["client"] = {
+        "attempt_timeout_s": 0.3,
+        "max_attempts": 1000,
+        "give_up_after_s": 1.5,
+        "backoff": {"initial_s": 0.01, "max_s": 0.01, "jitter": "none"},
+    }
+    data["gate"] = {"fail_on": []}
+    result = run_scenario(data, tmp_path)
+    (row,) = result.intents.to_dict("records")
+    assert row["client_status"] == "gave_up"
+    assert 3 <= row["attempts"] <= 8  # 1.5 s of 0.3 s attempts, not 1000
+    ended = [e for e in read_history(result.run_dir / "history.jsonl") if e["type"] == "intent_ended"]
+    assert ended[0]["reason"] == "gave up after 1.5s of attempts (client.give_up_after_s)"
