@@ -476,12 +476,13 @@ def read_history(path: Path) -> Iterator[dict[str, Any]]:
 
 def has_events(path: Path) -> bool:
     """Whether the history holds one whole line at least: an empty one (or one torn line) is a damaged
-    run, never a run that passed with nothing in it. A history that is missing is not this question."""
+    run, never a run that passed with nothing in it. A history that is missing (or no regular file: a
+    FIFO would block the read) is not this question: :func:`read_batches` says what it is."""
+    if not path.is_file():
+        return True
     try:
         with open(path, "rb") as f:
             return f.readline().endswith(b"\n")
-    except FileNotFoundError:
-        return True  # read_batches says what is missing
     except OSError as exc:
         raise HistoryError(f"{path} cannot be read: {exc.strerror or exc}") from None
 
