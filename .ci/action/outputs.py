@@ -44,8 +44,16 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: outputs.py RUN_DIR", file=sys.stderr)
         return 2
-    summary = json.loads((Path(argv[1]) / "summary.json").read_text(encoding="utf-8"))
-    sys.stdout.write(lines(outputs(summary)))
+    path = Path(argv[1]) / "summary.json"
+    try:
+        text = lines(outputs(json.loads(path.read_text(encoding="utf-8"))))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        print(f"outputs.py: {path} cannot be read: {exc}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError) as exc:  # a damaged or foreign summary: no outputs from it
+        print(f"outputs.py: {path} is not a run's summary ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
     return 0
 
 

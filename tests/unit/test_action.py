@@ -72,3 +72,27 @@ def test_a_value_that_could_set_another_output_is_refused() -> None:
     module = outputs_module()
     with pytest.raises(ValueError, match="is not a plain word or number"):
         module.lines(module.outputs(summary(headline={"kind": "duplicate\nverdict=pass"})))
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"gate": {"passed": true}}', "is not a run's summary (KeyError"),
+        (
+            '{"gate": {"passed": true}, "headline": {"kind": "x"}, "verdicts": {"duplicate": 0, "lost": 0},'
+            ' "rates": {"duplicate": {"n": 4, "rate": "lots"}}}',
+            "is not a run's summary (ValueError",
+        ),
+        ("{not json", "cannot be read"),
+    ],
+)
+def test_a_summary_it_cannot_read_is_one_line_and_exit_2(
+    text: str, said: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A non-numeric rate ended in a traceback, and the step then had no outputs at all."""
+    (tmp_path / "summary.json").write_text(text)
+    assert outputs_module().main(["outputs.py", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert said in err
