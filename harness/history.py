@@ -422,8 +422,8 @@ class HistoryWriter:
                 fields[name] = value if limit is None else excerpt(value, limit)
         if type_ is EventType.CRASH_POINT and self._redact is not None:
             for name in CAPTURED_FIELDS:
-                fields[name] = _redacted(fields.get(name), self._redact)
-            fields = {k: v for k, v in fields.items() if v is not None or k not in CAPTURED_FIELDS}
+                if name in fields:
+                    fields[name] = _redacted(fields[name], self._redact)
         seq = self._seq
         event = {"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
         self._seq += 1

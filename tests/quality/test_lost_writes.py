@@ -180,13 +180,18 @@ def test_a_store_torn_by_kills_is_blamed_on_the_kills_never_on_the_server_alone(
     the file mid-rewrite reads as empty or torn; it is read again until two reads agree, and an intent
     no whole read showed dropped before the next kill is lost across that restart, not by the server on
     its own (no_fault would send a person looking for a race that is not there)."""
-    data = notes_scenario("torn_file", intents=600, kills=4, NOTES_WORK_MS="5")
+    # How much four random kills tear is luck (one CI run lost 23, another 316): the 150th save tears
+    # the file for certain (the failpoint, a crash), so there is always much to blame, and the kills
+    # tear what they happen to.
+    data = notes_scenario(
+        "torn_file", intents=600, kills=4, NOTES_WORK_MS="5", NOTES_FAILPOINT="mid_write@150"
+    )
     code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
     assert code == 1, out
     causes = lost(run_dir)
     assert len(causes) >= 100, out
     counts = causes.value_counts()
-    assert causes.isin(["vanished", "lost_across_restart", "kill"]).mean() >= 0.9, counts
+    assert causes.isin(["vanished", "lost_across_restart", "kill", "crash"]).mean() >= 0.9, counts
     # A few may still read as the server's own: a whole, stable read after the acknowledgement that
     # held later notes and not this one (two overlapping rewrites in place can leave exactly that,
     # every line parsing), which is what a lost update looks like too. Seen: 0 to 4 of ~350.
