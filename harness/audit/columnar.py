@@ -43,6 +43,7 @@ import os
 import re
 from collections import Counter, deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,27 +60,18 @@ from harness.audit.accumulators import (
     CRASH_WINDOW_S,
     MAX_UNPLANNED_INTENTS,
     POD_FAULT_KINDS,
-    Checkpoints,
-    ErrorTallies,
-    FailureReplies,
-    FaultPlan,
     Intents,
     PodDisruptions,
-    PodTimeline,
-    RunBounds,
-    Sessions,
-    Unavailability,
-    dispatch,
     fault_label,
     frame_of,
 )
-from harness.audit.fold import CODE_LIMIT, Fold
+from harness.audit.fold import MALFORMED, Fold, Record
 from harness.audit.memory import give_back
-from harness.audit.parse import OUTCOME_CODE, Parse, start
+from harness.audit.parse import OUTCOME_CODE, Kind, Parse, start
 from harness.audit.scratch import Scratch
 from harness.audit.verdicts import ClientStatus
 from harness.errors import HistoryError
-from harness.history import OUTCOMES, EventType, FaultKind, Outcome, excerpt
+from harness.history import CODE_LIMIT, OUTCOMES, EventType, FaultKind, Outcome, excerpt
 
 REORDER_ROWS = 1 << 22
 """Events parsed ahead of a stretch of the file not parsed yet, at most (see _in_order)."""
@@ -245,17 +237,7 @@ def fold_columnar(path: Path, parse: Parse | None = None) -> tuple[Fold, IntentR
     try:
         folder = _Folder(parse.workdir)
         fold = folder.fold(path, parse)
-    except (
-        Declined,
-        duckdb.Error,
-        orjson.JSONDecodeError,
-        HistoryError,
-        KeyError,
-        TypeError,
-        AttributeError,
-        ValueError,
-        OverflowError,
-    ):
+    except Declined:
         parse.discard()
         return None
     except BaseException:
@@ -268,6 +250,26 @@ def fold_columnar(path: Path, parse: Parse | None = None) -> tuple[Fold, IntentR
         parse.workdir, folder.written, folder.sparse, has_pods=folder.has_pods, has_traces=folder.has_traces
     )
     return fold, rows
+
+
+def _parsed(parse: Parse) -> Iterator[pa.RecordBatch]:
+    """The parse's batches; a line DuckDB cannot read as an event (not JSON, a field of another type)
+    declines the history."""
+    try:
+        yield from parse.batches()
+    except duckdb.Error:
+        raise Declined from None
+
+
+@contextmanager
+def _taking() -> Iterator[None]:
+    """Around an accumulator's handler: an event it refuses (a field missing or of another type, as
+    the Python fold's own ``except`` reads them) declines the history, so that fold names the line.
+    Any other exception is a bug and is raised."""
+    try:
+        yield
+    except (HistoryError, orjson.JSONDecodeError, *MALFORMED):
+        raise Declined from None
 
 
 def _front(ready: list[pa.RecordBatch], rows: int) -> pa.RecordBatch:
@@ -607,29 +609,12 @@ class _Folder:
         self.has_traces = False
         self.intents = Intents()
         self.disruptions = _Disruptions(self.intents)
-        self.plan = FaultPlan()
-        self.sessions = Sessions(self.disruptions)
-        self.errors = ErrorTallies()
-        self.timeline = PodTimeline()
-        self.bounds = RunBounds()
-        self.failing = FailureReplies(self.intents)
-        self.checkpoints = Checkpoints()
-        self.unavailability = Unavailability()
         # Intents would size lists to the plan, and StreamFaults looks for attempts in flight: neither
-        # is here (the plan is noted in _rare, stream faults are pinned on the attempts below).
-        self.others = dispatch(
-            (
-                self.bounds,
-                self.plan,
-                self.timeline,
-                self.disruptions,
-                self.sessions,
-                self.errors,
-                self.failing,
-                self.checkpoints,
-                self.unavailability,
-            )
-        )
+        # is here (the plan is noted in _other, stream faults are pinned on the attempts below).
+        self.record = Record(self.intents, self.disruptions)
+        self.others = self.record.handlers()
+        self.plan, self.sessions = self.record.plan, self.record.sessions
+        self.errors, self.failing = self.record.errors, self.record.failing
         self.rule_hits: Counter[int] = Counter()
         self.stream_faults: list[tuple[int, int, str]] = []
         self.recent: deque[tuple[float, float, int, str | None]] = deque()
@@ -652,7 +637,7 @@ class _Folder:
     def fold(self, path: Path, parse: Parse) -> Fold:
         self.lines = _LineFinder(path)
         try:
-            for batch in _in_order(parse.batches(), self.lines.first_seq(), parse.rows):
+            for batch in _in_order(_parsed(parse), self.lines.first_seq(), parse.rows):
                 self._batch(batch)
             self._release(everything=True)
         finally:
@@ -662,30 +647,8 @@ class _Folder:
                 self.writer.close()
             if self.sink is not None:
                 self.sink.close()
-        return Fold(
-            run=self.bounds.run,
-            ended=self.bounds.ended,
-            intents=pd.DataFrame(),
-            faults=self.plan.injected,
-            faults_planned=self.plan.planned,
-            missed=self.plan.missed,
-            paced=self.plan.paced,
-            rule_hits=self.rule_hits,
-            pod_exits=self.disruptions.exits,
-            crashes=self.disruptions.crashes,
-            protocol=self.timeline.protocol,
-            resumed=self.sessions.resumed,
-            sessions_opened=self.sessions.opened,
-            sessions_lost=self.sessions.lost,
-            errors=self.errors.tallies,
-            collect_error=self.bounds.collect_error,
-            duration_s=self.bounds.duration_s(self.last_t),
-            open_attempts=len(self.open_ids),
-            pod_events=self.timeline.events,
-            pod_faults=self.disruptions.downs,
-            checkpoints=self.checkpoints.reads,
-            failure_replies=self.failing.tallies,
-            unavailable=self.unavailability.found,
+        return self.record.fold(
+            pd.DataFrame(), rule_hits=self.rule_hits, last_t=self.last_t, open_attempts=len(self.open_ids)
         )
 
     def _batch(self, batch: pa.RecordBatch) -> None:
@@ -698,9 +661,9 @@ class _Folder:
             raise Declined  # lines not in seq order: not as the history writer writes them
         self.last_seq = int(seq[-1])
         self.texts.keep(batch)
-        self._rare(seq[k == 0])
+        self._rare(seq[k == Kind.OTHER])
         intent = batch.column("intent").to_numpy()
-        if ((k > 0) & ((intent < 0) | (intent >= self.limit))).any():
+        if ((k != Kind.OTHER) & ((intent < 0) | (intent >= self.limit))).any():
             raise Declined
         t = batch.column("t").to_numpy()
         self._fold_hot(
@@ -712,7 +675,7 @@ class _Folder:
             batch.column("oc").to_numpy(),
             batch.column("closed").to_numpy(zero_copy_only=False),
         )
-        attempt_events = np.flatnonzero((k == 2) | (k == 3))
+        attempt_events = np.flatnonzero((k == Kind.ATTEMPT_STARTED) | (k == Kind.ATTEMPT_ENDED))
         if len(attempt_events):
             self.last_t = float(t[attempt_events[-1]])
 
@@ -727,28 +690,34 @@ class _Folder:
         self.disruptions.crashes_seen = []
         self.stream_faults = []
         for seq in seqs.tolist():
-            ev = orjson.loads(self.lines.find(seq))
-            if type(ev) is not dict or ev.get("seq") != seq or type(ev.get("type")) is not str:
+            with _taking():
+                self._other(seq)
+
+    def _other(self, seq: int) -> None:
+        """One event that is not a per-intent one: the branches tied to intents here, the rest through
+        the accumulators."""
+        ev = orjson.loads(self.lines.find(seq))
+        if type(ev) is not dict or ev.get("seq") != seq or type(ev.get("type")) is not str:
+            raise Declined
+        if ev.get("t").__class__ not in (float, int):
+            raise Declined
+        typ = ev["type"]
+        if typ == EventType.FAULT and ev["fault"] not in POD_FAULT_KINDS and "id" in ev:
+            if "rule" in ev:
+                self.rule_hits[ev["rule"]] += 1
+            if type(ev["id"]) is int:
+                self.stream_faults.append((seq, ev["id"], fault_label(ev)))
+        elif typ == EventType.BALANCER_RETRY:
+            if type(ev["intent"]) is not int:
                 raise Declined
-            if ev.get("t").__class__ not in (float, int):
-                raise Declined
-            typ = ev["type"]
-            if typ == EventType.FAULT and ev["fault"] not in POD_FAULT_KINDS and "id" in ev:
-                if "rule" in ev:
-                    self.rule_hits[ev["rule"]] += 1
-                if type(ev["id"]) is int:
-                    self.stream_faults.append((seq, ev["id"], fault_label(ev)))
-            elif typ == EventType.BALANCER_RETRY:
-                if type(ev["intent"]) is not int:
-                    raise Declined
-                # Recorded after the run: joined when the intents are read back (started ones only).
-                self.sparse.add(ev["intent"], (FaultKind.BALANCER_RETRY.value,))
-            elif typ == EventType.RUN_STARTED:
-                planned = ev.get("intents")
-                int(ev.get("intents", 0))
-                self.limit = planned if type(planned) is int and planned > 0 else MAX_UNPLANNED_INTENTS
-            for handle in self.others.get(typ, ()):
-                handle(ev)
+            # Recorded after the run: joined when the intents are read back (started ones only).
+            self.sparse.add(ev["intent"], (FaultKind.BALANCER_RETRY.value,))
+        elif typ == EventType.RUN_STARTED:
+            planned = ev.get("intents")
+            int(ev.get("intents", 0))  # refused here as Intents refuses it (Intents is not a handler here)
+            self.limit = planned if type(planned) is int and planned > 0 else MAX_UNPLANNED_INTENTS
+        for handle in self.others.get(typ, ()):
+            handle(ev)
 
     def _fold_hot(
         self,
@@ -761,7 +730,7 @@ class _Folder:
         closed: npt.NDArray[np.bool_],
     ) -> None:
         # Attempts: this batch's starts join those carried; each end finds its start by request id.
-        is_start, is_end = k == 2, k == 3
+        is_start, is_end = k == Kind.ATTEMPT_STARTED, k == Kind.ATTEMPT_ENDED
         st = np.flatnonzero(is_start)
         en = np.flatnonzero(is_end)
         st_pod = self._strings("pod", is_start)
@@ -801,17 +770,18 @@ class _Folder:
         self._rare_ends(is_end, end_ids, s_intent)
 
         # Per-intent facts of this batch, one row per intent it touched.
-        touched = _distinct(np.concatenate([intent[(k == 1) | (k == 4)], intent[st], s_intent]))
+        intent_events = (k == Kind.INTENT_STARTED) | (k == Kind.INTENT_ENDED)
+        touched = _distinct(np.concatenate([intent[intent_events], intent[st], s_intent]))
         part = _Partial.empty(touched)
         n = len(touched)
-        started = np.flatnonzero(k == 1)
+        started = np.flatnonzero(k == Kind.INTENT_STARTED)
         if len(started):
             r = np.searchsorted(touched, intent[started])
             if np.bincount(r, minlength=n).max() > 1:
                 raise Declined  # an intent started twice
             part.n_started[r] = 1
             part.started_seq[r] = seq[started]
-        finished = np.flatnonzero(k == 4)
+        finished = np.flatnonzero(k == Kind.INTENT_ENDED)
         if len(finished):
             r = np.searchsorted(touched, intent[finished])
             if np.bincount(r, minlength=n).max() > 1:
@@ -980,7 +950,8 @@ class _Folder:
                 ev: dict[str, Any] = {"message": orjson.loads(text)}
                 if code is not None:
                     ev["code"] = orjson.loads(code)
-                self.errors.tally(ev, outcome)
+                with _taking():
+                    self.errors.tally(ev, outcome)
         flagged = batch.column("flagged").to_numpy(zero_copy_only=False) & (
             batch.column("oc").to_numpy() == ok
         )
@@ -990,12 +961,14 @@ class _Folder:
             mask = pa.array(flagged)
             ids = batch.column("id").filter(mask).to_pylist()
             for rid, reply in zip(ids, batch.column("reply").filter(mask).to_pylist(), strict=True):
-                self.failing.reply({"reply": reply}, intent_of[rid])
+                with _taking():
+                    self.failing.reply({"reply": reply}, intent_of[rid])
             self.sparse.failure_replies = self.intents.failure_replies
         resumed = batch.column("resumed").is_valid().to_numpy(zero_copy_only=False)
         if resumed.any():
             for value in batch.column("resumed").filter(pa.array(resumed)).to_pylist():
-                self.sessions.resumed[orjson.loads(value)] += 1
+                with _taking():
+                    self.sessions.resumed[orjson.loads(value)] += 1
 
     def _merge(self, part: _Partial) -> None:
         """This segment's facts into the carried intents; write out those final below the watermark."""

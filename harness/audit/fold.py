@@ -35,12 +35,14 @@ import pandas as pd
 
 from harness.audit.accumulators import (
     CRASH_WINDOW_S,
+    Accumulator,
     CheckpointRead,
     Checkpoints,
     ErrorTallies,
     ErrorTally,
     FailureReplies,
     FaultPlan,
+    Handler,
     Intents,
     MissedFault,
     PodDisruptions,
@@ -55,10 +57,11 @@ from harness.audit.accumulators import (
 )
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
-from harness.history import CONNECTION_CLOSED, EventType, Outcome, excerpt
+from harness.history import CODE_LIMIT, CONNECTION_CLOSED, EventType, Outcome, excerpt
 
-CODE_LIMIT = 80
-"""An error code is an identifier; a server that puts a sentence there gets it cut."""
+MALFORMED = (KeyError, TypeError, AttributeError, ValueError, OverflowError)
+"""What reading an event that is not an event object, or lacks a field its type needs, raises: the
+history is damaged (any other exception is a bug of the fold)."""
 
 __all__ = [
     "CRASH_WINDOW_S",
@@ -118,6 +121,73 @@ class Fold:
     """Pods that came back from a fault and answered no call (``pod_unavailable``): the run stopped."""
 
 
+class Record:
+    """The accumulators of the run's record (all but the intents' rows), which both folds share: the
+    Python fold here, the columnar one (:mod:`harness.audit.columnar`) for what is not per intent."""
+
+    def __init__(self, intents: Intents, disruptions: PodDisruptions) -> None:
+        self.disruptions = disruptions
+        self.plan = FaultPlan()
+        self.sessions = Sessions(disruptions)
+        self.errors = ErrorTallies()
+        self.timeline = PodTimeline()
+        self.bounds = RunBounds()
+        self.failing = FailureReplies(intents)
+        self.checkpoints = Checkpoints()
+        self.unavailability = Unavailability()
+
+    def handlers(
+        self, *, first: tuple[Accumulator, ...] = (), after_disruptions: tuple[Accumulator, ...] = ()
+    ) -> dict[str, tuple[Handler, ...]]:
+        """Event type -> the handlers that read it, in the order they run (run_started: the run,
+        then its size): ``first`` after the run's bounds, ``after_disruptions`` after those."""
+        return dispatch(
+            (
+                self.bounds,
+                *first,
+                self.plan,
+                self.timeline,
+                self.disruptions,
+                *after_disruptions,
+                self.sessions,
+                self.errors,
+                self.failing,
+                self.checkpoints,
+                self.unavailability,
+            )
+        )
+
+    def fold(
+        self, intents: pd.DataFrame, *, rule_hits: Counter[int], last_t: float, open_attempts: int
+    ) -> Fold:
+        """The run's record, with ``intents`` as its rows."""
+        return Fold(
+            run=self.bounds.run,
+            ended=self.bounds.ended,
+            intents=intents,
+            faults=self.plan.injected,
+            faults_planned=self.plan.planned,
+            missed=self.plan.missed,
+            paced=self.plan.paced,
+            rule_hits=rule_hits,
+            pod_exits=self.disruptions.exits,
+            crashes=self.disruptions.crashes,
+            protocol=self.timeline.protocol,
+            resumed=self.sessions.resumed,
+            sessions_opened=self.sessions.opened,
+            sessions_lost=self.sessions.lost,
+            errors=self.errors.tallies,
+            collect_error=self.bounds.collect_error,
+            duration_s=self.bounds.duration_s(last_t),
+            open_attempts=open_attempts,
+            pod_events=self.timeline.events,
+            pod_faults=self.disruptions.downs,
+            checkpoints=self.checkpoints.reads,
+            failure_replies=self.failing.tallies,
+            unavailable=self.unavailability.found,
+        )
+
+
 TIMES = (float, int)
 """What an event's ``t`` may be (orjson reads ``1`` as an int)."""
 
@@ -135,30 +205,9 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "
     intents = Intents()
     disruptions = PodDisruptions(intents)
     streams = StreamFaults(intents)
-    plan = FaultPlan()
-    sessions = Sessions(disruptions)
-    errors = ErrorTallies()
-    timeline = PodTimeline()
-    bounds = RunBounds()
-    failing = FailureReplies(intents)
-    checkpoints = Checkpoints()
-    unavailability = Unavailability()
-    # The order handlers of one event type run in; run_started: the run, then its size.
-    others = dispatch(
-        (
-            bounds,
-            intents,
-            plan,
-            timeline,
-            disruptions,
-            streams,
-            sessions,
-            errors,
-            failing,
-            checkpoints,
-            unavailability,
-        )
-    )
+    record = Record(intents, disruptions)
+    others = record.handlers(first=(intents,), after_disruptions=(streams,))
+    sessions, errors, failing = record.sessions, record.errors, record.failing
 
     # Local names for everything the hot path touches (a local is far cheaper than an attribute).
     status, attempts, first_t, last_t = intents.status, intents.attempts, intents.first_t, intents.last_t
@@ -266,37 +315,13 @@ def fold_history(batches: Iterable[Sequence[Mapping[str, Any]]], source: str = "
         if ev is None:
             raise
         raise HistoryError(f"{_where(source, line, batch, ev)}: {exc.message}") from None
-    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
+    except MALFORMED as exc:
         # Not an event object, or one missing a field its type needs: not a history this harness wrote.
         raise HistoryError(
             f"{_where(source, line, batch, ev)}: malformed history event ({type(exc).__name__}: {exc})"
         ) from None
 
-    return Fold(
-        run=bounds.run,
-        ended=bounds.ended,
-        intents=intents.frame(),
-        faults=plan.injected,
-        faults_planned=plan.planned,
-        missed=plan.missed,
-        paced=plan.paced,
-        rule_hits=streams.rule_hits,
-        pod_exits=disruptions.exits,
-        crashes=disruptions.crashes,
-        protocol=timeline.protocol,
-        resumed=sessions.resumed,
-        sessions_opened=sessions.opened,
-        sessions_lost=sessions.lost,
-        errors=errors.tallies,
-        collect_error=bounds.collect_error,
-        duration_s=bounds.duration_s(t),
-        open_attempts=len(pending),
-        pod_events=timeline.events,
-        pod_faults=disruptions.downs,
-        checkpoints=checkpoints.reads,
-        failure_replies=failing.tallies,
-        unavailable=unavailability.found,
-    )
+    return record.fold(intents.frame(), rule_hits=streams.rule_hits, last_t=t, open_attempts=len(pending))
 
 
 def _where(source: str, line: int, batch: Sequence[Mapping[str, Any]], ev: Mapping[str, Any] | None) -> str:

@@ -18,6 +18,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Iterator
+from enum import IntEnum
 from pathlib import Path
 
 import duckdb
@@ -36,13 +37,20 @@ PREFETCH = 2
 MEMORY_LIMIT = "128MB"
 """DuckDB's ceiling (its parse buffers: the fold keeps no table in it)."""
 
-KIND = {
-    EventType.INTENT_STARTED.value: 1,
-    EventType.ATTEMPT_STARTED.value: 2,
-    EventType.ATTEMPT_ENDED.value: 3,
-    EventType.INTENT_ENDED.value: 4,
-}
-"""The column ``k`` of each of the four per-intent events (0: any other)."""
+
+class Kind(IntEnum):
+    """The column ``k``: which of the four per-intent events a row is (nearly all of a history),
+    or ``OTHER`` for any other event (a few per fault), which the fold reads line by line."""
+
+    OTHER = 0
+    INTENT_STARTED = 1
+    ATTEMPT_STARTED = 2
+    ATTEMPT_ENDED = 3
+    INTENT_ENDED = 4
+
+
+KIND = {EventType(kind.name.lower()).value: kind for kind in Kind if kind is not Kind.OTHER}
+"""Event type -> its ``Kind``."""
 OUTCOME_CODE = {name: n for n, name in enumerate(OUTCOMES)}
 """The column ``oc`` of an attempt's end: its outcome's index in ``OUTCOMES`` (-1 another, -2 no end)."""
 _COLUMNS = (
@@ -77,36 +85,42 @@ def _quoted(path: Path) -> str:
 def query(path: Path) -> str:
     """The history's events as the fold reads them: one row per line, the four per-intent events
     coded, each event type's fields only on its rows, and ``bad`` on a line missing one it needs."""
-    kinds = " ".join(f"WHEN '{name}' THEN {code}" for name, code in KIND.items())
+    kinds = " ".join(f"WHEN '{name}' THEN {int(code)}" for name, code in KIND.items())
     outcomes = " ".join(f"WHEN '{o}' THEN {n}" for o, n in OUTCOME_CODE.items())
     falsy = _sql_list(list(_FALSY_JSON))
     statuses = " ".join(f"WHEN '{name}' THEN {code}" for name, code in _STATUS.items())
     gave_up = int(ClientStatus.GAVE_UP)
     marker_hash, marker_check = hashes_sql("marker")
+    started, began, ended, finished = (
+        int(Kind.INTENT_STARTED),
+        int(Kind.ATTEMPT_STARTED),
+        int(Kind.ATTEMPT_ENDED),
+        int(Kind.INTENT_ENDED),
+    )
     history = (
-        f"SELECT CASE type {kinds} ELSE 0 END AS k, * FROM read_json({_quoted(path)}, "
+        f"SELECT CASE type {kinds} ELSE {int(Kind.OTHER)} END AS k, * FROM read_json({_quoted(path)}, "
         f"format = 'newline_delimited', columns = {_COLUMNS})"
     )
     return f"""
         SELECT k, seq, coalesce(t, 'nan'::DOUBLE) AS t,
             coalesce(TRY_CAST(intent AS BIGINT), -1) AS intent,
             coalesce(id, -1) AS id,
-            CASE WHEN k = 3 THEN CASE outcome {outcomes} ELSE -1 END ELSE -2 END AS oc,
-            k = 3 AND coalesce(detail IN ({_sql_list(_CLOSED)}), false) AS closed,
+            CASE WHEN k = {ended} THEN CASE outcome {outcomes} ELSE -1 END ELSE -2 END AS oc,
+            k = {ended} AND coalesce(detail IN ({_sql_list(_CLOSED)}), false) AS closed,
             (type IS NULL OR seq IS NULL OR (k > 0 AND (TRY_CAST(intent AS BIGINT) IS NULL
-              OR left(intent::VARCHAR, 1) = chr(34))) OR (k IN (2, 3) AND (id IS NULL
-              OR t IS NULL)) OR (k = 1 AND (marker IS NULL OR key IS NULL))
-              OR (k = 4 AND status IS NULL)) AS bad,
-            CASE WHEN k = 1 THEN marker END AS marker, CASE WHEN k = 1 THEN key END AS key,
-            CASE WHEN k = 1 THEN {marker_hash} END AS marker_hash,
-            CASE WHEN k = 1 THEN {marker_check} END AS marker_check,
-            CASE WHEN k = 4 THEN CASE status {statuses} ELSE {gave_up} END END AS status,
-            CASE WHEN k = 3 THEN reply END AS reply,
-            k = 3 AND coalesce(reads_as_failure NOT IN ({falsy}), false) AS flagged,
-            CASE WHEN k = 3 THEN code END AS code,
-            CASE WHEN k = 3 AND message <> 'null' THEN message END AS message,
-            CASE WHEN k = 3 THEN resumed END AS resumed,
-            CASE WHEN k = 2 THEN pod END AS pod, CASE WHEN k = 2 THEN trace_id END AS trace_id
+              OR left(intent::VARCHAR, 1) = chr(34))) OR (k IN ({began}, {ended}) AND (id IS NULL
+              OR t IS NULL)) OR (k = {started} AND (marker IS NULL OR key IS NULL))
+              OR (k = {finished} AND status IS NULL)) AS bad,
+            CASE WHEN k = {started} THEN marker END AS marker, CASE WHEN k = {started} THEN key END AS key,
+            CASE WHEN k = {started} THEN {marker_hash} END AS marker_hash,
+            CASE WHEN k = {started} THEN {marker_check} END AS marker_check,
+            CASE WHEN k = {finished} THEN CASE status {statuses} ELSE {gave_up} END END AS status,
+            CASE WHEN k = {ended} THEN reply END AS reply,
+            k = {ended} AND coalesce(reads_as_failure NOT IN ({falsy}), false) AS flagged,
+            CASE WHEN k = {ended} THEN code END AS code,
+            CASE WHEN k = {ended} AND message <> 'null' THEN message END AS message,
+            CASE WHEN k = {ended} THEN resumed END AS resumed,
+            CASE WHEN k = {began} THEN pod END AS pod, CASE WHEN k = {began} THEN trace_id END AS trace_id
         FROM ({history})"""
 
 

@@ -26,6 +26,7 @@ from harness.audit import columnar, parse
 from harness.audit.effects import EffectTable
 from harness.audit.fold import Fold, fold_history
 from harness.audit.verdicts import ClientStatus
+from harness.errors import HistoryError
 from harness.history import read_batches
 from tests.unit.histories import random_history
 
@@ -134,6 +135,42 @@ def damaged(tmp_path: Path, change: Any) -> Path:
 )
 def test_it_declines_what_it_cannot_read_exactly(tmp_path: Path, change: Any) -> None:
     assert columnar.fold_columnar(damaged(tmp_path, change)) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(
+            lambda evs: next(e for e in evs if e["type"] == "fault").pop("fault"),
+            id="a fault without its kind",
+        ),
+        pytest.param(
+            lambda evs: next(e for e in evs if e["type"] == "attempt_ended").update(resumed=[1]),
+            id="a resumed flag that is a list",
+        ),
+    ],
+)
+def test_an_event_an_accumulator_refuses_is_declined_and_the_python_fold_names_its_line(
+    tmp_path: Path, change: Any
+) -> None:
+    path = damaged(tmp_path, change)
+    assert columnar.fold_columnar(path) is None
+    with pytest.raises(HistoryError, match=r"history\.jsonl:\d+: malformed history event"):
+        fold_history(read_batches(path), str(path))
+
+
+def test_a_bug_in_the_fast_path_is_raised_not_taken_for_a_damaged_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fallback on any exception would show a bug as a slow audit, never as a failure."""
+
+    def broken(self: Any, part: Any) -> None:
+        raise ValueError("a bug of the fold")
+
+    monkeypatch.setattr(columnar._Folder, "_merge", broken)
+    path = write(tmp_path / "history.jsonl", random_history(3).events)
+    with pytest.raises(ValueError, match="a bug of the fold"):
+        columnar.fold_columnar(path)
 
 
 def test_a_torn_last_line_is_left_to_the_python_fold(tmp_path: Path) -> None:
