@@ -26,12 +26,13 @@ from harness.audit.accumulators import frame_of
 from harness.audit.begin import Begun, begin
 from harness.audit.causes import READS as CAUSE_READS
 from harness.audit.causes import causes
-from harness.audit.columnar import CHUNK_ROWS, DIGESTS, IntentRows, fold_columnar, texts
+from harness.audit.columnar import fold_columnar
 from harness.audit.control import compare_control
 from harness.audit.effects import EffectTable, Hashes
 from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
+from harness.audit.intent_rows import CHUNK_ROWS, DIGESTS, IntentRows, texts
 from harness.audit.memory import no_cycle_collection
 from harness.audit.podlogs import evidence
 from harness.audit.scratch import Scratch

@@ -11,7 +11,7 @@ one per concern, as Jepsen composes its checkers:
   balancer's re-sends), pinned on that intent exactly;
 - ``FaultPlan``: planned vs injected faults, and the missed ones;
 - ``Sessions``, ``ErrorTallies``, ``FailureReplies`` (ok replies that read as
-  failures), ``Checkpoints`` (reads of the effect source during the run),
+  failures), ``CheckpointReads`` (reads of the effect source during the run),
   ``PodTimeline`` (what report.html draws) and ``RunBounds`` (start, end,
   duration, the final read's error).
 
@@ -37,7 +37,7 @@ from harness.audit.accumulators import (
     CRASH_WINDOW_S,
     Accumulator,
     CheckpointRead,
-    Checkpoints,
+    CheckpointReads,
     ErrorTallies,
     ErrorTally,
     FailureReplies,
@@ -133,7 +133,7 @@ class Record:
         self.timeline = PodTimeline()
         self.bounds = RunBounds()
         self.failing = FailureReplies(intents)
-        self.checkpoints = Checkpoints()
+        self.checkpoints = CheckpointReads()
         self.unavailability = Unavailability()
 
     def handlers(

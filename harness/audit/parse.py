@@ -150,7 +150,7 @@ class Parse:
             self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
             self._con.execute(f"SET temp_directory = {_quoted(self.workdir.path)}")
             self._con.execute(f"SET threads = {min(2, os.cpu_count() or 1)}")
-            # Stretches of the file mostly in order: fewer wait to be put back in order (columnar._in_order).
+            # Stretches of the file mostly in order: fewer wait to be put back in order (scan.in_order).
             self._con.execute("SET preserve_insertion_order = true")
             reader = self._con.sql(query(path)).to_arrow_reader(rows)
         except BaseException:

@@ -22,9 +22,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.audit.accumulators import CRASH_WINDOW_S, CheckpointRead, PodFault, fault_label
+from harness.audit.accumulators import CRASH_WINDOW_S, POD_FAULT_KINDS, CheckpointRead, PodFault, fault_label
 from harness.audit.fixes import Fix
-from harness.history import CONNECTION_CLOSED, POD_FAULTS, EventType, FaultKind, Verdict
+from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Verdict
 
 PER_CLASS = 5
 """Intents told per (verdict, cause) class."""
@@ -40,7 +40,7 @@ ORDER = (
 """Classes are listed worst verdict first."""
 TOLD = frozenset(ORDER) - {Verdict.INCOMPLETE}
 """Verdicts whose intents get stories (an incomplete intent's story is the run's end)."""
-POD_FAULT_KINDS = frozenset(k.value for k in POD_FAULTS)
+
 CLOSED = frozenset(d.value for d in CONNECTION_CLOSED)
 
 History = Callable[[], Iterable[Sequence[Mapping[str, Any]]]]

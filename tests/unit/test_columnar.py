@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 from bench import audit as bench_audit
-from harness.audit import columnar, parse
+from harness.audit import columnar, parse, scan
 from harness.audit.effects import EffectTable
 from harness.audit.fold import Fold, fold_history
 from harness.audit.verdicts import ClientStatus
@@ -189,16 +189,16 @@ def test_stretches_that_come_out_of_order_are_put_back_in_order() -> None:
     runs = [list(range(start, start + 5)) for start in range(0, 60, 5)]
     shuffled = runs[:]
     rng.shuffle(shuffled)
-    batches = columnar._in_order(stretches(shuffled), 0, 4)
+    batches = scan.in_order(stretches(shuffled), 0, 4)
     out = [s for batch in batches for s in batch.column("seq").to_pylist()]
     assert out == list(range(60))
 
 
 def test_a_gap_in_the_seqs_is_declined_once_too_much_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(columnar, "REORDER_ROWS", 10)
+    monkeypatch.setattr(scan, "REORDER_ROWS", 10)
     runs = [list(range(start, start + 5)) for start in range(5, 60, 5)]  # 0-4 never comes
-    with pytest.raises(columnar.Declined):
-        list(columnar._in_order(stretches(runs), 0, 4))
+    with pytest.raises(scan.Declined):
+        list(scan.in_order(stretches(runs), 0, 4))
 
 
 @pytest.mark.parametrize("batch", [4, 32768])

@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from harness.audit.accumulators import Checkpoints, PodFault
+from harness.audit.accumulators import CheckpointReads, PodFault
 from harness.audit.fold import fold_history
 from harness.audit.vanished import seen_counts, vanishing
 from harness.cli import main
@@ -190,7 +190,7 @@ def test_effects_vanish_in_the_first_pod_fault_after_the_last_read_that_saw_them
     # then the kill: the first pod fault after the last read that saw them is blamed. 2: seen twice,
     # lost in the kill after the second read. 3: never seen. Without a pod fault after the reads
     # that saw them, nothing vanished: no restart lost it.
-    checkpoints = Checkpoints()
+    checkpoints = CheckpointReads()
     reads: list[tuple[int, dict[str, int]]] = [
         (10, {"ns-m0000000": 1, "ns-m0000001": 1, "ns-m0000002": 1}),
         (20, {"ns-m0000002": 1}),
@@ -215,7 +215,7 @@ def test_effects_a_restarted_server_threw_away_vanished_in_the_fault_it_restarte
     # started empty on the torn line and its first save dropped them: no pod fault after that read,
     # but the restart lost them. 2 was seen only by a read before the crash and kept: not vanished.
     crash = PodFault(seq=10, t=1.0, kind="crash", pod="pod-0", number=1, start=1)
-    checkpoints = Checkpoints()
+    checkpoints = CheckpointReads()
     for seq, when, seen in [
         (5, "before_fault", {"ns-m0000002": 1}),
         (12, "after_restart", {"ns-m0000000": 1, "ns-m0000001": 1, "ns-m0000002": 1}),
@@ -225,7 +225,7 @@ def test_effects_a_restarted_server_threw_away_vanished_in_the_fault_it_restarte
     gone = vanishing(checkpoints.reads, [crash], np.arange(3), np.array([0, 0, 1]))
     assert list(gone.vanished) == [True, True, False]
     assert list(gone.after) == ["crash#1 pod-0 @1.00s"] * 2 + [""]
-    before_only = Checkpoints()
+    before_only = CheckpointReads()
     before_only.checkpoint(
         {"seq": 12, "t": 1.2, "when": "before_fault", **SeenEffects.of({"ns-m0000000": 1}, "ns", 3).fields()}
     )
@@ -236,7 +236,7 @@ def test_the_seen_bitmap_round_trips_with_counts_and_foreign_markers() -> None:
     counts = {"ns-m0000000": 1, "ns-m0000009": 3, "ns-m0000016": 1, "other-m1": 2, "ns-mx": 1}
     record = SeenEffects.of(counts, "ns", 20).fields()
     assert (record["counts"], record["foreign"]) == ({"9": 3}, 3)
-    checkpoints = Checkpoints()
+    checkpoints = CheckpointReads()
     checkpoints.checkpoint({"t": 0.0, "when": "before_fault", **record})
     assert list(seen_counts(checkpoints.reads[0], np.arange(20))) == [1] + [0] * 8 + [3] + [0] * 6 + [
         1,

@@ -1,0 +1,61 @@
+"""Planned against injected faults: what the run meant to do, did, and missed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.audit.accumulators.base import POD_FAULT_KINDS, Event, Handler, fault_label
+from harness.history import EventType, FaultKind
+
+
+@dataclass(frozen=True, slots=True)
+class MissedFault:
+    kind: str
+    trigger: str
+    reason: str
+
+
+class FaultPlan:
+    """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned``, ``Fold.missed``
+    and ``Fold.paced``.
+
+    Planned: the counted pod faults of ``run_started``, plus timed ones (``counted``
+    false) that came due, injected or missed. Injected: every fault event by
+    :func:`fault_label`, and every ``balancer_retry``.
+    """
+
+    def __init__(self) -> None:
+        self.injected: Counter[str] = Counter()
+        self.planned: Counter[str] = Counter()
+        self.missed: list[MissedFault] = []
+        self.paced: list[tuple[float | None, int]] = []
+        """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {
+            EventType.RUN_STARTED: self.run_started,
+            EventType.FAULT: self.fault,
+            EventType.FAULT_MISSED: self.fault_missed,
+            EventType.BALANCER_RETRY: self.balancer_retry,
+        }
+
+    def run_started(self, ev: Event) -> None:
+        self.planned.update(ev.get("faults_planned") or {})
+
+    def fault(self, ev: Event) -> None:
+        kind = ev["fault"]
+        if kind in POD_FAULT_KINDS and ev.get("counted") is False:
+            self.planned[kind] += 1  # a timed fault that came due
+        if "in_flight" in ev:
+            self.paced.append((ev.get("held_s"), ev["in_flight"]))
+        self.injected[fault_label(ev)] += 1
+
+    def fault_missed(self, ev: Event) -> None:
+        self.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
+        if ev.get("counted") is False:
+            self.planned[ev["fault"]] += 1
+
+    def balancer_retry(self, ev: Event) -> None:
+        self.injected[FaultKind.BALANCER_RETRY.value] += 1

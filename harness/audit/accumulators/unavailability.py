@@ -1,0 +1,50 @@
+"""Pods back from a fault that answered no call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.audit.accumulators.base import Event, Handler
+from harness.history import EventType
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """A pod back from a fault that answered no call (``pod_unavailable``): the run stopped on it."""
+
+    seq: int
+    t: float
+    pod: str
+    ready_seq: int
+    """Its restart's ``pod_ready``: the pod fault before it is what it did not recover from."""
+    for_s: float
+    failed: int
+    locks: list[str]
+    log: str
+    """The pod log's last lines when it was found (redacted, cut)."""
+
+
+class Unavailability:
+    """Pods found unavailable after a fault (``harness.liveness``); fills ``Fold.unavailable``."""
+
+    def __init__(self) -> None:
+        self.found: list[Unavailable] = []
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {EventType.POD_UNAVAILABLE: self.unavailable}
+
+    def unavailable(self, ev: Event) -> None:
+        locks = ev.get("locks")
+        self.found.append(
+            Unavailable(
+                seq=int(ev.get("seq", -1)),
+                t=float(ev["t"]),
+                pod=str(ev.get("pod", "")),
+                ready_seq=int(ev.get("ready_seq", -1)),
+                for_s=float(ev.get("for_s", 0.0)),
+                failed=int(ev.get("failed", 0)),
+                locks=[str(x) for x in locks] if isinstance(locks, list) else [],
+                log=str(ev.get("message") or ""),
+            )
+        )
