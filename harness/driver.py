@@ -13,11 +13,9 @@ scenario's ``workload.answers``: the next attempt (new id, the same arguments) c
 as it was. A question is not a failure and uses up no attempt; ``client.max_input_rounds``
 bounds them.
 
-Retried: transport errors and timeouts (the outcome is unknown: the request
-may or may not have taken effect), a lost 2025 session (the call was not
-executed; the client opens a new session), and tool errors whose contract says
-``retryable: true``. Not retried: other tool errors, protocol errors and
-refused credentials (the server answered; asking again will not change its mind).
+What follows each attempt (retry after a backoff, answer a question, or end
+the intent) is the retry policy's, :mod:`harness.retry`; the driver sends the
+attempts (each a :class:`~harness.client.ToolCall`) and writes them down.
 
 With ``client.trace`` each attempt carries a ``traceparent``: the intent's trace,
 the attempt's own span, and (recorded, for ``export-otlp``) a link from a retry
@@ -37,22 +35,13 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from harness.client import CallResult, McpClient
+from harness.client import CallResult, McpClient, ToolCall
 from harness.client.balance import Balancer
 from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
-from harness.scenario import Backoff, ClientPolicy
+from harness.retry import Answer, Attempts, End, Step
+from harness.scenario import ClientPolicy
 from harness.tracecontext import span_id, trace_id, traceparent
 from harness.workload import Intent, Workload
-
-
-def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random) -> float:
-    """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-    base = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (attempt - 1))
-    if backoff.jitter == "full":
-        return rng.uniform(0, base)
-    if backoff.jitter == "equal":
-        return base / 2 + rng.uniform(0, base / 2)
-    return base
 
 
 def result_digest(result: dict[str, object]) -> str:
@@ -162,33 +151,28 @@ class Driver:
             await self._perform(intent, worker, client)
 
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
-        history, policy, stats = self.history, self.policy, self.stats
+        history, stats = self.history, self.stats
         history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
-        began = history.now()
-        status = IntentStatus.GAVE_UP
-        reason: str | None = None
-        attempt = charged = questions = 0
+        attempts = Attempts(self.policy, self._rng, clock=history.now, respond=self.workload.respond)
+        step: Step = End(IntentStatus.GAVE_UP)
         # MRTR: what answers the server's last question; its attempts keep the question's arguments
         # (the server binds its requestState to them).
         answer: dict[str, object] | None = None
         key, arguments = intent.key, self.workload.arguments(intent)
         trace = trace_id(self.workload.namespace, intent.index) if self.policy.trace else None
-        context: str | None = None
         first_span = ""
-        # An attempt whose session the server no longer knew was not executed: it does not use up
-        # the policy's attempts (but a server that forgets every session cannot keep us forever).
-        # Neither does a question: those are bounded by max_input_rounds.
-        while charged < policy.max_attempts and attempt < 2 * policy.max_attempts + questions:
-            attempt += 1
-            if answer is None and attempt > 1 and policy.key_reuse == "fresh":
-                key = f"{intent.key}-r{attempt}"
-                arguments = self.workload.arguments(intent, key)
+        while attempts.more():
+            attempt = attempts.start()
+            fresh = attempts.key(intent.key, answering=answer is not None)
+            if fresh is not None:
+                key, arguments = fresh, self.workload.arguments(intent, fresh)
             request_id = next(self._ids)
-            extra: dict[str, object] = {"round": questions + 1} if answer is not None else {}
+            extra: dict[str, object] = {"round": attempts.questions + 1} if answer is not None else {}
             if self.balancer is not None:
                 replica = self.balancer.pick(intent.index)
                 client = self.balancer.client(replica, worker)
                 extra["pod"] = f"pod-{replica}"
+            context: str | None = None
             if trace is not None:
                 span = span_id(trace, attempt)
                 context = traceparent(trace, span)
@@ -197,82 +181,60 @@ class Driver:
                     first_span = span
                 else:  # a retry (or an answer) follows from the intent's first attempt
                     extra["link"] = first_span
-            history.emit(
-                EventType.ATTEMPT_STARTED,
-                intent=intent.index,
-                attempt=attempt,
-                id=request_id,
+            call = ToolCall(
+                self.workload.tool,
+                arguments,
+                request_id,
+                request_progress=self.request_progress,
                 key=key,
-                **extra,
+                answer=answer,
+                traceparent=context,
             )
-            stats.attempts += 1
-            stats.in_flight += 1
-            self._in_flight[request_id] = (intent.index, attempt)
-            sent = time.monotonic()
-            try:
-                res = await client.call_tool(
-                    self.workload.tool,
-                    arguments,
-                    request_id=request_id,
-                    timeout=policy.attempt_timeout_s,
-                    request_progress=self.request_progress,
-                    key=key,
-                    answer=answer,
-                    traceparent=context,
-                )
-            finally:
-                stats.in_flight -= 1
-                del self._in_flight[request_id]
-            self._record(intent, attempt, request_id, res)
-            if self.on_attempt is not None:
-                self.on_attempt(res.outcome, time.monotonic() - sent)
-            if res.outcome is Outcome.INPUT_REQUIRED:
-                questions += 1
-                assert res.result is not None
-                reply = self.workload.respond(res.result)
-                if questions > policy.max_input_rounds:
-                    reply = f"still asked after {policy.max_input_rounds} answers (client.max_input_rounds)"
-                if isinstance(reply, str):
-                    status, reason = IntentStatus.REJECTED, reply
-                    break
-                answer = reply
+            res = await self._attempt(intent, attempt, call, client, extra)
+            step = attempts.after(res, past_deadline=self._past_deadline, stopped=self.stopped)
+            if isinstance(step, End):
+                break
+            if isinstance(step, Answer):
+                answer = step.params
                 continue
-            if res.outcome is not Outcome.SESSION_LOST:
-                charged += 1
-            if res.outcome is Outcome.OK:
-                status = IntentStatus.OK
-                break
-            retry_after = self._retry_after(res)
-            if retry_after is None:
-                status = IntentStatus.REJECTED
-                break
-            if charged >= policy.max_attempts or self._past_deadline():
-                break
-            wait = max(retry_after, backoff_delay(policy.backoff, charged or 1, self._rng))
-            if policy.give_up_after_s is not None and history.now() + wait - began >= policy.give_up_after_s:
-                reason = f"gave up after {policy.give_up_after_s:g}s of attempts (client.give_up_after_s)"
-                break  # the next attempt would start past it
-            if self.stopped is not None:
-                reason = f"the run stopped: {self.stopped}"
-                break
-            await asyncio.sleep(wait)
+            await asyncio.sleep(step.wait_s)
+        else:
+            step = End(IntentStatus.GAVE_UP)  # the policy's attempts are used up
+        assert isinstance(step, End)
         stats.finished += 1
-        if status is IntentStatus.GAVE_UP:
+        if step.status is IntentStatus.GAVE_UP:
             stats.gave_up += 1
-        why = {"reason": reason} if reason is not None else {}
-        history.emit(EventType.INTENT_ENDED, intent=intent.index, status=status, attempts=attempt, **why)
+        why = {"reason": step.reason} if step.reason is not None else {}
+        history.emit(
+            EventType.INTENT_ENDED, intent=intent.index, status=step.status, attempts=attempts.attempt, **why
+        )
 
-    def _retry_after(self, res: CallResult) -> float | None:
-        """Seconds the server asked us to wait before retrying, 0 for 'retry normally', None for 'do not'."""
-        if res.outcome in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT, Outcome.SESSION_LOST):
-            return 0.0
-        if (
-            res.outcome is Outcome.TOOL_ERROR
-            and self.policy.retry_tool_errors == "retryable"
-            and res.retryable
-        ):
-            return (res.retry_after_ms or 0) / 1000.0
-        return None
+    async def _attempt(
+        self, intent: Intent, attempt: int, call: ToolCall, client: McpClient, extra: dict[str, object]
+    ) -> CallResult:
+        """One attempt, written to the history as it starts and as it ends."""
+        stats = self.stats
+        self.history.emit(
+            EventType.ATTEMPT_STARTED,
+            intent=intent.index,
+            attempt=attempt,
+            id=call.request_id,
+            key=call.key,
+            **extra,
+        )
+        stats.attempts += 1
+        stats.in_flight += 1
+        self._in_flight[call.request_id] = (intent.index, attempt)
+        sent = time.monotonic()
+        try:
+            res = await client.call_tool(call, timeout=self.policy.attempt_timeout_s)
+        finally:
+            stats.in_flight -= 1
+            del self._in_flight[call.request_id]
+        self._record(intent, attempt, call.request_id, res)
+        if self.on_attempt is not None:
+            self.on_attempt(res.outcome, time.monotonic() - sent)
+        return res
 
     def _record(self, intent: Intent, attempt: int, request_id: int, res: CallResult) -> None:
         self.stats.outcomes[res.outcome] += 1

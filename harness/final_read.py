@@ -27,6 +27,7 @@ import orjson
 from harness import rundir
 from harness.audit.effects import count_rows, resolve_url
 from harness.client.http import McpHttpClient
+from harness.client.messages import ToolCall
 from harness.errors import AuditError
 from harness.history import Outcome, excerpt
 from harness.scenario import (
@@ -105,7 +106,7 @@ async def _from_tool(
         for k, v in tool.arguments.items()
     }
     async with McpHttpClient(url, protocol=protocol, headers=headers) as client:
-        res = await client.call_tool(tool.tool, arguments, request_id=1, timeout=60)
+        res = await client.call_tool(ToolCall(tool.tool, arguments, 1), timeout=60)
         await client.end_session()
     if res.outcome is not Outcome.OK or res.result is None:
         said = f": {res.message}" if res.message else ""

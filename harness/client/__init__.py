@@ -14,33 +14,17 @@ typed :class:`CallResult` for every call, never an exception for a failed one:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
-from harness.client.messages import CallResult
+from harness.client.messages import CallResult, ToolCall
 
 
 class McpClient(Protocol):
     """What the driver needs of any transport: one attempt per call, a typed result, a close."""
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        request_id: int,
-        timeout: float,
-        request_progress: bool = False,
-        key: str | None = None,
-        answer: dict[str, Any] | None = None,
-        traceparent: str | None = None,
-    ) -> CallResult: ...
-
-    """``answer``: MRTR, the ``inputResponses`` and ``requestState`` a call that answers the
-    server's question adds to its params (the arguments stay those of the question's call).
-    ``traceparent``: the attempt's W3C trace context (``client.trace``), in ``_meta`` and, over
-    HTTP, in the header of the same name."""
+    async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult: ...
 
     async def aclose(self) -> None: ...
 
 
-__all__ = ["CallResult", "McpClient"]
+__all__ = ["CallResult", "McpClient", "ToolCall"]

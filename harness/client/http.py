@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 from harness.client.classify import KEPT_HEADERS, OK_STATUSES, answers, classify
 from harness.client.framing import Framing
-from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult
+from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult, ToolCall
 from harness.client.pool import Pool
 from harness.history import Detail, EventType, HistoryWriter, Outcome, clip
 
@@ -125,18 +125,7 @@ class McpHttpClient:
             key=key,
         )
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        request_id: int,
-        timeout: float,
-        request_progress: bool = False,
-        key: str | None = None,
-        answer: dict[str, Any] | None = None,
-        traceparent: str | None = None,
-    ) -> CallResult:
+    async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
         """One ``tools/call`` attempt (in the 2025 protocol, opening a session first if there is none)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -149,18 +138,20 @@ class McpHttpClient:
         session = self.session
         request = self._framing.request(
             "tools/call",
-            {"name": name, "arguments": arguments, **(answer or {})},
-            request_id,
+            call.params(),
+            call.request_id,
             version=self.protocol,
             session=session,
-            name=name,
-            progress=request_progress,
-            key=key,
-            traceparent=traceparent,
+            name=call.name,
+            progress=call.request_progress,
+            key=call.key,
+            traceparent=call.traceparent,
         )
-        res = await self.send(request, request_id, timeout=timeout, session=session)
+        res = await self.send(request, call.request_id, timeout=timeout, session=session)
         if self.resume and res.outcome is Outcome.TRANSPORT_ERROR and res.event_id is not None:
-            res = await self._resume(res, request_id, session, deadline=deadline, traceparent=traceparent)
+            res = await self._resume(
+                res, call.request_id, session, deadline=deadline, traceparent=call.traceparent
+            )
         if res.outcome is Outcome.SESSION_LOST:
             self._lost(session, res)
         return res

@@ -26,6 +26,31 @@ SESSION_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 PROTOCOLS = (MODERN, *SESSION_VERSIONS)
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One ``tools/call`` attempt, whatever carries it: what the caller decided, in one value, so that
+    every transport has one signature (httpx's ``Request`` as the model).
+
+    ``key``: the intent's idempotency key, in the header or ``_meta`` the scenario names.
+    ``answer``: MRTR, the ``inputResponses`` and ``requestState`` a call that answers the server's
+    question adds to its params (the arguments stay those of the question's call).
+    ``traceparent``: the attempt's W3C trace context (``client.trace``), in ``_meta`` and, over
+    HTTP, in the header of the same name.
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    request_id: int
+    request_progress: bool = False
+    key: str | None = None
+    answer: dict[str, Any] | None = None
+    traceparent: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The JSON-RPC ``params`` of the call."""
+        return {"name": self.name, "arguments": self.arguments, **(self.answer or {})}
+
+
 @dataclass(slots=True)
 class CallResult:
     """The typed outcome of one attempt."""

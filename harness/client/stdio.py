@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from harness._version import __version__
-from harness.client.messages import SESSION_VERSIONS, CallResult, interpret_message
+from harness.client.messages import SESSION_VERSIONS, CallResult, ToolCall, interpret_message
 from harness.history import Detail, EventType, HistoryWriter, Outcome, clip, excerpt
 
 _FORM = "stdio"
@@ -224,25 +224,14 @@ class StdioChannel:
             )
         return None
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        request_id: int,
-        timeout: float,
-        request_progress: bool = False,
-        key: str | None = None,
-        answer: dict[str, Any] | None = None,
-        traceparent: str | None = None,
-    ) -> CallResult:
-        params: dict[str, Any] = {"name": name, "arguments": arguments, **(answer or {})}
-        if key is not None and self._key_meta is not None:
-            params["_meta"] = {self._key_meta: key}
-        if traceparent is not None:  # no head to carry it: _meta only
-            params["_meta"] = {**params.get("_meta", {}), "traceparent": traceparent}
+    async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
+        params = call.params()
+        if call.key is not None and self._key_meta is not None:
+            params["_meta"] = {self._key_meta: call.key}
+        if call.traceparent is not None:  # no head to carry it: _meta only
+            params["_meta"] = {**params.get("_meta", {}), "traceparent": call.traceparent}
         return await self.request(
-            "tools/call", params, request_id, timeout=timeout, progress=request_progress
+            "tools/call", params, call.request_id, timeout=timeout, progress=call.request_progress
         )
 
     async def aclose(self) -> None:
@@ -257,32 +246,12 @@ class StdioClient:
     def __init__(self, channel: Callable[[], StdioChannel | None]) -> None:
         self._channel = channel
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        request_id: int,
-        timeout: float,
-        request_progress: bool = False,
-        key: str | None = None,
-        answer: dict[str, Any] | None = None,
-        traceparent: str | None = None,
-    ) -> CallResult:
+    async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
         channel = self._channel()
         if channel is None or channel.closed:
             # No process to write to (it is down): the call certainly did not reach a server.
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
-        return await channel.call_tool(
-            name,
-            arguments,
-            request_id=request_id,
-            timeout=timeout,
-            request_progress=request_progress,
-            key=key,
-            answer=answer,
-            traceparent=traceparent,
-        )
+        return await channel.call_tool(call, timeout=timeout)
 
     async def aclose(self) -> None:
         return None

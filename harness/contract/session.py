@@ -28,7 +28,7 @@ from harness import rundir
 from harness.audit.effects import count_effects, read_collected
 from harness.client import McpClient
 from harness.client.http import McpHttpClient
-from harness.client.messages import CallResult
+from harness.client.messages import CallResult, ToolCall
 from harness.errors import AuditError, TargetError
 from harness.history import HistoryWriter, Outcome
 from harness.scenario import Scenario
@@ -164,12 +164,8 @@ class ContractSession:
         arguments = self.payload(payload_of or intent, key)
         return await self._in_session(
             lambda: client.call_tool(
-                self.tool,
-                arguments,
-                request_id=next(self._ids),
+                ToolCall(self.tool, arguments, next(self._ids), key=key, answer=answer),
                 timeout=self.scenario.client.attempt_timeout_s,
-                key=key,
-                answer=answer,
             )
         )
 
@@ -179,7 +175,7 @@ class ContractSession:
         assert client is not None, "call inside started()"
         return await self._in_session(
             lambda: client.call_tool(
-                tool, arguments, request_id=next(self._ids), timeout=self.scenario.client.attempt_timeout_s
+                ToolCall(tool, arguments, next(self._ids)), timeout=self.scenario.client.attempt_timeout_s
             )
         )
 

@@ -32,7 +32,7 @@ from typing import Any
 from harness import leftovers, rundir
 from harness.client import McpClient
 from harness.client.http import McpHttpClient
-from harness.client.messages import CallResult
+from harness.client.messages import CallResult, ToolCall
 from harness.client.readiness import wait_ready
 from harness.client.stdio import StdioClient
 from harness.errors import TargetError, TargetNotReady
@@ -188,7 +188,7 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
         ids = iter(range(2000, 3000))
 
         async def call(tool: str, arguments: dict[str, Any]) -> CallResult:
-            return await client.call_tool(tool, arguments, request_id=next(ids), timeout=30)
+            return await client.call_tool(ToolCall(tool, arguments, next(ids)), timeout=30)
 
         server = Server(
             wiring.protocol,

@@ -20,6 +20,7 @@ import pytest
 from harness.audit.auditor import AuditResult
 from harness.balancer import Nginx
 from harness.client.http import McpHttpClient
+from harness.client.messages import ToolCall
 from harness.history import FaultKind, Outcome, Verdict, read_history
 from harness.loopback import free_port
 from tests.conftest import Target, alive, fault_row, invoice_scenario, start_cli_run
@@ -136,7 +137,7 @@ def test_a_request_moved_after_a_refused_connection_is_no_resend(
                     "memo": f"m{i}",
                     "idempotency_key": f"k{i}",
                 }
-                res = await client.call_tool("create_invoice", arguments, request_id=100 + i, timeout=10)
+                res = await client.call_tool(ToolCall("create_invoice", arguments, 100 + i), timeout=10)
                 assert res.outcome is Outcome.OK, res
         finally:
             await client.aclose()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.client.http import McpHttpClient
+from harness.client.messages import ToolCall
 from harness.client.pool import Pool
 from harness.client.raw import End, RawResponse
 from harness.history import Detail, Outcome, read_history
@@ -26,7 +27,7 @@ async def calls(url: str, n: int, *, progress: bool = False) -> list[Any]:
     async with McpHttpClient(url) as client:
         results = [
             await client.call_tool(
-                "create_invoice", args(i), request_id=i + 1, timeout=10, request_progress=progress
+                ToolCall("create_invoice", args(i), i + 1, request_progress=progress), timeout=10
             )
             for i in range(n)
         ]
@@ -57,10 +58,7 @@ def test_many_concurrent_calls(target: Callable[..., Target]) -> None:
     async def main() -> list[Any]:
         async with McpHttpClient(t.url) as client:
             return await asyncio.gather(
-                *(
-                    client.call_tool("create_invoice", args(i), request_id=i + 1, timeout=10)
-                    for i in range(64)
-                )
+                *(client.call_tool(ToolCall("create_invoice", args(i), i + 1), timeout=10) for i in range(64))
             )
 
     results = asyncio.run(main())
@@ -89,7 +87,7 @@ def test_header_mismatch_is_a_protocol_error(target: Callable[..., Target]) -> N
 def test_connect_refused() -> None:
     async def main() -> Any:
         async with McpHttpClient(f"http://127.0.0.1:{free_port()}/mcp") as client:
-            return await client.call_tool("x", {}, request_id=1, timeout=5)
+            return await client.call_tool(ToolCall("x", {}, 1), timeout=5)
 
     res = asyncio.run(main())
     assert (res.outcome, res.detail) == (Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
@@ -112,7 +110,7 @@ def test_server_death_mid_request(target: Callable[..., Target], transport: str,
     async def main() -> Any:
         async with McpHttpClient(t.url) as client:
             return await client.call_tool(
-                "create_invoice", args(1), request_id=1, timeout=10, request_progress=True
+                ToolCall("create_invoice", args(1), 1, request_progress=True), timeout=10
             )
 
     res = asyncio.run(main())
@@ -127,7 +125,7 @@ def test_timeout_closes_the_attempt(target: Callable[..., Target]) -> None:
 
     async def main() -> Any:
         async with McpHttpClient(t.url) as client:
-            return await client.call_tool("create_invoice", args(1), request_id=1, timeout=0.3)
+            return await client.call_tool(ToolCall("create_invoice", args(1), 1), timeout=0.3)
 
     res = asyncio.run(main())
     assert (res.outcome, res.detail) == (Outcome.TIMEOUT, Detail.TIMEOUT_NO_RESPONSE)
