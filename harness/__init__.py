@@ -25,8 +25,8 @@ from harness._version import __version__
 if TYPE_CHECKING:
     from harness.audit.auditor import AuditResult, audit_run
     from harness.audit.summary import Summary
+    from harness.auditing import audit_and_report
     from harness.errors import HarnessError
-    from harness.report.files import audit_and_report
     from harness.rundir import prepare_run_dir
     from harness.runner import execute, run_and_audit
     from harness.scenario import Scenario, load_scenario, parse_scenario
@@ -37,7 +37,7 @@ _HOMES = {
     "Summary": "harness.audit.summary",
     "HarnessError": "harness.errors",
     "prepare_run_dir": "harness.rundir",
-    "audit_and_report": "harness.report.files",
+    "audit_and_report": "harness.auditing",
     "execute": "harness.runner",
     "run_and_audit": "harness.runner",
     "Scenario": "harness.scenario",

@@ -247,7 +247,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from harness.audit.begin import begin
 
     begun = begin(run_dir, early)
-    from harness.report.files import audit_and_report
+    from harness.auditing import audit_and_report
     from harness.report.text import render_text
 
     audit = audit_and_report(run_dir, html=not args.no_html, begun=begun, keep_rows=False)

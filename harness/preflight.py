@@ -26,11 +26,11 @@ from pathlib import Path
 
 from harness import rundir
 from harness.audit.effects import count_effects
+from harness.auditing import audit_and_report
 from harness.errors import AuditError, PreflightError
 from harness.faults.pacing import advise
 from harness.history import EventType, Outcome, excerpt, read_history
 from harness.replies import reads_as_failure
-from harness.report.files import audit_and_report
 from harness.runner import execute
 from harness.scenario import Scenario
 

@@ -27,12 +27,12 @@ from typing import TextIO
 from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.audit.stats import Rate
+from harness.auditing import audit_and_report
 from harness.errors import UsageError
 from harness.faults.describe import announcement
 from harness.history import FaultKind, Verdict
 from harness.preflight import preflight
 from harness.report.compare import Counts, render_comparison, render_comparison_html
-from harness.report.files import audit_and_report
 from harness.report.html import REPORT_HTML
 from harness.report.tables import ci, markdown_table, pct
 from harness.runner import check_environment, execute

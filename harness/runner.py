@@ -33,6 +33,7 @@ from typing import Any, TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult
+from harness.auditing import audit_and_report
 from harness.checkpoints import Checkpoints, effects_reader
 from harness.client import McpClient
 from harness.client.balance import Balancer
@@ -45,7 +46,6 @@ from harness.faults.schedule import build_schedule, counted_plan
 from harness.history import EventType, HistoryWriter, Outcome, RunStatus
 from harness.liveness import Liveness
 from harness.pods.factory import require_env_refs
-from harness.report.files import audit_and_report
 from harness.report.live import LiveStatus, Snapshot
 from harness.scenario import Scenario
 from harness.template import TemplateError

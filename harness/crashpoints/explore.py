@@ -33,12 +33,12 @@ from typing import Any, TextIO
 
 from harness import rundir
 from harness.audit.auditor import AuditResult
+from harness.auditing import audit_and_report
 from harness.crashpoints.plan import labelled
 from harness.crashpoints.points import MAX_DEPTH, Point, PointKind, parse_path, path_name
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
-from harness.report.files import audit_and_report
 from harness.runner import execute
 from harness.scenario import Scenario, parse_scenario
 

@@ -1,4 +1,8 @@
-"""Audit a run and write it into its run directory: intents.csv (and .parquet), summary.json, report.md."""
+"""An audit written into its run directory: intents.csv (and .parquet), summary.json, report.md, report.html.
+
+Every file is written through a temporary one and renamed, so an interrupted audit leaves no half a
+report. The audit itself is started by :func:`harness.auditing.audit_and_report`.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +20,7 @@ import pyarrow.parquet as pq
 
 from harness import rundir
 from harness.audit.accumulators import frame_of
-from harness.audit.auditor import AuditResult, audit_run
-from harness.audit.begin import Begun
-from harness.report import pages
+from harness.audit.auditor import AuditResult
 from harness.report.html import REPORT_HTML, render_html
 from harness.report.text import render_markdown
 
@@ -207,21 +209,3 @@ def write_audit(audit: AuditResult, *, html: bool = True, intents: IntentFiles |
         paths.append(run_dir / REPORT_HTML)
         _replace(paths[-1], lambda tmp: tmp.write_text(page, encoding="utf-8"))
     return paths
-
-
-def audit_and_report(
-    run_dir: Path, *, html: bool = True, begun: Begun | None = None, keep_rows: bool = True
-) -> AuditResult:
-    """Audit a run directory and write its reports (intents.csv, summary.json, report.md, report.html).
-    ``begun``: the audit's first step, already taken (:mod:`harness.audit.begin`); ``keep_rows``
-    False: the result keeps no judged row beyond its files (see :func:`audit_run`)."""
-    if html:
-        pages.import_plotting()  # meanwhile
-    intents = IntentFiles(run_dir)  # written while the audit judges
-    try:
-        audit = audit_run(run_dir, sink=intents.write, begun=begun, keep_rows=keep_rows)
-    except BaseException:
-        intents.discard()
-        raise
-    write_audit(audit, html=html, intents=intents)
-    return audit

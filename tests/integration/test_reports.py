@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from harness.audit.auditor import AuditResult
+from harness.auditing import audit_and_report
 from harness.history import FaultKind
 from harness.report.compare import Counts, render_comparison_html
-from harness.report.files import audit_and_report
 from harness.report.html import recovery, timeline_of
 from tests.conftest import invoice_scenario
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import audit, restart
-from harness.report.files import audit_and_report
+from harness.auditing import audit_and_report
 
 
 @pytest.mark.parametrize("runtime", ["process", "docker"])

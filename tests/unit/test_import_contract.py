@@ -37,3 +37,14 @@ def test_the_layer_list_names_only_modules_that_exist() -> None:
     existing = {m.name for m in pkgutil.iter_modules(harness.__path__)}
     stale = [name for name in layered_names() if name.split(".")[0] not in existing]
     assert not stale, f"layers name modules that are gone: {stale}"
+
+
+def test_architecture_md_shows_the_layers_pyproject_toml_enforces() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (layers,) = [c for c in contracts if c["type"] == "layers" and c.get("containers") == ["harness"]]
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    first = layers["layers"][0]
+    start = text.index(f"```\n{first}\n")
+    shown = text[start + 4 : text.index("```", start + 4)].splitlines()
+    assert shown == layers["layers"], "ARCHITECTURE.md's layer list is not pyproject.toml's: copy it over"

@@ -18,10 +18,11 @@ from bench import audit as bench_audit
 from harness import rundir
 from harness.audit import auditor
 from harness.audit.auditor import audit_run
+from harness.auditing import audit_and_report
 from harness.errors import AuditError
 from harness.history import Verdict
 from harness.report import files
-from harness.report.files import IntentFiles, audit_and_report, write_audit
+from harness.report.files import IntentFiles, write_audit
 
 
 @pytest.fixture
