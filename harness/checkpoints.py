@@ -75,15 +75,7 @@ def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
             torn: list[int] = []
             counts = await asyncio.to_thread(partial(count_effects, effects, run_dir, torn=torn))
             return Sample(counts, bool(torn))
-        counts, _ = await read_live(
-            effects,
-            run_dir,
-            pod_url=wiring.pod_url,
-            protocol=wiring.protocol,
-            headers=wiring.headers,
-            postgres_url=wiring.postgres.url if wiring.postgres else None,
-            namespace=namespace,
-        )
+        counts, _ = await read_live(effects, run_dir, wiring.reach(namespace))
         return Sample(counts)
 
     return read

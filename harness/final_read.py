@@ -19,6 +19,7 @@ import io
 import sys
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,26 +42,21 @@ from harness.scenario import (
 from harness.template import render_text
 
 
-async def final_read(
-    effects: Effects,
-    run_dir: Path,
-    *,
-    pod_url: str,
-    protocol: str,
-    headers: Mapping[str, str],
-    postgres_url: str | None,
-    namespace: str,
-) -> int:
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Where a live effect source is read: the pod a read tool is called on (its URL, protocol and
+    headers), the harness's PostgreSQL, and the run's namespace (the read tool's ``{namespace}``)."""
+
+    pod_url: str
+    protocol: str
+    headers: Mapping[str, str]
+    postgres_url: str | None
+    namespace: str
+
+
+async def final_read(effects: Effects, run_dir: Path, reach: Reach) -> int:
     """Take the final read into effects.json; returns the number of markers found."""
-    counts, source = await read_live(
-        effects,
-        run_dir,
-        pod_url=pod_url,
-        protocol=protocol,
-        headers=headers,
-        postgres_url=postgres_url,
-        namespace=namespace,
-    )
+    counts, source = await read_live(effects, run_dir, reach)
     record = {
         "source": source,
         "collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -70,42 +66,31 @@ async def final_read(
     return len(counts)
 
 
-async def read_live(
-    effects: Effects,
-    run_dir: Path,
-    *,
-    pod_url: str,
-    protocol: str,
-    headers: Mapping[str, str],
-    postgres_url: str | None,
-    namespace: str,
-) -> tuple[Counter[str], str]:
+async def read_live(effects: Effects, run_dir: Path, reach: Reach) -> tuple[Counter[str], str]:
     """Effects per marker of a live source now, and the source's name; AuditError if it cannot be read.
 
     The final read's, and the checkpoint reads' (:mod:`harness.checkpoints`) during the run.
     """
     if effects.tool is not None:
-        counts = await _from_tool(effects.tool, pod_url, protocol, headers, namespace)
+        counts = await _from_tool(effects.tool, reach)
         return counts, f"tool {effects.tool.tool}"
     if effects.command is not None:
-        counts = await _from_command(effects.command, run_dir, postgres_url)
+        counts = await _from_command(effects.command, run_dir, reach.postgres_url)
         return counts, "command " + " ".join(effects.command.command)
     assert effects.sql is not None
-    return await _from_postgres(effects.sql, run_dir, postgres_url), "sql"
+    return await _from_postgres(effects.sql, run_dir, reach.postgres_url), "sql"
 
 
-async def _from_tool(
-    tool: ToolEffects, url: str, protocol: str, headers: Mapping[str, str], namespace: str
-) -> Counter[str]:
+async def _from_tool(tool: ToolEffects, reach: Reach) -> Counter[str]:
     arguments = {
         k: render_text(
-            v, {"namespace": namespace}, READ_TOOL_PLACEHOLDERS, f"audit.effects.tool.arguments.{k}"
+            v, {"namespace": reach.namespace}, READ_TOOL_PLACEHOLDERS, f"audit.effects.tool.arguments.{k}"
         )
         if isinstance(v, str)
         else v
         for k, v in tool.arguments.items()
     }
-    async with McpHttpClient(url, protocol=protocol, headers=headers) as client:
+    async with McpHttpClient(reach.pod_url, protocol=reach.protocol, headers=reach.headers) as client:
         res = await client.call_tool(ToolCall(tool.tool, arguments, 1), timeout=60)
         await client.end_session()
     if res.outcome is not Outcome.OK or res.result is None:

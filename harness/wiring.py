@@ -33,7 +33,7 @@ from harness.client.stdio import StdioClient
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.errors import ScenarioError
-from harness.final_read import final_read
+from harness.final_read import Reach, final_read
 from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, target_headers
@@ -270,18 +270,15 @@ class TargetWiring:
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
         return await channel.request(method, params, request_id, timeout=timeout)
 
+    def reach(self, namespace: str) -> Reach:
+        """Where the scenario's live effect source is read (see :mod:`harness.final_read`)."""
+        postgres_url = self.postgres.url if self.postgres else None
+        return Reach(self.pod_url, self.protocol, self.headers, postgres_url, namespace)
+
     async def read_live_effects(self, namespace: str) -> int:
         """Read a live effect source (PostgreSQL, a read tool, a command) into effects.json now;
-        the number of markers found (see :mod:`harness.final_read`)."""
-        return await final_read(
-            self.scenario.audit.effects,
-            self.run_dir,
-            pod_url=self.pod_url,
-            protocol=self.protocol,
-            headers=self.headers,
-            postgres_url=self.postgres.url if self.postgres else None,
-            namespace=namespace,
-        )
+        the number of markers found."""
+        return await final_read(self.scenario.audit.effects, self.run_dir, self.reach(namespace))
 
     def _emit(self, event: EventType, **fields: object) -> None:
         if self.history is not None:

@@ -45,9 +45,9 @@ from urllib.parse import urlsplit
 
 from harness.client.classify import KEPT_HEADERS, OK_STATUSES, answers, classify
 from harness.client.framing import Framing
-from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult, ToolCall
+from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult, ToolCall, refused_version
 from harness.client.pool import Pool
-from harness.history import Detail, EventType, HistoryWriter, Outcome, clip
+from harness.history import EventType, HistoryWriter, Outcome, clip
 
 __all__ = ["DISCOVER_ID", "MODERN", "PROTOCOLS", "SESSION_VERSIONS", "McpHttpClient", "session_digest"]
 
@@ -226,13 +226,9 @@ class McpHttpClient:
         if res.outcome is not Outcome.OK or res.result is None:
             return res
         version = res.result.get("protocolVersion")
-        if version not in SESSION_VERSIONS:
-            return CallResult(
-                Outcome.PROTOCOL_ERROR,
-                Detail.BAD_RESULT,
-                status=res.status,
-                message=clip(f"initialize: the server chose protocol version {version!r}"),
-            )
+        refused = refused_version(version, status=res.status)
+        if refused is not None:
+            return refused
         self.protocol = str(version)
         self.server_info = res.result.get("serverInfo")
         self.session = res.session

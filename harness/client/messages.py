@@ -84,6 +84,17 @@ class CallResult:
     """True: the broken stream was resumed and this is its answer; False: resuming failed."""
 
 
+def refused_version(
+    chosen: object, *, status: int | None = None, form: str | None = None
+) -> CallResult | None:
+    """The protocol error of an ``initialize`` whose server chose a version no 2025 session speaks;
+    None when it chose one."""
+    if chosen in SESSION_VERSIONS:
+        return None
+    message = clip(f"initialize: the server chose protocol version {chosen!r}")
+    return CallResult(Outcome.PROTOCOL_ERROR, Detail.BAD_RESULT, status=status, form=form, message=message)
+
+
 class SseParser:
     """Incremental ``text/event-stream`` parser yielding each event's data.
 

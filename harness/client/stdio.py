@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 
 from harness._version import __version__
-from harness.client.messages import SESSION_VERSIONS, CallResult, ToolCall, interpret_message
-from harness.history import Detail, EventType, HistoryWriter, Outcome, clip, excerpt
+from harness.client.messages import SESSION_VERSIONS, CallResult, ToolCall, interpret_message, refused_version
+from harness.history import Detail, EventType, HistoryWriter, Outcome, excerpt
 
 _FORM = "stdio"
 HANDSHAKE_ID = -1
@@ -208,13 +208,9 @@ class StdioChannel:
         if res.outcome is not Outcome.OK or res.result is None:
             return res
         chosen = res.result.get("protocolVersion")
-        if chosen not in SESSION_VERSIONS:
-            return CallResult(
-                Outcome.PROTOCOL_ERROR,
-                Detail.BAD_RESULT,
-                form=_FORM,
-                message=clip(f"initialize: the server chose protocol version {chosen!r}"),
-            )
+        refused = refused_version(chosen, form=_FORM)
+        if refused is not None:
+            return refused
         self.protocol = str(chosen)
         self.server_info = res.result.get("serverInfo")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})

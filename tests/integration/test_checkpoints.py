@@ -19,7 +19,7 @@ import pytest
 
 from harness import rundir
 from harness.audit.effects import count_effects
-from harness.final_read import read_live
+from harness.final_read import Reach, read_live
 from harness.history import (
     CheckpointWhen,
     EventType,
@@ -258,7 +258,9 @@ def test_an_abandoned_command_does_not_outlive_its_read(tmp_path: Path) -> None:
     async def abandon() -> int:
         reading = asyncio.create_task(
             read_live(
-                effects, tmp_path, pod_url="", protocol="", headers={}, postgres_url=None, namespace="x"
+                effects,
+                tmp_path,
+                Reach(pod_url="", protocol="", headers={}, postgres_url=None, namespace="x"),
             )
         )
         while not pid_file.exists() or not pid_file.read_text():

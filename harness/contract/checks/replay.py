@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from harness.contract.checks.common import NO_KEY, REPLAY_IT, nothing_stored
 from harness.contract.framework import Check, CheckResult, Options, Seen, check
-from harness.contract.judging import (
-    lost_writes,
-    said,
-    same_result,
-    shown,
-)
+from harness.contract.judging import lost_writes, said, same_result, shown
 from harness.contract.session import ContractSession
 from harness.history import Outcome
 

@@ -6,12 +6,7 @@ from typing import Any
 
 from harness.contract.checks.common import NO_KEY, REPLAY_IT, nothing_stored
 from harness.contract.framework import Check, CheckResult, Options, Seen, check
-from harness.contract.judging import (
-    lost_writes,
-    said,
-    same_result,
-    shown,
-)
+from harness.contract.judging import lost_writes, said, same_result, shown
 from harness.contract.session import ContractSession
 from harness.history import Outcome
 
