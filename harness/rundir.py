@@ -8,6 +8,7 @@ that writers and readers cannot disagree.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import stat
@@ -79,9 +80,27 @@ def is_run_dir(path: Path) -> bool:
 
 def require_run_dir(path: Path) -> None:
     """UsageError unless ``path`` is a run directory; for a run that stopped at its preflight or in its
-    control run, before the run began, the error names that directory, which can be audited."""
-    if is_run_dir(path):
+    control run, before the run began, the error names that directory, which can be audited.
+
+    A run directory is data: its history and scenario must be the files the run wrote. A link, a FIFO,
+    a device or a directory in their place is named and refused (reading one would read a file outside
+    the run, block, or never end), and so is a run with one of the two missing."""
+    records = [path / HISTORY, path / SCENARIO]
+    present = [record for record in records if os.path.lexists(record)]
+    for record in present:
+        if not own_regular_file(record):
+            raise UsageError(
+                f"{record} is {_kind(record)}, not the file the run wrote: a run directory is data, and "
+                f"no link, FIFO, device or directory in it is read (put back the {record.name} it wrote)"
+            )
+    if len(present) == len(records):
         return
+    if present:
+        (missing,) = [record for record in records if record not in present]
+        raise UsageError(
+            f"{path} has no {missing.name}: a run directory needs both {HISTORY} and {SCENARIO} "
+            f"(put back the {missing.name} the run wrote)"
+        )
     if is_run_dir(path / CONTROL):
         raise UsageError(
             f"{path} stopped in its control run (run --control), before the faulted run began; "
@@ -94,6 +113,20 @@ def require_run_dir(path: Path) -> None:
             f"mcp-chaos audit {preflights[0]}"
         )
     raise UsageError(f"{path} is not a run directory (it needs {HISTORY} and {SCENARIO})")
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is, in words."""
+    mode = path.lstat().st_mode
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
 
 
 def own_file(path: Path) -> str | None:

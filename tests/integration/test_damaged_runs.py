@@ -5,6 +5,7 @@ a read tool into effects.json); each case damages a copy of it the way disks, ed
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -200,3 +201,54 @@ def test_explain_of_no_intent_index_is_a_usage_error(
     assert main(["explain", str(good_run), "--", intent]) == 2
     err = capsys.readouterr().err
     assert err == f"mcp-chaos: error: explain: intent {intent} is no intent's index (they count from 0)\n"
+
+
+def _link_to_dev_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+@pytest.mark.parametrize(
+    ("record", "make", "message"),
+    [
+        ("history.jsonl", _link_to_dev_zero, "history.jsonl is a symbolic link, not the file the run wrote"),
+        ("history.jsonl", _fifo, "history.jsonl is a FIFO, not the file the run wrote"),
+        ("history.jsonl", _directory, "history.jsonl is a directory, not the file the run wrote"),
+        ("scenario.yaml", _link_to_dev_zero, "scenario.yaml is a symbolic link, not the file the run wrote"),
+        ("scenario.yaml", Path.unlink, "has no scenario.yaml: a run directory needs both"),
+        ("history.jsonl", Path.unlink, "has no history.jsonl: a run directory needs both"),
+    ],
+    ids=["history-dev-zero", "history-fifo", "history-dir", "scenario-link", "no-scenario", "no-history"],
+)
+@pytest.mark.parametrize("command", ["audit", "explain", "export-otlp"])
+def test_a_record_that_is_not_the_runs_file_is_named_not_read(
+    record: str,
+    make: Callable[[Path], None],
+    message: str,
+    command: str,
+    good_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A history linked to /dev/zero, a FIFO or a directory, or a run without its scenario.yaml, all
+    read "stopped at its preflight" (the run had a preflight directory beside them)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(good_run, run_dir)
+    shutil.copytree(good_run, run_dir / "x.preflight")  # what made every case read as a stopped preflight
+    make(run_dir / record)
+    argv = [command, str(run_dir)] + (["0"] if command == "explain" else ["--file", str(tmp_path / "o")])
+    assert main(argv[:2] if command == "audit" else argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert message in err
+    assert "preflight" not in err
