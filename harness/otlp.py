@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import errno
 import ipaddress
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -289,13 +290,30 @@ def otlp_json(spans: list[ReadableSpan]) -> bytes:
 
 
 def export_file(run_dir: Path, path: Path) -> Export:
-    """The run's spans as OTLP JSON lines in ``path`` (replaced)."""
+    """The run's spans as OTLP JSON lines in ``path`` (replaced); ExportError if it does not take them
+    (a full disk, a device that refuses writes)."""
     done = Export()
-    with path.open("wb") as out:
+    try:
+        out = path.open("wb", buffering=0)  # unbuffered: nothing is left to fail in close()
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+    with out:
         for batch in _batches(run_dir):
-            out.write(otlp_json(batch))
+            line = memoryview(otlp_json(batch))
+            try:
+                while line:
+                    written = out.write(line)
+                    if not written:  # a non-blocking file that takes no more
+                        raise OSError(errno.EAGAIN, "it takes no more")
+                    line = line[written:]
+            except OSError as exc:
+                raise _unwritable(path, exc) from None
             done.add(batch)
     return done
+
+
+def _unwritable(path: Path, exc: OSError) -> ExportError:
+    return ExportError(f"cannot write the spans to {path}: {exc.strerror or exc}")
 
 
 def export_endpoint(run_dir: Path, endpoint: str, *, timeout_s: float = 10.0) -> Export:

@@ -252,3 +252,12 @@ def test_a_record_that_is_not_the_runs_file_is_named_not_read(
     assert err.count("\n") == 1, err
     assert message in err
     assert "preflight" not in err
+
+
+def test_an_export_to_a_full_disk_is_a_one_line_error(
+    good_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``export-otlp --file /dev/full`` ended in an OSError traceback."""
+    assert main(["export-otlp", str(good_run), "--file", "/dev/full"]) == 5
+    err = capsys.readouterr().err
+    assert err == "mcp-chaos: error: cannot write the spans to /dev/full: No space left on device\n"
