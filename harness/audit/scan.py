@@ -33,11 +33,15 @@ class Declined(Exception):
 
 
 def parsed(parse: Parse) -> Iterator[pa.RecordBatch]:
-    """The parse's batches; a line DuckDB cannot read as an event (not JSON, a field of another type)
-    declines the history."""
+    """The parse's batches; a line DuckDB cannot read as an event (not JSON, a field of another type,
+    a line longer than its ``maximum_object_size``) declines the history.
+
+    DuckDB's errors reach here as its own or, raised while Arrow pulls the stream, as an ``OSError``
+    that carries its message. Declining on a true I/O error is safe: the Python fold reads the file
+    again, and reports that error with the file's name."""
     try:
         yield from parse.batches()
-    except duckdb.Error:
+    except (duckdb.Error, OSError):
         raise Declined from None
 
 

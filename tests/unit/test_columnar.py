@@ -257,3 +257,15 @@ def test_the_markers_hashed_while_folding_are_those_the_effect_table_looks_up(
     finally:
         rows.close()
         table.close()
+
+
+def test_a_line_longer_than_duckdb_reads_is_left_to_the_python_fold(tmp_path: Path) -> None:
+    """A 60 MB line (a server's huge reply) ended the audit in DuckDB's ``maximum_object_size`` error,
+    raised through Arrow as an OSError the fast path did not take for a decline."""
+    events = random_history(3).events
+    ok = next(e for e in events if e["type"] == "attempt_ended" and e["outcome"] == "ok")
+    ok["reply"] = "x" * (60 << 20)  # past DuckDB's maximum_object_size (16 MiB, its reads 32)
+    path = write(tmp_path / "history.jsonl", events)
+    assert columnar.fold_columnar(path) is None
+    python = fold_history(read_batches(path), str(path))
+    assert (python.intents["client_status"] != ClientStatus.NOT_STARTED).sum() > 5
