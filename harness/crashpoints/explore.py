@@ -37,10 +37,11 @@ from harness.auditing import audit_and_report
 from harness.crashpoints.plan import labelled
 from harness.crashpoints.points import MAX_DEPTH, Point, PointKind, parse_path, path_name
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
-from harness.errors import PreflightError
+from harness.errors import PreflightError, UsageError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
 from harness.runner import execute
 from harness.scenario import Scenario, parse_scenario
+from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
 
 RETRY_EVERY_S = 0.1
 """The exploration's backoff: what a retry waits for is the pod's restart, not a pause."""
@@ -87,7 +88,13 @@ def unexplorable(scenario: Scenario) -> str | None:
 def exploring_scenario(
     scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None
 ) -> Scenario:
-    """The scenario as the exploration runs it (see the module's docstring)."""
+    """The scenario as the exploration runs it (see the module's docstring); UsageError for tries or
+    points out of range, named as the command line asks for them (the scenario's fields derived from
+    them, such as ``target.max_restarts``, were named instead)."""
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise UsageError(f"{repeat} tries per point: an exploration makes 1 to {MAX_REPEAT} (--repeat)")
+    if not 1 <= max_points <= MAX_POINTS:
+        raise UsageError(f"{max_points} points: an exploration explores 1 to {MAX_POINTS} (--max-points)")
     data = retry_quickly(scenario, kills=MAX_DEPTH * max_points * repeat)
     # Each path may need its tries twice over (a try its call did not take is tried again).
     data["workload"].update(intents=1 + 2 * max_points * repeat, concurrency=1)

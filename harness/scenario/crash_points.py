@@ -48,13 +48,19 @@ class CrashHold(Section):
         return {p.kind for p in parse_path(self.at)}
 
 
+MAX_REPEAT = 100
+"""Tries per point an exploration makes at most (``--repeat``)."""
+MAX_POINTS = 64
+"""Paths an exploration explores at most (``--max-points``)."""
+
+
 class CrashExplore(Section):
     """Explore instead of a fixed plan: a clean call, then every point it passed (see
     ``harness.crashpoints.plan``)."""
 
-    repeat: int = Field(default=3, ge=1, le=100)
+    repeat: int = Field(default=3, ge=1, le=MAX_REPEAT)
     """Tries per point."""
-    max_points: int = Field(default=8, ge=1, le=64)
+    max_points: int = Field(default=8, ge=1, le=MAX_POINTS)
     """Paths explored at most, single points first, then points of the retries (a crash in the recovery)."""
     only: list[str] | None = Field(default=None, min_length=1)
     """Explore only these points or paths (``db_commit#2``, ``db_commit#1/db_commit#1``)."""

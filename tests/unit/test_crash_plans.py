@@ -6,6 +6,7 @@ run, with a real history file and a kill that only counts: what it records and w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -356,3 +357,25 @@ def test_a_request_while_an_earlier_exchange_is_open_is_marked(
     holds.request(1, 1)
     requests = [e for e in events(tmp_path) if e["type"] == "crash_point" and e["point"] == "request"]
     assert [e.get("overlap", False) for e in requests] == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("repeat", "max_points", "message"),
+    [
+        (100_000, 8, "100000 tries per point: an exploration makes 1 to 100 (--repeat)"),
+        (0, 8, "0 tries per point"),
+        (3, 65, "65 points: an exploration explores 1 to 64 (--max-points)"),
+    ],
+)
+def test_tries_or_points_out_of_range_are_named_as_the_flags_that_ask_for_them(
+    repeat: int, max_points: int, message: str
+) -> None:
+    """``crashpoints --repeat 100000`` was refused with a message about ``target.max_restarts``, a
+    field the user never set."""
+    from harness.crashpoints.explore import exploring_scenario
+    from harness.errors import UsageError
+
+    scenario = parse_scenario(invoice_scenario(mode="atomic", intents=1))
+    assert exploring_scenario(scenario, repeat=100, max_points=64, only=None).workload.intents == 12_801
+    with pytest.raises(UsageError, match=re.escape(message)):
+        exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=None)
