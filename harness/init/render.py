@@ -125,14 +125,16 @@ def render(
         _comment(
             [
                 "Every attempt that breaks is retried with a new request id and the same key, backing off",
-                "while the server restarts (as an agent's client would).",
+                "while the server restarts (as an agent's client would), for up to a minute: how long this",
+                "server takes to restart is not known yet (a count of attempts alone ran out on a slow one).",
             ]
         ),
         _section(
             "client",
             {
                 "attempt_timeout_s": 10,
-                "max_attempts": 30,
+                "max_attempts": 100,
+                "give_up_after_s": 60,
                 "backoff": {"initial_s": 0.05, "max_s": 1.0, "multiplier": 2, "jitter": "full"},
                 "key_reuse": "same",
             },
