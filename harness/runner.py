@@ -39,7 +39,7 @@ from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
 from harness.driver import Driver
-from harness.errors import HarnessError, ScenarioError
+from harness.errors import HarnessError, ScenarioError, TargetError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
@@ -358,6 +358,22 @@ class _Run:
             tool_errors=s.outcomes[Outcome.TOOL_ERROR],
         )
 
+    async def _pod_back(self) -> None:
+        """Wait until the pod a read tool or command may need is ready; TargetError at once when its
+        supervisor gave up on it (the read waited ready_timeout_s + 60 s for a pod that never came)."""
+        ready = self.supervisor.ready
+        if ready.is_set():
+            return
+        waiting = asyncio.create_task(ready.wait())
+        ends = {waiting} if self._supervise is None else {waiting, self._supervise}
+        try:
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if not ready.is_set():
+            name = self.supervisor.pod.name
+            raise TargetError(f"pod {name} is down for good (its supervisor gave up on it)")
+
     async def _final_read(self) -> None:
         """Read the effects of a live source once, into effects.json; a failure is recorded, not raised."""
         # Interrupted, the user is waiting: a short final read, or none.
@@ -366,7 +382,12 @@ class _Run:
         )
         try:
             async with asyncio.timeout(patience_s):
-                await self.supervisor.ready.wait()
+                if self.scenario.audit.effects.sql is not None:
+                    # PostgreSQL is read once the pods are stopped: a pod that leaks connections or
+                    # holds a lock cannot cost the run its results.
+                    await self.wiring.stop_pods()
+                else:
+                    await self._pod_back()
                 markers = await self.wiring.read_live_effects(self.namespace)
             self.history.emit(EventType.EFFECTS_COLLECTED, markers=markers)
         except (HarnessError, TimeoutError, OSError) as exc:

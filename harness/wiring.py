@@ -124,6 +124,7 @@ class TargetWiring:
         """Replica 0's supervisor: the pod a contract check restarts, and the final read's."""
         self.supervisors: list[Supervisor] = []
         self._supervise: asyncio.Task[None] | None = None
+        self._pods_stopped = False
 
     def supervise(self, history: HistoryWriter) -> Supervisor:
         """The readiness checks and supervisors, writing to ``history``; replica 0's supervisor."""
@@ -189,7 +190,7 @@ class TargetWiring:
         gives up)."""
         assert self.supervisors, "supervise() first"
         self.guard_logs()
-        stack.push_async_callback(self._stop_pod)  # before start: a pod that never got ready is stopped too
+        stack.push_async_callback(self.stop_pods)  # before start: a pod that never got ready is stopped too
         await asyncio.gather(*(s.start() for s in self.supervisors))
         self._supervise = asyncio.create_task(self._supervise_all())
         return self._supervise
@@ -284,7 +285,12 @@ class TargetWiring:
         if self.history is not None:
             self.history.emit(event, **fields)
 
-    async def _stop_pod(self) -> None:
+    async def stop_pods(self) -> None:
+        """Stop every replica and its supervisor, once (a run's final read of PostgreSQL stops them
+        first; the exit stack's own call is then nothing)."""
+        if self._pods_stopped:
+            return
+        self._pods_stopped = True
         await asyncio.gather(*(s.stop() for s in self.supervisors))
         if self._supervise is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
