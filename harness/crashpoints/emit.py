@@ -11,22 +11,26 @@ the regression test then says the point is gone instead of passing for nothing.
 The pytest file (``--emit DIR``) is the regression test a user commits beside
 the fix: it runs the reproducer through the harness's public API and asserts
 that every intent took effect exactly once. So both are written to be committed:
-no path of this machine in them. The scenario was loaded with ``{scenario_dir}``
-resolved (and may name files by absolute path); every path of this machine in
-it becomes ``{scenario_dir}/<the way from the reproducer's directory>``, which
-the harness resolves against the reproducer's own directory when it loads it,
-from any working directory. The test finds its scenario beside itself.
+no path of this machine in them that the user did not write. The scenario was
+loaded with ``{scenario_dir}`` resolved; each path the loader wrote out for it
+becomes ``{scenario_dir}/<the way from the reproducer's directory>`` again,
+which the harness resolves against the reproducer's own directory when it loads
+it, from any working directory. Every other value is kept as it ran (a path the
+user wrote out is theirs). The test finds its scenario beside itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.scenario import Scenario, parse_scenario
+from harness.scenario.model import scenario_yaml
+from harness.scenario.placeholders import map_strings
 
 FAIL_ON = ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
 
@@ -36,10 +40,24 @@ def reproducer_name(result: PointResult) -> str:
     return "crashpoint-" + "-then-".join(p.name.replace("#", "-") for p in result.path) + ".yaml"
 
 
+NAME_LIMIT = 64
+"""Characters of a scenario name (``Scenario.name``)."""
+
+
+def reproducer_scenario_name(name: str, result: PointResult) -> str:
+    """``<scenario>-crashpoint-db_commit-2``; cut to the limit with a digest of the whole, so two
+    reproducers of a long-named scenario never share a name (a cut alone ended both in ``-``)."""
+    whole = f"{name}-{reproducer_name(result).removesuffix('.yaml')}"
+    if len(whole) <= NAME_LIMIT:
+        return whole
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:10]
+    return f"{whole[: NAME_LIMIT - len(digest) - 1].rstrip('-._')}-{digest}"
+
+
 def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenario:
     """The scenario that crashes the target at ``result``'s path in each of ``intents`` intents."""
     data = retry_quickly(scenario, kills=len(result.path) * intents)
-    data["name"] = f"{scenario.name}-{reproducer_name(result).removesuffix('.yaml')}"[:64]
+    data["name"] = reproducer_scenario_name(scenario.name, result)
     data["description"] = (
         f"Written by mcp-chaos crashpoints: every intent is held at {result.name} (the pod is SIGKILLed "
         f"there) and retried; it found {result.finding.value if result.finding else 'nothing'} there. "
@@ -54,41 +72,27 @@ def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenari
     return parse_scenario(data, source="the reproducer of " + scenario.name)
 
 
-_PATH = re.compile(r"(?:^|(?<=[\s='\"]))/[^\s'\"]+")
-"""An absolute path: at the start of a string, or after a space, ``=`` or a quote (``--db=/x/y.db``)."""
-NOT_MACHINE_PATHS = {("target", "path"), ("target", "data_mount")}
-"""Fields whose absolute paths are a URL's or a container's, never this machine's."""
-
-
-def portable(text: str, directory: Path) -> str:
-    """``text`` with every path of this machine in it (one that exists, below a top-level directory)
-    written as ``{scenario_dir}/...`` relative to ``directory``."""
-    base = os.path.realpath(directory)
-
-    def relative(match: re.Match[str]) -> str:
-        path = match[0]
-        if len(PurePosixPath(path).parts) < 3 or not os.path.exists(path):
-            return path
-        way = os.path.relpath(os.path.realpath(path), base)
-        return "{scenario_dir}" if way == "." else "{scenario_dir}/" + way
-
-    return _PATH.sub(relative, text)
-
-
-def _portable_data(value: Any, directory: Path, where: tuple[str, ...] = ()) -> Any:
-    if isinstance(value, str):
-        return value if where[:2] in NOT_MACHINE_PATHS else portable(value, directory)
-    if isinstance(value, dict):
-        return {k: _portable_data(v, directory, (*where, str(k))) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_portable_data(v, directory, where) for v in value]
-    return value
+def portable(data: Any, scenario_dir: Path | None, directory: Path) -> Any:
+    """``data`` with each path the loader wrote out for ``{scenario_dir}`` (``scenario_dir``, as a whole
+    path component) written as ``{scenario_dir}/...`` again, relative to ``directory``, where the
+    reproducer is. Nothing else is rewritten: a path the user wrote out is theirs, and rewriting every
+    path that existed changed what the reproducer's SQL counted and where its command wrote."""
+    if scenario_dir is None:
+        return data
+    way = os.path.relpath(os.path.realpath(scenario_dir), os.path.realpath(directory))
+    placeholder = "{scenario_dir}" if way == "." else "{scenario_dir}/" + way
+    written_out = re.compile(re.escape(str(scenario_dir)) + r"(?![^/\s'\"])")
+    return map_strings(data, lambda text: written_out.sub(lambda _: placeholder, text))
 
 
 def reproducer_text(scenario: Scenario, result: PointResult, intents: int, directory: Path) -> str:
-    """The reproducer's YAML, to be written into ``directory``: no path of this machine in it."""
-    data = _portable_data(reproducer(scenario, result, intents).model_dump(mode="json"), directory)
-    return parse_scenario(data, source="the reproducer of " + scenario.name).dump_yaml()
+    """The reproducer's YAML, to be written into ``directory``: the values that ran, with
+    ``{scenario_dir}`` where the user's scenario had it."""
+    made = reproducer(scenario, result, intents).model_dump(mode="json")
+    data = portable(made, scenario.scenario_dir, directory)
+    # Loaded as `mcp-chaos run` will load it, from its directory: an error now, not in the user's CI.
+    parse_scenario(data, source="the reproducer of " + scenario.name, scenario_dir=directory.resolve())
+    return scenario_yaml(data)
 
 
 def write_reproducers(exploration: Exploration, directory: Path) -> list[Path]:

@@ -78,9 +78,11 @@ def parse_scenario(
     if todo is not None:
         raise ScenarioError(f"{source}: {todo} still says TODO (left by mcp-chaos init): fill it in")
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(_format_validation_error(source, exc)) from None
+    scenario._scenario_dir = scenario_dir
+    return scenario
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:

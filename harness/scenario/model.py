@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from harness.redaction import collect, mask_url_passwords
 from harness.scenario.client import ClientPolicy
@@ -20,6 +21,24 @@ from harness.scenario.section import Section
 from harness.scenario.services import Services
 from harness.scenario.target import TargetSpec
 from harness.scenario.workload import WorkloadSpec
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML that reads back as written: a string holding U+0085 (NEL, a line break to YAML) is
+    double-quoted, where it is escaped; in any other style it reloaded as a space."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if "\x85" in value else None)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def scenario_yaml(data: Any) -> str:
+    """A scenario's data as the YAML a run directory or a reproducer holds: passwords in URLs masked."""
+    masked = map_strings(data, mask_url_passwords)
+    return yaml.dump(masked, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
 class Scenario(Section):
@@ -35,6 +54,23 @@ class Scenario(Section):
     services: Services = Field(default_factory=Services)
     audit: Audit
     gate: Gate = Field(default_factory=Gate)
+    _scenario_dir: Path | None = PrivateAttr(default=None)
+
+    @property
+    def scenario_dir(self) -> Path | None:
+        """The directory ``{scenario_dir}`` was resolved to when the scenario was loaded (None: it was
+        not): where a reproducer finds the paths the harness, not the user, wrote out."""
+        return self._scenario_dir
+
+    def __eq__(self, other: object) -> bool:
+        """Two scenarios are equal when their fields are: where each was loaded from is not part of it
+        (a run directory's copy equals the scenario it ran)."""
+        if not isinstance(other, Scenario):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return super().__hash__()
 
     @model_validator(mode="after")
     def _sections_fit(self) -> Scenario:
@@ -48,8 +84,7 @@ class Scenario(Section):
         directory and the report. The audit never needs them again, since live
         stores are read once, at the end of the run, into ``effects.json``.
         """
-        data = map_strings(self.model_dump(mode="json"), mask_url_passwords)
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        return scenario_yaml(self.model_dump(mode="json"))
 
     def secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """What no file or terminal may show (:func:`harness.redaction.collect`): the target's

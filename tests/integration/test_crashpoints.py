@@ -40,9 +40,13 @@ from harness.crashpoints.points import parse_path
 from harness.crashpoints.render import as_json, render_markdown
 from harness.history import HistoryWriter
 from harness.loopback import free_port
-from harness.scenario import CrashPoints, parse_scenario
+from harness.scenario import CrashPoints, load_scenario, parse_scenario
 from harness.services import CLUSTER_PREFIX, Postgres
-from tests.conftest import ROOT, TS_DIR, alive, invoice_scenario, labelled_containers, mcp_chaos
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.containers import labelled_containers
+from tests.helpers.paths import ROOT, TS_DIR
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -281,9 +285,10 @@ def test_the_reproducer_fails_on_the_bug_and_its_test_passes_on_the_fix(
     emitted.mkdir(parents=True)
     elsewhere.mkdir()
     data = on_postgres("keyed")
-    data["target"]["command"][1] = str(repo / "server" / "server.py")
+    data["target"]["command"][1] = "{scenario_dir}/server/server.py"  # as the user's scenario has it
+    (repo / "chaos.yaml").write_text(yaml.safe_dump(data))
     path = emitted / emit.reproducer_name(result)
-    path.write_text(emit.reproducer_text(parse_scenario(data), result, 1, emitted))
+    path.write_text(emit.reproducer_text(load_scenario(repo / "chaos.yaml"), result, 1, emitted))
     test = emitted / f"test_{path.stem.replace('-', '_')}.py"
     test.write_text(emit.pytest_text(path.name, result), encoding="utf-8")
     for text in (path.read_text(), test.read_text()):

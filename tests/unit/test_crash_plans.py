@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgwire import Commit, Statement
@@ -21,7 +22,7 @@ from harness.crashpoints.points import Point, PointKind, parse_path, parse_point
 from harness.errors import ScenarioError
 from harness.history import HistoryWriter
 from harness.scenario import CrashPoints, parse_scenario
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 REQUEST, RESPONSE = Point(PointKind.REQUEST), Point(PointKind.RESPONSE)
 DB1, DB2 = Point(PointKind.DB_COMMIT, 1), Point(PointKind.DB_COMMIT, 2)
@@ -313,21 +314,48 @@ def test_a_tries_story_tells_the_points_each_attempt_passed_and_the_one_held() -
     ]
 
 
-def test_a_reproducer_names_the_machines_paths_from_its_own_directory(tmp_path: Path) -> None:
+def test_a_reproducer_puts_back_only_the_scenario_dir_the_loader_wrote_out(tmp_path: Path) -> None:
+    """Every existing absolute path was rewritten: ``/tmp`` in a SQL literal became
+    ``{scenario_dir}/../..``, changing what the reproducer's query counted."""
     from harness.crashpoints.emit import portable
 
-    server = tmp_path / "repo" / "server.py"
-    server.parent.mkdir()
-    server.touch()
-    here = tmp_path / "repo" / "tests" / "crash"
+    repo = tmp_path / "repo"
+    here = repo / "tests" / "crash"
     here.mkdir(parents=True)
-    assert portable(str(server), here) == "{scenario_dir}/../../server.py"
-    assert portable(f"python {server} --db={server}", here) == (
-        "python {scenario_dir}/../../server.py --db={scenario_dir}/../../server.py"
-    )
-    assert portable(str(tmp_path / "repo" / "tests" / "crash"), here) == "{scenario_dir}"
-    for kept in ("/mcp", "http://127.0.0.1:80/mcp", str(tmp_path / "not-there"), "/tmp", "{data_dir}/x.db"):
-        assert portable(kept, here) == kept
+    (repo / "server.py").touch()
+    data = {
+        "command": ["python", f"{repo}/server.py", f"--db={repo}/x.db"],
+        "sql": "SELECT memo FROM t WHERE path LIKE '/tmp/%'",
+        "same": str(repo),
+        "kept": [str(tmp_path), "/tmp", f"{repo}-old/server.py", "{data_dir}/x.db", "/mcp"],
+    }
+    assert portable(data, repo, here) == {
+        "command": ["python", "{scenario_dir}/../../server.py", "--db={scenario_dir}/../../x.db"],
+        "sql": data["sql"],
+        "same": "{scenario_dir}/../..",
+        "kept": data["kept"],
+    }
+    assert portable(data, repo, repo) == {
+        **data,
+        "command": ["python", "{scenario_dir}/server.py", "--db={scenario_dir}/x.db"],
+        "same": "{scenario_dir}",
+    }
+    assert portable(data, None, here) == data  # not loaded from a file: nothing was written out
+
+
+def test_a_reproducer_keeps_every_character_and_a_name_of_its_own() -> None:
+    from harness.crashpoints.emit import reproducer_scenario_name
+    from harness.crashpoints.explore import PointResult
+    from harness.scenario.model import scenario_yaml
+
+    text = "line\x85next \u2028 é"
+    assert yaml.safe_load(scenario_yaml({"memo": text}))["memo"] == text  # U+0085 reloaded as a space
+    long = "a" * 60
+    names = {reproducer_scenario_name(long, PointResult((p,))) for p in (DB1, DB2, RESPONSE)}
+    assert len(names) == 3
+    for name in names:
+        assert len(name) <= 64
+        assert not name.endswith("-")
 
 
 def test_a_commit_that_grew_is_still_the_planned_one_and_counted_by_what_it_holds() -> None:
