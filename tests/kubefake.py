@@ -532,7 +532,7 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def fake_cluster(workdir: Path, **options: Any) -> Iterator[FakeCluster]:
     """A started fake cluster running the reference invoices target; everything stops on exit."""
-    from tests.conftest import INVOICES
+    from tests.helpers.paths import INVOICES
 
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"INVOICES_DB": str(workdir / "invoices.db"), **options.pop("env", {})}

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, invoice_scenario
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

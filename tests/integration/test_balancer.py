@@ -23,7 +23,9 @@ from harness.client.http import McpHttpClient
 from harness.client.messages import ToolCall
 from harness.history import FaultKind, Outcome, Verdict, read_history
 from harness.loopback import free_port
-from tests.conftest import Target, alive, fault_row, invoice_scenario, start_cli_run
+from tests.helpers.cli import start_cli_run
+from tests.helpers.processes import Target, alive
+from tests.helpers.scenarios import fault_row, invoice_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.nginx]
 

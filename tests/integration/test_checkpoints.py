@@ -31,7 +31,9 @@ from harness.history import (
 )
 from harness.runner import execute
 from harness.scenario import parse_scenario
-from tests.conftest import ROOT, alive, invoice_scenario, run_scenario
+from tests.helpers.paths import ROOT
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import invoice_scenario, run_scenario
 
 pytestmark = pytest.mark.integration
 

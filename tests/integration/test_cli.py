@@ -18,7 +18,9 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import alive, invoice_scenario, mcp_chaos, start_cli_run
+from tests.helpers.cli import mcp_chaos, start_cli_run
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,8 @@ from harness.client.pool import Pool
 from harness.client.raw import End, RawResponse
 from harness.history import Detail, Outcome, read_history
 from harness.loopback import free_port
-from tests.conftest import Target, invoice_scenario, run_scenario
+from tests.helpers.processes import Target
+from tests.helpers.scenarios import invoice_scenario, run_scenario
 
 
 def args(n: int) -> dict[str, Any]:

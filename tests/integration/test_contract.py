@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, invoice_scenario, mcp_chaos
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

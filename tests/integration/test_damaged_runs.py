@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from harness.cli import main
-from tests.conftest import invoice_scenario, run_scenario
+from tests.helpers.scenarios import invoice_scenario, run_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,9 @@ from harness.history import FaultKind, Outcome, Verdict, read_history
 from harness.loopback import free_port
 from harness.pods.factory import make_pod
 from harness.scenario import parse_scenario
-from tests.conftest import CLI, invoice_scenario, labelled_containers, mcp_chaos, start_cli_run
+from tests.helpers.cli import CLI, mcp_chaos, start_cli_run
+from tests.helpers.containers import labelled_containers
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 CRASH = {"INVOICES_FAILPOINT": "after_business_commit@2"}

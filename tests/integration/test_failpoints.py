@@ -15,7 +15,7 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import Verdict, read_history
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 Run = Callable[[dict[str, Any]], AuditResult]
 

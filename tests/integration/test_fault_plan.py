@@ -19,7 +19,8 @@ from harness.pods.factory import make_pod
 from harness.pods.ready import HttpReady
 from harness.pods.supervisor import Supervisor
 from harness.scenario import parse_scenario
-from tests.conftest import ROOT, fault_row, invoice_scenario
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import fault_row, invoice_scenario
 
 pytestmark = pytest.mark.integration
 

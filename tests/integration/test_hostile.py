@@ -23,7 +23,9 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
 from harness.history import EventType, FaultKind, Outcome, Verdict, read_history
-from tests.conftest import CLI, alive, fault_row, invoice_scenario, mcp_chaos, mcp_chaos_process
+from tests.helpers.cli import CLI, mcp_chaos, mcp_chaos_process
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import fault_row, invoice_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import INVOICES, ROOT, TS_DIR, mcp_chaos
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.paths import INVOICES, ROOT, TS_DIR
 
 pytestmark = pytest.mark.integration
 

@@ -28,16 +28,11 @@ from harness.audit import scratch
 from harness.init.connect import INIT_PREFIX
 from harness.leftovers import run_tag
 from harness.services import CLUSTER_PREFIX
-from tests.conftest import (
-    CLI,
-    INVOICES,
-    RUNS_CLEANUP,
-    alive,
-    invoice_scenario,
-    mcp_chaos,
-    mcp_chaos_process,
-    start_cli_run,
-)
+from tests.helpers.cli import CLI, mcp_chaos, mcp_chaos_process, start_cli_run
+from tests.helpers.containers import RUNS_CLEANUP
+from tests.helpers.paths import INVOICES
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,8 @@ import pytest
 
 from harness.loopback import free_port
 from harness.services import Postgres
-from tests.conftest import EFFECTS_QUERY, TS_DIR
+from tests.helpers.paths import TS_DIR
+from tests.helpers.scenarios import EFFECTS_QUERY
 
 pytestmark = pytest.mark.integration
 

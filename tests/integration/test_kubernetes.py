@@ -23,7 +23,9 @@ import pytest
 
 from harness.errors import TargetError, TargetNotReady, TargetStartError
 from harness.history import EventType, FaultKind, Verdict
-from tests.conftest import CLI, EFFECTS_QUERY, alive, mcp_chaos, run_scenario
+from tests.helpers.cli import CLI, mcp_chaos
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import EFFECTS_QUERY, run_scenario
 from tests.integration.test_contract import contract, verdicts
 from tests.kubefake import TOKEN, FakeCluster, fake_cluster
 

@@ -25,7 +25,7 @@ import xmlschema
 import yaml
 
 from harness.init.connect import INIT_PREFIX
-from tests.conftest import CLI, mcp_chaos, start_cli_run
+from tests.helpers.cli import CLI, mcp_chaos, start_cli_run
 
 pytestmark = pytest.mark.integration
 

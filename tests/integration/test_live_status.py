@@ -12,7 +12,7 @@ from harness.history import NEVER_SENT, read_history
 from harness.rundir import prepare_run_dir
 from harness.runner import execute
 from harness.scenario import parse_scenario
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 from tests.unit.test_live import Terminal
 
 pytestmark = pytest.mark.integration

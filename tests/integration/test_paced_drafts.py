@@ -18,7 +18,8 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind
 from harness.init import Origin, init_scenario
-from tests.conftest import MEMORY_SERVER, ROOT, fault_row, run_scenario
+from tests.helpers.paths import MEMORY_SERVER, ROOT
+from tests.helpers.scenarios import fault_row, run_scenario
 from tests.integration.test_fault_plan import kills_as_struck
 
 pytestmark = pytest.mark.integration

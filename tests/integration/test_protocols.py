@@ -18,7 +18,9 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
 from harness.history import EventType, Outcome, Verdict, read_history
-from tests.conftest import ROOT, invoice_scenario, mcp_chaos, mcp_chaos_process
+from tests.helpers.cli import mcp_chaos, mcp_chaos_process
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict, read_history
-from tests.conftest import fault_row, invoice_scenario
+from tests.helpers.scenarios import fault_row, invoice_scenario
 
 pytestmark = pytest.mark.integration
 

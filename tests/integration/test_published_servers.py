@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FILESYSTEM_SERVER, MEMORY_SERVER
+from tests.helpers.paths import FILESYSTEM_SERVER, MEMORY_SERVER
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from harness.contract import CHECKS
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.integration

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import invoice_scenario, mcp_chaos_process
+from tests.helpers.cli import mcp_chaos_process
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

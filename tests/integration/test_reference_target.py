@@ -14,7 +14,8 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import INVOICES, Target
+from tests.helpers.paths import INVOICES
+from tests.helpers.processes import Target
 
 HEADERS = {
     "Content-Type": "application/json",

@@ -16,7 +16,10 @@ import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict, read_history
-from tests.conftest import INVOICES, alive, fault_row, invoice_scenario, mcp_chaos
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.paths import INVOICES
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import fault_row, invoice_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 
 from harness import rundir
 from harness.history import MESSAGE_LIMIT, EventType, Outcome, Verdict, read_history
-from tests.conftest import run_scenario
+from tests.helpers.scenarios import run_scenario
 from tests.integration.test_checkpoints import notes_scenario
 
 pytestmark = pytest.mark.integration

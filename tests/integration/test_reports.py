@@ -15,7 +15,7 @@ from harness.auditing import audit_and_report
 from harness.history import FaultKind
 from harness.report.compare import Counts, render_comparison_html
 from harness.report.html import recovery, timeline_of
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

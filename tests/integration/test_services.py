@@ -10,7 +10,9 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Outcome, Verdict, read_history
-from tests.conftest import alive, invoice_scenario, mcp_chaos
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.processes import alive
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration
 

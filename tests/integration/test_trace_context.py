@@ -30,7 +30,8 @@ from harness.history import Verdict, read_history
 from harness.otlp import export_endpoint
 from harness.report.stories import story_lines
 from harness.tracecontext import span_id, trace_id, traceparent
-from tests.conftest import invoice_scenario, mcp_chaos, run_scenario
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.scenarios import invoice_scenario, run_scenario
 
 Run = Callable[[dict[str, Any]], AuditResult]
 

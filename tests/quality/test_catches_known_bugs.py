@@ -19,7 +19,7 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.quality
 

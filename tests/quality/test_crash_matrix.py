@@ -22,7 +22,8 @@ import pytest
 
 from harness.crashpoints.explore import Exploration, explore, prepare
 from harness.scenario import parse_scenario
-from tests.conftest import ROOT, TS_DIR, invoice_scenario
+from tests.helpers.paths import ROOT, TS_DIR
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = [pytest.mark.quality, pytest.mark.postgres]
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from tests.conftest import MEMORY_SERVER
+from tests.helpers.paths import MEMORY_SERVER
 
 pytestmark = pytest.mark.quality
 

@@ -21,7 +21,7 @@ import pytest
 from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.history import EventType, FaultKind, Outcome, Verdict
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.quality
 

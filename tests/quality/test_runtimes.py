@@ -15,7 +15,7 @@ import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict, read_history
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.quality
 

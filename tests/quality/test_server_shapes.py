@@ -16,7 +16,8 @@ import pytest
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Verdict
-from tests.conftest import ROOT, invoice_scenario
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.quality
 

@@ -16,7 +16,8 @@ import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.history import FaultKind, Outcome, Verdict, read_history
-from tests.conftest import ROOT, fault_row
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import fault_row
 
 pytestmark = pytest.mark.quality
 

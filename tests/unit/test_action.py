@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 RUN_SH = (ROOT / ".ci" / "action" / "run.sh").read_text(encoding="utf-8")

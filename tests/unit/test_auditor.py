@@ -12,7 +12,7 @@ import pytest
 from harness.audit.fold import CRASH_WINDOW_S
 from harness.history import FaultKind, Outcome, RunStatus, Verdict
 from harness.scenario import Scenario, parse_scenario
-from tests.conftest import fault_row
+from tests.helpers.scenarios import fault_row
 from tests.unit.histories import History, audit
 
 

@@ -21,7 +21,7 @@ from harness.checkpoints import Checkpoints, Reader, Sample
 from harness.errors import AuditError, HistoryError, ScenarioError
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, read_history
 from harness.scenario import parse_scenario
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 NS = "ns1"
 

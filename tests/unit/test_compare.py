@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import mcp_chaos
+from tests.helpers.cli import mcp_chaos
 
 
 def run_dir(

@@ -7,7 +7,7 @@ import pkgutil
 import tomllib
 
 import harness
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 
 def layered_names() -> set[str]:

@@ -15,7 +15,7 @@ from harness.faults.schedule import build_schedule
 from harness.history import HistoryWriter
 from harness.report.text import facts
 from harness.scenario import HoldDispatch, Scenario, load_scenario, parse_scenario
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from tests.unit.histories import History, audit
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from harness.report.junit import Case, document
 from harness.sanitize import bounded_data, cell, json_safe, markdown, terminal, xml
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 HOSTILE = "\x1b[2J\x1b]0;t\x07<img src=x onerror=alert(1)> ![x](http://127.0.0.1/x) a|b\nc\x00\ufffe\ud800"
 

@@ -13,7 +13,7 @@ import yaml
 import harness.scenario
 from harness.errors import ScenarioError
 from harness.scenario import Window, apply_override, load_scenario, parse_scenario
-from tests.conftest import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 
 def parse(data: dict[str, Any], *overrides: str) -> Any:

@@ -236,7 +236,6 @@ FUZZ = settings(
     max_examples=250,
     derandomize=True,
     database=None,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
