@@ -113,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 "go with --mcp-chaos-contract SCENARIO"
             )
         return
+    from harness.arguments import ids, pairs
     from harness.contract import select
     from harness.errors import HarnessError
     from harness.runner import check_environment
@@ -122,8 +123,8 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         state.scenario = load_scenario(state.source, config.getoption("mcp_chaos_set"))
         check_environment(state.scenario)
-        state.checks = select(_ids(config.getoption("mcp_chaos_only")), [])
-        state.crash_env = _pairs(config.getoption("mcp_chaos_crash_env"))
+        state.checks = select(ids(config.getoption("mcp_chaos_only")), [])
+        state.crash_env = pairs(config.getoption("mcp_chaos_crash_env"), "=", "--mcp-chaos-crash-env")
     except HarnessError as exc:
         raise pytest.UsageError(_said(f"mcp-chaos: {exc.message}")) from None
 
@@ -333,9 +334,10 @@ class McpChaos:
         together on one target, started once, and the others come from the earlier call.
         ``crash_env`` is ``mcp-chaos contract --crash-env`` (for ``crash_window``)."""
         from harness import rundir
+        from harness.arguments import ids
         from harness.contract import select
 
-        checks = select(_ids(only) if isinstance(only, str) else list(only or ()), [])
+        checks = select(ids(only) if isinstance(only, str) else list(only or ()), [])
         known = self._checked.setdefault(_identity(scenario, {**overrides, "--crash-env": crash_env}), {})
         missing = [check for check in checks if check not in known]
         if missing:
@@ -381,17 +383,6 @@ def _said(text: str) -> str:
     from harness.sanitize import terminal
 
     return terminal(text)
-
-
-def _ids(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
-
-
-def _pairs(values: Sequence[str]) -> dict[str, str]:
-    pairs = dict(value.partition("=")[::2] for value in values)
-    if "" in pairs or any("=" not in value for value in values):
-        raise pytest.UsageError("--mcp-chaos-crash-env takes NAME=VALUE")
-    return pairs
 
 
 def _sets(overrides: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,99 @@
+"""``mcp-chaos crashpoints``: the target held and killed at each point of a call."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.arguments import ids
+from harness.cli.common import EXIT_GATE_FAILED, drive, say
+from harness.cli.options import add_scenario_options, overrides
+from harness.cli.outputs import output_dir, output_file
+from harness.errors import ScenarioError, UsageError
+
+if TYPE_CHECKING:
+    from harness.cli.options import Commands
+
+
+def add(sub: Commands) -> None:
+    """The command's arguments."""
+    crash = sub.add_parser(
+        "crashpoints", help="hold the target at each commit of a call, kill it there, retry, judge each try"
+    )
+    crash.add_argument("scenario", help="scenario YAML file: its target, tool, services and effect source")
+    crash.add_argument("--repeat", type=int, default=3, metavar="R", help="tries per point (default 3)")
+    crash.add_argument("--only", metavar="POINT,...", help="explore only these points (db_commit#2, ...)")
+    crash.add_argument(
+        "--max-points",
+        type=int,
+        default=8,
+        metavar="N",
+        help="points explored at most, the call's own first, then its retries' (default 8)",
+    )
+    crash.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    crash.add_argument(
+        "--allow-inconclusive",
+        action="store_true",
+        help="exit 0 when nothing was found though some point could not be proven (by default: exit 1)",
+    )
+    crash.add_argument(
+        "--emit", metavar="DIR", help="write a reproducing scenario and a pytest file per finding into DIR"
+    )
+    crash.add_argument(
+        "--results", default="results", help="directory for run directories (default: results)"
+    )
+    crash.add_argument("--run-id", help="name of the run directory")
+    crash.add_argument("--quiet", action="store_true", help="no progress line")
+    add_scenario_options(crash)
+    crash.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Kill the target at every point of a call, R times each; exit 1 when a point has a finding."""
+    from harness.crashpoints import emit as crash_emit
+    from harness.crashpoints import explore as crash_explore
+    from harness.crashpoints import render as crash_render
+    from harness.runner import check_environment
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, overrides(args))
+    json_path = output_file(args.json, "--json")
+    emit = output_dir(args.emit, "--emit")
+    if args.repeat < 1 or args.max_points < 1:
+        raise UsageError("--repeat and --max-points must be at least 1")
+    if (why := crash_explore.unexplorable(scenario)) is not None:
+        raise ScenarioError(f"crashpoints: {why}")
+    check_environment(scenario)
+    only = ids(args.only) or None
+    if only is not None:
+        args.max_points = max(args.max_points, len(only))
+    sys.stderr.write(
+        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
+        f"{'try' if args.repeat == 1 else 'tries'} per point\n"
+    )
+    planned = crash_explore.prepare(
+        scenario,
+        Path(args.results),
+        repeat=args.repeat,
+        max_points=args.max_points,
+        only=only,
+        run_id=args.run_id,
+    )
+    progress = None if args.quiet else 1.0
+    found = drive(crash_explore.explore(planned, progress_interval_s=progress), [planned.run_dir])
+    report = crash_render.write_reports(found)
+    if json_path is not None:
+        json_path.write_text(crash_render.json_text(found), encoding="utf-8")
+    if emit is not None:
+        for path in crash_emit.write_tests(found, emit):
+            sys.stderr.write(f"wrote {path}\n")
+    say(crash_render.render_terminal(found))
+    print(f"report: {report}")
+    if found.findings or found.unavailable:
+        return EXIT_GATE_FAILED
+    if found.inconclusive and not args.allow_inconclusive:
+        say("crashpoints: inconclusive (pass it with --allow-inconclusive)", err=True)
+        return EXIT_GATE_FAILED
+    return 0

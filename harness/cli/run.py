@@ -1,0 +1,81 @@
+"""``mcp-chaos run``: a scenario run, audited, its table printed; exit 1 when its gate fails."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness import rundir
+from harness.cli.common import EXIT_GATE_FAILED, drive, preflight_call, say
+from harness.cli.options import add_gate_options, add_scenario_options, overrides
+from harness.cli.outputs import append_step_summary, output_file, step_summary_path
+
+if TYPE_CHECKING:
+    from harness.cli.options import Commands
+
+
+def add(sub: Commands) -> None:
+    """The command's arguments."""
+    run = sub.add_parser("run", help="run a scenario, audit it and print the duplicate-rate table")
+    run.add_argument("scenario", help="scenario YAML file")
+    add_scenario_options(run)
+    run.add_argument("--results", default="results", help="directory for run directories (default: results)")
+    run.add_argument("--run-id", help="name of the run directory (default: time-scenario-random)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    add_gate_options(run)
+    run.add_argument(
+        "--junit", metavar="FILE", help="also write JUnit XML: a case per gate criterion and fault"
+    )
+    run.add_argument(
+        "--trend", metavar="FILE", help="append this run's row to a trend file (.csv or .parquet)"
+    )
+    run.add_argument(
+        "--trend-as", metavar="SERIES", help="the trend series of this run (default: the scenario)"
+    )
+    run.add_argument(
+        "--no-preflight", action="store_true", help="skip the one call that proves the audit sees its effect"
+    )
+    run.add_argument(
+        "--control",
+        action="store_true",
+        help="first run the same workload with no faults (into <run>/control/), to compare with",
+    )
+    run.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    from harness import control
+    from harness.faults.describe import announcement
+    from harness.report import trend
+    from harness.report.junit import run_junit
+    from harness.report.text import render_step_summary, render_text
+    from harness.runner import check_environment, run_and_audit
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, overrides(args))
+    summary_path, junit_path = step_summary_path(), output_file(args.junit, "--junit")
+    trend_path = output_file(args.trend, "--trend", makes_dirs=True)  # a nightly's starts its folder
+    check_environment(scenario)
+    run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
+    if not args.no_preflight:
+        preflight_call(scenario, run_dir, run_dir.name, [run_dir])
+    progress = None if args.quiet else 1.0
+    if args.control:
+        sys.stderr.write(f"control: {scenario.workload.intents} intents with no faults first ...\n")
+        sys.stderr.flush()
+        baseline = drive(control.run_control(scenario, run_dir, progress_interval_s=progress), [run_dir])
+        sys.stderr.write(control.describe(baseline) + "\n")
+    sys.stderr.write(announcement(scenario, run_dir.name) + "\n")
+    sys.stderr.flush()
+    audit = drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
+    append_step_summary(summary_path, render_step_summary(audit.summary))
+    if junit_path is not None:
+        junit_xml = run_junit(audit.summary, audit.summary.duration_s)
+        junit_path.write_text(junit_xml, encoding="utf-8")
+    if trend_path is not None:
+        trend.append(trend_path, audit, args.trend_as)
+    say(render_text(audit.summary))
+    say(f"\nreport: {run_dir / rundir.REPORT_MD}")
+    return 0 if audit.gate_passed else EXIT_GATE_FAILED
