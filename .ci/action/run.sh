@@ -22,14 +22,25 @@ fi
 if [ -n "${FAIL_ON:-}" ]; then
     args+=(--fail-on "$FAIL_ON")
 fi
-split="$("$python" -c 'import shlex, sys; print("\n".join(shlex.split(sys.argv[1])))' "${ARGS:-}")"
-if [ -n "$split" ]; then
-    mapfile -t extra <<<"$split"
-    args+=("${extra[@]}")
-fi
-
+# ARGS split NUL-separated (an argument may hold a line break); one that cannot be split (an
+# unbalanced quote) is a usage error, exit 2, with the outputs still written below. The message does
+# not quote ARGS: it may carry a --set with a secret.
+split="$(mktemp "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/mcp-chaos-args.XXXXXX")"
 code=0
-"$mcp_chaos" "${args[@]}" || code=$?
+if "$python" -c '
+import shlex, sys
+try:
+    parts = shlex.split(sys.argv[1])
+except ValueError as exc:
+    sys.exit(f"mcp-chaos action: the args input cannot be split as a shell would ({exc}); balance its quotes")
+sys.stdout.write("".join(part + "\0" for part in parts))
+' "${ARGS:-}" >"$split"; then
+    mapfile -d '' -t extra <"$split"
+    "$mcp_chaos" "${args[@]}" "${extra[@]}" || code=$?
+else
+    code=2
+fi
+rm -f "$split"
 
 run_dir="$(find "$results" -mindepth 1 -maxdepth 1 -type d | head -n 1)"
 {

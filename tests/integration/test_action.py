@@ -100,6 +100,27 @@ def test_a_bad_scenario_still_names_the_artifact_and_the_exit(tmp_path: Path) ->
     assert "verdict" not in out
 
 
+def test_args_that_cannot_be_split_are_a_usage_error_with_the_outputs_written(tmp_path: Path) -> None:
+    proc, out, _ = step(tmp_path, SCENARIO=crashing(tmp_path), ARGS="--quiet --set 'target.env.TOKEN=s3cret")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "mcp-chaos action: the args input cannot be split as a shell would (No closing quotation); "
+        "balance its quotes"
+    ]
+    assert out["exit-code"] == "2"  # and the artifact step has its name: it ran with no outputs before
+    assert out["artifact"] == Path(out["results"]).name
+    assert not list((tmp_path / "runner").glob("mcp-chaos-args.*"))
+
+
+def test_an_argument_may_hold_a_line_break(tmp_path: Path) -> None:
+    # A YAML block scalar: split line by line, its lines became arguments of their own.
+    args = "--quiet --set 'description=|\n  line one\n  line two'"
+    proc, out, _ = step(tmp_path, SCENARIO=crashing(tmp_path), ARGS=args)
+    assert out["exit-code"] == "1", proc.stderr  # the run ran, and found its duplicate
+    ran = yaml.safe_load((Path(out["run-dir"]) / "scenario.yaml").read_text())
+    assert ran["description"] == "line one\nline two"
+
+
 @pytest.mark.docker
 def test_the_image_input_runs_the_target_from_the_image(tmp_path: Path, docker_image: str) -> None:
     proc, out, _ = step(tmp_path, SCENARIO=crashing(tmp_path), IMAGE=docker_image, ARGS="--quiet")
