@@ -93,7 +93,14 @@ class Postgres:
             stderr=asyncio.subprocess.STDOUT,
             **kw,  # type: ignore[arg-type]
         )
-        out, _ = await proc.communicate()
+        try:
+            out, _ = await proc.communicate()
+        except BaseException:  # cancelled (Ctrl-C during initdb): the child and its pipes go first, so
+            # nothing of it is left to a closed event loop ("Event loop is closed" as it was collected)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
         if proc.returncode != 0:
             raise TargetStartError(
                 f"{Path(argv[0]).name} failed with {proc.returncode}", details=out.decode(errors="replace")

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from bench import audit as bench_audit
 from harness.audit import scratch
@@ -130,6 +131,46 @@ def test_the_postgres_service_leaves_nothing_behind(
     else:
         assert audit.returncode == 0, audit.stderr
         assert orjson.loads((run_dir / "summary.json").read_bytes())["verdicts"]["duplicate"] == 0
+
+
+def _children_named(parent: int, name: str) -> list[int]:
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)
+            command = Path(stat).with_name("cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if int(fields[1].split()[1]) == parent and command.endswith(name.encode()):
+            found.append(int(Path(stat).parent.name))
+    return found
+
+
+@pytest.mark.postgres
+def test_ctrl_c_during_initdb_ends_it_without_a_traceback(tmp_path: Path, postgres_server: None) -> None:
+    """Ctrl-C while initdb makes the cluster: initdb is killed and waited for before the loop closes
+    (it was collected afterwards: "Exception ignored ... RuntimeError: Event loop is closed")."""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(postgres_target()))
+    argv = [*CLI, "run", str(path), "--results", str(tmp_path / "r"), "--quiet", "--no-preflight"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (initdb := _children_named(proc.pid, "initdb")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.005)
+        assert initdb, "initdb never ran"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1].startswith("mcp-chaos: interrupted; the partial run is in ")
+    assert gone(initdb, glob.glob(os.path.join(tempfile.gettempdir(), f"{CLUSTER_PREFIX}{proc.pid}.*")))
 
 
 @pytest.mark.postgres
