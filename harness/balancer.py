@@ -22,7 +22,6 @@ import contextlib
 import os
 import shutil
 import signal
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +32,8 @@ import orjson
 from harness import rundir
 from harness.errors import TargetStartError
 from harness.history import EventType, HistoryWriter, read_history
+from harness.pods.process import start_logged, wait_up
 from harness.pods.watchdog import guard
-from harness.proctree import die_with_parent
 
 NEXT_UPSTREAM = {
     "default": "error timeout",
@@ -136,9 +135,8 @@ http {{
         (self.dir / "tmp").mkdir(parents=True, exist_ok=True)
         conf = self.dir / "nginx.conf"
         conf.write_text(self.config(), encoding="utf-8")
-        log = open(self.dir / "nginx.out", "ab")  # noqa: SIM115 - handed to the child, closed below
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
+        self._proc = await start_logged(
+            [
                 binary,
                 "-p",
                 str(self.dir),
@@ -148,30 +146,27 @@ http {{
                 str(self.dir / "error.log"),
                 "-g",
                 "daemon off;",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-        finally:
-            log.close()
+            ],
+            self.dir / "nginx.out",
+        )
         guard.group(self._proc.pid)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._proc.returncode is not None:
-                raise TargetStartError("nginx exited at start", details=self._tail())
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TargetStartError(
-                        f"nginx not listening in {timeout_s:g}s", details=self._tail()
-                    ) from None
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            return
+        await wait_up(
+            self._proc,
+            "nginx",
+            "listening",
+            self._listening,
+            timeout_s=timeout_s,
+            poll_s=0.05,
+            tail=self._tail,
+        )
+
+    async def _listening(self) -> bool:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:
+            return False
+        writer.close()
+        return True
 
     def _tail(self) -> str:
         lines: list[str] = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from harness.client import CallResult
@@ -75,6 +75,7 @@ def retry_after(res: CallResult, policy: ClientPolicy) -> float | None:
     return None
 
 
+@dataclass(eq=False)
 class Attempts:
     """One intent's attempts under the policy: how many, with which key, and what follows each.
 
@@ -82,24 +83,20 @@ class Attempts:
     start on it; ``rng`` jitters the backoff (the driver's, seeded by the run).
     """
 
-    def __init__(
-        self,
-        policy: ClientPolicy,
-        rng: random.Random,
-        *,
-        clock: Callable[[], float],
-        respond: Respond,
-    ) -> None:
-        self.policy = policy
-        self.rng = rng
-        self.clock = clock
-        self.respond = respond
-        self.began = clock()
-        self.attempt = 0
-        """Attempts made, questions' answers and session losses included."""
-        self.charged = 0
-        """Attempts that count against ``max_attempts``."""
-        self.questions = 0
+    policy: ClientPolicy
+    rng: random.Random
+    _: KW_ONLY
+    clock: Callable[[], float]
+    respond: Respond
+    began: float = field(init=False)
+    attempt: int = field(default=0, init=False)
+    """Attempts made, questions' answers and session losses included."""
+    charged: int = field(default=0, init=False)
+    """Attempts that count against ``max_attempts``."""
+    questions: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.began = self.clock()
 
     def more(self) -> bool:
         """May another attempt start? An attempt whose session the server no longer knew was not

@@ -20,13 +20,12 @@ import os
 import pwd
 import shutil
 import signal
-import time
 from pathlib import Path
 
 from harness import leftovers, rundir
 from harness.errors import TargetStartError
+from harness.pods.process import start_logged, wait_up
 from harness.pods.watchdog import guard
-from harness.proctree import die_with_parent
 
 
 def postgres_binaries() -> Path:
@@ -121,9 +120,8 @@ class Postgres:
             "--no-sync",
             **who,
         )
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
+        self._proc = await start_logged(
+            [
                 str(bindir / "postgres"),
                 "-D",
                 str(self.dir),
@@ -133,39 +131,34 @@ class Postgres:
                 "listen_addresses=127.0.0.1",
                 "-c",
                 f"unix_socket_directories={self.dir}",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-                **who,  # type: ignore[arg-type]
-            )
-        finally:
-            log.close()
+            ],
+            self.log_path,
+            **who,
+        )
         guard.directory(self._proc.pid, self.dir)  # deleted once postgres exits, should the harness die
-        await self._wait_ready(timeout_s)
+        await wait_up(
+            self._proc,
+            "postgres",
+            "ready",
+            self._create_database,
+            timeout_s=timeout_s,
+            poll_s=0.1,
+            tail=self._tail,
+        )
         return self.url
 
-    async def _wait_ready(self, timeout_s: float) -> None:
+    async def _create_database(self) -> bool:
+        """Create the run's database; False while the server does not take connections yet."""
         import psycopg
 
-        deadline = time.monotonic() + timeout_s
         admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        while True:
-            if self._proc is not None and self._proc.returncode is not None:
-                raise TargetStartError("postgres exited at start", details=self._tail())
-            try:
-                conn = await psycopg.AsyncConnection.connect(admin, autocommit=True, connect_timeout=2)
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise TargetStartError(
-                        f"postgres not ready in {timeout_s:g}s", details=self._tail()
-                    ) from None
-                await asyncio.sleep(0.1)
-                continue
-            async with conn:
-                await conn.execute(f'CREATE DATABASE "{self.database}"')
-            return
+        try:
+            conn = await psycopg.AsyncConnection.connect(admin, autocommit=True, connect_timeout=2)
+        except psycopg.OperationalError:
+            return False
+        async with conn:
+            await conn.execute(f'CREATE DATABASE "{self.database}"')
+        return True
 
     def _tail(self) -> str:
         try:

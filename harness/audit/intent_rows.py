@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class Sparse:
         self.faults.setdefault(i, set()).update(kinds)
 
 
+@dataclass(eq=False)
 class IntentRows:
     """The folded intents, on disk, read back by intent index one chunk at a time.
 
@@ -50,21 +51,13 @@ class IntentRows:
     removes it.
     """
 
-    def __init__(
-        self,
-        workdir: Scratch,
-        path: Path | None,
-        sparse: Sparse,
-        *,
-        has_pods: bool,
-        has_traces: bool,
-    ) -> None:
-        self.workdir = workdir
-        self.path = path
-        """The Arrow file of the intents, in index order (None when no intent started)."""
-        self.sparse = sparse
-        self.has_pods = has_pods
-        self.has_traces = has_traces
+    workdir: Scratch
+    path: Path | None
+    """The Arrow file of the intents, in index order (None when no intent started)."""
+    sparse: Sparse
+    _: KW_ONLY
+    has_pods: bool
+    has_traces: bool
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
         """The fold's per-intent rows (started intents, by index), ``rows`` intents at a time."""

@@ -67,8 +67,19 @@ class SessionCounts:
     """Broken event streams that could not be resumed: the call was re-issued."""
 
 
+class _Lost:
+    """What the rows that tally verdicts (a fault's, a replica's) say of the lost intents."""
+
+    __slots__ = ()
+    verdicts: dict[Verdict, int]
+
+    @property
+    def lost(self) -> int:
+        return self.verdicts.get(Verdict.LOST, 0)
+
+
 @dataclass(frozen=True, slots=True)
-class FaultRow:
+class FaultRow(_Lost):
     """One kind of fault: how many were planned and injected, and what became of the intents hit."""
 
     kind: FaultKind
@@ -79,10 +90,6 @@ class FaultRow:
     verdicts: dict[Verdict, int]
     duplicate: Rate
     """Duplicates among the intents this fault hit."""
-
-    @property
-    def lost(self) -> int:
-        return self.verdicts.get(Verdict.LOST, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +114,7 @@ class Pacing:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaRow:
+class ReplicaRow(_Lost):
     """One replica of a target with several: the intents first sent to it, and what became of them."""
 
     pod: str
@@ -119,10 +126,6 @@ class ReplicaRow:
     """Of those, intents whose later attempts went to another replica (a retry elsewhere)."""
     moved_duplicates: int
     """Duplicates among the moved intents."""
-
-    @property
-    def lost(self) -> int:
-        return self.verdicts.get(Verdict.LOST, 0)
 
 
 @dataclass(frozen=True, slots=True)

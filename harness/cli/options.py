@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.arguments import ids
 
@@ -11,7 +11,24 @@ if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
     """The ``mcp-chaos`` subcommands, to which each command's module adds its parser."""
 
-GATE_FLAGS = ("max_duplicates", "max_duplicate_rate", "max_lost", "fail_on", "expect", "allow_inconclusive")
+GATE_OPTIONS: dict[str, dict[str, Any]] = {
+    "max_duplicates": {"type": int, "metavar": "N", "help": "fail (exit 1) above N duplicates"},
+    "max_duplicate_rate": {"type": float, "metavar": "RATE", "help": "fail above this rate (0.001)"},
+    "max_lost": {"type": int, "metavar": "N", "help": "fail above N lost intents"},
+    "fail_on": {
+        "metavar": "LIST",
+        "help": "fail on any of these only: duplicate,lost,applied_despite_error (default: every finding)",
+    },
+    "expect": {"metavar": "LIST", "help": "a canary: fail unless the run shows each (duplicate,lost,...)"},
+    "allow_inconclusive": {
+        "action": "store_true",
+        "default": None,
+        "help": "pass a run that did not test what it planned (by default it fails)",
+    },
+}
+"""The scenario's gate as flags, each the field of ``gate`` it overrides (``--max-lost``:
+``gate.max_lost``) with its argparse arguments: one table for the parser and :func:`overrides`."""
+GATE_FLAGS = tuple(GATE_OPTIONS)
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
@@ -35,23 +52,8 @@ def overrides(args: argparse.Namespace) -> list[str]:
 
 def add_gate_options(p: argparse.ArgumentParser) -> None:
     """The scenario's gate from the command line, for CI (they override the scenario's)."""
-    p.add_argument("--max-duplicates", type=int, metavar="N", help="fail (exit 1) above N duplicates")
-    p.add_argument("--max-duplicate-rate", type=float, metavar="RATE", help="fail above this rate (0.001)")
-    p.add_argument("--max-lost", type=int, metavar="N", help="fail above N lost intents")
-    p.add_argument(
-        "--fail-on",
-        metavar="LIST",
-        help="fail on any of these only: duplicate,lost,applied_despite_error (default: every finding)",
-    )
-    p.add_argument(
-        "--expect", metavar="LIST", help="a canary: fail unless the run shows each (duplicate,lost,...)"
-    )
-    p.add_argument(
-        "--allow-inconclusive",
-        action="store_true",
-        default=None,
-        help="pass a run that did not test what it planned (by default it fails)",
-    )
+    for field, arguments in GATE_OPTIONS.items():
+        p.add_argument("--" + field.replace("_", "-"), **arguments)
 
 
 def add_scenario_options(p: argparse.ArgumentParser) -> None:

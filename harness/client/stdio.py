@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import orjson
@@ -50,44 +51,40 @@ def salvage(line: bytes) -> tuple[object, bytes]:
     return None, line
 
 
+@dataclass(eq=False)
 class StdioChannel:
-    """One stdio server process's pipes, as an MCP client sees them."""
+    """One stdio server process's pipes, as an MCP client sees them; it reads ``stdout`` from the start."""
 
-    def __init__(
-        self,
-        stdout: asyncio.StreamReader,
-        stdin: asyncio.StreamWriter,
-        *,
-        key_meta: str | None = None,
-        history: HistoryWriter | None = None,
-        name: str = "stdio",
-    ) -> None:
-        self._stdout = stdout
-        self._stdin = stdin
-        self._key_meta = key_meta
-        self._history = history
-        self.name = name
-        self.protocol: str | None = None
-        self.server_info: object = None
-        """What ``initialize`` said of the server (``serverInfo``: its name and version), as it sent it."""
-        self.closed = False
-        self.close_reason: str | None = None
-        """Why the channel broke while its process may live on (a line too long to read)."""
-        self.on_close: Callable[[StdioChannel], None] | None = None
-        """Called once when stdout ends or breaks: the host's cue that this server is gone."""
-        self.stray_lines = 0
-        """Lines on stdout that were not JSON-RPC messages (a server logging to stdout)."""
-        self.stray: str | None = None
-        """The last text on stdout that was not a message, as an excerpt."""
-        self.garbled: str | None = None
-        """A line that mentions ``jsonrpc`` and is not JSON (an answer the server broke), as an excerpt."""
-        self._pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = {}
-        self._progress: dict[Any, int] = {}
+    stdout: asyncio.StreamReader
+    stdin: asyncio.StreamWriter
+    _: KW_ONLY
+    key_meta: str | None = None
+    history: HistoryWriter | None = None
+    name: str = "stdio"
+    protocol: str | None = field(default=None, init=False)
+    server_info: object = field(default=None, init=False)
+    """What ``initialize`` said of the server (``serverInfo``: its name and version), as it sent it."""
+    closed: bool = field(default=False, init=False)
+    close_reason: str | None = field(default=None, init=False)
+    """Why the channel broke while its process may live on (a line too long to read)."""
+    on_close: Callable[[StdioChannel], None] | None = field(default=None, init=False)
+    """Called once when stdout ends or breaks: the host's cue that this server is gone."""
+    stray_lines: int = field(default=0, init=False)
+    """Lines on stdout that were not JSON-RPC messages (a server logging to stdout)."""
+    stray: str | None = field(default=None, init=False)
+    """The last text on stdout that was not a message, as an excerpt."""
+    garbled: str | None = field(default=None, init=False)
+    """A line that mentions ``jsonrpc`` and is not JSON (an answer the server broke), as an excerpt."""
+    _pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict, init=False)
+    _progress: dict[Any, int] = field(default_factory=dict, init=False)
+    _reading: asyncio.Future[None] = field(init=False)
+
+    def __post_init__(self) -> None:
         self._reading = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
         try:
-            while line := await self._stdout.readline():
+            while line := await self.stdout.readline():
                 try:
                     msg = orjson.loads(line)
                 except orjson.JSONDecodeError:
@@ -125,8 +122,8 @@ class StdioChannel:
 
     def _lost(self) -> None:
         """The server's stdout ended: the session ends with it (recorded), and the host is told."""
-        if self._history is not None and self.protocol is not None:
-            self._history.emit(
+        if self.history is not None and self.protocol is not None:
+            self.history.emit(
                 EventType.SESSION_LOST, session=None, status=None, client=self.name, reason=self.close_reason
             )
         if self.on_close is not None:
@@ -152,10 +149,10 @@ class StdioChannel:
             self._write({"jsonrpc": "2.0", "id": msg["id"], "error": error})
 
     def _write(self, msg: dict[str, Any]) -> bool:
-        if self.closed or self._stdin.is_closing():
+        if self.closed or self.stdin.is_closing():
             return False
         try:
-            self._stdin.write(orjson.dumps(msg) + b"\n")
+            self.stdin.write(orjson.dumps(msg) + b"\n")
         except (OSError, RuntimeError):
             return False
         return True
@@ -175,7 +172,7 @@ class StdioChannel:
                 return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
             try:
                 async with asyncio.timeout(timeout):
-                    await self._stdin.drain()
+                    await self.stdin.drain()
                     msg = await fut
             except TimeoutError:
                 self._write(
@@ -214,16 +211,14 @@ class StdioChannel:
         self.protocol = str(chosen)
         self.server_info = res.result.get("serverInfo")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        if self._history is not None:
-            self._history.emit(
-                EventType.SESSION_OPENED, session=None, version=self.protocol, client=self.name
-            )
+        if self.history is not None:
+            self.history.emit(EventType.SESSION_OPENED, session=None, version=self.protocol, client=self.name)
         return None
 
     async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
         params = call.params()
-        if call.key is not None and self._key_meta is not None:
-            params["_meta"] = {self._key_meta: call.key}
+        if call.key is not None and self.key_meta is not None:
+            params["_meta"] = {self.key_meta: call.key}
         if call.traceparent is not None:  # no head to carry it: _meta only
             params["_meta"] = {**params.get("_meta", {}), "traceparent": call.traceparent}
         return await self.request(

@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
 import httptools
@@ -318,34 +318,26 @@ def cut_offset(raw: bytes, after_bytes: int, after_events: int | None) -> int:
     return len(raw) if offset is None else offset
 
 
+@dataclass(eq=False)
 class FaultProxy(LoopbackServer):
     """An HTTP proxy on 127.0.0.1 that applies the scenario's stream faults to MCP exchanges."""
 
-    def __init__(
-        self,
-        upstream_port: int,
-        rules: Sequence[StreamFault],
-        *,
-        seed: int,
-        history: HistoryWriter,
-        lookup: AttemptLookup,
-        default_hold_s: float,
-        key_meta: str | None = None,
-        key_header: str | None = None,
-        hooks: ExchangeHooks | None = None,
-    ) -> None:
+    upstream_port: int
+    rules: Sequence[StreamFault]
+    _: KW_ONLY
+    seed: int
+    history: HistoryWriter
+    lookup: AttemptLookup
+    default_hold_s: float
+    key_meta: str | None = None
+    key_header: str | None = None
+    hooks: ExchangeHooks | None = None
+    injected: int = field(default=0, init=False)
+    """Stream faults injected so far (the live status shows it)."""
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self.hooks = hooks
-        self.key_meta = key_meta
-        self.key_header = key_header
-        self.upstream_port = upstream_port
-        self.rules = list(rules)
-        self.seed = seed
-        self.history = history
-        self.lookup = lookup
-        self.default_hold_s = default_hold_s
-        self.injected = 0
-        """Stream faults injected so far (the live status shows it)."""
+        self.rules = list(self.rules)
 
     # -- one client connection
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -22,7 +22,7 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,20 @@ def remove_containers(
     return removed, kept
 
 
+@contextlib.contextmanager
+def _refused(missing: type[Exception], gone: str, failed: str, hint: str = "") -> Iterator[None]:
+    """The Docker engine's refusal of a step as a TargetStartError: ``gone`` when what it acts on is
+    ``missing`` (the image, the container), else ``failed``, the engine's explanation and ``hint``."""
+    import docker.errors
+
+    try:
+        yield
+    except missing:
+        raise TargetStartError(gone) from None
+    except docker.errors.APIError as exc:
+        raise TargetStartError(f"{failed}: {exc.explanation}{hint}") from None
+
+
 class DockerPod:
     """One pod of the Docker runtime: a container, restartable any number of times."""
 
@@ -179,7 +193,11 @@ class DockerPod:
         import docker.errors
 
         self._client = docker_client()
-        try:
+        with _refused(
+            docker.errors.ImageNotFound,
+            f"image {self.image!r} not found locally (build it, e.g. `make image`, or docker load it)",
+            f"cannot create a container of {self.image!r}",
+        ):
             container = self._client.containers.create(
                 self.image,
                 command=self.command,
@@ -191,14 +209,6 @@ class DockerPod:
                 detach=True,
                 stdin_open=self.stdio_pipes,
             )
-        except docker.errors.ImageNotFound:
-            raise TargetStartError(
-                f"image {self.image!r} not found locally (build it, e.g. `make image`, or docker load it)"
-            ) from None
-        except docker.errors.APIError as exc:
-            raise TargetStartError(
-                f"cannot create a container of {self.image!r}: {exc.explanation}"
-            ) from None
         _live[container.id] = container
         return container
 
@@ -213,17 +223,14 @@ class DockerPod:
 
         if self._container is None:
             self._container = self._create()
-        try:
+        with _refused(
+            docker.errors.NotFound,
+            f"the container of pod {self.name} is gone (removed by `mcp-chaos cleanup --force`?)",
+            f"cannot start a container of {self.image!r}",
+            " (check target.command)",
+        ):
             self._container.start()
             self._container.reload()
-        except docker.errors.NotFound:
-            raise TargetStartError(
-                f"the container of pod {self.name} is gone (removed by `mcp-chaos cleanup --force`?)"
-            ) from None
-        except docker.errors.APIError as exc:
-            raise TargetStartError(
-                f"cannot start a container of {self.image!r}: {exc.explanation} (check target.command)"
-            ) from None
         self._pid = int(self._container.attrs["State"]["Pid"]) or None
         return self._pid or 0
 

@@ -17,9 +17,9 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.errors import TargetStartError
 from harness.pods.watchdog import guard
@@ -38,6 +38,47 @@ def _kill_leftovers() -> None:
 
 
 atexit.register(_kill_leftovers)
+
+
+async def start_logged(argv: Sequence[str], log_path: Path, **kw: Any) -> asyncio.subprocess.Process:
+    """Start a program the harness runs beside the pods (nginx, PostgreSQL) as it starts a pod: in a
+    session of its own, killed with the harness, no stdin, its output appended to ``log_path`` (the
+    child keeps the file open; ours closes once it started); ``kw`` goes to
+    :func:`asyncio.create_subprocess_exec` (the user to run it as)."""
+    with open(log_path, "ab") as log:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            **kw,
+        )
+
+
+async def wait_up(
+    proc: asyncio.subprocess.Process,
+    name: str,
+    state: str,
+    up: Callable[[], Awaitable[bool]],
+    *,
+    timeout_s: float,
+    poll_s: float,
+    tail: Callable[[], str],
+) -> None:
+    """Until ``up()`` (one try: is it listening, does it answer) says a program started by
+    :func:`start_logged` is in ``state``, polling every ``poll_s``; TargetStartError with ``tail()``
+    (its log's last lines) if it exits first or is not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.returncode is not None:
+            raise TargetStartError(f"{name} exited at start", details=tail())
+        if await up():
+            return
+        if time.monotonic() > deadline:
+            raise TargetStartError(f"{name} not {state} in {timeout_s:g}s", details=tail())
+        await asyncio.sleep(poll_s)
 
 
 class ProcessPod:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from harness.client.readiness import Readiness
 from harness.errors import TargetError, TargetNotReady
@@ -21,47 +22,38 @@ from harness.pods.pod import Pod
 from harness.pods.ready import ReadyCheck
 
 
+@dataclass(eq=False)
 class Supervisor:
     """Owns one pod's lifecycle during a run: start, readiness, restarts, kills, stop."""
 
-    def __init__(
-        self,
-        pod: Pod,
-        ready_check: ReadyCheck,
-        history: HistoryWriter,
-        *,
-        ready_timeout_s: float,
-        restart_delay_s: float,
-        max_restarts: int,
-        stop_timeout_s: float,
-    ) -> None:
-        self.pod = pod
-        self.ready_check = ready_check
-        self.history = history
-        self.ready_timeout_s = ready_timeout_s
-        self.restart_delay_s = restart_delay_s
-        self.max_restarts = max_restarts
-        self.stop_timeout_s = stop_timeout_s
-        self.ready = asyncio.Event()
-        self.ready_since = 0.0
-        """``time.monotonic()`` when the pod last became ready."""
-        self.protocol: str | None = None
-        """The protocol the pod answered in when it last became ready."""
-        self.startup_s: float | None = None
-        """How long its last start took, to ready (``pod_ready``'s ``after_s``)."""
-        self.ready_seq = -1
-        """The history seq of the pod's last ``pod_ready``."""
-        self.on_restart: Callable[[str, int], None] | None = None
-        """Called with the pod's name and ``ready_seq`` each time the pod is ready again after it
-        died (a run's checkpoint read); it must not block: the supervisor is watching the pod."""
-        self.kills = 0
-        self._killed = False
-        """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
-        self.paused = False
-        self.restarts = 0
-        self._stopping = False
-        self._grace_timers: dict[int, asyncio.TimerHandle] = {}
-        """pid -> the SIGKILL due after its grace period; cancelled once that instance exits."""
+    pod: Pod
+    ready_check: ReadyCheck
+    history: HistoryWriter
+    _: KW_ONLY
+    ready_timeout_s: float
+    restart_delay_s: float
+    max_restarts: int
+    stop_timeout_s: float
+    ready: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    ready_since: float = field(default=0.0, init=False)
+    """``time.monotonic()`` when the pod last became ready."""
+    protocol: str | None = field(default=None, init=False)
+    """The protocol the pod answered in when it last became ready."""
+    startup_s: float | None = field(default=None, init=False)
+    """How long its last start took, to ready (``pod_ready``'s ``after_s``)."""
+    ready_seq: int = field(default=-1, init=False)
+    """The history seq of the pod's last ``pod_ready``."""
+    on_restart: Callable[[str, int], None] | None = field(default=None, init=False)
+    """Called with the pod's name and ``ready_seq`` each time the pod is ready again after it
+    died (a run's checkpoint read); it must not block: the supervisor is watching the pod."""
+    kills: int = field(default=0, init=False)
+    _killed: bool = field(default=False, init=False)
+    """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
+    paused: bool = field(default=False, init=False)
+    restarts: int = field(default=0, init=False)
+    _stopping: bool = field(default=False, init=False)
+    _grace_timers: dict[int, asyncio.TimerHandle] = field(default_factory=dict, init=False)
+    """pid -> the SIGKILL due after its grace period; cancelled once that instance exits."""
 
     async def start(self) -> None:
         """Start the pod and wait until it is ready; TargetNotReady (with its log tail) if it is not."""

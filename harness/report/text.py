@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.audit.findings import SEVERITY, also
+from harness.audit.stats import Rate
 from harness.audit.summary import Summary
 from harness.history import FINDINGS, FaultKind, Outcome, Verdict
 from harness.report.stories import (
@@ -45,6 +46,11 @@ def verdict_table(summary: Summary) -> str:
     return markdown_table(["verdict", "intents", "rate", "95% CI (Wilson)"], rows)
 
 
+def _harm(duplicate: Rate, lost: int) -> list[object]:
+    """The cells a fault's row and a replica's share: duplicates, lost, the duplicate rate, its interval."""
+    return [duplicate.count, lost, pct(duplicate.value), ci(duplicate.ci95)]
+
+
 def fault_table(summary: Summary) -> str:
     """Per fault: planned and injected, and verdicts among the intents it hit (where duplicates come from)."""
     rows = [
@@ -57,10 +63,7 @@ def fault_table(summary: Summary) -> str:
             else "by rule",
             row.injected,
             row.intents_hit,
-            row.duplicate.count,
-            row.lost,
-            pct(row.duplicate.value),
-            ci(row.duplicate.ci95),
+            *_harm(row.duplicate, row.lost),
         ]
         for row in summary.faults
     ]
@@ -100,10 +103,7 @@ def replica_table(summary: Summary) -> str:
             [
                 row.pod,
                 row.intents,
-                row.duplicate.count,
-                row.lost,
-                pct(row.duplicate.value),
-                ci(row.duplicate.ci95),
+                *_harm(row.duplicate, row.lost),
                 row.moved,
                 row.moved_duplicates,
             ]

@@ -1,8 +1,8 @@
 """The fold's accumulators: one concern of the history each, composed into one pass by the fold.
 
 As Jepsen composes checkers, each accumulator owns a few fields of
-:class:`~harness.audit.fold.Fold` and reads only the events it needs, named in
-its ``handlers()``. They do not call each other, except where one concern is
+:class:`~harness.audit.fold.Fold` and reads only the events it needs, each named
+by ``@reads`` on the method that handles it. They do not call each other, except where one concern is
 defined by another's state: a pod fault hits an intent (``PodDisruptions``
 writes into ``Intents``), a proxy fault is pinned on the attempt in flight
 (``StreamFaults`` reads ``Intents``), and a lost session is blamed on the last
@@ -15,8 +15,8 @@ instead of dispatching them, and calls an accumulator here only on their rare
 branches (an error message, a resumed stream, a hit, a closed connection).
 Every other event type reaches the handlers of the accumulators that name it,
 in the order the fold lists them (checkpoint reads of the effect source, for
-one, are ``CheckpointReads``). A new concern is a new class here with its
-handlers and its fields in ``Fold``; the fold's hot path does not change.
+one, are ``CheckpointReads``). A new concern is a new ``Accumulator`` here with
+its handlers and its fields in ``Fold``; the fold's hot path does not change.
 """
 
 from harness.audit.accumulators.base import (
@@ -30,6 +30,7 @@ from harness.audit.accumulators.base import (
     Handler,
     dispatch,
     fault_label,
+    reads,
 )
 from harness.audit.accumulators.bounds import RunBounds
 from harness.audit.accumulators.checkpoint_reads import CheckpointRead, CheckpointReads
@@ -70,4 +71,5 @@ __all__ = [
     "fault_label",
     "frame_of",
     "message_shape",
+    "reads",
 ]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from types import FunctionType
+from typing import Any, ClassVar, TypeVar
 
-from harness.history import POD_FAULTS, FaultKind
+from harness.history import POD_FAULTS, EventType, FaultKind
 
 CRASH_WINDOW_S = 1.0
 """How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
@@ -31,10 +32,40 @@ Event = Mapping[str, Any]
 Handler = Callable[[Event], None]
 
 
-class Accumulator(Protocol):
+H = TypeVar("H", bound=Callable[..., None])
+
+_DECLARED: dict[object, tuple[str, ...]] = {}
+"""Each method declared with :func:`reads` -> the event types it reads."""
+
+
+def reads(*event_types: EventType) -> Callable[[H], H]:
+    """Declares an accumulator's method its handler of each event of ``event_types``: the event type
+    stands on the code that reads it, and a handler cannot be written and left out of a list."""
+
+    def declare(method: H) -> H:
+        _DECLARED[method] = tuple(str(t) for t in event_types)
+        return method
+
+    return declare
+
+
+class Accumulator:
+    """One concern of the history; its handlers are its methods declared with :func:`reads`."""
+
+    _reads: ClassVar[Mapping[str, str]] = {}
+    """Event type -> the name of the method that reads it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        methods = [(name, f) for name, f in vars(cls).items() if isinstance(f, FunctionType)]
+        declared = [(t, name) for name, f in methods for t in _DECLARED.get(f, ())]
+        if len(dict(declared)) < len(declared):
+            raise TypeError(f"{cls.__name__} declares two handlers of one event type")
+        cls._reads = {**cls._reads, **dict(declared)}
+
     def handlers(self) -> Mapping[str, Handler]:
         """Event type -> what to do with one, for the event types this accumulator reads."""
-        ...
+        return {t: getattr(self, name) for t, name in self._reads.items()}
 
 
 def dispatch(accumulators: Iterable[Accumulator]) -> dict[str, tuple[Handler, ...]]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from harness.audit.accumulators.base import Event, Handler
+from harness.audit.accumulators.base import Accumulator, Event, reads
 from harness.history import EventType
 
 
-class RunBounds:
+class RunBounds(Accumulator):
     """The run's start and end; fills ``Fold.run``, ``ended``, ``collect_error`` and ``duration_s``.
 
     The duration is the time of the last attempt event, pod exit or run end
@@ -24,23 +23,19 @@ class RunBounds:
         self.t = 0.0
         """Time of the last pod exit or run end."""
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {
-            EventType.RUN_STARTED: self.run_started,
-            EventType.POD_EXITED: self.exited,
-            EventType.EFFECTS_COLLECTED: self.effects_collected,
-            EventType.RUN_ENDED: self.run_ended,
-        }
-
+    @reads(EventType.RUN_STARTED)
     def run_started(self, ev: Event) -> None:
         self.run = dict(ev)
 
+    @reads(EventType.POD_EXITED)
     def exited(self, ev: Event) -> None:
         self.t = ev["t"]
 
+    @reads(EventType.EFFECTS_COLLECTED)
     def effects_collected(self, ev: Event) -> None:
         self.collect_error = ev.get("error")
 
+    @reads(EventType.RUN_ENDED)
     def run_ended(self, ev: Event) -> None:
         self.ended = dict(ev)
         self.t = ev["t"]

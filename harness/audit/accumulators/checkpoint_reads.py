@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.audit.accumulators.base import Event, Handler
+from harness.audit.accumulators.base import Accumulator, Event, reads
 from harness.errors import HistoryError
 from harness.history import EventType, SeenEffects
 
@@ -65,7 +64,7 @@ class CheckpointRead:
         return (self.seen[byte] >> (i & 7)) & 1 if byte < len(self.seen) else 0
 
 
-class CheckpointReads:
+class CheckpointReads(Accumulator):
     """The run's checkpoint reads of the effect source, in order; fills ``Fold.checkpoints``.
 
     A read whose ``seen`` cannot be decoded is kept as a failed read (the audit
@@ -75,9 +74,7 @@ class CheckpointReads:
     def __init__(self) -> None:
         self.reads: list[CheckpointRead] = []
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {EventType.EFFECTS_CHECKPOINT: self.checkpoint}
-
+    @reads(EventType.EFFECTS_CHECKPOINT)
     def checkpoint(self, ev: Event) -> None:
         error = ev.get("error")
         found = None

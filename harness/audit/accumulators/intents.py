@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
-from harness.audit.accumulators.base import MAX_UNPLANNED_INTENTS, Event, Handler
+from harness.audit.accumulators.base import MAX_UNPLANNED_INTENTS, Accumulator, Event, reads
 from harness.errors import HistoryError
 from harness.history import OUTCOMES, EventType
 
@@ -33,7 +33,7 @@ def frame_of(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-class Intents:
+class Intents(Accumulator):
     """Every intent's row and every attempt in flight: fills ``Fold.intents`` and ``Fold.open_attempts``.
 
     Per-intent counters are plain lists indexed by intent (indexing a list is far
@@ -80,9 +80,7 @@ class Intents:
         flight. The disruptions are those of the attempt's pod when the history names it
         (replicas), else of all pods (see PodDisruptions)."""
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {EventType.RUN_STARTED: self.plan}
-
+    @reads(EventType.RUN_STARTED)
     def plan(self, ev: Event) -> None:
         self.planned = ev.get("intents")
         self.grow(int(ev.get("intents", 0)))

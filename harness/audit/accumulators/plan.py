@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.audit.accumulators.base import POD_FAULT_KINDS, Event, Handler, fault_label
+from harness.audit.accumulators.base import POD_FAULT_KINDS, Accumulator, Event, fault_label, reads
 from harness.history import EventType, FaultKind
 
 
@@ -17,7 +16,7 @@ class MissedFault:
     reason: str
 
 
-class FaultPlan:
+class FaultPlan(Accumulator):
     """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned``, ``Fold.missed``
     and ``Fold.paced``.
 
@@ -33,17 +32,11 @@ class FaultPlan:
         self.paced: list[tuple[float | None, int]] = []
         """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {
-            EventType.RUN_STARTED: self.run_started,
-            EventType.FAULT: self.fault,
-            EventType.FAULT_MISSED: self.fault_missed,
-            EventType.BALANCER_RETRY: self.balancer_retry,
-        }
-
+    @reads(EventType.RUN_STARTED)
     def run_started(self, ev: Event) -> None:
         self.planned.update(ev.get("faults_planned") or {})
 
+    @reads(EventType.FAULT)
     def fault(self, ev: Event) -> None:
         kind = ev["fault"]
         if kind in POD_FAULT_KINDS and ev.get("counted") is False:
@@ -52,10 +45,12 @@ class FaultPlan:
             self.paced.append((ev.get("held_s"), ev["in_flight"]))
         self.injected[fault_label(ev)] += 1
 
+    @reads(EventType.FAULT_MISSED)
     def fault_missed(self, ev: Event) -> None:
         self.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
         if ev.get("counted") is False:
             self.planned[ev["fault"]] += 1
 
+    @reads(EventType.BALANCER_RETRY)
     def balancer_retry(self, ev: Event) -> None:
         self.injected[FaultKind.BALANCER_RETRY.value] += 1

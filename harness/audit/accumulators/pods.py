@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.audit.accumulators.base import CRASH_WINDOW_S, POD_FAULT_KINDS, Event, Handler, fault_label
+from harness.audit.accumulators.base import (
+    CRASH_WINDOW_S,
+    POD_FAULT_KINDS,
+    Accumulator,
+    Event,
+    fault_label,
+    reads,
+)
 from harness.audit.accumulators.intents import Intents
 from harness.history import EventType, FaultKind
 
@@ -28,7 +34,7 @@ class PodFault:
         return f"{self.kind}#{self.number} {self.pod} @{self.t:.2f}s"
 
 
-class PodDisruptions:
+class PodDisruptions(Accumulator):
     """Which attempts a pod fault broke; fills ``Fold.pod_exits``, ``Fold.crashes`` and ``Fold.pod_faults``.
 
     A disruption is a moment a pod broke what it had in flight: a SIGKILL (kill
@@ -68,14 +74,6 @@ class PodDisruptions:
         """Every disruption that took a pod down (not a pause), in order."""
         self.numbers: Counter[str] = Counter()
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {
-            EventType.FAULT: self.fault,
-            EventType.POD_EXITED: self.exited,
-            EventType.POD_RESUMED: self.thawed,
-            EventType.POD_STARTED: self.started,
-        }
-
     def _disrupt(self, pod: str, kind: str, ev: Event) -> None:
         self.kinds.append(kind)
         self.by_pod.setdefault(pod, []).append(kind)
@@ -96,6 +94,7 @@ class PodDisruptions:
         while recent and recent[0][0] < end_t - CRASH_WINDOW_S:
             recent.popleft()
 
+    @reads(EventType.FAULT)
     def fault(self, ev: Event) -> None:
         kind = ev["fault"]
         if kind == FaultKind.KILL or kind == FaultKind.ROLLOUT:
@@ -110,14 +109,17 @@ class PodDisruptions:
             # by the second disruption, when it thaws (pod_resumed).
             self._disrupt(ev.get("pod", ""), kind, ev)
 
+    @reads(EventType.POD_RESUMED)
     def thawed(self, ev: Event) -> None:
         self._disrupt(ev.get("pod", ""), FaultKind.PAUSE.value, ev)
 
+    @reads(EventType.POD_STARTED)
     def started(self, ev: Event) -> None:
         pod = ev.get("pod", "")
         self.stopping.pop(pod, None)
         self.starts[pod] += 1
 
+    @reads(EventType.POD_EXITED)
     def exited(self, ev: Event) -> None:
         t = ev["t"]
         self.exits += 1
@@ -139,7 +141,7 @@ class PodDisruptions:
         self.recent = others
 
 
-class StreamFaults:
+class StreamFaults(Accumulator):
     """Faults that name the request they hit, pinned on its intent exactly; fills ``Fold.rule_hits``.
 
     The fault proxy records a fault before it acts, so the attempt it names is in
@@ -152,9 +154,7 @@ class StreamFaults:
         self.rule_hits: Counter[int] = Counter()
         """Stream fault events per rule index of the scenario."""
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {EventType.FAULT: self.fault, EventType.BALANCER_RETRY: self.balancer_retry}
-
+    @reads(EventType.FAULT)
     def fault(self, ev: Event) -> None:
         if ev["fault"] in POD_FAULT_KINDS or "id" not in ev:
             return
@@ -164,13 +164,14 @@ class StreamFaults:
         if i is not None:
             self.intents.add_fault(i, fault_label(ev))
 
+    @reads(EventType.BALANCER_RETRY)
     def balancer_retry(self, ev: Event) -> None:
         i = ev["intent"]
         if 0 <= i < self.intents.size:
             self.intents.add_fault(i, FaultKind.BALANCER_RETRY.value)
 
 
-class PodTimeline:
+class PodTimeline(Accumulator):
     """What report.html draws of the pods; fills ``Fold.pod_events`` and ``Fold.protocol``.
 
     (t, what) of every fault (its kind as written), pod exit and readiness, in
@@ -183,20 +184,16 @@ class PodTimeline:
         self.protocol: str | None = None
         """The protocol the pod answered in (from pod_ready), or None in histories without it."""
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {
-            EventType.FAULT: self.fault,
-            EventType.POD_EXITED: self.exited,
-            EventType.POD_READY: self.ready,
-        }
-
+    @reads(EventType.FAULT)
     def fault(self, ev: Event) -> None:
         kind = ev["fault"]
         self.events.append((ev["t"], kind))
 
+    @reads(EventType.POD_EXITED)
     def exited(self, ev: Event) -> None:
         self.events.append((ev["t"], EventType.POD_EXITED.value))
 
+    @reads(EventType.POD_READY)
     def ready(self, ev: Event) -> None:
         self.protocol = ev.get("protocol", self.protocol)
         self.events.append((ev["t"], EventType.POD_READY.value))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 
-from harness.audit.accumulators.base import Event, Handler
+from harness.audit.accumulators.base import Accumulator, Event, reads
 from harness.audit.accumulators.pods import PodDisruptions
 from harness.history import EventType
 
 
-class Sessions:
+class Sessions(Accumulator):
     """2025 sessions and resumed streams; fills ``Fold.sessions_opened``, ``sessions_lost``, ``resumed``.
 
     A session the server forgot is blamed on the last pod disruption before the
@@ -24,12 +23,11 @@ class Sessions:
         self.resumed: Counter[bool] = Counter()
         """Broken event streams a 2025 client tried to resume: True resumed, False failed (re-issued)."""
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {EventType.SESSION_OPENED: self.session_opened, EventType.SESSION_LOST: self.session_lost}
-
+    @reads(EventType.SESSION_OPENED)
     def session_opened(self, ev: Event) -> None:
         self.opened += 1
 
+    @reads(EventType.SESSION_LOST)
     def session_lost(self, ev: Event) -> None:
         self.lost[self.disruptions.last_kind()] += 1
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.audit.accumulators.base import MAX_MESSAGES, OTHER_MESSAGES, Event, Handler
+from harness.audit.accumulators.base import MAX_MESSAGES, OTHER_MESSAGES, Accumulator, Event
 from harness.audit.accumulators.intents import Intents
 from harness.history import Outcome
 
@@ -29,7 +28,7 @@ class ErrorTally:
     count: int = 0
 
 
-class ErrorTallies:
+class ErrorTallies(Accumulator):
     """Error messages of attempts, counted by shape; fills ``Fold.errors``.
 
     At most ``MAX_MESSAGES`` shapes per outcome; the rest are counted together
@@ -42,9 +41,6 @@ class ErrorTallies:
         """(outcome, code, message shape) -> tally."""
         self._shapes: Counter[str] = Counter()
         """Outcome -> the shapes kept for it."""
-
-    def handlers(self) -> Mapping[str, Handler]:
-        return {}
 
     def tally(self, ev: Event, outcome: str) -> None:
         """An ``attempt_ended`` whose outcome is not ok (the fold calls this from its hot path)."""
@@ -65,7 +61,7 @@ class ErrorTallies:
         tally.count += 1
 
 
-class FailureReplies:
+class FailureReplies(Accumulator):
     """Ok replies whose text reads as a failure, counted by shape; fills ``Fold.failure_replies``.
 
     The client flags them (``reads_as_failure`` on an ok ``attempt_ended``, judged by
@@ -77,9 +73,6 @@ class FailureReplies:
         self.intents = intents
         self.tallies: dict[str, ErrorTally] = {}
         """Reply shape -> tally (outcome ``ok``, the first reply of the shape verbatim)."""
-
-    def handlers(self) -> Mapping[str, Handler]:
-        return {}
 
     def reply(self, ev: Event, i: int) -> None:
         """An ok ``attempt_ended`` of intent ``i`` flagged ``reads_as_failure`` (from the fold's hot path)."""

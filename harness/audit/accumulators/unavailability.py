@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.audit.accumulators.base import Event, Handler
+from harness.audit.accumulators.base import Accumulator, Event, reads
 from harness.history import EventType
 
 
@@ -25,15 +24,13 @@ class Unavailable:
     """The pod log's last lines when it was found (redacted, cut)."""
 
 
-class Unavailability:
+class Unavailability(Accumulator):
     """Pods found unavailable after a fault (``harness.liveness``); fills ``Fold.unavailable``."""
 
     def __init__(self) -> None:
         self.found: list[Unavailable] = []
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {EventType.POD_UNAVAILABLE: self.unavailable}
-
+    @reads(EventType.POD_UNAVAILABLE)
     def unavailable(self, ev: Event) -> None:
         locks = ev.get("locks")
         self.found.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from harness.client.messages import CallResult
 from harness.contract.checks.common import REPLAY_IT
 from harness.contract.framework import Check, CheckResult, Options, Seen, check
 from harness.contract.judging import (
@@ -17,6 +18,7 @@ from harness.contract.judging import (
 )
 from harness.contract.session import ContractSession
 from harness.history import Outcome
+from harness.workload import Intent
 
 CONCURRENT_CALLS = 8
 
@@ -29,31 +31,27 @@ CONCURRENT_CALLS = 8
 async def concurrent_same_key(c: Check, s: ContractSession, o: Options, seen: Seen) -> CheckResult:
     if not s.keyed:
         return await _concurrent_repeats(c, s, o, seen)
-    intent = s.intent()
-    results = await asyncio.gather(*(s.call(intent) for _ in range(CONCURRENT_CALLS)))
-    effects = (await s.effects())[intent.marker]
-    seen.saw(c.id, results, effects)
+    intent, results, effects = await _at_once(c, s, seen)
     oks = [r for r in results if r.outcome is Outcome.OK]
     refused = [r for r in results if r.outcome is not Outcome.OK]
     evidence = {"key": intent.key, "effects": effects, "answers": [shown(r) for r in results]}
     if effects > 1:
         seen.repeated[c.id] = effects
-        return c.failed(
-            f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key: make the key "
-            "unique in the store (a constraint in the effect's transaction) and answer the others 'in use' "
-            "or the first result",
-            evidence,
-        )
-    if (lost := lost_writes(results, effects)) is not None:
-        return c.failed(lost, evidence)
-    if effects == 0:
-        return c.failed(
-            f"{len(oks)} of {CONCURRENT_CALLS} concurrent calls answered OK and nothing was stored: the "
-            "server stored nothing, or audit.effects does not see it (validate --preflight tells which)"
-            if oks
-            else f"every concurrent call was refused: {said(results[0])}",
-            evidence,
-        )
+    failed = _not_one_effect(
+        c,
+        results,
+        effects,
+        evidence,
+        many=f"{effects} effects from {CONCURRENT_CALLS} concurrent calls with one key: make the key "
+        "unique in the store (a constraint in the effect's transaction) and answer the others 'in use' "
+        "or the first result",
+        none=f"{len(oks)} of {CONCURRENT_CALLS} concurrent calls answered OK and nothing was stored: the "
+        "server stored nothing, or audit.effects does not see it (validate --preflight tells which)"
+        if oks
+        else f"every concurrent call was refused: {said(results[0])}",
+    )
+    if failed is not None:
+        return failed
     if any(not same_result(oks[0], r) for r in oks[1:]):
         return c.failed(
             f"one effect, but the successful answers differ from each other: {REPLAY_IT}", evidence
@@ -74,10 +72,7 @@ async def _concurrent_repeats(c: Check, s: ContractSession, o: Options, seen: Se
     probe = s.intent()
     in_a_row = [await s.call(probe), await s.call(probe)]
     baseline = (await s.effects())[probe.marker]
-    intent = s.intent()
-    results = await asyncio.gather(*(s.call(intent) for _ in range(CONCURRENT_CALLS)))
-    effects = (await s.effects())[intent.marker]
-    seen.saw(c.id, results, effects)
+    intent, results, effects = await _at_once(c, s, seen)
     oks = [r for r in results if r.outcome is Outcome.OK]
     evidence: dict[str, Any] = {
         "key": s.key_shown(intent),
@@ -116,23 +111,45 @@ async def _concurrent_repeats(c: Check, s: ContractSession, o: Options, seen: Se
             "record, as a retry is: see replay)",
             evidence,
         )
-    if effects > 1:
-        return c.failed(
-            f"{effects} effects from {CONCURRENT_CALLS} concurrent identical calls, where the same call "
-            "made twice in a row makes one: a race between concurrent writes (write under a lock or in a "
-            "transaction)",
-            evidence,
-        )
-    if (lost := lost_writes(results, effects)) is not None:
-        return c.failed(lost, evidence)
-    if effects == 0:
-        return c.failed(
-            f"{len(oks)} concurrent identical calls acknowledged, nothing stored: the server stored nothing, "
-            "or audit.effects does not see it (validate --preflight tells which)",
-            evidence,
-        )
+    failed = _not_one_effect(
+        c,
+        results,
+        effects,
+        evidence,
+        many=f"{effects} effects from {CONCURRENT_CALLS} concurrent identical calls, where the same call "
+        "made twice in a row makes one: a race between concurrent writes (write under a lock or in a "
+        "transaction)",
+        none=f"{len(oks)} concurrent identical calls acknowledged, nothing stored: the server stored "
+        "nothing, or audit.effects does not see it (validate --preflight tells which)",
+    )
+    if failed is not None:
+        return failed
     return c.passed(
         f"one effect from {CONCURRENT_CALLS} concurrent identical calls ({len(oks)} acknowledged), as "
         "the same call made twice in a row makes one",
         evidence,
     )
+
+
+async def _at_once(c: Check, s: ContractSession, seen: Seen) -> tuple[Intent, list[CallResult], int]:
+    """One intent called :data:`CONCURRENT_CALLS` times at once: the answers and the effects it made,
+    which ``seen`` records."""
+    intent = s.intent()
+    results = await asyncio.gather(*(s.call(intent) for _ in range(CONCURRENT_CALLS)))
+    effects = (await s.effects())[intent.marker]
+    seen.saw(c.id, results, effects)
+    return intent, results, effects
+
+
+def _not_one_effect(
+    c: Check, results: list[CallResult], effects: int, evidence: dict[str, Any], *, many: str, none: str
+) -> CheckResult | None:
+    """The failures both ways share, in this order: more than one effect (``many``), acknowledged
+    writes lost, nothing stored (``none``); None when the calls made exactly one effect and lost none."""
+    if effects > 1:
+        return c.failed(many, evidence)
+    if (lost := lost_writes(results, effects)) is not None:
+        return c.failed(lost, evidence)
+    if effects == 0:
+        return c.failed(none, evidence)
+    return None
