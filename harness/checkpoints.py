@@ -10,13 +10,13 @@ by then), and once each pod that died, killed or crashed, is ready again (what
 survived). The auditor calls an intent *vanished* when a checkpoint saw its
 effect and the final count is lower.
 
-A read counts effects exactly as the audit does (SQLite read-only, JSON lines,
-the sink's record: :mod:`harness.audit.effects`; PostgreSQL, a read tool, a
-command: :mod:`harness.final_read`). It is bounded: at most one per injected pod
-fault and one per restart, and ``audit.checkpoints.timeout_s`` long, after which
-it is abandoned. It never raises into the run: a read that fails or is
-abandoned is recorded with its error. Each read is one ``effects_checkpoint``
-event, its findings compact (:class:`harness.history.SeenEffects`).
+A read counts effects exactly as the audit does, through the scenario's effect
+source (:mod:`harness.effects`, read by :func:`harness.final_read.read_now`). It
+is bounded: at most one per injected pod fault and one per restart, and
+``audit.checkpoints.timeout_s`` long, after which it is abandoned. It never raises
+into the run: a read that fails or is abandoned is recorded with its error. Each
+read is one ``effects_checkpoint`` event, its findings compact
+(:class:`harness.history.SeenEffects`).
 
 Each read is two samples of the source ``SAMPLE_GAP_S`` apart, joined: an intent
 counts as seen if either sample saw it. A store caught mid-rewrite in one sample
@@ -40,45 +40,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from harness.audit.effects import count_effects
+from harness.effects.base import Sample
 from harness.errors import HarnessError
-from harness.final_read import read_live
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, excerpt
 from harness.wiring import TargetWiring
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One look at the effect source: effects per marker, and whether it was caught mid-write."""
-
-    counts: Counter[str]
-    torn: bool = False
-    """Lines of a JSON-lines store did not parse: a rewrite in progress (its absences prove nothing)."""
-
 
 Reader = Callable[[], Awaitable[Sample]]
 """Reads the effect source now."""
 
 
 def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
-    """The scenario's effect source, read now: files in a thread (a large store must not hold the
-    event loop), live sources as the final read reads them."""
-    effects, run_dir = wiring.scenario.audit.effects, wiring.run_dir
-
-    async def read() -> Sample:
-        if not effects.collected_at_end:
-            torn: list[int] = []
-            counts = await asyncio.to_thread(partial(count_effects, effects, run_dir, torn=torn))
-            return Sample(counts, bool(torn))
-        counts, _ = await read_live(effects, run_dir, wiring.reach(namespace))
-        return Sample(counts)
-
-    return read
+    """The scenario's effect source, read now (:func:`harness.final_read.read_now`)."""
+    return partial(wiring.read_effects_now, namespace)
 
 
 SAMPLE_GAP_S = 0.02
@@ -114,15 +91,22 @@ class Checkpoints:
     """Takes a run's checkpoint reads and records them; the injector and the supervisors call it."""
 
     def __init__(
-        self, read: Reader, history: HistoryWriter, *, namespace: str, intents: int, timeout_s: float
+        self,
+        read: Reader,
+        history: HistoryWriter,
+        *,
+        namespace: str,
+        intents: int,
+        timeout_s: float,
+        acknowledged: Callable[[], int] = lambda: 0,
     ) -> None:
         self._read_source = read
         self.history = history
         self.namespace = namespace
         self.intents = intents
         self.timeout_s = timeout_s
-        self.acknowledged: Callable[[], int] = lambda: 0
-        """How many intents the client has seen succeed so far (the driver's count, once it runs)."""
+        self.acknowledged = acknowledged
+        """How many intents the client has seen succeed so far (the driver's count)."""
         self._pending: set[asyncio.Task[None]] = set()
         self._last: SeenEffects | None = None
         """What the last recorded read that succeeded saw."""

@@ -81,6 +81,7 @@ class Driver:
         balancer: Balancer | None = None,
         enough: Callable[[], bool] | None = None,
         on_attempt: Callable[[Outcome, float], None] | None = None,
+        stats: DriverStats | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -102,7 +103,8 @@ class Driver:
         """Told each attempt's outcome and how long it took (the liveness watch)."""
         self.stopped: str | None = None
         """Why the run stopped starting intents and retrying (:meth:`stop`)."""
-        self.stats = DriverStats(planned=len(workload))
+        self.stats = DriverStats(planned=len(workload)) if stats is None else stats
+        """Its live counters (the run's, when it shares them with the injector and the status line)."""
         self.deadline_hit = False
         self._rng = random.Random(f"{seed}:driver")
         self._ids = itertools.count(1)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import rundir
-from harness.audit.effects import count_effects
 from harness.auditing import audit_and_report
+from harness.effects.registry import source_of
 from harness.errors import AuditError, PreflightError
 from harness.faults.pacing import advise
 from harness.history import EventType, Outcome, excerpt, read_history
@@ -100,12 +100,7 @@ def preflight_scenario(scenario: Scenario) -> Scenario:
 
 
 def source_name(scenario: Scenario) -> str:
-    effects = scenario.audit.effects
-    return next(
-        f"audit.effects.{n}"
-        for n in ("sql", "sink", "tool", "command", "jsonl", "files")
-        if getattr(effects, n)
-    )
+    return f"audit.effects.{scenario.audit.effects.chosen[0]}"
 
 
 REPLY_LIMIT = 160
@@ -154,7 +149,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
     answered, blame = _blame(tool, reply, pf_dir)
     try:
         audit_and_report(pf_dir)  # its report.md is the evidence a person reads
-        counts: Counter[str] = count_effects(single.audit.effects, pf_dir)
+        counts: Counter[str] = source_of(single.audit.effects).count(pf_dir)
     except AuditError as exc:
         raise PreflightError(f"preflight: {answered}; but {source} failed: {exc.message}; {blame}") from None
     found = counts.get(marker, 0)

@@ -5,11 +5,12 @@ everything: the scenario as run, ``history.jsonl``, the target's data and pod
 logs, the effect sink's record or the final read of effects, and after the audit
 ``intents.csv``, ``summary.json`` and ``report.md``.
 
-A run's parts start in one order and stop in the reverse, whatever happens
-(success, a target that will not start, Ctrl-C, SIGTERM, SIGHUP), because each is
-entered into one ``AsyncExitStack`` as it starts: services (PostgreSQL, the
-effect sink), the fault proxies, nginx, the pods and their supervisors, the
-final read of effects, then the injector, the live status line and the driver.
+A run's parts are async context managers declared in one order (``_Run._parts``):
+services (PostgreSQL, the effect sink), the fault proxies, nginx, the pods and
+their supervisors, the final read of effects, checkpoint reads, the driver and its
+clients, the injector, the live status line, the liveness watch. Each is entered
+into one ``AsyncExitStack`` as it starts, so they stop in the reverse order
+whatever happens (success, a target that will not start, Ctrl-C, SIGTERM, SIGHUP).
 The target's parts are the wiring's (:mod:`harness.wiring`); the run adds the
 faults (the injector, the fault proxies) and the driver. So on the way
 out the driver stops first, the final read happens while pod and services are
@@ -26,7 +27,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -38,7 +39,7 @@ from harness.checkpoints import Checkpoints, effects_reader
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
-from harness.driver import Driver
+from harness.driver import Driver, DriverStats
 from harness.errors import HarnessError, ScenarioError, TargetError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
@@ -164,7 +165,12 @@ class _Run:
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
         self.supervisors = self.wiring.supervisors
+        self.workload = Workload(scenario, namespace)
+        self.stats = DriverStats(planned=len(self.workload))
+        """The driver's live counters: what a held fault lands on, what a checkpoint read knows was
+        acknowledged, what the live status shows."""
         reads = scenario.audit.checkpoints
+        stats = self.stats
         self.checkpoints = (
             Checkpoints(
                 effects_reader(self.wiring, namespace),
@@ -172,6 +178,7 @@ class _Run:
                 namespace=namespace,
                 intents=scenario.workload.intents,
                 timeout_s=reads.timeout_s,
+                acknowledged=lambda: stats.outcomes[Outcome.OK],
             )
             if reads.enabled
             else None
@@ -194,6 +201,7 @@ class _Run:
             workload_size=scenario.workload.intents,
             concurrency=scenario.workload.concurrency,
             before_fault=self.checkpoints.before_fault if self.checkpoints else None,
+            load=self.stats,
         )
         # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
         # it (its draws are per attempt, so which replica an attempt went to does not change whether
@@ -216,6 +224,8 @@ class _Run:
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""
         self._supervise: asyncio.Task[None] | None = None
+        self._live: LiveStatus | None = None
+        self._clients: list[list[McpClient]] = []
 
     def _restarted(self, pod: str, ready_seq: int) -> None:
         """A pod that died is ready again: the liveness watch starts over, a checkpoint read is taken."""
@@ -232,8 +242,11 @@ class _Run:
             stack.callback(self._record_end)
             stack.callback(self.wiring.redact_logs)  # once every pod and service has stopped writing
             self._record_start()
+            self._live = live
             try:
-                await self._start_and_drive(stack, live)
+                for part in self._parts():
+                    await stack.enter_async_context(part())
+                await self._drive()
             except asyncio.CancelledError:
                 self.status, self.reason = RunStatus.INTERRUPTED, "cancelled (Ctrl-C, SIGTERM or SIGHUP)"
                 raise
@@ -255,21 +268,61 @@ class _Run:
             seed=self.scenario.seed,
         )
 
-    async def _start_and_drive(self, stack: contextlib.AsyncExitStack, live: LiveStatus | None) -> None:
-        await self.wiring.start_services(stack)
-        for proxy, port in zip(self.proxies, self.wiring.proxy_ports, strict=True):
-            stack.push_async_callback(proxy.close)
-            await proxy.start(port)
-        await self.wiring.start_balancer(stack)
-        self._supervise = await self.wiring.start_pod(stack)
-        clients = self.wiring.run_clients()  # ScenarioError for sessions behind nginx, before the final read
-        if self.scenario.audit.effects.collected_at_end:
-            stack.push_async_callback(self._final_read)
-        if self.checkpoints is not None:  # a read still running when the run ends is abandoned
-            stack.push_async_callback(self.checkpoints.close)
-        stack.push_async_callback(_close_clients, [c for mine in clients for c in mine])
-        driver = self.driver = Driver(
-            Workload(self.scenario, self.namespace),
+    def _parts(self) -> tuple[Callable[[], contextlib.AbstractAsyncContextManager[object]], ...]:
+        """The run's parts in the order they start; they stop in the reverse order (so on the way out the
+        driver stops first, the final read happens while pods and services are still up)."""
+        wiring = self.wiring
+        return (
+            wiring.running_services,  # PostgreSQL (and the crash points' proxy), the effect sink
+            self._fault_proxies,  # in front of the replicas, on the ports nginx and the clients use
+            wiring.running_balancer,  # nginx in front of the proxies (or the replicas)
+            self._pods,  # every replica ready under its supervisor
+            self._final_read_on_exit,  # a live source, read once the parts after it have stopped
+            self._checkpoint_reads,  # reads still running when the run ends are abandoned
+            self._driver,  # the clients, in the protocol the pods answered in
+            self._injecting,
+            self._live_status,
+            self._liveness_watch,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _fault_proxies(self) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for proxy, port in zip(self.proxies, self.wiring.proxy_ports, strict=True):
+                stack.push_async_callback(proxy.close)
+                await proxy.start(port)
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _pods(self) -> AsyncIterator[None]:
+        async with self.wiring.running_pods() as supervising:
+            self._supervise = supervising
+            # Now, in the protocol the pods answered in; a ScenarioError (sessions behind nginx) before the
+            # final read is entered.
+            self._clients = self.wiring.run_clients()
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _final_read_on_exit(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self.wiring.effects.live:
+                await self._final_read()
+
+    @contextlib.asynccontextmanager
+    async def _checkpoint_reads(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self.checkpoints is not None:
+                await self.checkpoints.close()
+
+    @contextlib.asynccontextmanager
+    async def _driver(self) -> AsyncIterator[None]:
+        clients = self._clients
+        self.driver = Driver(
+            self.workload,
             clients[0],
             self.history,
             self.scenario.client,
@@ -282,29 +335,61 @@ class _Run:
             balancer=self._balancer(clients),
             enough=self.wiring.holds.exhausted if self.wiring.holds is not None else None,
             on_attempt=self.liveness.attempt,
+            stats=self.stats,
         )
-        self.injector.load = driver.stats
-        if self.checkpoints is not None:
-            self.checkpoints.acknowledged = lambda: driver.stats.outcomes[Outcome.OK]
-        injecting = asyncio.create_task(self.injector.run())
-        stack.callback(self.injector.record_missed)
-        stack.push_async_callback(_finish, injecting)
-        if live is not None:
-            stack.callback(live.finish)
-            stack.callback(lambda: live.show(self._snapshot(driver)))  # where the driver got to
-            stack.push_async_callback(_finish, asyncio.create_task(live.run(lambda: self._snapshot(driver))))
-        watching = asyncio.create_task(self.liveness.watch(driver.stop))
-        stack.push_async_callback(_finish, watching)
-        driving = asyncio.create_task(driver.run())
-        # The driver first: after Ctrl-C it must not go on making attempts during teardown.
-        stack.push_async_callback(_finish, driving)
+        try:
+            yield
+        finally:
+            await _close_clients([c for mine in clients for c in mine])
 
-        await asyncio.wait({driving, self._supervise}, return_when=asyncio.FIRST_COMPLETED)
-        if not driving.done():
-            # The supervisor gave up on the target: nothing more can be measured.
+    @contextlib.asynccontextmanager
+    async def _injecting(self) -> AsyncIterator[None]:
+        injecting = asyncio.create_task(self.injector.run())
+        try:
+            yield
+        finally:
+            await _finish(injecting)
+            self.injector.record_missed()
+
+    @contextlib.asynccontextmanager
+    async def _live_status(self) -> AsyncIterator[None]:
+        live = self._live
+        if live is None:
+            yield
+            return
+        showing = asyncio.create_task(live.run(self._snapshot))
+        try:
+            yield
+        finally:
+            await _finish(showing)
+            live.show(self._snapshot())  # where the driver got to
+            live.finish()
+
+    @contextlib.asynccontextmanager
+    async def _liveness_watch(self) -> AsyncIterator[None]:
+        assert self.driver is not None
+        watching = asyncio.create_task(self.liveness.watch(self.driver.stop))
+        try:
+            yield
+        finally:
+            await _finish(watching)
+
+    async def _drive(self) -> None:
+        """Run the driver until the workload is done, or a pod's supervisor gives up on it."""
+        driver, supervise = self.driver, self._supervise
+        assert driver is not None
+        assert supervise is not None
+        driving = asyncio.create_task(driver.run())
+        try:
+            await asyncio.wait({driving, supervise}, return_when=asyncio.FIRST_COMPLETED)
+            if not driving.done():
+                # The supervisor gave up on the target: nothing more can be measured.
+                await _finish(driving)
+                supervise.result()
+            driving.result()
+        finally:
+            # The driver first: after Ctrl-C it must not go on making attempts during teardown.
             await _finish(driving)
-            self._supervise.result()
-        driving.result()
         if driver.stopped is not None:
             self.status, self.reason = RunStatus.STOPPED, driver.stopped
         elif driver.deadline_hit:
@@ -339,8 +424,8 @@ class _Run:
             restarts=sum(s.restarts for s in self.supervisors),
         )
 
-    def _snapshot(self, driver: Driver) -> Snapshot:
-        s = driver.stats
+    def _snapshot(self) -> Snapshot:
+        s = self.stats
         return Snapshot(
             t=self.history.now(),
             finished=s.finished,
@@ -382,7 +467,7 @@ class _Run:
         )
         try:
             async with asyncio.timeout(patience_s):
-                if self.scenario.audit.effects.sql is not None:
+                if self.wiring.effects.kind == "postgres":
                     # PostgreSQL is read once the pods are stopped: a pod that leaks connections or
                     # holds a lock cannot cost the run its results.
                     await self.wiring.stop_pods()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
+from harness.effects.base import Sample
+from harness.effects.registry import source_of
 from harness.errors import ScenarioError
-from harness.final_read import Reach, final_read
+from harness.final_read import Reach, final_read, read_now
 from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, target_headers
@@ -65,6 +68,8 @@ class TargetWiring:
                 self.pod_urls = [target.kubernetes.url]
             self.pod_url = self.pod_urls[0]
             urls: dict[str, str] = {}
+            self.effects = source_of(scenario.audit.effects)
+            """Where the run's effects are counted (``audit.effects``)."""
             crash = scenario.faults.crash_points
             self.holds = None if crash is None else HoldPoints(crash)
             """The hold points of ``faults.crash_points``, or None."""
@@ -160,40 +165,61 @@ class TargetWiring:
             )
         return self.supervisor
 
-    async def start_services(self, stack: contextlib.AsyncExitStack) -> None:
-        """PostgreSQL and the effect sink, where the scenario has them; stopped by ``stack``."""
-        if self.postgres is not None:
-            stack.push_async_callback(self._stop_postgres)
-            await self.postgres.start()
-            pg = self.postgres
-            self._emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
-        if self.pg_proxy is not None:
-            stack.push_async_callback(self.pg_proxy.close)
-            await self.pg_proxy.start()
-        if self.sink is not None:
-            stack.push_async_callback(self.sink.close)
-            await self.sink.start()
-        if self.holds is not None:
-            stack.callback(self.holds.record_missed)  # once no call can reach a point any more
+    @contextlib.asynccontextmanager
+    async def running_services(self) -> AsyncIterator[None]:
+        """PostgreSQL (and the crash points' proxy in front of it) and the effect sink, where the scenario
+        has them; stopped in reverse on the way out."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.postgres is not None:
+                stack.push_async_callback(self._stop_postgres)
+                await self.postgres.start()
+                pg = self.postgres
+                self._emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
+            if self.pg_proxy is not None:
+                stack.push_async_callback(self.pg_proxy.close)
+                await self.pg_proxy.start()
+            if self.sink is not None:
+                stack.push_async_callback(self.sink.close)
+                await self.sink.start()
+            if self.holds is not None:
+                stack.callback(self.holds.record_missed)  # once no call can reach a point any more
+            yield
 
-    async def start_balancer(self, stack: contextlib.AsyncExitStack) -> None:
-        """nginx, where the scenario has one (a run's; a contract check calls replica 0 directly);
-        stopped by ``stack``, which then records what nginx re-sent."""
+    @contextlib.asynccontextmanager
+    async def running_balancer(self) -> AsyncIterator[None]:
+        """nginx, where the scenario has one (a run's; a contract check calls replica 0 directly); on the
+        way out it is stopped, and what it re-sent is recorded."""
         if self.nginx is None:
+            yield
             return
-        stack.push_async_callback(self._stop_balancer)
-        await self.nginx.start()
-        self._emit(EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port)
+        try:
+            await self.nginx.start()
+            self._emit(EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port)
+            yield
+        finally:
+            await self._stop_balancer()
 
-    async def start_pod(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
-        """Every replica under its supervisor, ready; the supervising task (it ends, raising, if a pod
-        gives up)."""
+    @contextlib.asynccontextmanager
+    async def running_pods(self) -> AsyncIterator[asyncio.Task[None]]:
+        """Every replica under its supervisor, ready (:meth:`supervise` first); yields the supervising task
+        (it ends, raising, if a pod's supervisor gives up). The pods stop on the way out, also those that
+        never got ready."""
         assert self.supervisors, "supervise() first"
         self.guard_logs()
-        stack.push_async_callback(self.stop_pods)  # before start: a pod that never got ready is stopped too
-        await asyncio.gather(*(s.start() for s in self.supervisors))
-        self._supervise = asyncio.create_task(self._supervise_all())
-        return self._supervise
+        try:
+            await asyncio.gather(*(s.start() for s in self.supervisors))
+            self._supervise = asyncio.create_task(self._supervise_all())
+            yield self._supervise
+        finally:
+            await self.stop_pods()
+
+    @contextlib.asynccontextmanager
+    async def running(self, history: HistoryWriter) -> AsyncIterator[Supervisor]:
+        """The target as a contract check or ``init`` uses it: services, then the pods (no balancer:
+        they call replica 0); yields replica 0's supervisor."""
+        supervisor = self.supervise(history)
+        async with self.running_services(), self.running_pods():
+            yield supervisor
 
     async def _supervise_all(self) -> None:
         """Every replica's supervisor; the first that gives up ends the others and raises."""
@@ -265,7 +291,7 @@ class TargetWiring:
         :meth:`clients`) for HTTP, over the channel the stdio handshake opened for a stdio target."""
         if isinstance(client, McpHttpClient):
             return await client.request(method, params, request_id, timeout=timeout)
-        assert isinstance(self.ready_check, StdioReady), "a client of this wiring, after start_pod()"
+        assert isinstance(self.ready_check, StdioReady), "a client of this wiring, once its pods run"
         channel = self.ready_check.channel
         if channel is None or channel.closed:  # the process is down: the request reached nothing
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED)
@@ -277,9 +303,13 @@ class TargetWiring:
         return Reach(self.pod_url, self.protocol, self.headers, postgres_url, namespace)
 
     async def read_live_effects(self, namespace: str) -> int:
-        """Read a live effect source (PostgreSQL, a read tool, a command) into effects.json now;
-        the number of markers found."""
-        return await final_read(self.scenario.audit.effects, self.run_dir, self.reach(namespace))
+        """The final read of a live effect source (PostgreSQL, a read tool, a command) into effects.json
+        now; the number of markers found."""
+        return await final_read(self.effects, self.run_dir, self.reach(namespace))
+
+    async def read_effects_now(self, namespace: str) -> Sample:
+        """What the effect source holds now, whatever its kind (a checkpoint read's, a contract check's)."""
+        return await read_now(self.effects, self.run_dir, self.reach(namespace))
 
     def _emit(self, event: EventType, **fields: object) -> None:
         if self.history is not None:

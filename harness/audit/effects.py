@@ -1,11 +1,9 @@
-"""Effect sources: where the auditor finds the side effects of each intent, by marker.
+"""The effects an audit looks intents up in: the scenario's effect source as an :class:`EffectTable`.
 
-A SQLite file, a JSON-lines file, the files of a directory and the effect sink's
-record are read here, any time after the run. A PostgreSQL query and a read tool
-of the target need a live service: the runner makes that final read once, at the
-end of the run (``harness.final_read``), into ``effects.json``, which is what the
-auditor reads for them. Whatever the source, rows become counts per marker in one
-place, :func:`count_rows`.
+Each source counts its own effects (:mod:`harness.effects`); a SQLite store, the
+one source whose result can hold millions of markers, is read here in bulk
+instead: its query's result concatenated by SQLite and split by numpy
+(:func:`_sqlite_pieces`), no Python object per row.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,209 +18,22 @@ from typing import Any
 import duckdb
 import numpy as np
 import numpy.typing as npt
-import orjson
 import pyarrow as pa
 
-from harness import rundir
 from harness.audit import store
 from harness.audit.memory import give_back
 from harness.audit.parse import hashes_sql
 from harness.audit.scratch import Scratch
-from harness.audit.store import SEPARATOR, Concatenated, EarlyRead, concatenation, open_store, result_columns
+from harness.audit.store import SEPARATOR, Concatenated, EarlyRead, concatenation, result_columns
+from harness.effects.base import count_rows
+from harness.effects.registry import source_of
+from harness.effects.sql import SqliteSource
+from harness.effects.sqlite_file import open_store
 from harness.errors import AuditError
-from harness.history import excerpt
-from harness.scenario import AUDIT_PLACEHOLDERS, Effects
-from harness.template import render_text
-from harness.workload import MARKER_SHAPE
+from harness.scenario import Effects
 
 EFFECT_BATCH = 1 << 16
 """Markers hashed at once; also the rows of a SQLite part, or of a fetch when read row by row."""
-
-
-def resolve_path(path: str, run_dir: Path) -> str:
-    values = {"data_dir": run_dir / rundir.DATA, "run_dir": run_dir, "scenario_dir": "{scenario_dir}"}
-    return render_text(
-        path, {**values, "postgres_url": "{postgres_url}"}, AUDIT_PLACEHOLDERS, "audit.effects"
-    )
-
-
-def resolve_url(url: str, run_dir: Path, postgres_url: str = "{postgres_url}") -> str:
-    values = {
-        "data_dir": run_dir / rundir.DATA,
-        "run_dir": run_dir,
-        "scenario_dir": "{scenario_dir}",
-        "postgres_url": postgres_url,
-    }
-    return render_text(url, values, AUDIT_PLACEHOLDERS, "audit.effects.sql.url")
-
-
-def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: str) -> Counter[str]:
-    """Effects per marker from a query's rows: a ``marker`` column, and ``effects`` (else 1 per row)."""
-    columns = [c.lower() for c in columns]
-    if "marker" not in columns:
-        raise AuditError(
-            f"the effects query on {source} must return a 'marker' column (and optionally 'effects'); "
-            f"it returned {columns}"
-        )
-    mi = columns.index("marker")
-    counts: Counter[str] = Counter()
-    if "effects" in columns:
-        ei = columns.index("effects")
-        for row in rows:
-            if row[mi] is not None:
-                counts[str(row[mi])] += 0 if row[ei] is None else int(row[ei])  # NULL: no effect
-    else:
-        counts.update(str(row[mi]) for row in rows if row[mi] is not None)
-    return counts
-
-
-def count_effects(effects: Effects, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
-    """Effects per marker, as counted by the scenario's effect source; ``torn`` collects the numbers of
-    the lines of a JSON-lines store that did not parse (a write caught half done)."""
-    if effects.sink is not None:
-        return count_sink_effects(run_dir)
-    if effects.jsonl is not None:
-        path = Path(resolve_path(effects.jsonl.path, run_dir))
-        return count_jsonl(path, effects.jsonl.marker_field, f"audit.effects.jsonl.path {path}", torn=torn)
-    if effects.files is not None:
-        directory = Path(resolve_path(effects.files.dir, run_dir))
-        return count_files(directory, effects.files.pattern, effects.files.marker_in)
-    if effects.collected_at_end:
-        return read_collected(run_dir)
-    assert effects.sql is not None
-    return _sqlite_effects(resolve_url(effects.sql.url, run_dir), effects.sql.query)
-
-
-def read_collected(run_dir: Path) -> Counter[str]:
-    path = run_dir / rundir.COLLECTED
-    if not path.is_file():
-        raise AuditError(
-            f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and this "
-            "run ended before that final read (its history can still be read; its effects cannot)"
-        )
-    try:
-        counts = orjson.loads(path.read_bytes())["effects"]
-        effects = Counter({str(k): int(v) for k, v in counts.items()})
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise AuditError(
-            f"{path} is damaged ({type(exc).__name__}: {excerpt(str(exc), 120)}): it holds the final read "
-            "of effects, which cannot be taken again; restore it from a copy of the run directory"
-        ) from None
-    if any(v < 0 for v in effects.values()):
-        raise AuditError(f"{path} is damaged: it holds a negative count of effects")
-    return effects
-
-
-def count_sink_effects(run_dir: Path) -> Counter[str]:
-    """Effects per marker recorded by the sink of a run (a call deduplicated by its key is not one)."""
-    path = run_dir / rundir.SINK
-    if not path.is_file():
-        raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
-    return count_jsonl(path, "marker", str(path), skip="replay")
-
-
-def count_jsonl(
-    path: Path, marker_field: str, where: str, *, skip: str | None = None, torn: list[int] | None = None
-) -> Counter[str]:
-    """One effect per JSON line, of the marker in ``marker_field``.
-
-    A writer killed mid-line leaves a torn line; the next writer appends to it, so
-    the line holds the torn start and then a whole record. The whole record is
-    counted, the torn part is not (it never became an effect anyone could see).
-    ``torn`` collects the numbers of such lines: a read of a file being rewritten.
-    """
-    if path.is_dir():
-        raise AuditError(f"{where} is a directory; name the JSON-lines file the target writes")
-    if not path.is_file():
-        raise AuditError(
-            f"no effects file at {where} (the target never wrote it: no effects, or another path)"
-        )
-    counts: Counter[str] = Counter()
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            record = _record(raw)
-            if record is None:  # torn: count the whole record appended to it, if there is one
-                if torn is not None:
-                    torn.append(number)
-                record = _appended_record(raw)
-                if record is None:
-                    continue
-            if not isinstance(record, dict) or record.get(marker_field) is None:
-                raise AuditError(f"{path}:{number}: a record without a {marker_field!r} field: {raw[:80]!r}")
-            if skip is not None and record.get(skip) is True:
-                continue
-            counts[str(record[marker_field])] += 1
-    return counts
-
-
-def count_files(directory: Path, pattern: str, marker_in: str) -> Counter[str]:
-    """Markers in the files of a directory: each occurrence in a file's bytes (``content``), or each
-    file whose name holds one (``name``)."""
-    where = f"audit.effects.files.dir {directory}"
-    if not directory.is_dir():
-        raise AuditError(f"{where} is not a directory (the target never made it, or another path)")
-    counts: Counter[str] = Counter()
-    for path in sorted(directory.glob(pattern)):
-        if not path.is_file():
-            continue
-        if marker_in == "name":
-            found = MARKER_SHAPE.findall(path.name.encode())
-        else:
-            try:
-                found = MARKER_SHAPE.findall(path.read_bytes())
-            except OSError as exc:
-                raise AuditError(f"cannot read {path} ({where}): {exc.strerror or exc}") from None
-        counts.update(m.decode() for m in found)
-    return counts
-
-
-def _record(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _appended_record(raw: bytes) -> Any:
-    """The record after a torn write on the same line: the last '{' that starts valid JSON."""
-    start = raw.rfind(b"{")
-    while start > 0:
-        record = _record(raw[start:])
-        if record is not None:
-            return record
-        start = raw.rfind(b"{", 0, start)
-    return None
-
-
-def _grouped(rows: list[tuple[Any, Any]]) -> Counter[str] | None:
-    """The usual GROUP BY result (one row per marker) as a Counter, built in C; None if it is not that."""
-    mapping = dict(rows)
-    had_null = None in mapping
-    mapping.pop(None, None)
-    if len(mapping) + had_null != len(rows):
-        return None  # a marker (or NULL) came twice: the general path adds them up
-    if not all(type(k) is str for k in mapping) or not all(type(v) is int for v in mapping.values()):
-        return None
-    return Counter(mapping)
-
-
-def _sqlite_effects(url: str, query: str) -> Counter[str]:
-    path, db = open_store(url)
-    try:
-        cur = db.execute(query)
-        columns = [d[0].lower() for d in cur.description or ()]
-        if columns == ["marker", "effects"]:
-            grouped = _grouped(cur.fetchall())
-            if grouped is not None:
-                return grouped
-            cur = db.execute(query)
-        return count_rows(columns, cur, str(path))
-    except sqlite3.Error as exc:
-        raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
-    finally:
-        db.close()
 
 
 Hashes = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
@@ -488,9 +298,9 @@ def load_effects(effects: Effects, run_dir: Path, early: EarlyRead | None = None
     concatenation (``early``'s, when it read this store and query: :mod:`harness.audit.store`), or
     row by row when that cannot be split back exactly."""
     try:
-        local = effects.sink is None and effects.jsonl is None and effects.files is None
-        if local and not effects.collected_at_end and effects.sql is not None:
-            url, query = resolve_url(effects.sql.url, run_dir), effects.sql.query
+        source = source_of(effects)
+        if isinstance(source, SqliteSource):
+            url, query = source.url(run_dir), source.query
 
             def pieces(
                 concatenated: bool, early: EarlyRead | None = None
@@ -501,7 +311,7 @@ def load_effects(effects: Effects, run_dir: Path, early: EarlyRead | None = None
                 return EffectTable(pieces(True, early), lambda: (m for m, _ in pieces(True)))
             except _NotConcatenated:
                 return EffectTable(pieces(False), lambda: (m for m, _ in pieces(False)))
-        return EffectTable.of(count_effects(effects, run_dir))
+        return EffectTable.of(source.count(run_dir))
     finally:
         if early is not None:
             early.cancel()  # not taken (another source, or a scenario the guess misread): not needed

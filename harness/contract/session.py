@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from harness import rundir
-from harness.audit.effects import count_effects, read_collected
 from harness.client import McpClient
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult, ToolCall
@@ -90,8 +89,8 @@ class ContractSession:
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(self.history)
             stack.callback(self.wiring.redact_logs)  # once the pod and the services have stopped writing
-            await self.wiring.start_services(stack)
-            await self.wiring.start_pod(stack)
+            await stack.enter_async_context(self.wiring.running_services())
+            await stack.enter_async_context(self.wiring.running_pods())
             (client,) = self.wiring.clients()
             self.client = client
             stack.push_async_callback(client.aclose)
@@ -198,13 +197,8 @@ class ContractSession:
     async def effects(self) -> Counter[str]:
         """Effects per marker now, through the scenario's effect source; none when the source cannot be
         read (a store the server has not made yet: no file, no table), with why in :attr:`source_error`."""
-        effects = self.scenario.audit.effects
         try:
-            if effects.collected_at_end:
-                await self.wiring.read_live_effects(self.namespace)
-                counts = read_collected(self.run_dir)
-            else:
-                counts = await asyncio.to_thread(count_effects, effects, self.run_dir)
+            counts = (await self.wiring.read_effects_now(self.namespace)).counts
         except AuditError as exc:
             self.source_error = exc.message
             return Counter()

@@ -56,6 +56,7 @@ class Injector:
         concurrency: int = 1,
         clock: Callable[[], float] = time.monotonic,
         before_fault: BeforeFault | None = None,
+        load: Load | None = None,
     ) -> None:
         self.schedule = list(schedule)
         self.before_fault = before_fault
@@ -77,8 +78,8 @@ class Injector:
         """Index of the progress-triggered fault the progress loop is on."""
         self.concurrency = concurrency
         self.clock = clock
-        self.load: Load | None = None
-        """The driver's live counters, once there is a driver: what a held fault lands on."""
+        self.load = load
+        """The driver's live counters: what a held fault lands on (none: it lands on nothing)."""
         self._hold_at = hold_points(
             [(f.after_intents or 0, f.hold_dispatch) for f in self._progress_faults],
             workload_size,

@@ -35,9 +35,9 @@ from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult, ToolCall
 from harness.client.readiness import wait_ready
 from harness.client.stdio import StdioClient
+from harness.effects.base import SeenStore
 from harness.errors import TargetError, TargetNotReady
 from harness.history import HistoryWriter, Outcome
-from harness.init.draft import SeenStore
 from harness.pods.factory import target_headers
 from harness.pods.ready import StdioReady
 from harness.pods.watchdog import guard
@@ -177,9 +177,7 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
     async with contextlib.AsyncExitStack() as stack:
         history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY, redact=wiring.redactor.text))
         stack.callback(wiring.redact_logs)  # a log kept for a failed start may quote the token
-        wiring.supervise(history)
-        await wiring.start_services(stack)
-        await wiring.start_pod(stack)
+        await stack.enter_async_context(wiring.running(history))
         (client,) = wiring.clients()
         stack.push_async_callback(client.aclose)
         listed = await _list_tools(

@@ -34,6 +34,9 @@ from harness.catalog import (
     searched_value,
     words,
 )
+from harness.effects.base import Drafted, SeenStore
+from harness.effects.registry import drafts
+from harness.effects.sql import SQL_TODO
 from harness.history import excerpt
 
 MARKER_NAMES = [
@@ -317,64 +320,16 @@ def sample_arguments(arguments: Any) -> Any:
 # -- the effect source
 
 
-@dataclass(frozen=True, slots=True)
-class SeenStore:
-    """A store the server was seen to write, as the scenario names it."""
-
-    kind: str
-    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document) or ``dir`` (a directory)."""
-    where: str
-    """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``."""
-    tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    """Of a SQL store: its tables and their columns."""
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """The drafted ``audit.effects`` section and what the user must still do about it."""
-
-    section: dict[str, Any]
-    todo: str | None
-    why: str
-
-
-SQL_TODO = "TODO: SELECT <column holding the marker> AS marker, COUNT(*) AS effects FROM <table> GROUP BY 1"
-
-
-def choose_source(stores: Sequence[SeenStore], marker: Leaf | None) -> Source:
-    """Where the effects are counted, most specific first: SQL over a table with a column named like the
-    marker's field; a JSON-lines file (by that field); a JSON document or a directory (by the markers in
-    their files); a SQL store whose query is left to write; else a source to fill in."""
+def choose_source(stores: Sequence[SeenStore], marker: Leaf | None) -> Drafted:
+    """Where the effects are counted: the most specific of every effect source's drafts (SQL over a
+    table with a column named like the marker's field; a JSON-lines file by that field; a JSON
+    document or a directory by the markers in their files; a SQL store whose query is left to
+    write); else a source to fill in."""
     field_name = marker.name.lower() if marker else None
-    sql = [s for s in stores if s.kind == "sql"]
-    for store in sql:
-        for table, columns in store.tables.items():
-            column = next((c for c in columns if field_name and c.lower() == field_name), None)
-            if column is not None:
-                query = f'SELECT "{column}" AS marker, COUNT(*) AS effects FROM "{table}" GROUP BY "{column}"'
-                why = f"the server created table {table} with a column {column}, like the marker's field"
-                return Source({"sql": {"url": store.where, "query": query}}, None, why)
-    by_kind = {kind: next((s for s in stores if s.kind == kind), None) for kind in ("jsonl", "json", "dir")}
-    if (jsonl := by_kind["jsonl"]) is not None:
-        section = {"jsonl": {"path": jsonl.where, "marker_field": field_name or "TODO"}}
-        todo = None if field_name else "name the field of each line that holds the marker"
-        return Source(section, todo, f"the server writes the JSON-lines file {jsonl.where}")
-    if (document := by_kind["json"]) is not None:
-        directory, _, name = document.where.rpartition("/")
-        section = {"files": {"dir": directory, "pattern": name, "marker_in": "content"}}
-        return Source(section, None, f"the server keeps its records in the JSON file {document.where}")
-    if sql:
-        listing = "; ".join(f"{t}({', '.join(c)})" for t, c in sql[0].tables.items()) or "no tables yet"
-        return Source(
-            {"sql": {"url": sql[0].where, "query": SQL_TODO}},
-            f"write the query; the store has: {listing}",
-            "the server writes this store",
-        )
-    if (directory_store := by_kind["dir"]) is not None:
-        section = {"files": {"dir": directory_store.where, "pattern": "**/*", "marker_in": "content"}}
-        why = f"the server writes files into the directory {directory_store.where}"
-        return Source(section, None, why)
-    return Source(
+    best = min(drafts(stores, field_name), key=lambda d: d.rank, default=None)
+    if best is not None:
+        return best
+    return Drafted(
         {"sql": {"url": "TODO: sqlite:///{data_dir}/<file> or {postgres_url}", "query": SQL_TODO}},
         "say where the server keeps its effects (a path inside {data_dir} in its command line or "
         "environment is found by init; or use sink, tool, command, jsonl, files: see scenarios/README.md)",

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from harness.catalog import Classified
-from harness.init.draft import Draft, Source
+from harness.effects.base import Drafted
+from harness.init.draft import Draft
 
 
 def _section(name: str, value: Any) -> str:
@@ -64,7 +65,7 @@ def render(
     tools: Sequence[Classified],
     tool: str,
     draft: Draft,
-    source: Source,
+    source: Drafted,
     uses_postgres: bool,
     startup_s: float | None = None,
 ) -> str:

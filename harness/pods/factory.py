@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import rundir
@@ -36,6 +37,87 @@ def placeholder_values(
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A local runtime's pod, its placeholders and ``${VAR}`` filled in: command, environment, log."""
+
+    name: str
+    command: list[str] | None
+    env: dict[str, str]
+    log_path: Path
+
+
+def render_pod(
+    target: TargetSpec,
+    run_dir: Path,
+    port: int,
+    name: str,
+    urls: Mapping[str, str],
+    environ: Mapping[str, str],
+) -> Rendered:
+    values = placeholder_values(target, run_dir=run_dir, port=port, pod=name, urls=urls)
+    env = {
+        k: expand_env(
+            render_text(v, values, TARGET_PLACEHOLDERS, f"target.env.{k}", env_refs=True),
+            environ,
+            f"target.env.{k}",
+        )
+        for k, v in target.env.items()
+    }
+    env[target.port_env] = str(port)
+    command = (
+        [render_text(part, values, TARGET_PLACEHOLDERS, "target.command") for part in target.command]
+        if target.command
+        else None
+    )
+    return Rendered(name, command, env, run_dir / rundir.PODS / f"{name}.log")
+
+
+def _process(target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[str, str], seed: int) -> Pod:
+    assert pod.command is not None
+    return ProcessPod(
+        pod.name, pod.command, {**environ, **pod.env}, pod.log_path, stdio=target.transport == "stdio"
+    )
+
+
+def _docker(target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[str, str], seed: int) -> Pod:
+    assert target.image is not None
+    return DockerPod(
+        pod.name,
+        image=target.image,
+        command=pod.command,
+        env=pod.env,
+        data_dir=run_dir / rundir.DATA,
+        data_mount=target.data_mount,
+        log_path=pod.log_path,
+        run_id=run_dir.name,
+        stdio=target.transport == "stdio",
+    )
+
+
+def _kubernetes(
+    target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[str, str], seed: int
+) -> Pod:
+    # Imported here, not at the top: the official client costs about half a second of imports,
+    # which every command (`--version`, `validate`, `audit`, a run of a local process) would pay.
+    from harness.pods.kubernetes import KubernetesPod
+
+    assert target.kubernetes is not None
+    return KubernetesPod(
+        target.kubernetes,
+        logs_dir=run_dir / rundir.PODS,
+        run_id=run_dir.name,
+        seed=seed,
+        ready_timeout_s=target.ready_timeout_s,
+    )
+
+
+Runtime = Callable[[TargetSpec, Path, Rendered, Mapping[str, str], int], Pod]
+RUNTIMES: dict[str, Runtime] = {"process": _process, "docker": _docker, "kubernetes": _kubernetes}
+"""Every runtime, by ``target.runtime``: a new one is a row here, a ``Pod``, and a case of the
+conformance kit (``tests/integration/test_runtime_conformance.py``)."""
+
+
 def make_pod(
     target: TargetSpec,
     run_dir: Path,
@@ -50,49 +132,13 @@ def make_pod(
 
     ``seed`` picks the victims of kills where a runtime has several pods to choose from (Kubernetes).
     """
-    if target.kubernetes is not None:
-        # Imported here, not at the top: the official client costs about half a second of imports,
-        # which every command (`--version`, `validate`, `audit`, a run of a local process) would pay.
-        from harness.pods.kubernetes import KubernetesPod
-
-        return KubernetesPod(
-            target.kubernetes,
-            logs_dir=run_dir / rundir.PODS,
-            run_id=run_dir.name,
-            seed=seed,
-            ready_timeout_s=target.ready_timeout_s,
-        )
-    values = placeholder_values(target, run_dir=run_dir, port=port, pod=name, urls=urls)
     environ = os.environ if environ is None else environ
-
-    def render(text: str, where: str) -> str:
-        return render_text(text, values, TARGET_PLACEHOLDERS, where)
-
-    env = {
-        k: expand_env(
-            render_text(v, values, TARGET_PLACEHOLDERS, f"target.env.{k}", env_refs=True),
-            environ,
-            f"target.env.{k}",
-        )
-        for k, v in target.env.items()
-    }
-    env[target.port_env] = str(port)
-    command = [render(part, "target.command") for part in target.command] if target.command else None
-    log_path = run_dir / rundir.PODS / f"{name}.log"
-    if target.image is not None:
-        return DockerPod(
-            name,
-            image=target.image,
-            command=command,
-            env=env,
-            data_dir=run_dir / rundir.DATA,
-            data_mount=target.data_mount,
-            log_path=log_path,
-            run_id=run_dir.name,
-            stdio=target.transport == "stdio",
-        )
-    assert command is not None
-    return ProcessPod(name, command, {**environ, **env}, log_path, stdio=target.transport == "stdio")
+    rendered = (
+        Rendered(name, None, {}, run_dir / rundir.PODS / f"{name}.log")
+        if target.kubernetes is not None  # the pods already run, with what the cluster gave them
+        else render_pod(target, run_dir, port, name, urls, environ)
+    )
+    return RUNTIMES[target.runtime](target, run_dir, rendered, environ, seed)
 
 
 def target_headers(target: TargetSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -150,13 +150,10 @@ class Effects(Section):
         return self
 
     @property
-    def collected_at_end(self) -> bool:
-        """Sources read once at the end of the run (into effects.json), not by the auditor."""
-        return (
-            self.tool is not None
-            or self.command is not None
-            or (self.sql is not None and not self.sql.is_sqlite)
-        )
+    def chosen(self) -> tuple[str, Section]:
+        """The one source named: its field and its section (``harness.effects.source_of`` makes it a
+        source)."""
+        return next((name, section) for name in SOURCES if (section := getattr(self, name)) is not None)
 
 
 class CheckpointReads(Section):

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from harness import rundir
-from harness.audit.effects import count_effects
-from harness.final_read import Reach, read_live
+from harness.effects.registry import source_of
+from harness.final_read import Reach, read_now
 from harness.history import (
     CheckpointWhen,
     EventType,
@@ -164,7 +164,7 @@ def test_a_torn_file_erases_what_the_read_after_the_crash_saw(tmp_path: Path) ->
     saw = seen(after)
     assert len(saw) >= 15  # the 19 notes before the torn save, but the line it cut
     assert saw <= set(range(19))
-    final = count_effects(parse_scenario(data).audit.effects, run_dir)
+    final = source_of(parse_scenario(data).audit.effects).count(run_dir)
     markers = result.intents.set_index("intent")["marker"]
     assert all(final[markers[i]] == 0 for i in saw)  # seen, then vanished
     assert all(final[markers[i]] == 1 for i in range(19, 30))  # the retry and what came after
@@ -259,8 +259,8 @@ def test_an_abandoned_command_does_not_outlive_its_read(tmp_path: Path) -> None:
 
     async def abandon() -> int:
         reading = asyncio.create_task(
-            read_live(
-                effects,
+            read_now(
+                source_of(effects),
                 tmp_path,
                 Reach(pod_url="", protocol="", headers={}, postgres_url=None, namespace="x"),
             )

@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from harness import rundir
-from harness.audit.effects import count_sink_effects
+from harness.effects.sink import SinkSource
 from harness.redaction import Redactor
+from harness.scenario import SinkEffects
 from harness.sink import EffectSink
 
 pytestmark = pytest.mark.integration
@@ -50,14 +51,14 @@ def test_the_sink_records_each_calls_key(tmp_path: Path) -> None:
     lines = [orjson.loads(line) for line in (tmp_path / rundir.SINK).read_bytes().splitlines()]
     assert [line.get("key") for line in lines] == ["k1", "k1", "k2", "k2", None, None]
     assert not any("replay" in line for line in lines)
-    assert count_sink_effects(tmp_path) == {"m1": 2, "m2": 2, "m3": 2}
+    assert SinkSource(SinkEffects()).count(tmp_path) == {"m1": 2, "m2": 2, "m3": 2}
 
 
 def test_deduplicating_by_key_answers_a_replay_that_is_no_effect(tmp_path: Path) -> None:
     assert calls(tmp_path, True, POSTS) == [200] * 6  # a replay is answered as the first call was
     lines = [orjson.loads(line) for line in (tmp_path / rundir.SINK).read_bytes().splitlines()]
     assert [line.get("replay", False) for line in lines] == [False, True, False, True, False, False]
-    assert count_sink_effects(tmp_path) == {"m1": 1, "m2": 1, "m3": 2}
+    assert SinkSource(SinkEffects()).count(tmp_path) == {"m1": 1, "m2": 1, "m3": 2}
 
 
 def test_a_token_sent_as_the_key_is_recorded_redacted_and_still_deduplicated(tmp_path: Path) -> None:
@@ -71,4 +72,4 @@ def test_a_token_sent_as_the_key_is_recorded_redacted_and_still_deduplicated(tmp
     assert token not in text
     lines = [orjson.loads(line) for line in text.splitlines()]
     assert [line["key"] for line in lines] == ["***", "***"]
-    assert count_sink_effects(tmp_path) == {"m1": 1}  # the replay is still one
+    assert SinkSource(SinkEffects()).count(tmp_path) == {"m1": 1}  # the replay is still one

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from harness import checkpoints as checkpoints_module
-from harness.checkpoints import Checkpoints, Reader, Sample
+from harness.checkpoints import Checkpoints, Reader
+from harness.effects.base import Sample
 from harness.errors import AuditError, HistoryError, ScenarioError
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, read_history
 from harness.scenario import parse_scenario
@@ -274,7 +275,7 @@ def test_a_read_whose_re_reads_never_agree_is_unstable(tmp_path: Path) -> None:
 def test_a_read_of_a_store_caught_mid_write_says_so(tmp_path: Path) -> None:
     """A JSON-lines store with a line that does not parse: the whole records are counted, and the torn
     line is named (a checkpoint read of it is recorded torn: its absences prove nothing)."""
-    from harness.audit.effects import count_effects
+    from harness.effects.registry import source_of
 
     store = tmp_path / "data" / "notes.jsonl"
     store.parent.mkdir()
@@ -282,5 +283,5 @@ def test_a_read_of_a_store_caught_mid_write_says_so(tmp_path: Path) -> None:
     data = invoice_scenario()
     data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "title"}}}
     torn: list[int] = []
-    counts = count_effects(parse_scenario(data).audit.effects, tmp_path, torn=torn)
+    counts = source_of(parse_scenario(data).audit.effects).count(tmp_path, torn=torn)
     assert (counts, torn) == (Counter({marker(0): 1}), [2])

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from harness.audit import effects as effects_module
 from harness.audit import store as store_module
-from harness.audit.effects import EffectTable, Hashes, count_effects, load_effects
+from harness.audit.effects import EffectTable, Hashes, load_effects
+from harness.effects.registry import source_of
 from harness.errors import AuditError
 from harness.scenario import Effects
 
@@ -47,19 +48,19 @@ EXPECTED = {"a": 1, "b": 2, "c": 3}
     ],
 )
 def test_every_query_shape_counts_the_same(tmp_path: Path, query: str) -> None:
-    assert dict(count_effects(effects(query), store(tmp_path, MEMOS))) == EXPECTED
+    assert dict(source_of(effects(query)).count(store(tmp_path, MEMOS))) == EXPECTED
 
 
 def test_query_without_marker_column(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match="must return a 'marker' column"):
-        count_effects(effects("SELECT memo FROM invoices"), store(tmp_path, MEMOS))
+        source_of(effects("SELECT memo FROM invoices")).count(store(tmp_path, MEMOS))
 
 
 def test_failing_query_and_missing_store(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match="audit query failed"):
-        count_effects(effects("SELECT nope AS marker FROM invoices"), store(tmp_path, MEMOS))
+        source_of(effects("SELECT nope AS marker FROM invoices")).count(store(tmp_path, MEMOS))
     with pytest.raises(AuditError, match="does not exist"):
-        count_effects(effects("SELECT 1 AS marker"), tmp_path / "elsewhere")
+        source_of(effects("SELECT 1 AS marker")).count(tmp_path / "elsewhere")
 
 
 def table_for(tmp_path: Path, query: str, memos: list[str | None]) -> EffectTable:
@@ -102,7 +103,7 @@ def test_the_effect_table_counts_as_the_counter_does(
 
         monkeypatch.setattr(effects_module, "_row_pieces", by_rows)
     try:
-        expected = count_effects(effects(query), store(tmp_path / "counted", memos))
+        expected = source_of(effects(query)).count(store(tmp_path / "counted", memos))
     except AuditError:
         with pytest.raises(AuditError, match="audit query failed"):
             table_for(tmp_path, query, memos)

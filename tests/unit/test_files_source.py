@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from harness import rundir
-from harness.audit.effects import count_effects, count_files
+from harness.effects.files import count_files
+from harness.effects.registry import source_of
 from harness.errors import AuditError
 from harness.scenario import Effects
 
@@ -53,8 +54,8 @@ def test_the_section_resolves_data_dir_and_stays_inside_it(tmp_path: Path) -> No
     effects = Effects.model_validate({"files": {"dir": "{data_dir}"}})
     assert effects.files is not None
     assert (effects.files.pattern, effects.files.marker_in) == ("**/*", "content")
-    assert not effects.collected_at_end  # read offline, like a JSON-lines file
-    assert count_effects(effects, tmp_path) == {A: 1}
+    assert not source_of(effects).live  # read offline, like a JSON-lines file
+    assert source_of(effects).count(tmp_path) == {A: 1}
     for pattern in ("/etc/*", "../*"):
         with pytest.raises(ValidationError, match="must stay inside dir"):
             Effects.model_validate({"files": {"dir": "{data_dir}", "pattern": pattern}})

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.effects.base import SeenStore
 from harness.errors import ScenarioError
 from harness.init import Origin
 from harness.init.connect import probe, store_candidates
-from harness.init.draft import Checked, SeenStore, check_arguments, choose_source, draft_arguments
+from harness.init.draft import Checked, check_arguments, choose_source, draft_arguments
 from harness.scenario import TargetSpec, load_scenario, parse_scenario
 
 INVOICE = {

@@ -42,7 +42,7 @@ def test_a_junit_document_parses_whatever_the_server_said(text: str, name: str) 
 
 
 WRITERS = {
-    ("harness.balancer", "start"): "nginx's own configuration and log",
+    ("harness.balancer", "start"): "nginx's own configuration",
     ("harness.cli.common", "say"): "terminal()",
     ("harness.cli.init", "_ask"): "the harness's question; the tool names went through say",
     ("harness.cli.common", "preflight_call"): "a harness line, then say",
@@ -65,7 +65,7 @@ WRITERS = {
     ("harness.crashpoints.emit", "write_reproducers"): "generated tests",
     ("harness.crashpoints.emit", "write_tests"): "generated tests",
     ("harness.crashpoints.render", "write_reports"): "crashpoints.md: markdown(), the story fenced",
-    ("harness.final_read", "final_read"): "effects.json: counts",
+    ("harness.effects.base", "write_collected"): "effects.json: counts",
     ("harness.history", "__init__"): "HistoryWriter: redact, then excerpt",
     ("harness.otlp", "export_file"): "OTLP JSON of the history's (redacted) ids and enums: json_safe()",
     ("harness.pods.container", "_demultiplex"): "a pod log: redact_logs / the watchdog",
@@ -73,6 +73,7 @@ WRITERS = {
     ("harness.pods.kubernetes", "_save_log"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.kubernetes", "collect_logs"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.process", "start"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.process", "start_logged"): "nginx's own log; PostgreSQL's: redact_logs / the watchdog",
     ("harness.pods.watchdog", "redact_logs"): "the logs, redacted",
     ("harness.pytest_plugin", "pytest_terminal_summary"): "report paths the harness made: terminal()",
     ("harness.report.compare", "write_comparison"): "counts; HTML autoescaped",
@@ -81,7 +82,6 @@ WRITERS = {
     ("harness.report.trend", "write_output"): "numbers",
     ("harness.reproduce", "write_reports"): "numbers",
     ("harness.rundir", "prepare_run_dir"): "the scenario as run: URL passwords masked",
-    ("harness.services", "start"): "PostgreSQL's log: redact_logs / the watchdog",
     ("harness.sink", "start"): "the sink's own records",
 }
 """Every function of the harness that writes a file or prints, and what keeps a server's text safe there."""

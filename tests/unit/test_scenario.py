@@ -350,6 +350,7 @@ def test_the_package_exports_every_name_the_harness_imports() -> None:
         "CrashPoints",
         "Effects",
         "Faults",
+        "FilesEffects",
         "Gate",
         "HoldDispatch",
         "JsonlEffects",

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.catalog import Tool, classify, leaves, obvious_value
-from harness.init.draft import Draft, SeenStore, check_arguments, choose_source, plan_arguments
+from harness.effects.base import SeenStore
+from harness.init.draft import Draft, check_arguments, choose_source, plan_arguments
 from harness.init.render import comment_text, render
 
 SECTIONS = ["name", "seed", "target", "workload", "client", "faults", "audit", "gate"]
@@ -209,17 +210,19 @@ SCALARS = (
         ]
     )
 )
-ANY_JSON = st.recursive(
-    SCALARS,
-    lambda kids: (
-        st.lists(kids, max_size=4)
-        | st.dictionaries(st.sampled_from(KEYWORDS) | st.text(max_size=4), kids, max_size=5)
-    ),
-    max_leaves=40,
-)
-SCHEMA_LIKE = st.recursive(
-    st.fixed_dictionaries({}, optional={k: SCALARS for k in ("type", "$ref", "default", "enum", "const")}),
-    lambda kids: st.fixed_dictionaries(
+
+
+# The extend functions are named functions, not lambdas: Hypothesis reads their source to check they
+# use their argument, and the source of a lambda spread over lines is read unreliably (a warning,
+# an error under filterwarnings = error).
+def _json_of(kids: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(kids, max_size=4) | st.dictionaries(
+        st.sampled_from(KEYWORDS) | st.text(max_size=4), kids, max_size=5
+    )
+
+
+def _schema_of(kids: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries(
         {"type": st.sampled_from(["object", "array", "string"])},
         optional={
             "properties": st.dictionaries(st.sampled_from([*KEYWORDS[-2:], "a", "b"]), kids, max_size=3),
@@ -229,7 +232,13 @@ SCHEMA_LIKE = st.recursive(
             "$ref": st.sampled_from(["#", "#/properties/a", "#/$defs/a", "#/definitions/gone"]),
             "$defs": st.dictionaries(st.just("a"), kids, max_size=1),
         },
-    ),
+    )
+
+
+ANY_JSON = st.recursive(SCALARS, _json_of, max_leaves=40)
+SCHEMA_LIKE = st.recursive(
+    st.fixed_dictionaries({}, optional={k: SCALARS for k in ("type", "$ref", "default", "enum", "const")}),
+    _schema_of,
     max_leaves=25,
 )
 FUZZ = settings(

@@ -13,6 +13,7 @@ from harness import rundir
 from harness.audit import store as store_module
 from harness.audit.effects import load_effects
 from harness.audit.store import EarlyRead, read_early
+from harness.effects.sqlite_file import open_store
 from harness.errors import AuditError
 from harness.scenario import Effects
 
@@ -145,7 +146,7 @@ def test_a_store_a_killed_writer_left_with_a_hot_journal_is_read_as_sqlite_recov
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         readonly.execute("SELECT count(*) FROM t").fetchone()
     readonly.close()
-    _, conn = store_module.open_store(f"sqlite:///{db}")
+    _, conn = open_store(f"sqlite:///{db}")
     try:
         assert conn.execute("SELECT marker, count(*) FROM t GROUP BY marker").fetchall() == [("committed", 1)]
     finally:

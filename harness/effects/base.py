@@ -1,0 +1,200 @@
+"""What every effect source is: the protocol, the live I/O it is given, and what all of them share.
+
+An effect source is where the auditor finds the side effects of each intent,
+counted by marker. Some can be read any time after the run from files in the run
+directory (a SQLite store, a JSON-lines file, a directory, the effect sink's
+record); others need a live service (PostgreSQL, a read tool of the target, a
+command that asks an API), so the run reads them once at its end (the *final
+read*, into ``effects.json``) and the auditor reads that file. Both kinds are also
+read during the run (checkpoint reads) and by contract checks, and ``init``
+drafts a source from the stores it saw a server write.
+
+A source never opens a socket or starts a process itself: a live read is handed
+a :class:`LiveIO` (the run's wiring gives one, :mod:`harness.final_read`), so
+this package stays offline like the auditor that imports it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import orjson
+
+from harness import rundir
+from harness.errors import AuditError
+from harness.history import excerpt
+from harness.scenario import AUDIT_PLACEHOLDERS
+from harness.template import render_text
+
+
+class LiveIO(Protocol):
+    """The network and process I/O a live source's read needs, given by whoever reads it (a run's
+    wiring): the source renders its arguments and reads the answer, the I/O only carries them."""
+
+    @property
+    def namespace(self) -> str:
+        """The run's namespace (a read tool's ``{namespace}``)."""
+        ...
+
+    @property
+    def postgres_url(self) -> str | None:
+        """The harness's PostgreSQL, where the scenario has one (``{postgres_url}``)."""
+        ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The structured content of a tool's answer; AuditError when the call did not succeed."""
+        ...
+
+    async def query(self, url: str, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """A read-only query's column names and rows; AuditError when it fails."""
+        ...
+
+    async def run(self, argv: list[str], timeout_s: float) -> tuple[int, bytes, bytes]:
+        """A command's exit code, standard output and standard error; AuditError when it cannot be
+        started, TimeoutError when it ran longer than ``timeout_s`` (it is then killed)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One look at an effect source: effects per marker, and whether it was caught mid-write."""
+
+    counts: Counter[str]
+    torn: bool = False
+    """Lines of a JSON-lines store did not parse: a rewrite in progress (its absences prove nothing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeenStore:
+    """A store ``init`` saw the server write, as a scenario names it."""
+
+    kind: str
+    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document) or ``dir`` (a directory)."""
+    where: str
+    """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``."""
+    tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Of a SQL store: its tables and their columns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drafted:
+    """An ``audit.effects`` section drafted from a store, what the user must still do, and why."""
+
+    section: dict[str, Any]
+    todo: str | None
+    why: str
+    rank: int = 0
+    """Lower is more specific: ``init`` takes the draft of lowest rank among all sources'."""
+
+
+class EffectSource(abc.ABC):
+    """One kind of effect source (the scenario's ``audit.effects`` section, exactly one of them).
+
+    Subclasses are registered in :mod:`harness.effects` and must pass the conformance kit
+    (``tests/integration/test_source_conformance.py``).
+    """
+
+    kind: ClassVar[str]
+    """Its name in messages and tests: ``sqlite``, ``postgres``, ``sink``, ``jsonl``, ``files``, ``tool``,
+    ``command``."""
+    field: ClassVar[str]
+    """The field of ``audit.effects`` that configures it (``sql`` for both SQL stores)."""
+    live: ClassVar[bool] = False
+    """Read once at the end of a run (the final read, into ``effects.json``): it needs a live service."""
+
+    section: Any
+    """Its section of ``audit.effects`` (each kind names its own type)."""
+
+    def __init__(self, section: Any) -> None:
+        self.section = section
+
+    def describe(self) -> str:
+        """What was read, for ``effects.json`` and messages."""
+        return self.field
+
+    def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
+        """Effects per marker, read from the run directory: the store itself, or for a live source the
+        final read it left (``effects.json``). ``torn`` collects the numbers of lines of a JSON-lines
+        store that did not parse. AuditError, in one line, when it cannot be read."""
+        return read_collected(run_dir)
+
+    async def read_live(self, run_dir: Path, io: LiveIO) -> Counter[str]:
+        """Effects per marker of a live source now, through ``io``; AuditError when it cannot be read."""
+        raise NotImplementedError(f"{self.kind} is read from files, not live")
+
+    @classmethod
+    def drafts(cls, stores: Sequence[SeenStore], marker_field: str | None) -> Iterable[Drafted]:
+        """Sections ``init`` could draft for this kind of source from the stores it saw (none by default:
+        a sink, a read tool and a command are the user's to choose)."""
+        return ()
+
+
+def place(text: str, run_dir: Path, where: str, postgres_url: str | None = None) -> str:
+    """A source's path or URL with its placeholders filled in for ``run_dir`` (``{scenario_dir}`` was
+    resolved when the scenario was loaded; ``{postgres_url}`` is known to a live read only)."""
+    values = {
+        "data_dir": run_dir / rundir.DATA,
+        "run_dir": run_dir,
+        "scenario_dir": "{scenario_dir}",
+        "postgres_url": postgres_url or "{postgres_url}",
+    }
+    return render_text(text, values, AUDIT_PLACEHOLDERS, where)
+
+
+def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: str) -> Counter[str]:
+    """Effects per marker from a query's rows: a ``marker`` column, and ``effects`` (else 1 per row)."""
+    columns = [c.lower() for c in columns]
+    if "marker" not in columns:
+        raise AuditError(
+            f"the effects query on {source} must return a 'marker' column (and optionally 'effects'); "
+            f"it returned {columns}"
+        )
+    mi = columns.index("marker")
+    counts: Counter[str] = Counter()
+    if "effects" in columns:
+        ei = columns.index("effects")
+        for row in rows:
+            if row[mi] is not None:
+                counts[str(row[mi])] += 0 if row[ei] is None else int(row[ei])  # NULL: no effect
+    else:
+        counts.update(str(row[mi]) for row in rows if row[mi] is not None)
+    return counts
+
+
+def read_collected(run_dir: Path) -> Counter[str]:
+    """The final read a live source left in the run directory (``effects.json``)."""
+    path = run_dir / rundir.COLLECTED
+    if not path.is_file():
+        raise AuditError(
+            f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and this "
+            "run ended before that final read (its history can still be read; its effects cannot)"
+        )
+    try:
+        counts = orjson.loads(path.read_bytes())["effects"]
+        effects = Counter({str(k): int(v) for k, v in counts.items()})
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AuditError(
+            f"{path} is damaged ({type(exc).__name__}: {excerpt(str(exc), 120)}): it holds the final read "
+            "of effects, which cannot be taken again; restore it from a copy of the run directory"
+        ) from None
+    if any(v < 0 for v in effects.values()):
+        raise AuditError(f"{path} is damaged: it holds a negative count of effects")
+    return effects
+
+
+def write_collected(run_dir: Path, counts: Counter[str], source: str, collected_at: str) -> None:
+    """Record a final read in the run directory, where :func:`read_collected` finds it."""
+    record = {"source": source, "collected_at": collected_at, "effects": dict(counts)}
+    (run_dir / rundir.COLLECTED).write_bytes(orjson.dumps(record))
+
+
+def whole_count(value: Any) -> int:
+    """A count of effects as a live source gives it; ValueError for anything but a whole number >= 0."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{excerpt(repr(value), 60)} is not a count of effects (a whole number >= 0)")
+    return value

@@ -1,0 +1,33 @@
+"""``audit.effects.sink``: the harness's effect sink, an HTTP downstream the target calls (a payment or
+mail provider's stand-in); each call it recorded is one effect of the marker in its body.
+
+The sink itself is a service of the run (:mod:`harness.sink`); this reads its record,
+``sink.jsonl``, any time after the run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import ClassVar
+
+from harness import rundir
+from harness.effects.base import EffectSource
+from harness.effects.jsonl import count_jsonl
+from harness.errors import AuditError
+from harness.scenario import SinkEffects
+
+
+class SinkSource(EffectSource):
+    """The calls the effect sink recorded; a call it answered as a replay of a key it had seen
+    (``dedupe_by_key``) is recorded, not counted."""
+
+    kind: ClassVar[str] = "sink"
+    field: ClassVar[str] = "sink"
+    section: SinkEffects
+
+    def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
+        path = run_dir / rundir.SINK
+        if not path.is_file():
+            raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
+        return count_jsonl(path, "marker", str(path), skip="replay")
