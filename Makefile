@@ -15,9 +15,10 @@ PYTEST_ARGS ?=
 # Test workers (pytest-xdist): 2 by default, the cores of the machine CI runs on. Most of a test's
 # time is spent waiting on real processes, so more than the cores can pay where tests are short.
 JOBS ?= 2
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 XDIST := -n $(JOBS) --dist loadgroup
 
-.PHONY: chaos reproduce nightly check test lint unit integration quality bench image node servers venv clean
+.PHONY: chaos reproduce nightly matrix check test lint unit integration quality bench image node servers venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +80,14 @@ integration: $(STAMP)
 
 quality: $(STAMP)
 	$(BIN)/pytest tests/quality $(XDIST) --durations=25 $(PYTEST_ARGS)
+
+## The crash points' whole self-check: every PostgreSQL client x protocol era x reply form (45
+## explorations); `make test` runs a covering set of 15 (tests/quality/test_crash_matrix.py says which).
+## Needs the PostgreSQL server (installed from Debian/Ubuntu if missing) and Node for node-postgres.
+matrix: $(STAMP)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null \
+		|| ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq postgresql >/dev/null)
+	MCP_CHAOS_FULL_MATRIX=1 $(BIN)/pytest tests/quality/test_crash_matrix.py $(XDIST) $(PYTEST_ARGS)
 
 ## Benchmarks: harness vs wrk and the SDK client, audit at 1M intents, restarts, reproduce wall time.
 ## Prints PASS/FAIL per goal and rewrites BENCHMARKS.md. Needs wrk (installed from Debian if missing).

@@ -38,6 +38,11 @@ TICK_S = 0.25
 LOCKS = ("*.lock", "*.lck", "LOCK", "*-journal", "*.pid", "lockfile")
 """Names of files that hold a lock (or a transaction in flight) for a process: left behind by a kill,
 they stop the next start."""
+LOCK_SLACK_S = 1.0
+"""How much earlier than the last answer before the fault a lock file may have been written and still
+be the fault's: a file's time is the kernel's coarse clock (a tick behind), and with calls in flight
+the last answer is read a moment after the save that died took its lock (a race that hid the lock
+from a quality test under load)."""
 SCAN_LIMIT = 20_000
 """Entries of the data directory looked at, at most (a store of millions of files is not walked)."""
 LOG_LINES = 20
@@ -139,7 +144,9 @@ class Liveness:
         if silent_s < self.bound_s or supervisor is None or not supervisor.ready.is_set():
             return
         locks = (
-            lock_files(self.data_dir, self._answered_before_restart_wall) if self.data_dir.is_dir() else []
+            lock_files(self.data_dir, self._answered_before_restart_wall - LOCK_SLACK_S)
+            if self.data_dir.is_dir()
+            else []
         )
         self.history.emit(
             EventType.POD_UNAVAILABLE,
