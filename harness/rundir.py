@@ -142,11 +142,15 @@ def own_file(path: Path) -> str | None:
     return None
 
 
-def own_regular_file(path: Path) -> bool:
+def own_regular_file(path: Path, within: Path | None = None) -> bool:
     """Whether ``path`` is a regular file itself, not a link: what the harness writes into a run
     directory. A run directory is data; a link in it (to a file outside, a device, a FIFO) is never
-    followed by what reads it for a report."""
+    followed by what reads it for a report. With ``within`` (the run directory), the file must also
+    be inside it: a folder of the run linked elsewhere (``pods/``), or a name from the history that
+    climbs out (``../``), does not make the harness read a file outside the run."""
     try:
-        return stat.S_ISREG(path.lstat().st_mode)
-    except OSError:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        return within is None or path.resolve().is_relative_to(within.resolve())
+    except (OSError, RuntimeError):
         return False

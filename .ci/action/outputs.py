@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 PLAIN = re.compile(r"[A-Za-z0-9_.+\-]*")
+LIMIT = 64 << 20
+"""The most of summary.json read: a run's is a few kilobytes."""
 
 
 def outputs(summary: dict[str, Any]) -> dict[str, str]:
@@ -46,7 +49,17 @@ def main(argv: list[str]) -> int:
         return 2
     path = Path(argv[1]) / "summary.json"
     try:
-        text = lines(outputs(json.loads(path.read_text(encoding="utf-8"))))
+        if not stat.S_ISREG(path.lstat().st_mode):  # a link, a FIFO or a device: it may never end
+            print(
+                f"outputs.py: {path} is not the file the run wrote (a link, FIFO or device)", file=sys.stderr
+            )
+            return 2
+        with open(path, "rb") as f:
+            raw = f.read(LIMIT + 1)
+        if len(raw) > LIMIT:
+            print(f"outputs.py: {path} is larger than a run's summary ({LIMIT >> 20} MiB)", file=sys.stderr)
+            return 2
+        text = lines(outputs(json.loads(raw.decode("utf-8"))))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         print(f"outputs.py: {path} cannot be read: {exc}", file=sys.stderr)
         return 2

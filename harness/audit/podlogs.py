@@ -90,7 +90,7 @@ def evidence(run_dir: Path, faults: Sequence[PodFault], first: Iterable[int] = (
         fault = faults[index]
         if fault.pod not in logs:
             path = run_dir / rundir.PODS / f"{fault.pod}.log"
-            logs[fault.pod] = _sections(path, LINES) if rundir.own_regular_file(path) else None
+            logs[fault.pod] = _sections(path, LINES) if rundir.own_regular_file(path, run_dir) else None
         sections = logs[fault.pod]
         if sections is None:
             continue

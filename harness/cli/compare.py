@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.cli.common import say
-from harness.cli.outputs import output_file
+from harness.cli.outputs import output_file, writing
 
 if TYPE_CHECKING:
     from harness.cli.options import Commands
@@ -35,5 +35,6 @@ def command(args: argparse.Namespace) -> int:
         say(f"mcp-chaos: warning: {warning}", err=True)
     say(render_comparison(runs))
     if output is not None:
-        write_comparison(output, runs, run_dirs)
+        with writing(output, "-o"):
+            write_comparison(output, runs, run_dirs)
     return 0

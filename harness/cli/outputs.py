@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness import rundir
@@ -51,6 +53,17 @@ def output_file(value: str | None, flag: str, *, makes_dirs: bool = False) -> Pa
     return path
 
 
+@contextlib.contextmanager
+def writing(path: Path, flag: str) -> Iterator[None]:
+    """Around the write of an output a command was asked for (its path checked before any work): a
+    disk that refuses it once the work is done (full, read-only, gone) is a one-line usage error,
+    exit 2, where it was a traceback (exit 1, which reads as a failed gate)."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from None
+
+
 def step_summary_path() -> Path | None:
     """``$GITHUB_STEP_SUMMARY``, checked like any output path, or None where the CI offers none."""
     return output_file(os.environ.get("GITHUB_STEP_SUMMARY"), "GITHUB_STEP_SUMMARY")
@@ -60,5 +73,5 @@ def append_step_summary(path: Path | None, markdown: str) -> None:
     """Append to the CI job's summary page when the CI offers one (GitHub Actions does); the
     Markdown's server text is escaped by its renderer (:func:`harness.report.text.in_markdown`)."""
     if path is not None:
-        with open(path, "a", encoding="utf-8") as summary:
+        with writing(path, "GITHUB_STEP_SUMMARY"), open(path, "a", encoding="utf-8") as summary:
             summary.write(markdown)

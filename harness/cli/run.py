@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness import rundir
 from harness.cli.common import EXIT_GATE_FAILED, drive, preflight_call, say
 from harness.cli.options import add_gate_options, add_scenario_options, overrides
-from harness.cli.outputs import append_step_summary, output_file, step_summary_path
+from harness.cli.outputs import append_step_summary, output_file, step_summary_path, writing
 
 if TYPE_CHECKING:
     from harness.cli.options import Commands
@@ -73,9 +73,11 @@ def command(args: argparse.Namespace) -> int:
     append_step_summary(summary_path, render_step_summary(audit.summary))
     if junit_path is not None:
         junit_xml = run_junit(audit.summary, audit.summary.duration_s)
-        junit_path.write_text(junit_xml, encoding="utf-8")
+        with writing(junit_path, "--junit"):
+            junit_path.write_text(junit_xml, encoding="utf-8")
     if trend_path is not None:
-        trend.append(trend_path, audit, args.trend_as)
+        with writing(trend_path, "--trend"):
+            trend.append(trend_path, audit, args.trend_as)
     say(render_text(audit.summary))
     say(f"\nreport: {run_dir / rundir.REPORT_MD}")
     return 0 if audit.gate_passed else EXIT_GATE_FAILED

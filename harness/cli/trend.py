@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.cli.common import EXIT_GATE_FAILED, say
-from harness.cli.outputs import output_file
+from harness.cli.outputs import output_file, writing
 
 if TYPE_CHECKING:
     from harness.cli.options import Commands
@@ -33,7 +33,8 @@ def command(args: argparse.Namespace) -> int:
     table, moved = trend.render(path)
     say(table)
     if output is not None:
-        trend.write_output(path, output)
+        with writing(output, "-o"):
+            trend.write_output(path, output)
     if moved:
         print(
             "\nthe newest run's interval does not overlap the previous run's: the rate moved", file=sys.stderr

@@ -17,6 +17,9 @@ this package stays offline like the auditor that imports it.
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -167,8 +170,14 @@ def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: st
 
 
 def read_collected(run_dir: Path) -> Counter[str]:
-    """The final read a live source left in the run directory (``effects.json``)."""
+    """The final read a live source left in the run directory (``effects.json``); a link or anything but
+    the file the run wrote there is refused by name, never followed (a target can reach ``{run_dir}``)."""
     path = run_dir / rundir.COLLECTED
+    if os.path.lexists(path) and not rundir.own_regular_file(path, run_dir):
+        raise AuditError(
+            f"{path} is not the file the run wrote (a link, a FIFO or a directory is there): its final read "
+            "of effects cannot be trusted; restore it from a copy of the run directory"
+        )
     if not path.is_file():
         raise AuditError(
             f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and this "
@@ -188,9 +197,20 @@ def read_collected(run_dir: Path) -> Counter[str]:
 
 
 def write_collected(run_dir: Path, counts: Counter[str], source: str, collected_at: str) -> None:
-    """Record a final read in the run directory, where :func:`read_collected` finds it."""
+    """Record a final read in the run directory, where :func:`read_collected` finds it: written to a new
+    file of the run's, then renamed over the name, so a link a target planted there (it can reach
+    ``{run_dir}``) is replaced, never followed to a file outside the run."""
     record = {"source": source, "collected_at": collected_at, "effects": dict(counts)}
-    (run_dir / rundir.COLLECTED).write_bytes(orjson.dumps(record))
+    fd, tmp = tempfile.mkstemp(prefix=".effects-", dir=run_dir)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps(record))
+        os.chmod(tmp, 0o644)  # as every other file of the run (mkstemp makes it 0600)
+        os.replace(tmp, run_dir / rundir.COLLECTED)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def whole_count(value: Any) -> int:

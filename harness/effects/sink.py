@@ -7,6 +7,7 @@ The sink itself is a service of the run (:mod:`harness.sink`); this reads its re
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import ClassVar
@@ -28,6 +29,10 @@ class SinkSource(EffectSource):
 
     def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
         path = run_dir / rundir.SINK
+        if os.path.lexists(path) and not rundir.own_regular_file(path, run_dir):
+            raise AuditError(
+                f"{path} is not the record the effect sink wrote (a link, a FIFO or a directory is there)"
+            )
         if not path.is_file():
             raise AuditError(f"no effect sink record at {path} (did the target call {{sink_url}}?)")
         return count_jsonl(path, "marker", str(path), skip="replay")

@@ -13,6 +13,7 @@ from harness.pods.container import DockerPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
+from harness.scenario.headers import HEADER_VALUE_CONTROL
 from harness.template import TemplateError, expand_env, render_text
 
 
@@ -155,6 +156,11 @@ def target_headers(target: TargetSpec, environ: Mapping[str, str] | None = None)
             raise TemplateError(
                 f"target.headers.{name}: a variable it uses holds a line break or NUL, "
                 "which no header value may carry"
+            )
+        if HEADER_VALUE_CONTROL.search(value) is not None:  # a server answers 400 to every request
+            raise TemplateError(
+                f"target.headers.{name}: a variable it uses holds a control character, "
+                "which no header value may carry (HTTP allows none but a tab)"
             )
     return headers
 

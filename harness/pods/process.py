@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import os
 import signal
+import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,21 @@ def _kill_leftovers() -> None:
 
 
 atexit.register(_kill_leftovers)
+
+
+def append_log(path: Path) -> IO[bytes]:
+    """A pod's log opened to append its output. What runs in the run directory may have put a link (to
+    a file outside the run), a FIFO or a device in its place, or a link in place of its folder: that is
+    removed first, and the file opened without following a link, so the harness never writes (nor
+    blocks) outside the run directory through one."""
+    folder = path.parent
+    if folder.is_symlink():
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(path.lstat().st_mode):
+            path.unlink()
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644), "ab")
 
 
 async def start_logged(argv: Sequence[str], log_path: Path, **kw: Any) -> asyncio.subprocess.Process:
@@ -109,9 +125,8 @@ class ProcessPod:
         if self.running:
             raise RuntimeError(f"pod {self.name} is already running")
         self.starts += 1
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log: IO[bytes]
-        with open(self.log_path, "ab") as log:
+        with append_log(self.log_path) as log:
             log.write(f"--- {self.name}: start #{self.starts} at {time.strftime('%H:%M:%S')} ---\n".encode())
             log.flush()
             try:
@@ -205,6 +220,8 @@ class ProcessPod:
 
     def log_tail(self, lines: int = 20) -> str:
         try:
+            if not stat.S_ISREG(self.log_path.lstat().st_mode):  # a FIFO put there would block the read
+                return "(no log)"
             with open(self.log_path, "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - 16384))

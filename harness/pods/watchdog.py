@@ -32,6 +32,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -123,8 +124,13 @@ def redact_logs(paths: list[Path], redactor: Redactor) -> None:
     if not redactor:
         return
     for path in paths:
+        if path.is_symlink():  # a folder linked elsewhere by what ran: its files are not the run's logs
+            continue
         for log in sorted(path.glob("*.log")) if path.is_dir() else [path]:
             with contextlib.suppress(OSError):
+                # A link (a file outside the run) is never read nor rewritten; a FIFO would block.
+                if not stat.S_ISREG(log.lstat().st_mode):
+                    continue
                 text = log.read_text(encoding="utf-8", errors="surrogateescape")
                 redacted = redactor.text(text)
                 if redacted != text:

@@ -1,5 +1,6 @@
-"""What a scenario gives that becomes part of an HTTP request's head: header names (``target.headers``,
-``client.key_name`` with ``key_in: header``) and tool names (sent as ``Mcp-Name``)."""
+"""What a scenario gives that becomes part of an HTTP request's head: header names and values
+(``target.headers``, ``client.key_name`` with ``key_in: header``), the request line's target
+(``target.path``) and tool names (sent as ``Mcp-Name``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ RESERVED_HEADERS = frozenset(
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """Characters no header value may hold: a line break would end the header and start another."""
+
+HEADER_VALUE_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""What a header value a user writes may not hold: every control character but the tab (RFC 9110's
+field-value allows the tab between words)."""
+
+REQUEST_TARGET_BREAK = re.compile(r"[\x00-\x20\x7f]")
+"""What would end a request line's target (``target.path``) early: a space or a control character."""
 
 
 def _tool_name(value: str) -> str:

@@ -21,7 +21,7 @@ from harness.errors import ScenarioError
 from harness.scenario import bounded_yaml
 from harness.scenario.model import Scenario
 from harness.scenario.overrides import apply_override
-from harness.scenario.placeholders import map_strings
+from harness.scenario.placeholders import Place, map_strings, strings_at
 
 
 def _format_validation_error(source: str, exc: ValidationError) -> str:
@@ -72,7 +72,9 @@ def parse_scenario(
     data = dict(data)
     for assignment in overrides:
         apply_override(data, assignment)
+    written: dict[Place, str] = {}
     if scenario_dir is not None:
+        written = {place: text for place, text in strings_at(data) if "{scenario_dir}" in text}
         data = map_strings(data, lambda s: s.replace("{scenario_dir}", str(scenario_dir)))
     todo = _first_todo({k: v for k, v in data.items() if k != "description"})
     if todo is not None:
@@ -82,6 +84,7 @@ def parse_scenario(
     except ValidationError as exc:
         raise ScenarioError(_format_validation_error(source, exc)) from None
     scenario._scenario_dir = scenario_dir
+    scenario._with_scenario_dir = written
     return scenario
 
 

@@ -15,7 +15,7 @@ from harness.scenario.client import ClientPolicy
 from harness.scenario.effects import Audit
 from harness.scenario.faults import Faults
 from harness.scenario.gate import Gate
-from harness.scenario.placeholders import map_strings
+from harness.scenario.placeholders import Place, map_strings
 from harness.scenario.rules import check_sections
 from harness.scenario.section import Section
 from harness.scenario.services import Services
@@ -55,12 +55,19 @@ class Scenario(Section):
     audit: Audit
     gate: Gate = Field(default_factory=Gate)
     _scenario_dir: Path | None = PrivateAttr(default=None)
+    _with_scenario_dir: dict[Place, str] = PrivateAttr(default_factory=dict)
 
     @property
     def scenario_dir(self) -> Path | None:
         """The directory ``{scenario_dir}`` was resolved to when the scenario was loaded (None: it was
         not): where a reproducer finds the paths the harness, not the user, wrote out."""
         return self._scenario_dir
+
+    @property
+    def with_scenario_dir(self) -> Mapping[Place, str]:
+        """Each string the scenario's file wrote with ``{scenario_dir}``, by its place, as written (the
+        loader resolved those, and only those): what a reproducer writes back, and nothing else."""
+        return self._with_scenario_dir
 
     def __eq__(self, other: object) -> bool:
         """Two scenarios are equal when their fields are: where each was loaded from is not part of it

@@ -16,10 +16,13 @@ others are resolved when they are used:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.template import parse_text
+
+Place = tuple[str | int, ...]
+"""Where a string is in parsed YAML: the keys and list indexes that lead to it."""
 
 TARGET_PLACEHOLDERS = frozenset(
     {"python", "port", "data_dir", "run_dir", "pod", "scenario_dir", "postgres_url", "sink_url"}
@@ -43,4 +46,27 @@ def map_strings(node: Any, change: Callable[[str], str]) -> Any:
         return {k: map_strings(v, change) for k, v in node.items()}
     if isinstance(node, list):
         return [map_strings(v, change) for v in node]
+    return node
+
+
+def strings_at(node: Any, place: Place = ()) -> Iterator[tuple[Place, str]]:
+    """Every string value of parsed YAML with its place (keys unchanged, as :func:`map_strings`)."""
+    if isinstance(node, str):
+        yield place, node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from strings_at(v, (*place, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from strings_at(v, (*place, i))
+
+
+def map_strings_at(node: Any, change: Callable[[Place, str], str], place: Place = ()) -> Any:
+    """:func:`map_strings`, with ``change`` told each string's place."""
+    if isinstance(node, str):
+        return change(place, node)
+    if isinstance(node, dict):
+        return {k: map_strings_at(v, change, (*place, k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [map_strings_at(v, change, (*place, i)) for i, v in enumerate(node)]
     return node

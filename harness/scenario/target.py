@@ -8,7 +8,12 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.scenario.headers import HEADER_NAME, RESERVED_HEADERS
+from harness.scenario.headers import (
+    HEADER_NAME,
+    HEADER_VALUE_CONTROL,
+    REQUEST_TARGET_BREAK,
+    RESERVED_HEADERS,
+)
 from harness.scenario.placeholders import TARGET_PLACEHOLDERS, check_placeholders
 from harness.scenario.section import Section
 
@@ -66,7 +71,13 @@ class KubernetesTarget(Section):
             port = parts.port
         except ValueError:
             port = None
-        if parts.scheme != "http" or not parts.hostname or port is None or not parts.path.startswith("/"):
+        if (
+            parts.scheme != "http"
+            or not parts.hostname
+            or port is None
+            or not parts.path.startswith("/")
+            or REQUEST_TARGET_BREAK.search(v) is not None
+        ):
             raise ValueError(
                 "target.kubernetes.url must be http://HOST:PORT/PATH (the Service's MCP endpoint)"
             )
@@ -156,6 +167,11 @@ class TargetSpec(Section):
                 )
             if any(c in value for c in "\r\n\0"):
                 raise ValueError(f"target.headers.{name}: a header value cannot hold a line break or NUL")
+            if (bad := HEADER_VALUE_CONTROL.search(value)) is not None:
+                raise ValueError(
+                    f"target.headers.{name}: a header value cannot hold the control character "
+                    f"{bad.group()!r} (HTTP allows none but a tab)"
+                )
             check_placeholders(value, frozenset(), f"target.headers.{name}", env_refs=True)
         return v
 
@@ -219,4 +235,9 @@ class TargetSpec(Section):
     def _path_absolute(cls, v: str) -> str:
         if not v.startswith("/"):
             raise ValueError(f"target.path must start with '/', got {v!r}")
+        if (bad := REQUEST_TARGET_BREAK.search(v)) is not None:
+            raise ValueError(
+                f"target.path {v!r} holds {bad.group()!r}: it is sent in the request line, where a space "
+                "or a control character would end it (a line break would start a header); percent-encode it"
+            )
         return v

@@ -129,3 +129,26 @@ def test_the_image_input_runs_the_target_from_the_image(tmp_path: Path, docker_i
     assert as_run["target"]["image"] == docker_image
     assert as_run["target"]["command"] is None
     assert (out["duplicates"], out["headline"]) == ("1", "duplicate")
+
+
+@pytest.mark.parametrize("kind", ["link-to-dev-zero", "fifo"])
+def test_outputs_of_a_summary_that_is_no_file_of_the_run_are_refused_at_once(
+    tmp_path: Path, kind: str
+) -> None:
+    """A summary.json linked to /dev/zero was read for ever (a FIFO: waited for a writer for ever), and the
+    step with it: outputs.py reads the file the run wrote, or names what is there instead."""
+    summary = tmp_path / "summary.json"
+    if kind == "fifo":
+        os.mkfifo(summary)
+    else:
+        summary.symlink_to("/dev/zero")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "action" / "outputs.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == f"outputs.py: {summary} is not the file the run wrote (a link, FIFO or device)\n"

@@ -261,3 +261,66 @@ def test_an_export_to_a_full_disk_is_a_one_line_error(
     assert main(["export-otlp", str(good_run), "--file", "/dev/full"]) == 5
     err = capsys.readouterr().err
     assert err == "mcp-chaos: error: cannot write the spans to /dev/full: No space left on device\n"
+
+
+@pytest.mark.parametrize("way", ["pods-folder-linked-out", "pod-name-climbing-out"])
+def test_a_pod_log_reached_out_of_the_run_is_not_quoted(
+    way: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the log itself was checked for a link: with ``pods/`` a link to a folder elsewhere, or a
+    history whose faults name the pod ``../../elsewhere/pod-0``, the audit quoted that folder's
+    ``pod-0.log`` into report.md, report.html and summary.json."""
+    data = invoice_scenario(mode="atomic", intents=8, kills={"count": 1, "hold_dispatch": True})
+    run_dir = run_scenario(data, tmp_path / "results").run_dir
+    log = (run_dir / "pods" / "pod-0.log").read_text()
+    started = [line for line in log.splitlines() if line.startswith("--- pod-0: start")]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    text = f"{started[0]}\nERROR: OUTSIDE-THE-RUN line one\n{started[1]}\nERROR: OUTSIDE again\n"
+    (elsewhere / "pod-0.log").write_text(text)
+    if way == "pods-folder-linked-out":
+        shutil.rmtree(run_dir / "pods")
+        (run_dir / "pods").symlink_to(elsewhere)
+    else:
+
+        def climb(event: dict[str, object]) -> None:
+            if event.get("pod") == "pod-0":
+                event["pod"] = "../../../elsewhere/pod-0"
+
+        _rewrite(run_dir, climb)
+        assert (run_dir / "pods" / "../../../elsewhere/pod-0.log").resolve() == elsewhere / "pod-0.log"
+    assert main(["audit", str(run_dir)]) == 0
+    for report in ("summary.json", "report.md", "report.html"):
+        assert "OUTSIDE" not in (run_dir / report).read_text(), report
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["compare", "run"])
+def test_an_output_the_disk_refuses_after_the_work_is_a_one_line_error(
+    command: str, good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare -o /dev/full``, ``run --junit /dev/full`` (and ``crashpoints --json``, ``contract
+    --junit``, ``trend -o``) ended in an OSError traceback once the work was done, exit 1."""
+    if command == "compare":
+        argv = ["compare", str(good_run), str(good_run), "-o", "/dev/full"]
+        flag = "-o"
+    else:
+        scenario = tmp_path / "s.yaml"
+        scenario.write_text(orjson.dumps(invoice_scenario(intents=2)).decode())
+        argv = [
+            "run",
+            str(scenario),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-preflight",
+            "--junit",
+            "/dev/full",
+        ]
+        flag = "--junit"
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.splitlines()[-1]
+        == f"mcp-chaos: error: {flag} /dev/full: cannot be written (No space left on device)"
+    )
+    assert "Traceback" not in err

@@ -8,6 +8,7 @@ leaves its process group; effect sources with torn or garbage content.
 
 from __future__ import annotations
 
+import base64
 import re
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import pytest
@@ -74,6 +76,19 @@ def test_a_variable_that_would_inject_a_header_is_refused(tmp_path: Path) -> Non
     assert proc.stderr.strip() == (
         "mcp-chaos: error: target.headers.Authorization: a variable it uses holds a line break or NUL, "
         "which no header value may carry"
+    )
+
+
+def test_a_variable_with_a_control_character_is_refused_before_any_request(tmp_path: Path) -> None:
+    """``\\x01`` (or DEL) expanded into a header was sent: the server answered 400 to every request and
+    the run ended in "did not answer server/discover" (exit 3), naming the server, not the variable."""
+    data = invoice_scenario()
+    data["target"]["headers"] = {"Authorization": "Bearer ${HOSTILE_TOKEN}"}
+    proc, _ = cli(tmp_path, data, "run", env={"HOSTILE_TOKEN": "abcd\x01ef"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "mcp-chaos: error: target.headers.Authorization: a variable it uses holds a control character, "
+        "which no header value may carry (HTTP allows none but a tab)"
     )
 
 
@@ -354,3 +369,157 @@ def cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+
+
+def on_postgres(mode: str, **target: Any) -> dict[str, Any]:
+    """A hostile PostgreSQL mode, its effects counted in PostgreSQL (or at the effect sink, or by its
+    read tool, as the test sets ``audit``)."""
+    data = hostile(mode, **target)
+    data["target"]["env"] = {"DB": "{postgres_url}", "DATA": "{data_dir}"}
+    data["workload"]["arguments"] = {"memo": "{marker}"}
+    data["services"] = {"postgres": {}}
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    return data
+
+
+def forms(secret: str) -> list[str]:
+    """A secret as a server's SQL, headers and the harness's files would carry it."""
+    json_form = orjson.dumps(secret).decode()
+    return [secret, json_form[1:-1], base64.b64encode(secret.encode()).decode(), quote(secret, safe="")]
+
+
+@pytest.mark.postgres
+def test_a_token_a_server_commits_or_sends_as_a_downstream_key_is_written_nowhere(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The server writes its token into its INSERT's literals (raw, base64, URL-encoded, JSON) and
+    sends it as its downstream's Idempotency-Key: the crash points captured both raw into the history,
+    summary.json, report.md, crashpoints.md, --json, the reproducers and the terminal, and the sink
+    into sink.jsonl."""
+    token = "tok-LIVE-9f8e7d6c5b4a"
+    data = on_postgres("pg_token")
+    data["target"]["env"].update(TOKEN="${HOSTILE_TOKEN}", SINK="{sink_url}")
+    data["audit"] = {"effects": {"sink": {"marker_field": "marker", "dedupe_by_key": True}}}
+    emitted, table = tmp_path / "emitted", tmp_path / "table.json"
+    args = ["crashpoints", "--repeat", "1", "--max-points", "2", "--emit", str(emitted), "--json", str(table)]
+    proc, _ = cli(tmp_path, data, *args, env={"HOSTILE_TOKEN": token})
+    assert proc.returncode == 1, proc.stderr  # the token as everyone's key: the sink took each call once
+    (run_dir,) = (tmp_path / "r").iterdir()
+    history = (run_dir / "history.jsonl").read_text()
+    assert """VALUES ($1, '*** *** *** \\"***\\"')""" in history  # captured, and redacted
+    assert '"key":"***"' in (run_dir / "sink.jsonl").read_text()
+    written = [p for p in [*run_dir.rglob("*"), *emitted.iterdir(), table] if p.is_file()]
+    assert {"crashpoints.md", "summary.json", "report.md", "sink.jsonl"} <= {p.name for p in written}
+    assert list(emitted.glob("crashpoint-*.yaml"))
+    for form in forms(token):
+        assert form not in proc.stdout + proc.stderr, form
+        assert not [p for p in written if form.encode() in p.read_bytes()], form
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["pg_leak", "pg_lock"])
+def test_a_pod_that_holds_postgresql_cannot_cost_the_run_its_final_read(
+    mode: str, tmp_path: Path, postgres_server: None
+) -> None:
+    """A pod that leaks connections until PostgreSQL refuses more ("too many clients"), or that holds an
+    exclusive lock on the table the effects query reads: the final read shared PostgreSQL with the
+    live pod and failed (exit 4, the run's results lost) or waited ready_timeout_s + 60 s for the lock."""
+    data = on_postgres(mode, ready_timeout_s=10)
+    proc, took = cli(tmp_path, data, "run", "--no-preflight", process=True)
+    assert proc.returncode == 0, proc.stderr
+    assert took < 40
+    (run_dir,) = (tmp_path / "r").iterdir()
+    collected = [e for e in read_history(run_dir / "history.jsonl") if e["type"] == "effects_collected"]
+    assert collected == [{**collected[0], "markers": 3}]
+    if mode == "pg_leak":  # it did leak: PostgreSQL turned it away
+        assert "too many clients" in (run_dir / "postgres.log").read_text()
+
+
+@pytest.mark.postgres
+def test_the_final_read_does_not_wait_for_a_pod_its_supervisor_gave_up_on(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The pod cannot start again after its kill (max_restarts 1): the read tool's final read waited
+    ready_timeout_s + 60 s for it all the same (a run that failed at 2 s exited at 90 s)."""
+    data = on_postgres("pg_once", max_restarts=1, ready_timeout_s=10)
+    data["workload"]["intents"] = 6
+    data["client"]["max_attempts"] = 3
+    data["faults"] = {"kill": {"count": 1, "hold_dispatch": True}}
+    data["audit"] = {"effects": {"tool": {"tool": "count_invoices"}}}
+    proc, took = cli(tmp_path, data, "run", "--no-preflight", process=True)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "mcp-chaos: error: the final read of effects failed: pod pod-0 is down for good "
+        "(its supervisor gave up on it)"
+    )
+    assert took < 30
+
+
+def test_an_emit_directory_in_a_folder_no_one_may_write_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Found unwritable after the whole exploration, it ended in a traceback and no table."""
+    data = on_postgres("pg_token")
+    proc, _ = cli(tmp_path, data, "crashpoints", "--emit", "/proc/self/emit")
+    assert proc.returncode == 2
+    assert (
+        proc.stderr
+        == "mcp-chaos: error: --emit /proc/self/emit: cannot be made (No such file or directory)\n"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["crashpoints", "--repeat", "100000"],
+            "100000 tries per point: an exploration makes 1 to 100 (--repeat)",
+        ),
+        (
+            ["contract", "--only", "crash_points", "--crash-repeat", "100000"],
+            "--crash-repeat 100000, --crash-max-points 8: the crash_points check makes 1 to 100 tries per "
+            "point, at 1 to 64 points",
+        ),
+    ],
+    ids=["crashpoints", "contract"],
+)
+def test_tries_out_of_range_are_one_line_naming_the_flag_before_any_work(
+    args: list[str], message: str, tmp_path: Path, postgres_server: None
+) -> None:
+    """``crashpoints --repeat 100000`` named ``target.max_restarts``, then announced the 100000 tries
+    before refusing them; ``contract --crash-repeat 100000`` started the target and reported the check
+    as "could not finish", pointing at the target's log."""
+    proc, _ = cli(tmp_path, on_postgres("pg_token"), *args)
+    assert proc.returncode == 2
+    assert proc.stderr == f"mcp-chaos: error: {message}\n"
+    assert not (tmp_path / "r").exists()
+
+
+PLANTER = (
+    "import os, sys; run_dir, victim, server = sys.argv[1:4]; "
+    "log = os.path.join(run_dir, 'pods', 'pod-0.log'); "
+    "os.path.islink(log) or (os.unlink(log), os.symlink(victim, log)); "
+    "os.execv(sys.executable, [sys.executable, server])"
+)
+
+
+def test_a_pod_log_the_target_links_out_of_the_run_is_neither_written_nor_rewritten(
+    run: Run, tmp_path: Path
+) -> None:
+    """A server that puts a link to a file of the user's in place of its own log: each restart appended
+    the pod's output to that file, and the redaction of the logs rewrote it with its secrets masked."""
+    secret = "tok-LIVE-9f8e7d6c5b4a"
+    victim = tmp_path / "netrc"
+    victim.write_text(f"machine example.com password {secret}\n")
+    data = invoice_scenario(mode="atomic", intents=6, kills={"count": 1, "hold_dispatch": True})
+    server = data["target"]["command"][1]
+    data["target"]["command"] = ["{python}", "-c", PLANTER, "{run_dir}", str(victim), server]
+    data["target"]["env"]["TOKEN"] = "${HOSTILE_TOKEN}"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HOSTILE_TOKEN", secret)
+        result = run(data)
+    assert result.summary.injected(FaultKind.KILL) == 1  # restarted once: its log opened again
+    assert victim.read_text() == f"machine example.com password {secret}\n"

@@ -198,3 +198,24 @@ def test_counts_read_in_bulk_are_the_numbers_sqlite_wrote(
 def test_counts_that_are_not_whole_numbers_are_read_row_by_row(text: bytes) -> None:
     with pytest.raises(effects_module._NotConcatenated):
         effects_module._numbers(text, 2)
+
+
+def test_a_final_read_replaces_a_link_planted_in_its_place_and_never_follows_one(tmp_path: Path) -> None:
+    """A target can reach ``{run_dir}``: a link it puts where effects.json goes must not make the final
+    read write a file outside the run, nor the audit read one."""
+    from collections import Counter
+
+    from harness.effects.base import read_collected, write_collected
+    from harness.errors import AuditError
+
+    run_dir, outside = tmp_path / "run", tmp_path / "precious.txt"
+    run_dir.mkdir()
+    outside.write_text("keep me")
+    (run_dir / "effects.json").symlink_to(outside)
+    with pytest.raises(AuditError, match="is not the file the run wrote"):
+        read_collected(run_dir)
+    write_collected(run_dir, Counter({"m": 2}), "sql", "now")
+    assert outside.read_text() == "keep me"
+    assert not (run_dir / "effects.json").is_symlink()
+    assert read_collected(run_dir) == {"m": 2}
+    assert [p.name for p in run_dir.iterdir()] == ["effects.json"]  # no temporary file left
