@@ -120,6 +120,12 @@ class Checkpoints:
         taken = await self._steady_read()
         return lambda: self._record(CheckpointWhen.BEFORE_FAULT, pod, self.history.next_seq + 1, taken)
 
+    async def before_call(self, pod: str) -> None:
+        """Read now, before the next call of an exploration starts (one call at a time: the store is at
+        rest), and record it: what a crash in that call may lose of the calls before."""
+        taken = await self._steady_read()
+        self._record(CheckpointWhen.BEFORE_CALL, pod, None, taken)
+
     def after_restart(self, pod: str, ready_seq: int) -> None:
         """``pod`` is ready again after it died: read in a task of its own, so the supervisor goes
         on watching the pod (a crash during the read is seen when it happens)."""
@@ -222,7 +228,7 @@ class Checkpoints:
             return _Read(first.seen, None, took, REREADS, torn=first.torn, began=began)
         return _Read(seen[-1], None, took, REREADS, unstable=True, began=began)
 
-    def _record(self, when: CheckpointWhen, pod: str, fault_seq: int, taken: _Read) -> None:
+    def _record(self, when: CheckpointWhen, pod: str, fault_seq: int | None, taken: _Read) -> None:
         found = taken.seen.fields() if taken.seen is not None else {"error": taken.error}
         steady: dict[str, object] = {"rereads": taken.rereads} if taken.rereads else {}
         if taken.unstable:

@@ -30,7 +30,7 @@ import itertools
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -82,6 +82,7 @@ class Driver:
         enough: Callable[[], bool] | None = None,
         on_attempt: Callable[[Outcome, float], None] | None = None,
         stats: DriverStats | None = None,
+        before_intent: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -101,6 +102,8 @@ class Driver:
         has been tried); the intents left are then not started."""
         self.on_attempt = on_attempt
         """Told each attempt's outcome and how long it took (the liveness watch)."""
+        self.before_intent = before_intent
+        """Awaited before each intent starts (an exploration's read of the store, one call at a time)."""
         self.stopped: str | None = None
         """Why the run stopped starting intents and retrying (:meth:`stop`)."""
         self.stats = DriverStats(planned=len(workload)) if stats is None else stats
@@ -150,6 +153,8 @@ class Driver:
             self.stats.dispatched += 1
             if self.on_dispatch is not None:
                 self.on_dispatch(self.stats.dispatched)
+            if self.before_intent is not None:
+                await self.before_intent()
             await self._perform(intent, worker, client)
 
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:

@@ -115,6 +115,8 @@ class EventType(enum.StrEnum):
     CRASH_POINT = "crash_point"
     CRASH_PLAN = "crash_plan"
     POD_UNAVAILABLE = "pod_unavailable"
+    DATA_ROLLED_BACK = "data_rolled_back"
+    """A crash planned as a power loss: the data directory rolled back to what was durable (``changed``)."""
     RUN_ENDED = "run_ended"
 
 
@@ -269,6 +271,9 @@ class CheckpointWhen(enum.StrEnum):
     """Just before an injected kill or rollout step, the pod still up: what it had stored by then."""
     AFTER_RESTART = "after_restart"
     """Once a pod that died (killed or crashed) was ready again: what survived its restart."""
+    BEFORE_CALL = "before_call"
+    """Before each call of a crash-point exploration (one at a time, the store at rest): what was stored
+    by then, which a crash in the call may lose (and, if it is missing, what was never stored)."""
 
 
 @dataclass(frozen=True, slots=True)

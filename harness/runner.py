@@ -336,11 +336,22 @@ class _Run:
             enough=self.wiring.holds.exhausted if self.wiring.holds is not None else None,
             on_attempt=self.liveness.attempt,
             stats=self.stats,
+            before_intent=self._before_call(),
         )
         try:
             yield
         finally:
             await _close_clients([c for mine in clients for c in mine])
+
+    def _before_call(self) -> Callable[[], Awaitable[None]] | None:
+        """An exploration reads the store before each call (what a crash in it may lose of the calls
+        before it, and what they never stored); an ordinary run does not."""
+        crash = self.scenario.faults.crash_points
+        checkpoints = self.checkpoints
+        if checkpoints is None or crash is None or crash.explore is None:
+            return None
+        pod = self.supervisor.pod.name
+        return lambda: checkpoints.before_call(pod)
 
     @contextlib.asynccontextmanager
     async def _injecting(self) -> AsyncIterator[None]:

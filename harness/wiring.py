@@ -12,9 +12,11 @@ applied to the logs the target and services wrote once they have stopped.
 
 With ``faults.crash_points`` the wiring also holds the run's hold points
 (``harness.crashpoints.holds``): ``{postgres_url}`` then names a PostgreSQL proxy
-that can hold commits, the sink reports each call to them, and they kill
-replica 0 through its supervisor. A run puts a fault proxy in front of the
-pod that reports each tool call.
+that can hold commits, the sink reports each call to them, the file tracer each
+file operation on the pod's data directory (``harness.crashpoints.fsholds``, a
+service that seizes each instance of the pod as it starts and rolls the data
+back after a power loss), and they kill replica 0 through its supervisor. A run
+puts a fault proxy in front of the pod that reports each tool call.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
+from harness.crashpoints.fsholds import FileTracer
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.effects.base import Sample
@@ -128,6 +131,8 @@ class TargetWiring:
         self.supervisor: Supervisor | None = None
         """Replica 0's supervisor: the pod a contract check restarts, and the final read's."""
         self.supervisors: list[Supervisor] = []
+        self.files: FileTracer | None = None
+        """The file tracer of a run whose crash points trace files (made with the supervisors)."""
         self._supervise: asyncio.Task[None] | None = None
         self._pods_stopped = False
 
@@ -155,6 +160,11 @@ class TargetWiring:
                 )
             )
         self.supervisor = self.supervisors[0]
+        crash = self.scenario.faults.crash_points
+        if self.holds is not None and crash is not None and crash.traces_files():
+            self.files = FileTracer(self.run_dir / rundir.DATA, self.holds, history, self.run_dir.name)
+            self.supervisor.on_started = self.files.attach
+            self.supervisor.before_restart = self.files.after_crash
         if self.holds is not None:
             supervisor = self.supervisor
             self.holds.attach(
@@ -183,6 +193,9 @@ class TargetWiring:
                 await self.sink.start()
             if self.holds is not None:
                 stack.callback(self.holds.record_missed)  # once no call can reach a point any more
+            if self.files is not None:
+                (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
+                await stack.enter_async_context(self.files.running())
             yield
 
     @contextlib.asynccontextmanager

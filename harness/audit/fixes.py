@@ -80,14 +80,16 @@ FIXES: dict[tuple[str, str], Fix] = {
     ),
     (Verdict.LOST, "vanished"): Fix(
         "effects the store held were gone after a pod restart: the store is not crash-safe",
-        "write a temporary file, fsync, rename; never start from empty on a parse error",
+        "write a temporary file, fsync it, rename it, fsync the directory; never start from empty on a "
+        "parse error",
     ),
     (Verdict.LOST, "lost_across_restart"): Fix(
         "acknowledged, then the pod went down, and the effect was gone after the restart; no read saw "
         "it stored, and none before the fault showed it missing: the store did not keep it across the "
         "restart",
-        "acknowledge only what is durable (commit, or fsync and rename) and never start from empty on a "
-        "store that does not parse; the checkpoint reads (audit.checkpoints) show when it went",
+        "acknowledge only what is durable (commit, or fsync, rename and fsync the directory) and never "
+        "start from empty on a store that does not parse; the checkpoint reads (audit.checkpoints) show "
+        "when it went",
     ),
     (Verdict.LOST, "error_as_success"): Fix(
         "a failure was answered as a success: the reply reads as an error and nothing was stored",

@@ -23,16 +23,20 @@ def add(sub: Commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters, init's throwaway
+    """Remove what a SIGKILLed harness left: its temporary PostgreSQL clusters, file tracers' copies of
+    what was durable, init's throwaway
     directories and audits' temporary files (which belong to no run: only without ``--run``), and
     containers (by label)."""
     from harness.audit import scratch
+    from harness.crashpoints.fsholds import remove_stale_shadows
     from harness.init.connect import remove_stale_probes
     from harness.pods.container import docker_client, remove_containers
     from harness.services import remove_stale_clusters
 
     for path in remove_stale_clusters(args.run):
         print(f"removed temporary PostgreSQL cluster {path}")
+    for path in remove_stale_shadows(args.run):
+        print(f"removed a file tracer's copy of what was durable {path}")
     for path in remove_stale_probes() if args.run is None else ():
         print(f"removed init's temporary directory {path}")
     for path in scratch.remove_stale() if args.run is None else ():

@@ -13,7 +13,7 @@ from harness import rundir
 from harness.arguments import ids, pairs
 from harness.cli.common import EXIT_GATE_FAILED, drive, say
 from harness.cli.options import add_scenario_options, overrides
-from harness.cli.outputs import output_file
+from harness.cli.outputs import output_file, writing
 from harness.errors import UsageError
 
 if TYPE_CHECKING:
@@ -51,6 +51,11 @@ def add(sub: Commands) -> None:
         default=8,
         metavar="N",
         help="crash_points: points explored at most, the call's own first (default 8)",
+    )
+    contract.add_argument(
+        "--crash-power-loss",
+        action="store_true",
+        help="crash_points: also crash each point as a power loss where the call writes files",
     )
     contract.add_argument(
         "--token-budget", type=int, default=4000, help="catalog: most o200k_base tokens (default 4000)"
@@ -101,6 +106,7 @@ def command(args: argparse.Namespace) -> int:
     )
     from harness.runner import check_environment
     from harness.scenario import load_scenario
+    from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
 
     scenario = load_scenario(args.scenario, overrides(args))
     junit_path, json_path = output_file(args.junit, "--junit"), output_file(args.json, "--json")
@@ -113,6 +119,13 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"--handle-wait {args.handle_wait:g}: give the seconds to wait, 0 or more")
     if args.crash_repeat < 1 or args.crash_max_points < 1:
         raise UsageError("--crash-repeat and --crash-max-points must be at least 1")
+    if args.crash_repeat > MAX_REPEAT or args.crash_max_points > MAX_POINTS:
+        # Found by the check itself, it was an error "the check could not finish" pointing at the
+        # target's log, and named the flags of `crashpoints`.
+        raise UsageError(
+            f"--crash-repeat {args.crash_repeat}, --crash-max-points {args.crash_max_points}: the "
+            f"crash_points check makes 1 to {MAX_REPEAT} tries per point, at 1 to {MAX_POINTS} points"
+        )
     if args.catalog_cost and (args.only or args.skip):
         raise UsageError("--catalog-cost measures the catalog and runs no check; drop --only and --skip")
     run_dir = rundir.prepare_run_dir(
@@ -137,15 +150,19 @@ def command(args: argparse.Namespace) -> int:
         handle_wait_s=args.handle_wait,
         crash_repeat=args.crash_repeat,
         crash_max_points=args.crash_max_points,
+        crash_power_loss=args.crash_power_loss,
         on_result=progress,
     )
     results = drive(checking, [])
     seconds = time.monotonic() - started
     write_reports(run_dir, results, scenario=scenario.name, seconds=seconds)
     if junit_path is not None:
-        junit_path.write_text(junit(results, scenario=scenario.name, seconds=seconds), encoding="utf-8")
+        with writing(junit_path, "--junit"):
+            junit_path.write_text(junit(results, scenario=scenario.name, seconds=seconds), encoding="utf-8")
     if json_path is not None:  # the document write_reports wrote as contract.json
-        json_path.write_bytes((run_dir / CONTRACT_JSON).read_bytes())
+        document = (run_dir / CONTRACT_JSON).read_bytes()
+        with writing(json_path, "--json"):
+            json_path.write_bytes(document)
     say(terminal_table(results))
     say(f"\n{summary_line(results, seconds)}\nreport: {run_dir / CONTRACT_MD}")
     return 0 if all_kept(results) else EXIT_GATE_FAILED

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness.arguments import ids
 from harness.cli.common import EXIT_GATE_FAILED, drive, say
 from harness.cli.options import add_scenario_options, overrides
-from harness.cli.outputs import output_dir, output_file
+from harness.cli.outputs import output_dir, output_file, writing
 from harness.errors import ScenarioError, UsageError
 
 if TYPE_CHECKING:
@@ -31,6 +31,12 @@ def add(sub: Commands) -> None:
         default=8,
         metavar="N",
         help="points explored at most, the call's own first, then its retries' (default 8)",
+    )
+    crash.add_argument(
+        "--no-power-loss",
+        action="store_true",
+        help="crash each point as a process kill only (by default, where the call writes files in its "
+        "data directory, also as a power loss: the data rolled back to what was durable)",
     )
     crash.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     crash.add_argument(
@@ -69,28 +75,31 @@ def command(args: argparse.Namespace) -> int:
     only = ids(args.only) or None
     if only is not None:
         args.max_points = max(args.max_points, len(only))
-    sys.stderr.write(
-        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
-        f"{'try' if args.repeat == 1 else 'tries'} per point\n"
-    )
     planned = crash_explore.prepare(
         scenario,
         Path(args.results),
         repeat=args.repeat,
         max_points=args.max_points,
+        power_loss=not args.no_power_loss,
         only=only,
         run_id=args.run_id,
+    )  # refuses tries, points or --only out of range: the line below never announces what will not run
+    sys.stderr.write(
+        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
+        f"{'try' if args.repeat == 1 else 'tries'} per point\n"
     )
     progress = None if args.quiet else 1.0
     found = drive(crash_explore.explore(planned, progress_interval_s=progress), [planned.run_dir])
     report = crash_render.write_reports(found)
+    say(crash_render.render_terminal(found))  # first: an output the disk refuses costs no table
+    print(f"report: {report}", flush=True)
     if json_path is not None:
-        json_path.write_text(crash_render.json_text(found), encoding="utf-8")
+        with writing(json_path, "--json"):
+            json_path.write_text(crash_render.json_text(found), encoding="utf-8")
     if emit is not None:
-        for path in crash_emit.write_tests(found, emit):
-            sys.stderr.write(f"wrote {path}\n")
-    say(crash_render.render_terminal(found))
-    print(f"report: {report}")
+        with writing(emit, "--emit"):
+            for path in crash_emit.write_tests(found, emit):
+                sys.stderr.write(f"wrote {path}\n")
     if found.findings or found.unavailable:
         return EXIT_GATE_FAILED
     if found.inconclusive and not args.allow_inconclusive:

@@ -65,6 +65,9 @@ class Options:
     """Tries per hold point of the crash_points check (--crash-repeat): one keeps the contract short."""
     crash_max_points: int = 8
     """Paths the crash_points check explores at most (--crash-max-points)."""
+    crash_power_loss: bool = False
+    """The crash_points check also crashes each point as a power loss where the call writes files
+    (--crash-power-loss): twice the tries, so asked for."""
 
 
 @dataclass(slots=True)

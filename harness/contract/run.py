@@ -36,6 +36,7 @@ async def run_contract(
     handle_wait_s: float = 5.0,
     crash_repeat: int = 1,
     crash_max_points: int = 8,
+    crash_power_loss: bool = False,
     on_result: Callable[[CheckResult, float], None] | None = None,
 ) -> list[CheckResult]:
     """Start the target once and run the checks in order; each result as it comes."""
@@ -48,6 +49,7 @@ async def run_contract(
         handle_wait_s=handle_wait_s,
         crash_repeat=crash_repeat,
         crash_max_points=crash_max_points,
+        crash_power_loss=crash_power_loss,
     )
     results = []
     redactor = session.wiring.redactor

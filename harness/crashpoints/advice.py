@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult
-from harness.crashpoints.points import Point, PointKind
+from harness.crashpoints.points import FILE_KINDS, Crash, Point, PointKind
 from harness.history import Verdict
 from harness.sanitize import bounded
 
@@ -55,10 +55,76 @@ def _writes(exploration: Exploration, point: Point) -> str:
     return _quoted(exploration.details.get(point.name, {}).get("statements") or [])
 
 
+DURABLE_FIX = (
+    "Write the new state to a temporary file, fsync it, rename it over the old one and fsync the "
+    "directory; at start-up never read a file that does not parse as empty (refuse to start)"
+)
+
+
+def _durability(exploration: Exploration) -> str:
+    """What the clean call's file operations leave undone, said as the reason a power loss loses."""
+    ops = [p for p in exploration.clean if p.kind in FILE_KINDS]
+    synced_dir = [i for i, p in enumerate(ops) if p.kind is PointKind.FS_FSYNC and p.label in (".", "")]
+    journals = [
+        i for i, p in enumerate(ops) if p.kind is PointKind.FS_UNLINK and (p.label or "").endswith("-journal")
+    ]
+    if journals and not any(i > journals[-1] for i in synced_dir):
+        return (
+            "it commits by deleting its rollback journal and does not fsync the directory after (SQLite's "
+            "synchronous=FULL in rollback-journal mode): after a power loss the journal is back, hot, and "
+            "rolls the last commit back. Use PRAGMA synchronous=EXTRA, or journal_mode=WAL with "
+            "synchronous=FULL"
+        )
+    if not any(p.kind is PointKind.FS_FSYNC for p in ops):
+        return (
+            "it never fsyncs what it writes, so nothing it wrote since the last time the directory was "
+            f"durable survives a power loss. {DURABLE_FIX}"
+        )
+    for i, p in enumerate(ops):
+        if p.kind is not PointKind.FS_RENAME or not p.label:
+            continue
+        source, _, target = p.label.partition(" -> ")
+        if not any(q.kind is PointKind.FS_FSYNC and q.label == source for q in ops[:i]):
+            return (
+                f"it renames {source} over {target} without fsync of {source} first: after a power loss "
+                f"{target} may hold none of the new bytes. {DURABLE_FIX}"
+            )
+        if not any(j > i for j in synced_dir):
+            return (
+                f"it renames {source} over {target} and does not fsync the directory after, so the rename "
+                f"is not durable: a power loss brings back the old {target}. {DURABLE_FIX}"
+            )
+    return (
+        "what it acknowledged was not all durable when it answered (a file written after its last fsync, "
+        f"or a name made without its directory's fsync). {DURABLE_FIX}"
+    )
+
+
+def _file_advice(exploration: Exploration, result: PointResult) -> str | None:
+    """What a loss at a file operation or after a power loss says about how the server writes its files."""
+    point = result.path[-1]
+    wiped = sum(len(v) for v in result.wiped.values())
+    earlier = f" and {wiped} intents acknowledged before it were lost" if wiped else ""
+    if point.crash is Crash.POWER_LOSS:
+        lost = earlier or " the call was lost"
+        return f"After a power loss at {point.operation}{lost}: {_durability(exploration)}."
+    if point.kind in FILE_KINDS:
+        label = point.label or "its file"
+        return (
+            f"A crash at {point.name} ({label}) left the store half written{earlier}: the server read what "
+            f"the crash left as its whole state. {DURABLE_FIX}."
+        )
+    if wiped:
+        return f"A crash at {point.name} lost {wiped} intents acknowledged before it. {DURABLE_FIX}."
+    return None
+
+
 def advice(exploration: Exploration, result: PointResult) -> str:
     """What the finding at ``result``'s point says about the target, and what to change there."""
     finding = result.finding
     point = result.path[-1]
+    if finding is Verdict.LOST and (told := _file_advice(exploration, result)) is not None:
+        return told
     held = _held(exploration, result)
     here = _quoted(held.get("statements") or [])
     later = _later(exploration, point)

@@ -12,32 +12,34 @@ The pytest file (``--emit DIR``) is the regression test a user commits beside
 the fix: it runs the reproducer through the harness's public API and asserts
 that every intent took effect exactly once. So both are written to be committed:
 no path of this machine in them that the user did not write. The scenario was
-loaded with ``{scenario_dir}`` resolved; each path the loader wrote out for it
-becomes ``{scenario_dir}/<the way from the reproducer's directory>`` again,
+loaded with ``{scenario_dir}`` resolved; each string the user wrote with it is
+written so again, ``{scenario_dir}/<the way from the reproducer's directory>``,
 which the harness resolves against the reproducer's own directory when it loads
 it, from any working directory. Every other value is kept as it ran (a path the
-user wrote out is theirs). The test finds its scenario beside itself.
+user wrote out is theirs, even one inside the scenario's directory). The test
+finds its scenario beside itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.scenario import Scenario, parse_scenario
 from harness.scenario.model import scenario_yaml
-from harness.scenario.placeholders import map_strings
+from harness.scenario.placeholders import Place, map_strings_at
 
 FAIL_ON = ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
 
 
 def reproducer_name(result: PointResult) -> str:
-    """``crashpoint-db_commit-2.yaml``; a path of two joins its points with ``-then-``."""
-    return "crashpoint-" + "-then-".join(p.name.replace("#", "-") for p in result.path) + ".yaml"
+    """``crashpoint-db_commit-2.yaml`` (``crashpoint-fs_write-3-power_loss.yaml``); a path of two joins its
+    points with ``-then-``."""
+    names = (p.name.replace("#", "-").replace("@", "-") for p in result.path)
+    return "crashpoint-" + "-then-".join(names) + ".yaml"
 
 
 NAME_LIMIT = 64
@@ -72,24 +74,32 @@ def reproducer(scenario: Scenario, result: PointResult, intents: int) -> Scenari
     return parse_scenario(data, source="the reproducer of " + scenario.name)
 
 
-def portable(data: Any, scenario_dir: Path | None, directory: Path) -> Any:
-    """``data`` with each path the loader wrote out for ``{scenario_dir}`` (``scenario_dir``, as a whole
-    path component) written as ``{scenario_dir}/...`` again, relative to ``directory``, where the
-    reproducer is. Nothing else is rewritten: a path the user wrote out is theirs, and rewriting every
-    path that existed changed what the reproducer's SQL counted and where its command wrote."""
-    if scenario_dir is None:
+def portable(data: Any, scenario: Scenario, directory: Path) -> Any:
+    """``data`` (a dump of a scenario derived from ``scenario``) with each string the user wrote with
+    ``{scenario_dir}`` written so again, the placeholder now the way from ``directory``, where the
+    reproducer is, to the scenario's directory. Only those strings, found by their place and their
+    value as loaded: a path the user wrote out (even inside the scenario's directory, or in a SQL
+    literal) is theirs, and rewriting it changed what the reproducer sent and what its query counted."""
+    scenario_dir, written = scenario.scenario_dir, scenario.with_scenario_dir
+    if scenario_dir is None or not written:
         return data
     way = os.path.relpath(os.path.realpath(scenario_dir), os.path.realpath(directory))
     placeholder = "{scenario_dir}" if way == "." else "{scenario_dir}/" + way
-    written_out = re.compile(re.escape(str(scenario_dir)) + r"(?![^/\s'\"])")
-    return map_strings(data, lambda text: written_out.sub(lambda _: placeholder, text))
+
+    def back(place: Place, text: str) -> str:
+        as_written = written.get(place)
+        if as_written is None or text != as_written.replace("{scenario_dir}", str(scenario_dir)):
+            return text  # not the user's {scenario_dir}, or no longer the value that ran there
+        return as_written.replace("{scenario_dir}", placeholder)
+
+    return map_strings_at(data, back)
 
 
 def reproducer_text(scenario: Scenario, result: PointResult, intents: int, directory: Path) -> str:
     """The reproducer's YAML, to be written into ``directory``: the values that ran, with
     ``{scenario_dir}`` where the user's scenario had it."""
     made = reproducer(scenario, result, intents).model_dump(mode="json")
-    data = portable(made, scenario.scenario_dir, directory)
+    data = portable(made, scenario, directory)
     # Loaded as `mcp-chaos run` will load it, from its directory: an error now, not in the user's CI.
     parse_scenario(data, source="the reproducer of " + scenario.name, scenario_dir=directory.resolve())
     return scenario_yaml(data)

@@ -23,6 +23,7 @@ What the exploration changes of the scenario, and why:
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from collections import Counter
@@ -35,7 +36,7 @@ from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.auditing import audit_and_report
 from harness.crashpoints.plan import labelled
-from harness.crashpoints.points import MAX_DEPTH, Point, PointKind, parse_path, path_name
+from harness.crashpoints.points import FILE_KINDS, MAX_DEPTH, Point, PointKind, parse_path, path_name
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError, UsageError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
@@ -45,15 +46,16 @@ from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
 
 RETRY_EVERY_S = 0.1
 """The exploration's backoff: what a retry waits for is the pod's restart, not a pause."""
-DETAILS = ("statements", "wrote", "autocommit", "label", "nth", "key", "replayed")
+DETAILS = ("statements", "wrote", "autocommit", "label", "nth", "key", "replayed", "paths")
 """What a ``crash_point`` event says of its point beyond its name."""
 
 
 def hold_points(scenario: Scenario) -> list[str]:
     """Where the harness can hold this target's work: ``db_commit`` when it writes to the harness's
     PostgreSQL (``{postgres_url}``, through the proxy that holds commits), ``downstream`` when it calls
-    the effect sink (``{sink_url}``). ``request`` and ``response`` are always there, and tell nothing of
-    what a crash leaves half done."""
+    the effect sink (``{sink_url}``), ``fs`` when it runs as a process whose file operations on its data
+    directory can be traced (unless ``faults.crash_points.files`` says not to). ``request`` and
+    ``response`` are always there, and tell nothing of what a crash leaves half done."""
     target = scenario.target
     texts = [*(target.command or ()), *target.env.values()]
     found = []
@@ -61,6 +63,9 @@ def hold_points(scenario: Scenario) -> list[str]:
         found.append("db_commit")
     if scenario.audit.effects.sink is not None and any("{sink_url}" in t for t in texts):
         found.append("downstream")
+    crash = scenario.faults.crash_points
+    if target.runtime == "process" and (crash is None or crash.files):
+        found.append("fs")
     return found
 
 
@@ -78,15 +83,16 @@ def unexplorable(scenario: Scenario) -> str | None:
         return (
             "no hold point: the target neither reaches the harness's PostgreSQL ({postgres_url} in "
             "target.command or target.env, with services.postgres) nor calls its effect sink ({sink_url}, "
-            "with audit.effects.sink), so no crash can be held where its work becomes durable (request and "
-            "response alone prove nothing); give it one of those, or crash it at a failpoint with "
-            "crash_window (--crash-env)"
+            "with audit.effects.sink), and its file operations are not traced (a Docker target, or "
+            "faults.crash_points.files: false), so no crash can be held where its work becomes durable "
+            "(request and response alone prove nothing); give it one of those, or crash it at a failpoint "
+            "with crash_window (--crash-env)"
         )
     return None
 
 
 def exploring_scenario(
-    scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None
+    scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None, power_loss: bool = True
 ) -> Scenario:
     """The scenario as the exploration runs it (see the module's docstring); UsageError for tries or
     points out of range, named as the command line asks for them (the scenario's fields derived from
@@ -98,7 +104,9 @@ def exploring_scenario(
     data = retry_quickly(scenario, kills=MAX_DEPTH * max_points * repeat)
     # Each path may need its tries twice over (a try its call did not take is tried again).
     data["workload"].update(intents=1 + 2 * max_points * repeat, concurrency=1)
-    data["faults"] = {"crash_points": {"explore": {"repeat": repeat, "max_points": max_points, "only": only}}}
+    files = scenario.faults.crash_points.files if scenario.faults.crash_points is not None else True
+    explore = {"repeat": repeat, "max_points": max_points, "only": only, "power_loss": power_loss}
+    data["faults"] = {"crash_points": {"explore": explore, "files": files}}
     data["gate"] = {}
     return parse_scenario(data, source="the exploration of " + scenario.name)
 
@@ -139,6 +147,9 @@ class PointResult:
     verdicts: Counter[str] = field(default_factory=Counter)
     """The proven tries' verdicts: the only ones a finding is read from."""
     unproven_verdicts: Counter[str] = field(default_factory=Counter)
+    wiped: dict[str, list[int]] = field(default_factory=dict)
+    """Per verdict, intents acknowledged before a proven try here and lost to its crash (a store the
+    crash tore or rolled back, read as empty): the crash's damage beside the held intent's own."""
     held: dict[int, list[Held]] = field(default_factory=dict)
     """Per try, its holds: what each held commit committed (its statements), a downstream call's key."""
     unavailable: str | None = None
@@ -159,8 +170,9 @@ class PointResult:
 
     @property
     def finding(self) -> Verdict | None:
-        """The worst verdict its proven tries got, if it is a retry-safety violation."""
-        return next((v for v in FINDINGS if self.verdicts[v.value]), None)
+        """The worst verdict its proven tries got, or earlier intents lost to their crashes, if it is a
+        retry-safety violation."""
+        return next((v for v in FINDINGS if self.verdicts[v.value] or self.wiped.get(v.value)), None)
 
     @property
     def inconclusive(self) -> str | None:
@@ -173,10 +185,12 @@ class PointResult:
         return f"{self.name}: {len(self.proven)} of {self.repeat} tries proven; {'; '.join(reasons)}"
 
     def example(self, verdicts: dict[int, str]) -> int:
-        """The intent whose story is told: the first proven try with the finding (else the first try)."""
+        """The intent whose story is told: the first proven try with the finding, else the first intent its
+        crashes wiped (else the first try)."""
         finding = self.finding
         if finding is not None:
-            return next(i for i in self.proven if verdicts[i] == finding.value)
+            held = next((i for i in self.proven if verdicts[i] == finding.value), None)
+            return held if held is not None else self.wiped[finding.value][0]
         return (self.proven or self.intents)[0]
 
 
@@ -209,6 +223,8 @@ class Exploration:
     ended: str | None = None
     """How the run ended when it did not complete (a deadline, an interrupt)."""
     max_points: int = 8
+    clean_intent: int = 0
+    """The clean call's intent: 0, or 1 where intent 0 warmed up a fresh file store."""
 
     @property
     def findings(self) -> list[PointResult]:
@@ -275,9 +291,12 @@ def prepare(
     max_points: int,
     only: list[str] | None = None,
     run_id: str | None = None,
+    power_loss: bool = True,
 ) -> Planned:
     """The exploring scenario and a new run directory for it under ``results_dir``."""
-    exploring = exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=only)
+    exploring = exploring_scenario(
+        scenario, repeat=repeat, max_points=max_points, only=only, power_loss=power_loss
+    )
     run_dir = rundir.prepare_run_dir(results_dir, exploring, run_id)
     return Planned(scenario, exploring, run_dir, repeat, only, max_points)
 
@@ -304,14 +323,17 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
     verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True)) if judged else {}
     effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True)) if judged else {}
     evidence = read_evidence(read_history(run_dir / rundir.HISTORY))
+    wiped_by = _wiped(table, evidence.tries) if judged else {}
     answered = clean_call(evidence.windows)
     clean = clean_points(answered)
     details = {ev["point"]: {k: v for k, v in ev.items() if k in DETAILS} for ev in answered}
-    if verdicts.get(0) != Verdict.EXACTLY_ONCE.value:
+    clean_intent = evidence.clean_intent
+    if verdicts.get(clean_intent) != Verdict.EXACTLY_ONCE.value and clean_intent not in wiped_by:
         raise PreflightError(
-            f"crashpoints: the clean call (intent 0, nothing held) was {verdicts.get(0, 'never made')}, "
-            f"with {effects.get(0, 0)} effects; it must succeed and be counted once before crashes can be "
-            f"judged (see {run_dir / rundir.REPORT_MD})"
+            f"crashpoints: the clean call (intent {clean_intent}, nothing held) was "
+            f"{verdicts.get(clean_intent, 'never made')}, with {effects.get(clean_intent, 0)} effects; it "
+            "must succeed and be counted once before crashes can be judged "
+            f"(see {run_dir / rundir.REPORT_MD})"
         )
     results: dict[str, PointResult] = {}
     plan = evidence.plan
@@ -319,18 +341,25 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
         results[name] = PointResult(labelled(parse_path(name), labels), repeat)
     clean_calls: Counter[str] = Counter()
     for intent in sorted(verdicts):
+        own = verdicts[intent]
+        if intent in wiped_by:  # stored, then lost to a later try's crash: that point's damage
+            crashed = evidence.tries[wiped_by[intent]]
+            results.setdefault(crashed.path_name, PointResult(crashed.path, repeat)).wiped.setdefault(
+                own, []
+            ).append(intent)
+            own = Verdict.EXACTLY_ONCE.value
         one = evidence.tries.get(intent)
         if one is None:
-            clean_calls[verdicts[intent]] += 1
+            clean_calls[own] += 1
             continue
         result = results.setdefault(one.path_name, PointResult(one.path, repeat))
         result.held[intent] = one.held
         if one.why is None:
             result.proven.append(intent)
-            result.verdicts[verdicts[intent]] += 1
+            result.verdicts[own] += 1
         else:
             result.unproven[intent] = one.why
-            result.unproven_verdicts[verdicts[intent]] += 1
+            result.unproven_verdicts[own] += 1
     stuck = _unavailable_at(results, evidence.tries, audit)
     return Exploration(
         scenario=scenario,
@@ -346,12 +375,40 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
         seconds=time.monotonic() - started,
         skipped=plan.skipped if plan is not None else [],
         deferred=plan.deferred if plan is not None else [],
-        bypassed=bypassed(clean, details, effects.get(0, 0)),
+        bypassed=bypassed(clean, details, effects.get(clean_intent, 0)),
         ended=None
         if evidence.status == RunStatus.COMPLETED.value or stuck
         else _ended(evidence.status, evidence.reason),
         max_points=planned.max_points,
+        clean_intent=clean_intent,
     )
+
+
+_KILL = re.compile(r"^kill#([0-9]+) ")
+
+
+def _wiped(table: Any, tries: dict[int, Try]) -> dict[int, int]:
+    """Intents stored and then lost to the crash of a later proven try, each with that try's intent: the
+    auditor saw them stored (the exploration reads the store before each call) and blames their loss on
+    that try's kill (``vanished``, ``vanished_after``). An intent no read saw stored is not one: its loss
+    may be its own call's (a key recorded before an effect that never came)."""
+    if "vanished_after" not in table.columns or "cause" not in table.columns:
+        return {}
+    owners = {number: t.intent for t in tries.values() if t.why is None for number in t.kills}
+    wiped = {}
+    rows = zip(
+        table["intent"].tolist(),
+        table["verdict"].tolist(),
+        table["cause"].tolist(),
+        table["vanished_after"].tolist(),
+        strict=True,
+    )
+    for intent, verdict, cause, blamed in rows:
+        match = _KILL.match(str(blamed or ""))
+        owner = owners.get(int(match[1])) if match else None
+        if verdict == Verdict.LOST.value and cause == "vanished" and owner is not None and owner != intent:
+            wiped[int(intent)] = owner
+    return wiped
 
 
 def _unavailable_at(results: dict[str, PointResult], tries: dict[int, Try], audit: AuditResult) -> bool:
@@ -380,12 +437,13 @@ def bypassed(clean: tuple[Point, ...], details: dict[str, dict[str, Any]], effec
     if effects == 0:
         return None
     for point in clean:
-        if point.kind is PointKind.DOWNSTREAM:
+        if point.kind is PointKind.DOWNSTREAM or point.kind in FILE_KINDS - {PointKind.FS_FSYNC}:
             return None
         if point.kind is PointKind.DB_COMMIT and details.get(point.name, {}).get("wrote") != "no":
             return None
     return (
         f"the store changed ({effects} effect of the clean call) while the harness saw no commit of the "
-        "call that wrote: the target does not write through {postgres_url} (or {sink_url}), so its "
-        "commits cannot be held; connect it to the store through the placeholder"
+        "call that wrote: the target does not write through {postgres_url} (or {sink_url}), nor in its "
+        "data directory ({data_dir}), so its commits cannot be held; connect it to the store through the "
+        "placeholder, or keep its files in {data_dir}"
     )

@@ -1,9 +1,10 @@
 """The hold controller: counts each attempt's points, records them, and kills the pod at a planned one.
 
-Three places report to it, each the moment its point is reached: the fault proxy
+Four places report to it, each the moment its point is reached: the fault proxy
 (a call's request is at the server's door; the server's JSON-RPC answer is back),
-the PostgreSQL proxy (a transaction committed) and the effect sink (it recorded a
-call). Points are counted per attempt, between the request reaching the server
+the PostgreSQL proxy (a transaction committed), the effect sink (it recorded a
+call) and the file tracer (a durable file operation is about to run:
+:mod:`harness.crashpoints.fsholds`). Points are counted per attempt, between the request reaching the server
 and its answer (its *window*): so ``db_commit#2`` is the same commit in every
 try, and what the pod does at start-up, or a readiness probe, is never a point.
 That needs one call at a time, which the scenario model enforces. A planned
@@ -41,7 +42,7 @@ from typing import Any, Protocol
 
 from harness.crashpoints.pgwire import Commit, Wrote
 from harness.crashpoints.plan import ExplorePlan, FixedPlan
-from harness.crashpoints.points import COUNTED, Point, PointKind, nth_with, path_name, reached
+from harness.crashpoints.points import COUNTED, Crash, Point, PointKind, nth_with, path_name, reached
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.scenario import CrashPoints
 
@@ -77,7 +78,7 @@ class HoldPoints:
         self.plan: Plan = (
             FixedPlan((h.at, h.intents, h.commits) for h in crash.holds)
             if explore is None
-            else ExplorePlan(explore.repeat, explore.max_points, explore.only)
+            else ExplorePlan(explore.repeat, explore.max_points, explore.only, power_loss=explore.power_loss)
         )
         self.generation = 0
         """Bumped at every kill: connections of an older generation belong to a pod that is dying."""
@@ -96,6 +97,8 @@ class HoldPoints:
         self._pid: Callable[[], int | None] = lambda: None
         self._killed_pid: int | None = None
         self._told: tuple[int, int, int] = (0, 0, 0)
+        self._power_loss = False
+        """The last kill at a point was planned as a power loss, and its rollback has not been taken."""
 
     def attach(
         self,
@@ -203,6 +206,17 @@ class HoldPoints:
         """The sink recorded a call (``replayed``: deduplicated by its key); True: hold the reply."""
         return self._reached(PointKind.DOWNSTREAM, {"key": key, "replayed": replayed})
 
+    # -- the file tracer (harness.crashpoints.fsholds.FileHolds)
+    def fs_op(self, kind: str, paths: list[str]) -> bool:
+        """A durable file operation (``write``, ``fsync``, ...) on ``paths`` of the data directory is about
+        to run; True: the pod was killed before it."""
+        return self._reached(PointKind(f"fs_{kind}"), {"paths": paths}, " -> ".join(paths))
+
+    def take_power_loss(self) -> bool:
+        """Whether the last kill at a point was planned as a power loss (once: the rollback takes it)."""
+        planned, self._power_loss = self._power_loss, False
+        return planned
+
     # -- the run's end
     def record_missed(self) -> None:
         """A ``fault_missed`` for every intent that reached the server but not every point of its path."""
@@ -240,7 +254,12 @@ class HoldPoints:
             )
         path = w.path
         done = self._done.setdefault(w.intent, 0)
-        held = done < len(path) and reached(path[done], w.points) and self._strike(point)
+        held = False
+        if done < len(path) and reached(path[done], w.points):
+            crashed = replace(point, crash=path[done].crash)  # named as planned: a kill or a power loss
+            held = self._strike(crashed)
+            if held:
+                point = crashed
         if held:
             self._done[w.intent] = done + 1
         elif kind is PointKind.RESPONSE:
@@ -255,12 +274,15 @@ class HoldPoints:
         return held
 
     def _strike(self, point: Point) -> bool:
-        """Cut the pod off from the harness's services and kill it; False if it was not running."""
+        """Cut the pod off from the harness's services and kill it; False if it was not running. A power
+        loss is the kill, and the rollback of its data directory before the pod starts again."""
         assert self._kill is not None
         generation, pid = self.generation, self._pid()
         self.generation += 1  # before the kill: nothing the pod sends from now on gets through
+        self._power_loss = point.crash is Crash.POWER_LOSS
         if not self._kill(trigger=f"crash point {point.name}", point=point.name):
             self.generation = generation
+            self._power_loss = False
             return False
         self._killed_pid = pid  # the fence: until another pod has started (none where the pid is unknown)
         self.kills += 1
@@ -274,9 +296,11 @@ class HoldPoints:
         if history is None or told == self._told:
             return
         self._told = told
+        clean = getattr(plan, "clean_intent", None)
         history.emit(
             EventType.CRASH_PLAN,
             planned=[_described(p) for p in plan.planned],
             skipped=[_described(p) for p in plan.skipped],
             deferred=[_described(p) for p in plan.deferred],
+            **({"clean_intent": clean} if clean else {}),
         )

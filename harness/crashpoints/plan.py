@@ -6,7 +6,10 @@ carries: every intent it names is held along one path. An exploring plan
 as the run goes, one intent at a time:
 
 1. intent 0 is the clean call: nothing is held, and the points its answered
-   attempt passed are the points of the call (``request``, ``db_commit#1``, ...);
+   attempt passed are the points of the call (``request``, ``db_commit#1``, ...).
+   Where it wrote files, it is a warm-up instead and intent 1 the clean call: the
+   first call on a fresh store makes what every later call finds (the file, the
+   database), so its points are not those of the calls that follow;
 2. each of those points is then held in ``repeat`` intents, in the call's order;
 3. when a retry after a hold at a point is answered, the points it committed at
    (``db_commit``, ``downstream``: the retry's own commits) become paths of two,
@@ -18,6 +21,15 @@ as the run goes, one intent at a time:
    call took another path: it committed differently, or its answer was no answer
    to the tool) is tried again, at most ``repeat`` more times per path, so that a
    point gets its ``repeat`` proven tries where it can.
+
+Where the call wrote files (the file tracer's points) and ``power_loss`` is asked
+for, each single point is planned twice, as a kill and as a power loss
+(``fs_write#3@power_loss``), the two one after the other. Such a call's points
+are planned most telling first (others in the call's order): ``request`` and ``response`` (the controls, and
+after the whole call), then the operations that change what a crash leaves (commits,
+downstream calls, each fsync, rename, unlink, truncation, creation), then the first
+and last write between two of those, then the other writes: a SQLite transaction
+writes many pages, and ``max_points`` may stop among them.
 
 At most ``max_points`` paths are planned, the single points first; the clean
 call's points beyond that are ``skipped`` (the exploration is then inconclusive:
@@ -33,7 +45,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from harness.crashpoints.points import COUNTED, Point, PointKind, parse_path
+from harness.crashpoints.points import FILE_KINDS, Crash, Point, PointKind, parse_path
 
 Path = tuple[Point, ...]
 
@@ -45,6 +57,22 @@ def labelled(path: Path, labels: Sequence[str | None] | None) -> Path:
     return tuple(
         replace(p, label=label) if label is not None else p for p, label in zip(path, labels, strict=False)
     )
+
+
+def telling_first(points: Sequence[Point]) -> list[Point]:
+    """The clean call's points in the order an exploration tries them (see the module's docstring)."""
+    ends = [p for p in points if p.kind in (PointKind.REQUEST, PointKind.RESPONSE)]
+    boundaries = [p for p in points if p not in ends and p.kind is not PointKind.FS_WRITE]
+    edges: list[Point] = []
+    run: list[Point] = []
+    for point in [*points, None]:
+        if point is not None and point.kind is PointKind.FS_WRITE:
+            run.append(point)
+            continue
+        edges += [run[0], run[-1]] if len(run) > 1 else run
+        run = []
+    rest = [p for p in points if p.kind is PointKind.FS_WRITE and p not in edges]
+    return [*ends, *boundaries, *edges, *rest]
 
 
 def _left_work(point: Point) -> bool:
@@ -86,12 +114,19 @@ class FixedPlan:
 class ExplorePlan:
     """Every point of a clean call, ``repeat`` times each, then the retries' own commits."""
 
-    def __init__(self, repeat: int, max_points: int, only: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, repeat: int, max_points: int, only: Sequence[str] | None = None, *, power_loss: bool = False
+    ) -> None:
         self.repeat = repeat
         self.max_points = max_points
+        self.power_loss = power_loss
+        """Each point is also crashed as a power loss, where the call wrote files."""
         self.only = None if only is None else [parse_path(name) for name in only]
         self.clean: Path | None = None
         """The points of the clean call, once it was answered."""
+        self.clean_intent: int | None = None
+        """Which intent the clean call was (0, or 1 after a warm-up)."""
+        self._warmed = False
         self.planned: list[Path] = []
         """Every path planned, in the order they are tried."""
         self.skipped: list[Path] = []
@@ -112,18 +147,25 @@ class ExplorePlan:
         """An attempt of ``intent`` got its answer after ``held`` holds, having passed ``points``."""
         path = self._paths.get(intent, ())
         if self.clean is None and not path:
-            self.clean = points
+            if not self._warmed and any(p.kind in FILE_KINDS for p in points):
+                self._warmed = True  # a warm-up: the next call is the clean one
+                return
+            self.clean, self.clean_intent = points, intent
             if self.only is None:
-                for point in points:
-                    self._add((point,))
+                files = any(p.kind in FILE_KINDS for p in points)
+                crashes = [Crash.KILL, Crash.POWER_LOSS] if self.power_loss and files else [Crash.KILL]
+                for point in telling_first(points) if files else points:
+                    for crash in crashes:
+                        self._add((replace(point, crash=crash),))
             else:  # asked for by name: a path of two is held whether or not a retry was seen to reach it
                 by_name = {p: p for p in points}  # the clean call's points, with their labels
                 for wanted in self.only:
-                    if wanted[0] in by_name:
-                        self._add((by_name[wanted[0]], *wanted[1:]))
+                    found = by_name.get(replace(wanted[0], crash=Crash.KILL))
+                    if found is not None:
+                        self._add((replace(found, crash=wanted[0].crash), *wanted[1:]))
         elif self.only is None and len(path) == 1 and held == 1 and _left_work(path[0]):
-            for point in points:
-                if point.kind in COUNTED and not point.reads:
+            for point in points:  # the retry's own commits and downstream calls: a crash in the recovery
+                if point.kind in (PointKind.DB_COMMIT, PointKind.DOWNSTREAM) and not point.reads:
                     self._add((path[0], point))
 
     def exhausted(self) -> bool:

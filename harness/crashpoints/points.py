@@ -12,6 +12,13 @@ A *path* is the points to hold one after the other: ``db_commit#1/db_commit#1``
 holds the first attempt at its first commit, and then the retry at its own first
 commit (a crash during the recovery).
 
+A file operation the server makes on its data directory is a point too
+(``fs_write#3``, ``fs_rename#1``: see :mod:`harness.crashpoints.fstrace`), labelled
+by its path (``tasks.db``, ``notes.json.tmp -> notes.json``); the crash comes before
+the operation runs. Each point can be crashed two ways: a process kill (everything
+the server wrote survives) or a power loss (``fs_write#3@power_loss``: the kill,
+then the data directory rolled back to what had been made durable).
+
 Pure: the scenario model validates names with it, the hold controller counts with
 it, the explorer and the reports read it back from the history.
 """
@@ -37,12 +44,41 @@ class PointKind(enum.StrEnum):
     RESPONSE = "response"
     """The server's JSON-RPC answer to the call reached the fault proxy (a JSON body, or the event of an
     event stream that carries it); held, none of it reaches the client."""
+    FS_CREATE = "fs_create"
+    """A file or directory is about to be made in the data directory."""
+    FS_TRUNCATE = "fs_truncate"
+    """A file is about to be cut (``ftruncate``, or opened with ``O_TRUNC``)."""
+    FS_WRITE = "fs_write"
+    FS_FSYNC = "fs_fsync"
+    """A file's (or a directory's) ``fsync``/``fdatasync`` is about to run."""
+    FS_RENAME = "fs_rename"
+    FS_UNLINK = "fs_unlink"
 
 
-COUNTED = frozenset({PointKind.DB_COMMIT, PointKind.DOWNSTREAM})
+FILE_KINDS = frozenset(k for k in PointKind if k.value.startswith("fs_"))
+"""The file tracer's points: operations on the data directory, each held before it runs."""
+BOUNDARIES = frozenset(FILE_KINDS - {PointKind.FS_WRITE})
+"""File operations that change what a crash leaves (what is durable, which name means what); an
+exploration tries them before the writes between them."""
+COUNTED = frozenset({PointKind.DB_COMMIT, PointKind.DOWNSTREAM, *FILE_KINDS})
 """Kinds that can happen several times in one attempt, so their names carry an index."""
 
-_NAME = re.compile(r"^(request|response|(db_commit|downstream)#([1-9][0-9]{0,3}))$")
+
+class Crash(enum.StrEnum):
+    """How a point is crashed."""
+
+    KILL = "kill"
+    """SIGKILL: everything the server wrote survives, as a pod killed on a healthy node."""
+    POWER_LOSS = "power_loss"
+    """SIGKILL, then the data directory rolled back to what was durable (file bytes as of their last
+    fsync, names as of their directory's): a node that lost power, its volume with it."""
+
+
+CRASH_SEPARATOR = "@"
+_COUNTED_NAMES = "|".join(sorted(k.value for k in COUNTED))
+_NAME = re.compile(
+    rf"^(request|response|({_COUNTED_NAMES})#([1-9][0-9]{{0,3}}))(?:{CRASH_SEPARATOR}(kill|power_loss))?$"
+)
 PATH_SEPARATOR = "/"
 MAX_DEPTH = 2
 """A crash, and a crash during the recovery from it."""
@@ -59,6 +95,9 @@ class Point:
     """Which of its attempt's points with this label it is."""
     reads: bool = field(default=False, compare=False)
     """A commit that only read: nothing of the call is durable there that was not before."""
+    crash: Crash = Crash.KILL
+    """How a try held here is crashed: part of the point's name and identity (the same operation
+    crashed two ways is two points to explore), not of how it is found in a call."""
 
     def same(self, other: Point) -> bool:
         """Whether ``other`` is this point, both of calls already seen whole (the clean call's): by label
@@ -72,7 +111,13 @@ class Point:
 
     @property
     def name(self) -> str:
-        return f"{self.kind.value}#{self.index}" if self.kind in COUNTED else self.kind.value
+        base = f"{self.kind.value}#{self.index}" if self.kind in COUNTED else self.kind.value
+        return base if self.crash is Crash.KILL else f"{base}{CRASH_SEPARATOR}{self.crash.value}"
+
+    @property
+    def operation(self) -> str:
+        """Its name without how it is crashed (``fs_write#3``): where in the call it is."""
+        return self.name.partition(CRASH_SEPARATOR)[0]
 
     def __str__(self) -> str:
         return self.name
@@ -105,15 +150,18 @@ def reached(planned: Point, window: Sequence[Point]) -> bool:
 
 
 def parse_point(name: str) -> Point:
-    """``db_commit#2`` -> Point; ValueError saying what a point name looks like."""
+    """``db_commit#2`` (``fs_write#3@power_loss``) -> Point; ValueError saying what a name looks like."""
     match = _NAME.match(name)
     if match is None:
         raise ValueError(
-            f"{name!r} is not a hold point; use request, response, db_commit#N or downstream#N (N from 1)"
+            f"{name!r} is not a hold point; use request, response, db_commit#N, downstream#N or a file "
+            "operation (fs_write#N, fs_fsync#N, fs_rename#N, fs_create#N, fs_truncate#N, fs_unlink#N), "
+            "N from 1, optionally @power_loss"
         )
+    crash = Crash(match[4]) if match[4] else Crash.KILL
     if match[2] is None:
-        return Point(PointKind(match[1]))
-    return Point(PointKind(match[2]), int(match[3]))
+        return Point(PointKind(match[1]), crash=crash)
+    return Point(PointKind(match[2]), int(match[3]), crash=crash)
 
 
 def parse_path(text: str) -> tuple[Point, ...]:

@@ -12,8 +12,10 @@ only when its history shows, for every point of its path:
 4. **one attempt at a time**: no attempt of the try began while an earlier exchange was
    still open on the server (a client that gave up on a slow call retries while the
    server is still on it: a commit then may be either's);
-5. **the held attempt reached the tool**: the point lies in the call's window (a
-   commit, a downstream call, the server's own answer). An answer that was none
+5. **a power loss rolled back**: a point crashed as a power loss shows the data
+   directory rolled back after its kill, before the try ended;
+6. **the held attempt reached the tool**: the point lies in the call's window (a
+   commit, a downstream call, a file operation, the server's own answer). An answer that was none
    (a 404 for a session the restarted pod does not know, a 401, a 5xx, a stream
    that ended without an answer) is recorded with what it was and never held, so
    it can prove nothing; ``request`` is the control, where nothing ran by design.
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.crashpoints.plan import labelled
-from harness.crashpoints.points import Point, parse_path
+from harness.crashpoints.points import Crash, Point, parse_path
 from harness.history import EventType, FaultKind, Outcome
 
 WITHHELD = frozenset({Outcome.TRANSPORT_ERROR.value, Outcome.TIMEOUT.value})
@@ -62,6 +64,9 @@ class Try:
     """Why it is unproven; None: proven."""
     overlapped: int | None = None
     """An attempt that began while an earlier exchange was still open on the server, if one did."""
+    kills: list[int] = field(default_factory=list)
+    """The run's kill numbers (``kill#N``, as the auditor blames vanished effects on them) of the kills
+    found at its holds."""
 
     @property
     def proven(self) -> bool:
@@ -75,6 +80,8 @@ class PlanSeen:
     planned: list[tuple[str, list[str | None]]]
     skipped: list[str]
     deferred: list[str]
+    clean_intent: int = 0
+    """The clean call (intent 1 where intent 0 warmed a fresh file store up)."""
 
 
 @dataclass(slots=True)
@@ -84,28 +91,35 @@ class Evidence:
     tries: dict[int, Try]
     plan: PlanSeen | None
     windows: dict[int, list[Mapping[str, Any]]]
-    """The clean call's (intent 0's) crash_point events, per attempt."""
+    """The clean call's crash_point events, per attempt."""
     status: str | None
     """The run's end (``completed``, ``deadline``, ...); None: the harness died."""
     reason: str | None
+    clean_intent: int = 0
 
 
 def _point(ev: Mapping[str, Any]) -> Point:
     point = parse_path(str(ev["point"]))[0]
     label = ev.get("label")
     if isinstance(label, str):
-        return Point(point.kind, point.index, label, int(ev.get("nth") or 1))
+        return Point(point.kind, point.index, label, int(ev.get("nth") or 1), crash=point.crash)
     return point
 
 
 def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
     """One pass: each held try with its proof (or why it has none), the plan, the clean call's points."""
     tries: dict[int, Try] = {}
-    windows: defaultdict[int, list[Mapping[str, Any]]] = defaultdict(list)
-    kills: list[tuple[int, str]] = []
+    unheld: defaultdict[int, defaultdict[int, list[Mapping[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    """The crash_point events of intents held nowhere (the clean call among them), per attempt."""
+    kills: list[tuple[int, str, int]] = []
+    """(seq, point, its number among the run's kills)."""
+    numbered = 0
     started: dict[tuple[int, int], int] = {}
     ended: dict[tuple[int, int], tuple[int, str]] = {}
-    intents_ended: set[int] = set()
+    intents_ended: dict[int, int] = {}
+    rollbacks: list[int] = []
     plan: PlanSeen | None = None
     status: str | None = None
     reason: str | None = None
@@ -113,10 +127,10 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
         typ = ev.get("type")
         if typ == EventType.CRASH_POINT:
             intent = int(ev["intent"])
-            if intent == 0:
-                windows[int(ev["attempt"])].append(ev)
             name = ev.get("path")
             if not isinstance(name, str):
+                if intent <= 1:  # the clean call is one of the first two
+                    unheld[intent][int(ev["attempt"])].append(ev)
                 continue
             one = tries.get(intent)
             if one is None:
@@ -125,38 +139,46 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
                 one.held.append(Held(int(ev["attempt"]), _point(ev), int(ev["seq"]), ev))
             if ev.get("overlap") is True and one.overlapped is None:
                 one.overlapped = int(ev["attempt"])
-        elif typ == EventType.FAULT and ev.get("fault") == FaultKind.KILL and "point" in ev:
-            kills.append((int(ev["seq"]), str(ev["point"])))
+        elif typ == EventType.FAULT and ev.get("fault") == FaultKind.KILL:
+            numbered += 1
+            if "point" in ev:
+                kills.append((int(ev["seq"]), str(ev["point"]), numbered))
         elif typ == EventType.ATTEMPT_STARTED and "intent" in ev:
             started[(int(ev["intent"]), int(ev["attempt"]))] = int(ev["seq"])
         elif typ == EventType.ATTEMPT_ENDED and "intent" in ev:
             ended[(int(ev["intent"]), int(ev["attempt"]))] = (int(ev["seq"]), str(ev.get("outcome")))
         elif typ == EventType.INTENT_ENDED:
-            intents_ended.add(int(ev["intent"]))
+            intents_ended[int(ev["intent"])] = int(ev["seq"])
+        elif typ == EventType.DATA_ROLLED_BACK:
+            rollbacks.append(int(ev["seq"]))
         elif typ == EventType.CRASH_PLAN:
             plan = PlanSeen(
                 planned=[(str(p["path"]), list(p.get("labels") or [])) for p in ev.get("planned") or ()],
                 skipped=[str(p["path"]) for p in ev.get("skipped") or ()],
                 deferred=[str(p["path"]) for p in ev.get("deferred") or ()],
+                clean_intent=int(ev.get("clean_intent") or 0),
             )
         elif typ == EventType.RUN_ENDED:
             status, reason = str(ev.get("status")), ev.get("reason")
     labels = dict(plan.planned) if plan is not None else {}
     for one in tries.values():
         one.path = labelled(one.path, labels.get(one.path_name))
-        one.why = _unproven(one, kills, started, ended, one.intent in intents_ended)
-    return Evidence(tries, plan, dict(windows), status, reason)
+        one.why = _unproven(one, kills, started, ended, intents_ended.get(one.intent), rollbacks)
+    clean = plan.clean_intent if plan is not None else 0
+    return Evidence(tries, plan, dict(unheld.get(clean, {})), status, reason, clean)
 
 
 def _unproven(
     one: Try,
-    kills: list[tuple[int, str]],
+    kills: list[tuple[int, str, int]],
     started: Mapping[tuple[int, int], int],
     ended: Mapping[tuple[int, int], tuple[int, str]],
-    over: bool,
+    over: int | None,
+    rollbacks: list[int],
 ) -> str | None:
-    """Why the try's history does not prove its crash, or None when it does."""
-    if not over:
+    """Why the try's history does not prove its crash, or None when it does (``over``: the seq of the
+    try's end, None if it never ended; ``rollbacks``: the seqs of the power losses' rollbacks)."""
+    if over is None:
         return "the run stopped before the try ended"
     if one.overlapped is not None:
         return (
@@ -168,15 +190,22 @@ def _unproven(
             what = f" ({planned.label})" if planned.label else ""
             return f"never reached {planned.name}{what} (the call took another path)"
         held = one.held[at]
-        if held.point.kind is not planned.kind:
+        if held.point.kind is not planned.kind or held.point.crash is not planned.crash:
             return f"held at {held.point.name}, not at {planned.name}"
         end = ended.get((one.intent, held.attempt))
         if end is None:
             return f"attempt {held.attempt}, held at {held.point.name}, never ended"
         start = started.get((one.intent, held.attempt), -1)
         # The kill is recorded as it is made, so just before the hold's own event (held: it succeeded).
-        if not any(start < seq < end[0] and point == held.point.name for seq, point in kills):
+        found = next(
+            ((seq, n) for seq, point, n in kills if start < seq < end[0] and point == held.point.name), None
+        )
+        if found is None:
             return f"no kill while attempt {held.attempt} was held at {held.point.name}"
+        kill, number = found
+        one.kills.append(number)
+        if planned.crash is Crash.POWER_LOSS and not any(kill < seq < over for seq in rollbacks):
+            return f"no rollback of the data directory after the power loss at {held.point.name}"
         if end[1] not in WITHHELD:
             return (
                 f"the client got an answer though attempt {held.attempt} was held at {held.point.name} "

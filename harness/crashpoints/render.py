@@ -18,6 +18,7 @@ the story in a fenced block it cannot open a line of), the JSON through ``json_s
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from harness.audit.stories import Story
 from harness.crashpoints.advice import advice
 from harness.crashpoints.emit import reproducer_name, write_reproducers
 from harness.crashpoints.explore import Exploration, PointResult
-from harness.crashpoints.points import path_name
+from harness.crashpoints.points import Crash, path_name
 from harness.history import Verdict
 from harness.report.stories import story_lines
 from harness.report.tables import markdown_table
@@ -40,6 +41,11 @@ COLUMNS = [v.value for v in Verdict]
 def _columns(exploration: Exploration) -> list[str]:
     seen = {v for p in exploration.points for v in p.verdicts} | set(exploration.clean_calls)
     return [c for c in COLUMNS if c in seen]
+
+
+def wiped_count(point: PointResult) -> int:
+    """Intents acknowledged before the point's proven tries and lost to their crashes."""
+    return sum(len(intents) for intents in point.wiped.values())
 
 
 LABEL_LIMIT = 40
@@ -59,30 +65,45 @@ def result_of(point: PointResult) -> str:
 def render_table(exploration: Exploration) -> str:
     """One row per path planned (in the order tried), and one for the calls held nowhere. ``proven``:
     tries whose history shows the hold, the kill there and the answer withheld; only their verdicts are
-    counted, the others are ``unproven`` (why: in the summary)."""
+    counted, the others are ``unproven`` (why: in the summary). Where points were crashed two ways, a
+    ``crash`` column says which (a kill, or a power loss); ``wiped``, where a crash lost intents
+    acknowledged before its try, counts them."""
     columns = _columns(exploration)
+    crashes = any(pt.crash is Crash.POWER_LOSS for p in exploration.points for pt in p.path)
+    wiped = any(p.wiped for p in exploration.points)
     rows: list[list[object]] = []
     for p in exploration.points:
         what = " → ".join(bounded(pt.label, LABEL_LIMIT) if pt.label else "" for pt in p.path).strip(" →")
+        last = p.path[-1]
         rows.append(
             [
-                p.name,
+                path_name((*p.path[:-1], replace(last, crash=Crash.KILL))) if crashes else p.name,
+                *([last.crash.value.replace("_", " ")] if crashes else []),
                 what or "-",
                 f"{len(p.proven)}/{p.repeat}",
                 *(p.verdicts[c] or "" for c in columns),
+                *([wiped_count(p) or ""] if wiped else []),
                 len(p.unproven) or "",
                 result_of(p),
             ]
         )
     clean = exploration.clean_calls
     rows.append(
-        ["(none: clean calls)", "-", sum(clean.values()), *(clean[c] or "" for c in columns), "", "-"]
+        [
+            "(none: clean calls)",
+            *(["-"] if crashes else []),
+            "-",
+            sum(clean.values()),
+            *(clean[c] or "" for c in columns),
+            *([""] if wiped else []),
+            "",
+            "-",
+        ]
     )
-    return markdown_table(
-        ["point", "commits", "proven", *columns, "unproven", "result"],
-        rows,
-        align="llr" + "r" * len(columns) + "rl",
-    )
+    head = ["point", *(["crash"] if crashes else []), "commits or writes", "proven", *columns]
+    head += [*(["wiped"] if wiped else []), "unproven", "result"]
+    align = "l" + ("l" if crashes else "") + "lr" + "r" * len(columns) + ("r" if wiped else "") + "rl"
+    return markdown_table(head, rows, align=align)
 
 
 def conclusion(exploration: Exploration) -> str:
@@ -156,10 +177,12 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
             "index": last.index,
             "depth": len(p.path),
             "label": last.label,
+            "crash": last.crash.value,
             "tries": p.tries,
             "proven": len(p.proven),
             "repeat": p.repeat,
             "verdicts": {k: v for k, v in p.verdicts.items() if v},
+            "wiped": {k: len(v) for k, v in p.wiped.items() if v},
             "unproven": {str(i): why for i, why in sorted(p.unproven.items())},
             "unproven_verdicts": {k: v for k, v in p.unproven_verdicts.items() if v},
             "finding": None if p.finding is None else p.finding.value,

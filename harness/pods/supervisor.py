@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from harness.client.readiness import Readiness
@@ -46,6 +46,11 @@ class Supervisor:
     on_restart: Callable[[str, int], None] | None = field(default=None, init=False)
     """Called with the pod's name and ``ready_seq`` each time the pod is ready again after it
     died (a run's checkpoint read); it must not block: the supervisor is watching the pod."""
+    on_started: Callable[[int], Awaitable[None]] | None = field(default=None, init=False)
+    """Awaited with the pid of each instance as soon as it started, before its readiness is checked (the
+    file tracer seizes it there, before it has written anything)."""
+    before_restart: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
+    """Awaited after an instance died and before the next starts (a power loss rolls the data back)."""
     kills: int = field(default=0, init=False)
     _killed: bool = field(default=False, init=False)
     """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
@@ -60,6 +65,8 @@ class Supervisor:
         started = time.monotonic()
         pid = await self.pod.start()
         self.history.emit(EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity())
+        if self.on_started is not None:
+            await self.on_started(pid)
         waiter = asyncio.ensure_future(self.pod.wait())
         try:
             readiness = await self.ready_check.wait(
@@ -138,6 +145,8 @@ class Supervisor:
                     "the limit (target.max_restarts)",
                     details=self.pod.log_tail(),
                 )
+            if self.before_restart is not None:
+                await self.before_restart()
             await asyncio.sleep(self.restart_delay_s)
             if self.stopping:
                 return

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.crashpoints.points import PointKind, parse_path
+from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path
 from harness.scenario.section import Section
 
 
@@ -64,6 +64,9 @@ class CrashExplore(Section):
     """Paths explored at most, single points first, then points of the retries (a crash in the recovery)."""
     only: list[str] | None = Field(default=None, min_length=1)
     """Explore only these points or paths (``db_commit#2``, ``db_commit#1/db_commit#1``)."""
+    power_loss: bool = True
+    """Where the call writes files in the data directory, crash each point a second way: the kill, then
+    the data directory rolled back to what was durable (``fs_write#3@power_loss``)."""
 
     @field_validator("only")
     @classmethod
@@ -79,6 +82,19 @@ class CrashPoints(Section):
 
     holds: list[CrashHold] = Field(default_factory=list)
     explore: CrashExplore | None = None
+    files: bool = True
+    """Trace the pod's file operations on its data directory (ptrace, from outside the server): each is
+    a hold point (``fs_write#N``, ``fs_rename#N``, ...), and a crash there can be a power loss. For a
+    target the harness runs as a process; ``false`` where ptrace is not allowed, or not wanted."""
+
+    def traces_files(self) -> bool:
+        """Whether the run traces files: asked for, and needed by an exploration or a hold that names a
+        file point or a power loss."""
+        if not self.files:
+            return False
+        if self.explore is not None:
+            return True
+        return any(hold.kinds() & FILE_KINDS or "@" in hold.at for hold in self.holds)
 
     @model_validator(mode="after")
     def _one_plan(self) -> CrashPoints:

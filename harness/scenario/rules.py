@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from harness.crashpoints.points import PointKind, parse_path
+from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path
 
 if TYPE_CHECKING:
     from harness.scenario.model import Scenario
@@ -135,6 +135,17 @@ def crash_points_fit(s: Scenario) -> None:
         raise ValueError("a db_commit hold point needs services.postgres (the harness holds its commits)")
     if PointKind.DOWNSTREAM in kinds and s.audit.effects.sink is None:
         raise ValueError("a downstream hold point needs audit.effects.sink (the sink holds its reply)")
+    power_loss = any("@power_loss" in hold.at for hold in crash.holds)
+    if (kinds & FILE_KINDS or power_loss) and not crash.files:
+        raise ValueError(
+            "file hold points and power losses need the pod's file operations traced "
+            "(faults.crash_points.files: true)"
+        )
+    if (kinds & FILE_KINDS or power_loss) and target.runtime != "process":
+        raise ValueError(
+            "file hold points and power losses trace a pod the harness runs as a process (target.command); "
+            "this target runs in Docker"
+        )
 
 
 RULES: tuple[Callable[[Scenario], None], ...] = (

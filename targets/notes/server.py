@@ -17,9 +17,8 @@ NOTES_FILE          the JSON-lines store: one note per line ({"id", "title", "bo
 NOTES_TRANSPORT     stdio (default) | http (127.0.0.1:$PORT/mcp, JSON responses)
 PORT, HOST          where to listen over HTTP (HOST must be a loopback address)
 NOTES_FLAW          none (default): each change under one lock, the file replaced atomically
-                    (a temporary file, fsync, rename), and a file that does not parse refuses
-                    the start (exit 2), so no acknowledged note can be lost or repeated by a
-                    kill. One of:
+                    (NOTES_SAVE), and a file that does not parse refuses the start (exit 2), so
+                    no acknowledged note can be lost or repeated by a kill. One of:
                     lost_update        every change loads the file, works, and saves it whole,
                                        with no lock: concurrent changes overwrite each other
                     torn_file          every change rewrites the file in place (truncate, then
@@ -36,6 +35,20 @@ NOTES_FLAW          none (default): each change under one lock, the file replace
                                        exclusively, removed after the save), and a change waits
                                        for a lock file it finds, for ever: a kill mid-save
                                        leaves the lock, and after the restart every call hangs
+NOTES_SAVE          how the default (NOTES_FLAW=none) saves the file, the durability classes of
+                    file stores:
+                    durable (default)  a temporary file, fsync, rename, fsync of the directory:
+                                       nothing acknowledged is lost to a kill or a power loss
+                    fsync_rename       the same without the directory's fsync: the rename may
+                                       not survive a power loss
+                    rename             a temporary file and a rename, no fsync: atomic under a
+                                       kill, nothing of it durable under a power loss
+                    in_place           truncate the file, then write it whole: a kill between
+                                       the two leaves it empty, read as no notes
+NOTES_SQLITE_SYNC   with --db-path: PRAGMA synchronous for every save (off, normal, full,
+                    extra); unset, SQLite's default (full, with a rollback journal: the
+                    journal's deletion is not made durable, so a power loss right after a
+                    commit can roll it back, as SQLite documents for EXTRA)
 NOTES_WORK_MS       work per change, in milliseconds (default 2): between loading and saving
                     (lost_update, racy_ids), or between the halves of a rewrite (torn_file)
 NOTES_FAIL_EVERY    error_as_success: which adds fail (default 10: the 10th, 20th, ...)
@@ -74,6 +87,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 FLAWS = ("none", "lost_update", "torn_file", "error_as_success", "racy_ids", "stale_lock")
+SAVES = ("durable", "fsync_rename", "rename", "in_place")
 
 
 class ConfigError(Exception):
@@ -92,6 +106,8 @@ class Config:
     fail_every: int
     failpoint: tuple[int, float] | None
     errors: str
+    save: str = "durable"
+    sqlite_sync: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str], db_path: str | None = None) -> Config:
@@ -128,6 +144,12 @@ class Config:
             raise ConfigError("NOTES_WORK_MS must be >= 0 and NOTES_FAIL_EVERY >= 1")
         if db_path and flaw in ("torn_file", "stale_lock"):
             raise ConfigError(f"NOTES_FLAW={flaw} is a flaw of the file store; it has no --db-path store")
+        save = env.get("NOTES_SAVE", "durable")
+        if save not in SAVES:
+            raise ConfigError(f"NOTES_SAVE={save!r}: use one of {', '.join(SAVES)}")
+        sqlite_sync = env.get("NOTES_SQLITE_SYNC") or None
+        if sqlite_sync is not None and sqlite_sync not in ("off", "normal", "full", "extra"):
+            raise ConfigError(f"NOTES_SQLITE_SYNC={sqlite_sync!r}: use off, normal, full or extra")
         return cls(
             file=Path(file),
             db_path=Path(db_path) if db_path else None,
@@ -139,6 +161,8 @@ class Config:
             fail_every=fail_every,
             failpoint=_failpoint(env.get("NOTES_FAILPOINT"), flaw),
             errors=errors,
+            save=save,
+            sqlite_sync=sqlite_sync,
         )
 
 
@@ -228,12 +252,25 @@ class NoteFile:
         os.unlink(lock)
 
     def _replace(self, lines: list[str]) -> None:
+        """Save the whole file the way NOTES_SAVE says (the durability classes of file stores)."""
+        how = self.config.save
+        if how == "in_place":
+            with open(self.path, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+            return
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             f.writelines(lines)
             f.flush()
-            os.fsync(f.fileno())
+            if how != "rename":
+                os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        if how == "durable":
+            directory = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
 
     async def _rewrite_in_place(self, lines: list[str]) -> None:
         """The flaw: truncate, write the first half, work, write the rest. A kill in between tears it."""
@@ -260,8 +297,9 @@ class NoteTable:
     """The notes in one SQLite table, read and written whole as the file is (so every flaw but the
     torn file works the same); the database and its table are made at the first save."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sync: str | None = None) -> None:
         self.path = path
+        self.sync = sync
         self.saves = 0
 
     def load(self) -> list[dict[str, Any]]:
@@ -277,6 +315,8 @@ class NoteTable:
     async def save(self, notes: list[dict[str, Any]]) -> None:
         self.saves += 1
         with contextlib.closing(sqlite3.connect(self.path)) as db, db:
+            if self.sync is not None:
+                db.execute(f"PRAGMA synchronous = {self.sync}")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS notes "
                 "(id INTEGER, name TEXT, title TEXT, body TEXT, created_at TEXT)"
@@ -289,7 +329,9 @@ class NoteTable:
 
 
 def build_server(config: Config) -> MCPServer[Any]:
-    store: NoteFile | NoteTable = NoteFile(config) if config.db_path is None else NoteTable(config.db_path)
+    store: NoteFile | NoteTable = (
+        NoteFile(config) if config.db_path is None else NoteTable(config.db_path, config.sqlite_sync)
+    )
     try:
         notes = store.load()
     except ValueError as exc:

@@ -248,7 +248,9 @@ def test_a_downstream_that_deduplicates_needs_the_key_forwarded(
     data["audit"] = {"effects": {"sink": {"dedupe_by_key": True}}}
     found = crashpoints(data, tmp_path, only=["downstream#1"])
     assert table(found) == {"downstream#1": verdicts}
-    assert found.details["downstream#1"]["key"] == (None if flaw else found.audit.intents["key"][0])
+    # The store is a SQLite file: its first call (intent 0) warms it up, intent 1 is the clean call.
+    assert found.clean_intent == 1
+    assert found.details["downstream#1"]["key"] == (None if flaw else found.audit.intents["key"][1])
 
 
 @pytest.mark.postgres
@@ -533,14 +535,16 @@ def test_calls_that_commit_differently_are_held_by_what_they_commit(
 
 
 def test_a_scenario_with_no_hold_point_is_refused_with_what_would_give_one(tmp_path: Path) -> None:
+    """A SQLite store whose file operations are not to be traced: nothing holds its commits."""
     path = tmp_path / "sqlite.yaml"
-    path.write_text(yaml.safe_dump(invoice_scenario(mode="naive")))
+    path.write_text(yaml.safe_dump(invoice_scenario(mode="naive", faults={"crash_points": {"files": False}})))
     done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r")
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "no hold point" in line
     assert "{postgres_url}" in line
     assert "{sink_url}" in line
+    assert "faults.crash_points.files: false" in line
     assert not (tmp_path / "r").exists()
 
 

@@ -18,7 +18,7 @@ import yaml
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgwire import Commit, Statement
 from harness.crashpoints.plan import ExplorePlan, FixedPlan
-from harness.crashpoints.points import Point, PointKind, parse_path, parse_point, path_name
+from harness.crashpoints.points import Crash, Point, PointKind, parse_path, parse_point, path_name, reached
 from harness.errors import ScenarioError
 from harness.history import HistoryWriter
 from harness.scenario import CrashPoints, parse_scenario
@@ -314,33 +314,44 @@ def test_a_tries_story_tells_the_points_each_attempt_passed_and_the_one_held() -
     ]
 
 
-def test_a_reproducer_puts_back_only_the_scenario_dir_the_loader_wrote_out(tmp_path: Path) -> None:
+def test_a_reproducer_puts_back_only_the_scenario_dir_the_user_wrote(tmp_path: Path) -> None:
     """Every existing absolute path was rewritten: ``/tmp`` in a SQL literal became
-    ``{scenario_dir}/../..``, changing what the reproducer's query counted."""
+    ``{scenario_dir}/../..``, changing what the reproducer's query counted; then every text holding
+    the scenario's directory was: a workload argument the user wrote out inside it was sent
+    differently by the reproducer (``{scenario_dir}/../customers.csv``, another string)."""
     from harness.crashpoints.emit import portable
+    from harness.scenario import load_scenario
 
     repo = tmp_path / "repo"
     here = repo / "tests" / "crash"
     here.mkdir(parents=True)
-    (repo / "server.py").touch()
-    data = {
-        "command": ["python", f"{repo}/server.py", f"--db={repo}/x.db"],
-        "sql": "SELECT memo FROM t WHERE path LIKE '/tmp/%'",
-        "same": str(repo),
-        "kept": [str(tmp_path), "/tmp", f"{repo}-old/server.py", "{data_dir}/x.db", "/mcp"],
-    }
-    assert portable(data, repo, here) == {
-        "command": ["python", "{scenario_dir}/../../server.py", "--db={scenario_dir}/../../x.db"],
-        "sql": data["sql"],
-        "same": "{scenario_dir}/../..",
-        "kept": data["kept"],
-    }
-    assert portable(data, repo, repo) == {
-        **data,
-        "command": ["python", "{scenario_dir}/server.py", "--db={scenario_dir}/x.db"],
-        "same": "{scenario_dir}",
-    }
-    assert portable(data, None, here) == data  # not loaded from a file: nothing was written out
+    data = invoice_scenario(mode="naive")
+    data["target"]["command"] = ["python", "{scenario_dir}/server.py", "--db={scenario_dir}/x.db"]
+    data["target"]["env"]["NOTE"] = str(repo)  # written out by the user: theirs
+    data["workload"]["arguments"]["customer_id"] = f"{repo}/customers.csv"
+    literal = (
+        f"SELECT memo AS marker, COUNT(*) AS effects FROM invoices WHERE customer_id = '{repo}/c' GROUP BY 1"
+    )
+    data["audit"]["effects"]["sql"]["query"] = literal
+    (repo / "chaos.yaml").write_text(yaml.safe_dump(data))
+    scenario = load_scenario(repo / "chaos.yaml")
+    ran = scenario.model_dump(mode="json")
+    assert ran["target"]["command"][1] == f"{repo}/server.py"
+
+    made = portable(ran, scenario, here)
+    assert made["target"]["command"] == [
+        "python",
+        "{scenario_dir}/../../server.py",
+        "--db={scenario_dir}/../../x.db",
+    ]
+    assert made["target"]["env"]["NOTE"] == str(repo)
+    assert made["workload"]["arguments"]["customer_id"] == f"{repo}/customers.csv"
+    assert made["audit"]["effects"]["sql"]["query"] == literal
+    assert portable(ran, scenario, repo)["target"]["command"][1] == "{scenario_dir}/server.py"
+    changed = {**ran, "target": {**ran["target"], "command": ["python", "/elsewhere/server.py"]}}
+    assert portable(changed, scenario, here)["target"]["command"] == ["python", "/elsewhere/server.py"]
+    unloaded = parse_scenario(data)  # not loaded from a file: nothing was written out
+    assert portable(unloaded.model_dump(mode="json"), unloaded, here) == unloaded.model_dump(mode="json")
 
 
 def test_a_reproducer_keeps_every_character_and_a_name_of_its_own() -> None:
@@ -407,3 +418,108 @@ def test_tries_or_points_out_of_range_are_named_as_the_flags_that_ask_for_them(
     assert exploring_scenario(scenario, repeat=100, max_points=64, only=None).workload.intents == 12_801
     with pytest.raises(UsageError, match=re.escape(message)):
         exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=None)
+
+
+def test_an_exploration_bounds_each_intent_by_time_as_well_as_attempts() -> None:
+    """Crash points raised max_attempts (to 280 here) and kept the scenario's 20 s attempt timeout: a
+    server that hangs took each intent's 280 attempts to their timeout, the exploration to
+    max_duration_s. An intent now gives up once a restart's patience and one attempt have passed."""
+    from harness.crashpoints.explore import exploring_scenario
+
+    data = invoice_scenario(mode="atomic", intents=1)
+    data["client"].update(attempt_timeout_s=20, max_attempts=3)
+    exploring = exploring_scenario(parse_scenario(data), repeat=1, max_points=8, only=None)
+    target = exploring.target
+    assert exploring.client.max_attempts >= 280  # as many as a restart needs, at 0.1 s apart
+    assert exploring.client.give_up_after_s == target.ready_timeout_s + target.stop_timeout_s + 10 + 20
+
+
+# -- file operations and power losses
+
+TRUNC, WRITE1, FSYNC1 = (
+    Point(PointKind.FS_TRUNCATE, 1),
+    Point(PointKind.FS_WRITE, 1),
+    Point(PointKind.FS_FSYNC, 1),
+)
+WRITE2, WRITE3, RENAME = (
+    Point(PointKind.FS_WRITE, 2),
+    Point(PointKind.FS_WRITE, 3),
+    Point(PointKind.FS_RENAME, 1),
+)
+FILES = (REQUEST, TRUNC, WRITE1, WRITE2, WRITE3, FSYNC1, RENAME, RESPONSE)
+
+
+def test_file_points_and_power_losses_have_names_that_round_trip() -> None:
+    for name in ("fs_write#3", "fs_rename#1@power_loss", "response@power_loss", "request@kill"):
+        assert parse_point(name).name == name.removesuffix("@kill")
+    lost = parse_point("fs_write#3@power_loss")
+    assert (lost.operation, lost.crash) == ("fs_write#3", Crash.POWER_LOSS)
+    assert lost != parse_point("fs_write#3")  # two points to explore
+    assert reached(
+        lost, [Point(PointKind.FS_WRITE, 1), Point(PointKind.FS_WRITE, 2), Point(PointKind.FS_WRITE, 3)]
+    )
+    with pytest.raises(ValueError, match="@power_loss"):
+        parse_point("fs_write#3@unplugged")
+
+
+def test_a_call_that_writes_files_is_explored_telling_points_first_each_both_ways() -> None:
+    plan = ExplorePlan(repeat=1, max_points=20, power_loss=True)
+    plan.answered(0, FILES, 0)  # the warm-up: a fresh store's first call is not the others'
+    assert plan.clean is None
+    assert plan.path_of(1) == ()
+    plan.answered(1, FILES, 0)
+    assert plan.clean_intent == 1
+    ordered = [path_name(p) for p in plan.planned]
+    assert ordered[:4] == ["request", "request@power_loss", "response", "response@power_loss"]
+    operations = [name for name in ordered[4:] if "@" not in name]
+    # fsync, rename, truncation before the writes; the first and last write of a run before the middle
+    assert operations == [
+        "fs_truncate#1",
+        "fs_fsync#1",
+        "fs_rename#1",
+        "fs_write#1",
+        "fs_write#3",
+        "fs_write#2",
+    ]
+    assert len(ordered) == 2 * len(FILES)
+
+
+def test_power_losses_are_planned_only_where_the_call_wrote_files() -> None:
+    plan = ExplorePlan(repeat=1, max_points=8, power_loss=True)
+    plan.answered(0, CLEAN, 0)
+    assert [path_name(p) for p in plan.planned] == ["request", "db_commit#1", "db_commit#2", "response"]
+    off = ExplorePlan(repeat=1, max_points=20)
+    off.answered(0, FILES, 0)
+    off.answered(1, FILES, 0)
+    assert not any(p[0].crash is Crash.POWER_LOSS for p in off.planned)
+
+
+def test_only_names_a_power_loss_of_a_point_the_clean_call_passed() -> None:
+    plan = ExplorePlan(
+        repeat=1, max_points=8, only=["fs_rename#1@power_loss", "fs_unlink#1"], power_loss=True
+    )
+    plan.answered(0, FILES, 0)
+    plan.answered(1, FILES, 0)
+    assert [path_name(p) for p in plan.planned] == ["fs_rename#1@power_loss"]
+
+
+def test_a_file_operation_is_held_by_what_it_writes_and_a_power_loss_is_taken_once(
+    tmp_path: Path, controller: Controller
+) -> None:
+    kills = Kills()
+    holds = controller({"holds": [{"at": "fs_write#2@power_loss", "intents": [0]}]}, kills)
+    assert holds.request(0, 1) is False
+    assert holds.fs_op("write", ["notes.jsonl"]) is False
+    assert holds.fs_op("write", ["notes.jsonl"]) is True  # the second write: the pod killed before it
+    assert kills.points == ["fs_write#2@power_loss"]
+    assert holds.take_power_loss()
+    assert not holds.take_power_loss()  # once: the rollback takes it
+    held = [e for e in events(tmp_path) if e["type"] == "crash_point" and e["held"]]
+    assert (held[-1]["point"], held[-1]["paths"]) == ("fs_write#2@power_loss", ["notes.jsonl"])
+
+
+def test_a_kill_is_no_power_loss(tmp_path: Path, controller: Controller) -> None:
+    holds = controller({"holds": [{"at": "fs_rename#1", "intents": [0]}]}, Kills())
+    holds.request(0, 1)
+    assert holds.fs_op("rename", ["a.tmp", "a"]) is True
+    assert not holds.take_power_loss()

@@ -63,6 +63,42 @@ def test_a_hold_without_its_kill_proves_nothing() -> None:
     assert why(h) == "no kill while attempt 1 was held at db_commit#1"
 
 
+def test_a_power_loss_is_proven_only_by_its_rollback() -> None:
+    h = History(2)
+    held_try(h, 1, point="fs_write#1@power_loss")
+    assert why(h) == "no rollback of the data directory after the power loss at fs_write#1@power_loss"
+    rolled = History(2)
+    rolled.start(1)
+    rid = rolled.attempt(1)
+    rolled.fault("kill", trigger="crash point fs_write#1@power_loss", point="fs_write#1@power_loss")
+    rolled.add(
+        "crash_point",
+        intent=1,
+        attempt=1,
+        point="fs_write#1@power_loss",
+        held=True,
+        path="fs_write#1@power_loss",
+    )
+    rolled.end(1, rid, "transport_error", attempt=1)
+    rolled.add("data_rolled_back", changed=["notes.jsonl"])
+    retry = rolled.attempt(1, 2)
+    rolled.end(1, retry, "ok", attempt=2)
+    rolled.finish(1, attempts=2)
+    assert why(rolled) is None
+    assert read_evidence(rolled.events).tries[1].kills == [1]  # kill#1: what a wiped intent is blamed on
+
+
+def test_a_kill_where_a_power_loss_was_planned_proves_nothing() -> None:
+    h = History(2)
+    h.start(1)
+    rid = h.attempt(1)
+    h.fault("kill", trigger="crash point fs_write#1", point="fs_write#1")
+    h.add("crash_point", intent=1, attempt=1, point="fs_write#1", held=True, path="fs_write#1@power_loss")
+    h.end(1, rid, "transport_error", attempt=1)
+    h.finish(1)
+    assert why(h) == "held at fs_write#1, not at fs_write#1@power_loss"
+
+
 def test_a_point_the_call_never_reached_is_unproven_with_its_label() -> None:
     h = History(2)
     h.add(

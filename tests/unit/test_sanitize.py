@@ -72,7 +72,7 @@ WRITERS = {
     ("harness.pods.container", "_stop_locked"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.kubernetes", "_save_log"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.kubernetes", "collect_logs"): "a pod log: redact_logs / the watchdog",
-    ("harness.pods.process", "start"): "a pod log: redact_logs / the watchdog",
+    ("harness.pods.process", "append_log"): "a pod log: redact_logs / the watchdog",
     ("harness.pods.process", "start_logged"): "nginx's own log; PostgreSQL's: redact_logs / the watchdog",
     ("harness.pods.watchdog", "redact_logs"): "the logs, redacted",
     ("harness.pytest_plugin", "pytest_terminal_summary"): "report paths the harness made: terminal()",
@@ -111,6 +111,9 @@ def _writes(call: ast.Call) -> bool:
         return True
     if isinstance(f, ast.Attribute) and f.attr == "write" and isinstance(f.value, ast.Attribute):
         return f.value.attr in ("stdout", "stderr")
+    if isinstance(f, ast.Attribute) and f.attr == "fdopen" and len(call.args) > 1:  # os.fdopen(fd, "wb")
+        mode = call.args[1]
+        return isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wa")
     if isinstance(f, ast.Name) and f.id == "open" and len(call.args) > 1:
         mode = call.args[1]
         return isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wa")

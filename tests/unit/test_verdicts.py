@@ -139,4 +139,4 @@ def test_a_duplicate_s_fix_depends_on_the_key_and_the_fault() -> None:
     assert "409" in fix("stall")
     lost = fix_for(Verdict.LOST, "vanished")
     assert lost is not None
-    assert "fsync, rename" in lost.fix
+    assert "fsync it, rename it, fsync the directory" in lost.fix

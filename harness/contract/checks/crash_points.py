@@ -20,7 +20,12 @@ async def crash_points(c: Check, s: ContractSession, o: Options, seen: Seen) -> 
     if (why := crash_explore.unexplorable(s.scenario)) is not None:
         return c.not_applicable(why)
     planned = crash_explore.prepare(
-        s.scenario, s.run_dir, repeat=o.crash_repeat, max_points=o.crash_max_points, run_id=c.id
+        s.scenario,
+        s.run_dir,
+        repeat=o.crash_repeat,
+        max_points=o.crash_max_points,
+        run_id=c.id,
+        power_loss=o.crash_power_loss,
     )
     found = await crash_explore.explore(planned, out=io.StringIO(), progress_interval_s=None)
     report = crash_render.write_reports(found)

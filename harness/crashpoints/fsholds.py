@@ -1,0 +1,169 @@
+"""File hold points: the harness's side of the file tracer (:mod:`harness.crashpoints.fstrace`).
+
+A run whose crash points trace files starts one tracer for its pod's data directory
+(a part of the run, started before the pods and stopped after them). Each time the
+supervisor starts the pod, the tracer seizes it before anything else happens
+(:meth:`FileTracer.attach`, the supervisor's ``on_started``). Every durable file
+operation the pod then makes there comes in as an event while the pod waits at its
+entry; it is told to the hold points (``fs_write#3``, labelled by its path), which
+count it in the call's window and may kill the pod right there, as at a held commit.
+The tracer is then answered ``killed`` (the pod died before the operation), else
+``go``.
+
+A crash planned as a power loss (``...@power_loss``) is a kill at the point and
+then, before the supervisor starts the pod again (its ``before_restart``), the data
+directory rolled back to what the tracer's model says was durable
+(:meth:`FileTracer.after_crash`): the history records what the rollback changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from harness import leftovers
+from harness.errors import TargetStartError
+from harness.history import EventType, HistoryWriter
+from harness.pods.watchdog import guard
+
+SHADOW_PREFIX = "mcp-chaos-durable-"
+"""The tracer's copy of what is durable (a file's bytes as of its last fsync): a temporary directory
+named for its harness, removed with the run, and by ``cleanup`` after a harness that was killed."""
+ANSWER_TIMEOUT_S = 30.0
+"""How long the harness waits for the tracer to attach or roll back before it gives up on it."""
+
+
+class FileHolds(Protocol):
+    """What the tracer asks the hold points (``harness.crashpoints.holds.HoldPoints``)."""
+
+    def fs_op(self, kind: str, paths: list[str]) -> bool:
+        """A durable file operation is about to run; True: the pod was killed before it."""
+        ...
+
+    def take_power_loss(self) -> bool:
+        """Whether the last crash was planned as a power loss (once: it is taken)."""
+        ...
+
+
+def remove_stale_shadows(run_id: str | None = None) -> list[Path]:
+    """Delete the durable copies of tracers whose harness is gone (``mcp-chaos cleanup``)."""
+    return leftovers.remove_stale(SHADOW_PREFIX, run_id)
+
+
+class FileTracer:
+    """One run's file tracer: started once, attached to each pod as it starts."""
+
+    def __init__(self, data_dir: Path, holds: FileHolds, history: HistoryWriter, run_id: str) -> None:
+        self.data_dir = data_dir
+        self.holds = holds
+        self.history = history
+        self.run_id = run_id
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._shadow: Path | None = None
+        self.events = 0
+        """File operations the tracer stopped the pod at (every one, in a call's window or not)."""
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FileTracer]:
+        """The tracer, from before the pod starts until after it stopped."""
+        remove_stale_shadows()
+        self._shadow = leftovers.make(SHADOW_PREFIX, self.run_id)
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "harness.crashpoints.fstrace",
+            "--watch",
+            str(self.data_dir),
+            "--shadow",
+            str(self._shadow / "durable"),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        guard.directory(self._proc.pid, self._shadow)  # deleted once the tracer exits, should the harness die
+        try:
+            ready = await self._line()
+            if "ready" not in ready:
+                raise TargetStartError(f"the file tracer did not start: {ready.get('error', ready)}")
+            self._pump = asyncio.create_task(self._serve())
+            yield self
+        finally:
+            await self._stop()
+
+    async def attach(self, pid: int) -> None:
+        """Seize the pod that just started (the supervisor's ``on_started``); TargetStartError when the
+        machine refuses it (ptrace not allowed), which no retry changes."""
+        answer = await self._ask({"cmd": "attach", "pid": pid})
+        if "error" in answer:
+            raise TargetStartError(
+                f"{answer['error']}: file hold points need ptrace (root, or the same user with "
+                "kernel.yama.ptrace_scope 0 or 1; a container needs CAP_SYS_PTRACE); set "
+                "faults.crash_points.files: false to explore without them"
+            )
+
+    async def after_crash(self) -> None:
+        """Before the pod starts again (the supervisor's ``before_restart``): a crash planned as a power
+        loss rolls the data directory back to what was durable."""
+        if not self.holds.take_power_loss():
+            return
+        answer = await self._ask({"cmd": "rollback"})
+        if "error" in answer:
+            raise TargetStartError(str(answer["error"]))
+        self.history.emit(EventType.DATA_ROLLED_BACK, changed=answer.get("rolled_back", []))
+
+    async def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        self._send(command)
+        try:
+            return await asyncio.wait_for(self._answers.get(), ANSWER_TIMEOUT_S)
+        except TimeoutError:
+            raise TargetStartError(f"the file tracer did not answer {command['cmd']!r} in time") from None
+
+    async def _serve(self) -> None:
+        """Answer the tracer's events as they come; pass its answers to commands on."""
+        while True:
+            message = await self._line()
+            if not message:
+                await self._answers.put({"error": "the file tracer exited"})
+                return
+            if "event" not in message:
+                await self._answers.put(message)
+                continue
+            self.events += 1
+            killed = self.holds.fs_op(str(message["op"]), [str(p) for p in message["paths"]])
+            self._send({"cmd": "killed" if killed else "go", "event": message["event"]})
+
+    async def _line(self) -> dict[str, Any]:
+        assert self._proc is not None
+        assert self._proc.stdout is not None
+        raw = await self._proc.stdout.readline()
+        return orjson.loads(raw) if raw else {}
+
+    def _send(self, command: dict[str, Any]) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.returncode is not None:
+            return
+        proc.stdin.write(orjson.dumps(command) + b"\n")
+
+    async def _stop(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            self._send({"cmd": "quit"})
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._shadow is not None:
+            shutil.rmtree(self._shadow, ignore_errors=True)
+            guard.undirectory(self._shadow)

@@ -1,0 +1,140 @@
+"""Crash points for a server that keeps its state in files: the durability classes of file stores,
+each found for what it is under a process kill and under a power loss.
+
+``targets/notes`` saves its notes (``write_note``, an upsert by name: idempotent, so what is found
+is durability, never a duplicate) in a JSON-lines file the way ``NOTES_SAVE`` says, or in SQLite
+with ``NOTES_SQLITE_SYNC``. The file tracer holds the server before each of its file operations;
+a power loss is the kill, then the data directory rolled back to what was fsynced. What a crash
+loses of notes acknowledged before it is counted at the point that lost them (``wiped``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.crashpoints.advice import advice
+from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
+from harness.scenario import parse_scenario
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.quality
+
+NOTES = ROOT / "targets" / "notes" / "server.py"
+R = 2
+
+
+def notes_scenario(env: dict[str, str], *, sqlite: bool = False) -> dict[str, Any]:
+    command = ["{python}", str(NOTES)]
+    effects: dict[str, Any] = {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "name"}}
+    if sqlite:
+        command += ["--db-path", "{data_dir}/notes.db"]
+        query = "SELECT name AS marker, COUNT(*) AS effects FROM notes GROUP BY name"
+        effects = {"sql": {"url": "sqlite:///{data_dir}/notes.db", "query": query}}
+    else:
+        env = {"NOTES_FILE": "{data_dir}/notes.jsonl", **env}
+    return {
+        "name": "notes-files",
+        "seed": 5,
+        "target": {"command": command, "env": {"NOTES_TRANSPORT": "http", **env}, "ready_timeout_s": 30},
+        "workload": {
+            "intents": 3,
+            "tool": "write_note",
+            "arguments": {"name": "{marker}", "content": "note {index}"},
+        },
+        "client": {"attempt_timeout_s": 10},
+        "audit": {"effects": effects},
+    }
+
+
+def crashpoints(
+    data: dict[str, Any], tmp_path: Path, only: list[str] | None, *, repeat: int = R, max_points: int = 8
+) -> Exploration:
+    planned = prepare(parse_scenario(data), tmp_path, repeat=repeat, max_points=max_points, only=only)
+    return asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
+
+
+def by_name(found: Exploration) -> dict[str, PointResult]:
+    assert not found.inconclusive, found.inconclusive
+    return {p.name: p for p in found.points}
+
+
+def lost_everywhere(found: Exploration, names: list[str], *, at_least: int = R) -> None:
+    """Each point lost acknowledged notes (``at_least``: one in each of its proven tries)."""
+    points = by_name(found)
+    for name in names:
+        p = points[name]
+        assert p.finding is not None, (name, p.verdicts, p.wiped)
+        assert p.finding.value == "lost", (name, p.verdicts, p.wiped)
+        assert len(p.proven) == R
+        assert sum(map(len, p.wiped.values())) >= at_least, (name, p.wiped)
+
+
+def clean(found: Exploration, names: list[str]) -> None:
+    points = by_name(found)
+    for name in names:
+        assert points[name].finding is None, (name, points[name].verdicts, points[name].wiped)
+        assert len(points[name].proven) == points[name].repeat
+
+
+def test_a_file_rewritten_in_place_loses_at_a_write_under_a_kill(tmp_path: Path) -> None:
+    found = crashpoints(notes_scenario({"NOTES_SAVE": "in_place"}), tmp_path, ["fs_truncate#1", "fs_write#1"])
+    lost_everywhere(found, ["fs_write#1"])  # truncated, not yet written: read back as no notes at all
+    clean(found, ["fs_truncate#1"])
+    point = by_name(found)["fs_write#1"]
+    assert point.path[0].label == "notes.jsonl"
+    assert "rename it over the old one and fsync the directory" in advice(found, point)
+
+
+def test_temp_and_rename_without_fsync_loses_only_under_a_power_loss(tmp_path: Path) -> None:
+    only = ["fs_write#1", "fs_rename#1", "response", "fs_write#1@power_loss", "fs_rename#1@power_loss"]
+    found = crashpoints(notes_scenario({"NOTES_SAVE": "rename"}), tmp_path, only)
+    clean(found, ["fs_write#1", "fs_rename#1", "response"])
+    lost_everywhere(found, ["fs_write#1@power_loss", "fs_rename#1@power_loss"])
+    said = advice(found, by_name(found)["fs_rename#1@power_loss"])
+    assert "never fsyncs what it writes" in said
+
+
+def test_temp_fsync_rename_and_directory_fsync_loses_under_neither(tmp_path: Path) -> None:
+    """Every point of the call, both ways (14 paths), one try each: nothing is lost or repeated."""
+    found = crashpoints(notes_scenario({"NOTES_SAVE": "durable"}), tmp_path, None, repeat=1, max_points=16)
+    assert [p.name for p in found.clean if p.kind.value.startswith("fs_")] == [
+        "fs_truncate#1",
+        "fs_write#1",
+        "fs_fsync#1",
+        "fs_rename#1",
+        "fs_fsync#2",
+    ]
+    assert len(found.points) == 14
+    assert found.findings == []
+    assert not found.inconclusive, found.inconclusive
+
+
+def test_sqlite_with_synchronous_off_loses_only_under_a_power_loss(tmp_path: Path) -> None:
+    data = notes_scenario({"NOTES_SQLITE_SYNC": "off"}, sqlite=True)
+    found = crashpoints(data, tmp_path, ["request", "response", "response@power_loss"])
+    clean(found, ["request", "response"])
+    lost_everywhere(found, ["response@power_loss"])  # nothing it committed was ever fsynced
+
+
+def test_sqlite_defaults_lose_the_last_commit_to_a_power_loss_as_sqlite_documents(tmp_path: Path) -> None:
+    """synchronous=FULL in rollback-journal mode deletes the journal to commit and does not fsync the
+    directory after (SQLite: EXTRA "provides additional durability if the commit is followed closely
+    by a power loss"): a power loss right after a commit brings the journal back, hot, and rolls that
+    commit back. Kills lose nothing; EXTRA loses nothing under either."""
+    found = crashpoints(
+        notes_scenario({}, sqlite=True), tmp_path, ["request", "response", "request@power_loss"]
+    )
+    clean(found, ["request", "response"])
+    # The commit before the held call is rolled back, unless it repeated an upsert made durable before.
+    lost_everywhere(found, ["request@power_loss"], at_least=1)
+    assert "PRAGMA synchronous=EXTRA" in advice(found, by_name(found)["request@power_loss"])
+    extra = notes_scenario({"NOTES_SQLITE_SYNC": "extra"}, sqlite=True)
+    clean(crashpoints(extra, tmp_path / "extra", ["request@power_loss", "response@power_loss"]), [
+        "request@power_loss",
+        "response@power_loss",
+    ])  # fmt: skip
