@@ -299,7 +299,7 @@ class _Run:
             self._supervise = supervising
             # Now, in the protocol the pods answered in; a ScenarioError (sessions behind nginx) before the
             # final read is entered.
-            self._clients = self.wiring.run_clients()
+            self._clients = self.wiring.run_clients(lookup=self._attempt_of)
             yield
 
     @contextlib.asynccontextmanager

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,9 @@ class TargetWiring:
             # With stream faults or crash points, a run puts a fault proxy in front of each replica, on
             # these ports.
             self.proxy_ports = (
-                [free_port() for _ in self.ports] if scenario.faults.stream or self.holds is not None else []
+                [free_port() for _ in self.ports]
+                if target.transport == "http" and (scenario.faults.stream or self.holds is not None)
+                else []
             )
             balancer = scenario.services.balancer
             self.nginx = (
@@ -252,7 +254,9 @@ class TargetWiring:
         assert self.supervisor is not None
         return self.supervisor.protocol or MODERN
 
-    def run_clients(self) -> list[list[McpClient]]:
+    def run_clients(
+        self, lookup: Callable[[object], tuple[int, int] | None] | None = None
+    ) -> list[list[McpClient]]:
         """A run's clients, per replica: to its fault proxy, if any, or to the replica; behind nginx,
         one list, as nginx picks the replica. One client per worker where each needs its own session."""
         count = 1
@@ -268,17 +272,29 @@ class TargetWiring:
             return [self.clients(port=self.nginx.port, count=count)]
         return [
             self.clients(
-                port=self.proxy_ports[replica] if self.proxy_ports else None, count=count, replica=replica
+                port=self.proxy_ports[replica] if self.proxy_ports else None,
+                count=count,
+                replica=replica,
+                lookup=lookup,
             )
             for replica in range(len(self.pods))
         ]
 
-    def clients(self, *, port: int | None = None, count: int = 1, replica: int = 0) -> list[McpClient]:
-        """Clients in the protocol the pod answered in, to ``port`` (a fault proxy) or the replica."""
+    def clients(
+        self,
+        *,
+        port: int | None = None,
+        count: int = 1,
+        replica: int = 0,
+        lookup: Callable[[object], tuple[int, int] | None] | None = None,
+    ) -> list[McpClient]:
+        """Clients in the protocol the pod answered in, to ``port`` (a fault proxy) or the replica; a stdio
+        client holds its calls itself (``lookup``: the driver's request ids) where there are crash points."""
         policy = self.scenario.client
         if isinstance(self.ready_check, StdioReady):
             ready = self.ready_check
-            return [StdioClient(lambda: ready.channel)]
+            holds = self.holds if lookup is not None else None
+            return [StdioClient(lambda: ready.channel, holds=holds, lookup=lookup)]
         assert isinstance(self.ready_check, HttpReady)
         prefix = "" if len(self.pods) == 1 else f"pod-{replica}/"
         return [

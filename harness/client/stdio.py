@@ -16,6 +16,11 @@ of its own (``booting... {"jsonrpc": ...}``) is read from its first brace. What
 was skipped last is kept for messages: a handshake that fails says what the
 server printed instead, and one whose answer is unreadable fails at once.
 Requests from the server (``ping``) are answered; others are refused.
+
+With crash points, the host is where a stdio call is held (as the fault proxy holds an
+HTTP one): :class:`StdioClient` tells the hold points that a call's request is at the
+server's door and that its answer came, before the server gets the one or the client
+the other, and drops whichever the pod was killed at.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -76,6 +81,8 @@ class StdioChannel:
     garbled: str | None = field(default=None, init=False)
     """A line that mentions ``jsonrpc`` and is not JSON (an answer the server broke), as an excerpt."""
     _pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict, init=False)
+    _gates: dict[Any, Callable[[], bool]] = field(default_factory=dict, init=False)
+    """Request id -> asked when its answer comes; True: the answer is dropped (the pod was killed)."""
     _progress: dict[Any, int] = field(default_factory=dict, init=False)
     _reading: asyncio.Future[None] = field(init=False)
 
@@ -132,8 +139,9 @@ class StdioChannel:
     def _dispatch(self, msg: dict[str, Any]) -> None:
         if "method" not in msg:
             fut = self._pending.pop(msg.get("id"), None)
+            gate = self._gates.pop(msg.get("id"), None)
             if fut is not None and not fut.done():
-                fut.set_result(msg)
+                fut.set_result(None if gate is not None and gate() else msg)
             return
         if "id" not in msg:  # a notification: progress is counted for the request it is about
             params = msg.get("params")
@@ -158,15 +166,25 @@ class StdioChannel:
         return True
 
     async def request(
-        self, method: str, params: dict[str, Any], request_id: int, *, timeout: float, progress: bool = False
+        self,
+        method: str,
+        params: dict[str, Any],
+        request_id: int,
+        *,
+        timeout: float,
+        progress: bool = False,
+        gate: Callable[[], bool] | None = None,
     ) -> CallResult:
-        """One request and its response, classified like any other transport's."""
+        """One request and its response, classified like any other transport's. ``gate`` is asked when the
+        answer comes, before the caller gets it: True drops it (the pod was killed there)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[dict[str, Any] | None] = loop.create_future()
         if progress:
             params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
             self._progress[request_id] = 0
         self._pending[request_id] = fut
+        if gate is not None:
+            self._gates[request_id] = gate
         try:
             if not self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
                 return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
@@ -187,6 +205,7 @@ class StdioChannel:
                 return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
         finally:
             self._pending.pop(request_id, None)
+            self._gates.pop(request_id, None)
             notifications = self._progress.pop(request_id, 0)
         if msg is None:  # the process went away with the request in flight: outcome unknown
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
@@ -215,14 +234,16 @@ class StdioChannel:
             self.history.emit(EventType.SESSION_OPENED, session=None, version=self.protocol, client=self.name)
         return None
 
-    async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
+    async def call_tool(
+        self, call: ToolCall, *, timeout: float, gate: Callable[[], bool] | None = None
+    ) -> CallResult:
         params = call.params()
         if call.key is not None and self.key_meta is not None:
             params["_meta"] = {self.key_meta: call.key}
         if call.traceparent is not None:  # no head to carry it: _meta only
             params["_meta"] = {**params.get("_meta", {}), "traceparent": call.traceparent}
         return await self.request(
-            "tools/call", params, call.request_id, timeout=timeout, progress=call.request_progress
+            "tools/call", params, call.request_id, timeout=timeout, progress=call.request_progress, gate=gate
         )
 
     async def aclose(self) -> None:
@@ -231,18 +252,53 @@ class StdioChannel:
             await self._reading
 
 
-class StdioClient:
-    """The driver's client for a stdio target: each call goes to the pod's current channel."""
+class Holds(Protocol):
+    """What a hold controller is told of each tool call (``harness.faults.proxy.ExchangeHooks``)."""
 
-    def __init__(self, channel: Callable[[], StdioChannel | None]) -> None:
+    def serving(self) -> bool: ...
+
+    def request(self, intent: int, attempt: int) -> bool: ...
+
+    def response(self, intent: int, attempt: int, answer: str | None = None) -> bool: ...
+
+    def ended(self, intent: int, attempt: int) -> None: ...
+
+
+class StdioClient:
+    """The driver's client for a stdio target: each call goes to the pod's current channel; with crash
+    points, through the hold points (``holds``; ``lookup`` gives a request id's intent and attempt)."""
+
+    def __init__(
+        self,
+        channel: Callable[[], StdioChannel | None],
+        *,
+        holds: Holds | None = None,
+        lookup: Callable[[object], tuple[int, int] | None] | None = None,
+    ) -> None:
         self._channel = channel
+        self._holds = holds
+        self._lookup = lookup
 
     async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
         channel = self._channel()
         if channel is None or channel.closed:
             # No process to write to (it is down): the call certainly did not reach a server.
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
-        return await channel.call_tool(call, timeout=timeout)
+        where = self._lookup(call.request_id) if self._lookup is not None else None
+        holds = self._holds
+        if holds is None or where is None:
+            return await channel.call_tool(call, timeout=timeout)
+        intent, attempt = where
+        if not holds.serving():  # killed before it was ready, the run would end: as a proxy, refuse it
+            return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
+        try:
+            if holds.request(intent, attempt):  # the pod was killed at the door: nothing was sent
+                return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
+            return await channel.call_tool(
+                call, timeout=timeout, gate=lambda: holds.response(intent, attempt)
+            )
+        finally:
+            holds.ended(intent, attempt)
 
     async def aclose(self) -> None:
         return None

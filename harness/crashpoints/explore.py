@@ -72,10 +72,10 @@ def hold_points(scenario: Scenario) -> list[str]:
 def unexplorable(scenario: Scenario) -> str | None:
     """Why an exploration cannot hold this scenario's target where its work becomes durable, or None."""
     target = scenario.target
-    if target.transport != "http" or target.replicas != 1 or target.kubernetes is not None:
+    if target.replicas != 1 or target.kubernetes is not None:
         return (
-            "crash points hold one HTTP pod the harness runs (a proxy in front of it, one call at a time); "
-            "this target is stdio, replicated or in Kubernetes"
+            "crash points hold one pod the harness runs (a proxy in front of it, or its host over stdio, "
+            "one call at a time); this target is replicated or in Kubernetes"
         )
     if scenario.services.balancer is not None:
         return "crash points hold one pod, one call at a time; this scenario puts a balancer in front"

@@ -42,7 +42,16 @@ from typing import Any, Protocol
 
 from harness.crashpoints.pgwire import Commit, Wrote
 from harness.crashpoints.plan import ExplorePlan, FixedPlan
-from harness.crashpoints.points import COUNTED, Crash, Point, PointKind, nth_with, path_name, reached
+from harness.crashpoints.points import (
+    COUNTED,
+    Crash,
+    Point,
+    PointKind,
+    file_label,
+    nth_with,
+    path_name,
+    reached,
+)
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.scenario import CrashPoints
 
@@ -209,8 +218,10 @@ class HoldPoints:
     # -- the file tracer (harness.crashpoints.fsholds.FileHolds)
     def fs_op(self, kind: str, paths: list[str]) -> bool:
         """A durable file operation (``write``, ``fsync``, ...) on ``paths`` of the data directory is about
-        to run; True: the pod was killed before it."""
-        return self._reached(PointKind(f"fs_{kind}"), {"paths": paths}, " -> ".join(paths))
+        to run; True: the pod was killed before it. Labelled by its paths with their random parts
+        starred (a temporary file named anew each call), so the same operation is found in every call."""
+        label = " -> ".join(file_label(p) for p in paths)
+        return self._reached(PointKind(f"fs_{kind}"), {"paths": paths}, label)
 
     def take_power_loss(self) -> bool:
         """Whether the last kill at a point was planned as a power loss (once: the rollback takes it)."""

@@ -123,6 +123,17 @@ class Point:
         return self.name
 
 
+_RANDOM = re.compile(r"[0-9a-fA-F]{8,}|[0-9]{6,}|(?<=tmp)[a-z0-9_]{8}(?![A-Za-z0-9_])")
+"""What a program puts in a temporary file's name to make it new each time: hex digests, timestamps and
+counters, Python's ``tempfile`` names (``tmpk3j_9x2a``)."""
+
+
+def file_label(path: str) -> str:
+    """A file operation's path as its point's label: random parts starred (``memory.jsonl.*``), so that
+    a temporary file named anew each call is the same point in every call."""
+    return _RANDOM.sub("*", path)
+
+
 def _parts(label: str) -> frozenset[str]:
     return frozenset(label.split("; "))
 

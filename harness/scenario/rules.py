@@ -113,14 +113,13 @@ def crash_points_fit(s: Scenario) -> None:
     if (
         s.workload.concurrency != 1
         or target.replicas != 1
-        or target.transport != "http"
         or target.kubernetes is not None
         or s.services.balancer is not None
     ):
         raise ValueError(
             "faults.crash_points counts the points of one call at a time: it needs "
-            "workload.concurrency 1 and one HTTP pod the harness runs (no replicas, balancer, "
-            "stdio or Kubernetes target)"
+            "workload.concurrency 1 and one pod the harness runs (no replicas, balancer or "
+            "Kubernetes target)"
         )
     f = s.faults
     if f.kill is not None or f.pause is not None or f.rollout is not None or f.stream:

@@ -103,11 +103,39 @@ def test_the_memory_server_a_store_made_at_the_first_write(tmp_path: Path, node_
     )
     proc, report = contract(tmp_path)
     by_id = {c["id"]: c for c in report["checks"]}
-    assert len(by_id) == 12  # crash_points among them: not applicable (no PostgreSQL, no sink)
+    assert len(by_id) == 12
     assert "error" not in {c["verdict"] for c in by_id.values()}, proc.stdout
-    assert by_id["crash_points"]["verdict"] == "not_applicable"
+    # Killed before each of its file operations (a temporary file, renamed over the store), it loses
+    # nothing: the check crashes by kill unless asked for power losses.
+    assert by_id["crash_points"]["verdict"] == "pass", by_id["crash_points"]
     assert by_id["twins"]["verdict"] == "not_applicable"
     # It deduplicates by name (one effect), but the second answer says nothing was created.
     assert by_id["replay"]["verdict"] == "fail"
     assert by_id["replay"]["why"].startswith("one effect, but the same call made again answered differently")
     assert by_id["catalog"]["why"].startswith("create_entities changes state but takes no idempotency key")
+
+
+def test_the_memory_server_explored_from_its_drafted_scenario_loses_its_store_to_a_power_loss(
+    tmp_path: Path, node_servers: str
+) -> None:
+    """The scenario init drafted, untouched: crash points over stdio, its file operations traced. It
+    writes a temporary file (a random name: one point in every call) and renames it over memory.jsonl,
+    and never fsyncs: a kill at any point loses nothing, a power loss everything since the start."""
+    drafted(tmp_path, f"{node_servers} {MEMORY}", "--env", "MEMORY_FILE_PATH={data_dir}/memory.jsonl")
+    done = mcp_chaos(
+        "crashpoints", "s.yaml", "--results", "r", "--repeat", "1", "--max-points", "10", "--json", "x.json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    found = json.loads((tmp_path / "x.json").read_text())
+    assert found["clean_call"] == ["request", "fs_truncate#1", "fs_write#1", "fs_rename#1", "response"]
+    assert found["inconclusive"] == []
+    by_crash = {
+        crash: {p["point"]: p["finding"] for p in found["points"] if p["crash"] == crash}
+        for crash in ("kill", "power_loss")
+    }
+    assert set(by_crash["kill"].values()) == {None}, by_crash
+    assert set(by_crash["power_loss"].values()) == {"lost"}, by_crash
+    renamed = next(p for p in found["points"] if p["point"] == "fs_rename#1@power_loss")
+    assert renamed["label"] == "memory.jsonl.*.tmp -> memory.jsonl"
+    assert "never fsyncs what it writes" in renamed["advice"]

@@ -138,3 +138,12 @@ def test_sqlite_defaults_lose_the_last_commit_to_a_power_loss_as_sqlite_document
         "request@power_loss",
         "response@power_loss",
     ])  # fmt: skip
+
+
+def test_a_stdio_server_is_held_by_its_host(tmp_path: Path) -> None:
+    """Over stdio there is no proxy: the harness, the server's host, holds its requests and answers."""
+    data = notes_scenario({"NOTES_SAVE": "in_place", "NOTES_TRANSPORT": "stdio"})
+    data["target"]["transport"] = "stdio"
+    found = crashpoints(data, tmp_path, ["request", "response", "fs_write#1"])
+    clean(found, ["request", "response"])
+    lost_everywhere(found, ["fs_write#1"])

@@ -18,7 +18,16 @@ import yaml
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgwire import Commit, Statement
 from harness.crashpoints.plan import ExplorePlan, FixedPlan
-from harness.crashpoints.points import Crash, Point, PointKind, parse_path, parse_point, path_name, reached
+from harness.crashpoints.points import (
+    Crash,
+    Point,
+    PointKind,
+    file_label,
+    parse_path,
+    parse_point,
+    path_name,
+    reached,
+)
 from harness.errors import ScenarioError
 from harness.history import HistoryWriter
 from harness.scenario import CrashPoints, parse_scenario
@@ -523,3 +532,17 @@ def test_a_kill_is_no_power_loss(tmp_path: Path, controller: Controller) -> None
     holds.request(0, 1)
     assert holds.fs_op("rename", ["a.tmp", "a"]) is True
     assert not holds.take_power_loss()
+
+
+@pytest.mark.parametrize(
+    ("path", "label"),
+    [
+        ("memory.jsonl.f1bdd5d235aac4ad86b76860be.tmp", "memory.jsonl.*.tmp"),  # write-file-atomic
+        ("tmpk3j_9x2a", "tmp*"),  # Python's tempfile
+        ("notes.1733230000123.json", "notes.*.json"),  # a timestamp
+        ("notes.jsonl.tmp", "notes.jsonl.tmp"),
+        ("tasks.db-journal", "tasks.db-journal"),
+    ],
+)
+def test_a_file_named_anew_each_call_is_the_same_point(path: str, label: str) -> None:
+    assert file_label(path) == label

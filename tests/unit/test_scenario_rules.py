@@ -67,7 +67,7 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         (
             ["faults={crash_points: {holds: [{at: response}]}}"],
             "faults.crash_points counts the points of one call at a time: it needs workload.concurrency 1 "
-            "and one HTTP pod the harness runs (no replicas, balancer, stdio or Kubernetes target)",
+            "and one pod the harness runs (no replicas, balancer or Kubernetes target)",
         ),
         (
             ["workload.concurrency=1", "faults.crash_points={holds: [{at: response}]}"],
