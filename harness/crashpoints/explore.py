@@ -375,7 +375,7 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
         seconds=time.monotonic() - started,
         skipped=plan.skipped if plan is not None else [],
         deferred=plan.deferred if plan is not None else [],
-        bypassed=bypassed(clean, details, effects.get(clean_intent, 0)),
+        bypassed=bypassed(clean, details, effects.get(clean_intent, 0), evidence.untraced),
         ended=None
         if evidence.status == RunStatus.COMPLETED.value or stuck
         else _ended(evidence.status, evidence.reason),
@@ -430,7 +430,9 @@ def _ended(status: str | None, reason: object) -> str:
     return f"{status}: {reason}" if reason else status
 
 
-def bypassed(clean: tuple[Point, ...], details: dict[str, dict[str, Any]], effects: int) -> str | None:
+def bypassed(
+    clean: tuple[Point, ...], details: dict[str, dict[str, Any]], effects: int, untraced: str | None = None
+) -> str | None:
     """Why the clean call's effect was made where the harness cannot hold it, or None: it left an effect
     in the store, and nothing of the call could have made it (no commit that wrote or may have, no
     downstream call)."""
@@ -441,6 +443,12 @@ def bypassed(clean: tuple[Point, ...], details: dict[str, dict[str, Any]], effec
             return None
         if point.kind is PointKind.DB_COMMIT and details.get(point.name, {}).get("wrote") != "no":
             return None
+    if untraced is not None:
+        return (
+            f"the store changed ({effects} effect of the clean call) while the harness saw no commit of the "
+            f"call that wrote, and its file operations could not be traced: {untraced} (run as root, or "
+            "give the harness CAP_SYS_PTRACE, or lower kernel.yama.ptrace_scope)"
+        )
     return (
         f"the store changed ({effects} effect of the clean call) while the harness saw no commit of the "
         "call that wrote: the target does not write through {postgres_url} (or {sink_url}), nor in its "

@@ -36,6 +36,8 @@ from harness.pods.watchdog import guard
 SHADOW_PREFIX = "mcp-chaos-durable-"
 """The tracer's copy of what is durable (a file's bytes as of its last fsync): a temporary directory
 named for its harness, removed with the run, and by ``cleanup`` after a harness that was killed."""
+SERVICE = "file_tracer"
+"""Its name in ``service_started`` events (``traced: false`` and the reason, where ptrace is refused)."""
 ANSWER_TIMEOUT_S = 30.0
 """How long the harness waits for the tracer to attach or roll back before it gives up on it."""
 
@@ -69,6 +71,8 @@ class FileTracer:
         self._pump: asyncio.Task[None] | None = None
         self._answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._shadow: Path | None = None
+        self.refused: str | None = None
+        """Why ptrace is not allowed here, if it is not: the run has no file points then."""
         self.events = 0
         """File operations the tracer stopped the pod at (every one, in a call's window or not)."""
 
@@ -91,16 +95,25 @@ class FileTracer:
         guard.directory(self._proc.pid, self._shadow)  # deleted once the tracer exits, should the harness die
         try:
             ready = await self._line()
-            if "ready" not in ready:
+            if "refused" in ready:  # no file points here: the run goes on without them, and says so
+                self.refused = str(ready["refused"])
+                self.history.emit(
+                    EventType.SERVICE_STARTED, service=SERVICE, traced=False, reason=self.refused
+                )
+            elif "ready" not in ready:
                 raise TargetStartError(f"the file tracer did not start: {ready.get('error', ready)}")
-            self._pump = asyncio.create_task(self._serve())
+            else:
+                self.history.emit(EventType.SERVICE_STARTED, service=SERVICE, pid=self._proc.pid, traced=True)
+                self._pump = asyncio.create_task(self._serve())
             yield self
         finally:
             await self._stop()
 
     async def attach(self, pid: int) -> None:
-        """Seize the pod that just started (the supervisor's ``on_started``); TargetStartError when the
-        machine refuses it (ptrace not allowed), which no retry changes."""
+        """Seize the pod that just started (the supervisor's ``on_started``); TargetStartError when it
+        cannot be, which no retry changes. Nothing where ptrace is not allowed at all (``refused``)."""
+        if self.refused is not None:
+            return
         answer = await self._ask({"cmd": "attach", "pid": pid})
         if "error" in answer:
             raise TargetStartError(
@@ -112,7 +125,7 @@ class FileTracer:
     async def after_crash(self) -> None:
         """Before the pod starts again (the supervisor's ``before_restart``): a crash planned as a power
         loss rolls the data directory back to what was durable."""
-        if not self.holds.take_power_loss():
+        if not self.holds.take_power_loss() or self.refused is not None:
             return
         answer = await self._ask({"cmd": "rollback"})
         if "error" in answer:

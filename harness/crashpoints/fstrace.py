@@ -495,8 +495,28 @@ def _read_string(pid: int, address: int, limit: int = 4096) -> bytes | None:
     return data if end < 0 else data[:end]
 
 
+def may_trace() -> str | None:
+    """Whether this process may ptrace another of its user's: None, or why not (what the machine said).
+    Tried on a child of its own, before any pod: yama, a container's seccomp profile or missing
+    capabilities all answer here, once."""
+    child = os.fork()
+    if child == 0:  # the child waits to be seized, then ends
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        if _ptrace(PTRACE_SEIZE, child, None, ctypes.c_void_p(OPTIONS)) == -1:
+            return os.strerror(ctypes.get_errno())
+        return None
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
 def serve(root: Path, shadow: Path) -> None:
     """The tracer's loop: commands on stdin (JSON lines), events and answers on stdout."""
+    refused = may_trace()
+    if refused is not None:
+        print(json.dumps({"refused": f"ptrace is not allowed here ({refused})"}), flush=True)
+        return
     tracer = Tracer(root, shadow, sys.stdout)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

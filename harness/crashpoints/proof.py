@@ -81,6 +81,8 @@ class PlanSeen:
     skipped: list[str]
     deferred: list[str]
     clean_intent: int = 0
+    untraced: str | None = None
+    """Why the pod's file operations were not traced (ptrace refused), if they were not."""
     """The clean call (intent 1 where intent 0 warmed a fresh file store up)."""
 
 
@@ -96,6 +98,8 @@ class Evidence:
     """The run's end (``completed``, ``deadline``, ...); None: the harness died."""
     reason: str | None
     clean_intent: int = 0
+    untraced: str | None = None
+    """Why the pod's file operations were not traced (ptrace refused), if they were not."""
 
 
 def _point(ev: Mapping[str, Any]) -> Point:
@@ -121,6 +125,7 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
     intents_ended: dict[int, int] = {}
     rollbacks: list[int] = []
     plan: PlanSeen | None = None
+    untraced: str | None = None
     status: str | None = None
     reason: str | None = None
     for ev in events:
@@ -160,12 +165,14 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
             )
         elif typ == EventType.RUN_ENDED:
             status, reason = str(ev.get("status")), ev.get("reason")
+        elif typ == EventType.SERVICE_STARTED and ev.get("service") == "file_tracer" and not ev.get("traced"):
+            untraced = str(ev.get("reason") or "ptrace refused")
     labels = dict(plan.planned) if plan is not None else {}
     for one in tries.values():
         one.path = labelled(one.path, labels.get(one.path_name))
         one.why = _unproven(one, kills, started, ended, intents_ended.get(one.intent), rollbacks)
     clean = plan.clean_intent if plan is not None else 0
-    return Evidence(tries, plan, dict(unheld.get(clean, {})), status, reason, clean)
+    return Evidence(tries, plan, dict(unheld.get(clean, {})), status, reason, clean, untraced)
 
 
 def _unproven(

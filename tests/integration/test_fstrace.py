@@ -184,3 +184,11 @@ def test_a_process_it_cannot_trace_is_one_line(tmp_path: Path) -> None:
         for pipe in (tracer.stdin, tracer.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+def test_this_machine_lets_the_tracer_trace() -> None:
+    """Where ptrace is refused the tracer says so at its start and the run goes on without file points
+    (and an exploration that needed them is inconclusive, saying why); here it is allowed."""
+    from harness.crashpoints.fstrace import may_trace
+
+    assert may_trace() is None

@@ -254,3 +254,18 @@ def test_a_try_whose_attempts_overlapped_on_the_server_is_unproven() -> None:
         "attempt 1 began while an earlier one was still running on the server: what committed may have "
         "been either's"
     )
+
+
+def test_a_store_changed_unseen_where_ptrace_was_refused_says_so() -> None:
+    from harness.crashpoints.explore import bypassed
+    from harness.crashpoints.points import Point, PointKind
+
+    clean = (Point(PointKind.REQUEST), Point(PointKind.RESPONSE))
+    why = bypassed(clean, {}, 1, "ptrace is not allowed here (Operation not permitted)")
+    assert why is not None
+    assert "could not be traced: ptrace is not allowed here (Operation not permitted)" in why
+    assert "CAP_SYS_PTRACE" in why
+    h = History(2)
+    h.add("service_started", service="file_tracer", traced=False, reason="ptrace is not allowed here (EPERM)")
+    h.add("run_ended", status="completed")
+    assert read_evidence(h.events).untraced == "ptrace is not allowed here (EPERM)"
