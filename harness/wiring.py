@@ -164,7 +164,14 @@ class TargetWiring:
         self.supervisor = self.supervisors[0]
         crash = self.scenario.faults.crash_points
         if self.holds is not None and crash is not None and crash.traces_files():
-            self.files = FileTracer(self.run_dir / rundir.DATA, self.holds, history, self.run_dir.name)
+            target = self.scenario.target
+            self.files = FileTracer(
+                self.run_dir / rundir.DATA,
+                self.holds,
+                history,
+                self.run_dir.name,
+                seen_as=target.data_mount if target.runtime == "docker" else None,
+            )
             self.supervisor.on_started = self.files.attach
             self.supervisor.before_restart = self.files.after_crash
         if self.holds is not None:

@@ -75,6 +75,13 @@ def _durability(exploration: Exploration) -> str:
             "rolls the last commit back. Use PRAGMA synchronous=EXTRA, or journal_mode=WAL with "
             "synchronous=FULL"
         )
+    wal = any((p.label or "").endswith("-wal") for p in ops)
+    if wal and not any(p.kind is PointKind.FS_FSYNC and (p.label or "").endswith("-wal") for p in ops):
+        return (
+            "it commits to SQLite's write-ahead log without an fsync of it (journal_mode=WAL with "
+            "synchronous=NORMAL or OFF): a commit is durable only at the next checkpoint, and a power loss "
+            "before that rolls it back. Use PRAGMA synchronous=FULL"
+        )
     if not any(p.kind is PointKind.FS_FSYNC for p in ops):
         return (
             "it never fsyncs what it writes, so nothing it wrote since the last time the directory was "

@@ -62,8 +62,18 @@ def remove_stale_shadows(run_id: str | None = None) -> list[Path]:
 class FileTracer:
     """One run's file tracer: started once, attached to each pod as it starts."""
 
-    def __init__(self, data_dir: Path, holds: FileHolds, history: HistoryWriter, run_id: str) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        holds: FileHolds,
+        history: HistoryWriter,
+        run_id: str,
+        *,
+        seen_as: str | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.seen_as = seen_as
+        """The data directory as the pod names it (a container's ``target.data_mount``), if not as here."""
         self.holds = holds
         self.history = history
         self.run_id = run_id
@@ -89,6 +99,7 @@ class FileTracer:
             str(self.data_dir),
             "--shadow",
             str(self._shadow / "durable"),
+            *(["--seen-as", self.seen_as] if self.seen_as is not None else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

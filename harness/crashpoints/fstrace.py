@@ -219,9 +219,12 @@ def _state(root: Path) -> dict[str, bytes | None]:
 class Tracer:
     """Seizes pods, stops each before a durable operation on the watched directory, keeps the model."""
 
-    def __init__(self, root: Path, shadow: Path, out: Any) -> None:
-        self.root = root.resolve()
-        self.durable = Durable(self.root, shadow)
+    def __init__(self, root: Path, shadow: Path, out: Any, seen_as: str | None = None) -> None:
+        self.host_root = root.resolve()
+        self.root = Path(seen_as) if seen_as is not None else self.host_root
+        """The watched directory as the tracee names it (a container's data mount), what its paths are
+        matched against; the model keeps the files where the harness sees them (``host_root``)."""
+        self.durable = Durable(self.host_root, shadow)
         self.out = out
         self.table = SYSCALLS.get(platform.machine())
         if self.table is None:
@@ -238,20 +241,28 @@ class Tracer:
 
     # -- commands
     def attach(self, pid: int) -> None:
-        """Seize every thread of ``pid`` (its children and new threads follow by themselves)."""
+        """Seize every thread of ``pid`` and of the processes it has started (a container's init and the
+        server under it); what they start later, and new threads, follow by themselves."""
         if not self.baselined:
             self.durable.baseline()
             self.baselined = True
-        for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        for process in _tree(pid):
             try:
-                _check(_ptrace(PTRACE_SEIZE, tid, None, ctypes.c_void_p(OPTIONS)), f"seize {tid}")
-                _check(_ptrace(PTRACE_INTERRUPT, tid, None, None), f"interrupt {tid}")
-            except OSError as exc:
-                if exc.errno == errno.ESRCH:
-                    continue  # a thread that ended meanwhile
-                raise
-            self.tracees.add(tid)
-            self.pids[tid] = pid
+                threads = sorted(int(t) for t in os.listdir(f"/proc/{process}/task"))
+            except FileNotFoundError:
+                if process == pid:
+                    raise
+                continue  # a child that ended meanwhile
+            for tid in threads:
+                try:
+                    _check(_ptrace(PTRACE_SEIZE, tid, None, ctypes.c_void_p(OPTIONS)), f"seize {tid}")
+                    _check(_ptrace(PTRACE_INTERRUPT, tid, None, None), f"interrupt {tid}")
+                except OSError as exc:
+                    if exc.errno == errno.ESRCH:
+                        continue  # a thread that ended meanwhile
+                    raise
+                self.tracees.add(tid)
+                self.pids[tid] = process
 
     def answer(self, event: int, verdict: str) -> None:
         held = self.stopped.pop(event, None)
@@ -356,7 +367,7 @@ class Tracer:
                 fd_path = f"/proc/{pid}/fd/{inside.fd}"
                 info = os.stat(fd_path)
                 if stat.S_ISDIR(info.st_mode):
-                    self.durable.synced_dir(Path(os.readlink(fd_path)))
+                    self.durable.synced_dir(self.host_root / self._rel(os.readlink(fd_path)))
                 elif stat.S_ISREG(info.st_mode):
                     self.durable.synced_file(fd_path, info.st_ino)
             elif (
@@ -374,7 +385,7 @@ class Tracer:
             if path is None:
                 return None
             kind = {"fsync": "fsync", "fdatasync": "fsync", "ftruncate": "truncate"}.get(name, "write")
-            if kind == "write" and not os.path.isfile(path):
+            if kind == "write" and not os.path.isfile(_inside(pid, path)):
                 return None
             return kind, [self._rel(path)], _fd(args[0])
         if name in ("open", "creat", "openat", "openat2"):
@@ -392,7 +403,7 @@ class Tracer:
             path = self._path(pid, dirfd, addr)
             if path is None:
                 return None
-            exists = os.path.lexists(path)
+            exists = os.path.lexists(_inside(pid, path))
             if flags & O_TRUNC:  # ``open(path, "w")``: one point whether the file was there or not
                 return "truncate", [self._rel(path)], None if exists else -1
             return None if exists else ("create", [self._rel(path)], -1)
@@ -448,7 +459,10 @@ class Tracer:
         path = os.path.normpath(os.path.join(base, text))
         parent = os.path.dirname(path)
         with contextlib.suppress(OSError):  # the directory resolved (links on the way), the name as given
-            path = os.path.join(os.path.realpath(parent), os.path.basename(path))
+            root = f"/proc/{pid}/root"  # as the tracee sees it: its own mounts (a container's)
+            resolved = os.path.realpath(root + parent)
+            if resolved == root or resolved.startswith(root + "/"):
+                path = os.path.join(resolved[len(root) :] or "/", os.path.basename(path))
         if watched and not self._watched(path):
             return None
         return path
@@ -456,6 +470,24 @@ class Tracer:
     def _emit(self, message: dict[str, Any]) -> None:
         self.out.write(json.dumps(message) + "\n")
         self.out.flush()
+
+
+def _inside(pid: int, path: str) -> str:
+    """A path the tracee names, where this process finds it (through the tracee's root: a container's)."""
+    return f"/proc/{pid}/root{path}"
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process under it, parents first (``/proc/<pid>/task/<tid>/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        process = todo.pop(0)
+        found.append(process)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{process}/task"):
+                children = Path(f"/proc/{process}/task/{task}/children").read_text().split()
+                todo += [int(c) for c in children if int(c) not in found]
+    return found
 
 
 def _fd(value: int) -> int:
@@ -511,13 +543,13 @@ def may_trace() -> str | None:
         os.waitpid(child, 0)
 
 
-def serve(root: Path, shadow: Path) -> None:
+def serve(root: Path, shadow: Path, seen_as: str | None = None) -> None:
     """The tracer's loop: commands on stdin (JSON lines), events and answers on stdout."""
     refused = may_trace()
     if refused is not None:
         print(json.dumps({"refused": f"ptrace is not allowed here ({refused})"}), flush=True)
         return
-    tracer = Tracer(root, shadow, sys.stdout)
+    tracer = Tracer(root, shadow, sys.stdout, seen_as)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -566,8 +598,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m harness.crashpoints.fstrace")
     parser.add_argument("--watch", required=True, type=Path, help="the data directory")
     parser.add_argument("--shadow", required=True, type=Path, help="where durable bytes are kept")
+    parser.add_argument(
+        "--seen-as", help="the data directory's path as the tracee sees it (a container's mount)"
+    )
     args = parser.parse_args()
-    serve(args.watch, args.shadow)
+    serve(args.watch, args.shadow, args.seen_as)
 
 
 if __name__ == "__main__":

@@ -147,3 +147,31 @@ def test_a_stdio_server_is_held_by_its_host(tmp_path: Path) -> None:
     found = crashpoints(data, tmp_path, ["request", "response", "fs_write#1"])
     clean(found, ["request", "response"])
     lost_everywhere(found, ["fs_write#1"])
+
+
+@pytest.mark.docker
+def test_the_same_on_docker_a_container_s_data_mount_traced_from_the_host(
+    tmp_path: Path, docker_image: str
+) -> None:
+    """The reference invoices image, its SQLite store on the data mount, in write-ahead-log mode with
+    synchronous=NORMAL: the tracer seizes the container's processes from the host and maps the mount's
+    paths; kills lose nothing, a power loss loses what was not yet checkpointed."""
+    data = notes_scenario({})
+    data["target"] = {
+        "image": docker_image,
+        "env": {"INVOICES_MODE": "atomic", "INVOICES_DB": "{data_dir}/invoices.db"},
+        "ready_timeout_s": 30,
+    }
+    data["workload"] = {
+        "intents": 3,
+        "tool": "create_invoice",
+        "arguments": {"customer_id": "c", "amount_cents": 1, "memo": "{marker}", "idempotency_key": "{key}"},
+    }
+    query = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+    data["audit"] = {"effects": {"sql": {"url": "sqlite:///{data_dir}/invoices.db", "query": query}}}
+    found = crashpoints(data, tmp_path, ["request", "response", "fs_write#1", "request@power_loss"])
+    clean(found, ["request", "response", "fs_write#1"])
+    lost_everywhere(found, ["request@power_loss"])
+    point = by_name(found)["fs_write#1"]
+    assert point.path[0].label == "invoices.db-wal"  # the mount's path, as the container names it
+    assert "synchronous=FULL" in advice(found, by_name(found)["request@power_loss"])
