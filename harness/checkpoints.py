@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 
 from harness.effects.base import Sample
@@ -87,31 +87,24 @@ def total(seen: SeenEffects) -> int:
     return int.from_bytes(seen.bitmap, "little").bit_count() + sum(n - 1 for n in seen.counts.values())
 
 
+@dataclass(eq=False)
 class Checkpoints:
     """Takes a run's checkpoint reads and records them; the injector and the supervisors call it."""
 
-    def __init__(
-        self,
-        read: Reader,
-        history: HistoryWriter,
-        *,
-        namespace: str,
-        intents: int,
-        timeout_s: float,
-        acknowledged: Callable[[], int] = lambda: 0,
-    ) -> None:
-        self._read_source = read
-        self.history = history
-        self.namespace = namespace
-        self.intents = intents
-        self.timeout_s = timeout_s
-        self.acknowledged = acknowledged
-        """How many intents the client has seen succeed so far (the driver's count)."""
-        self._pending: set[asyncio.Task[None]] = set()
-        self._last: SeenEffects | None = None
-        """What the last recorded read that succeeded saw."""
-        self._fault_since = False
-        """A pod fault came after that read."""
+    source: Reader
+    """Reads the effect source now."""
+    history: HistoryWriter
+    _: KW_ONLY
+    namespace: str
+    intents: int
+    timeout_s: float
+    acknowledged: Callable[[], int] = lambda: 0
+    """How many intents the client has seen succeed so far (the driver's count)."""
+    _pending: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _last: SeenEffects | None = field(default=None, init=False)
+    """What the last recorded read that succeeded saw."""
+    _fault_since: bool = field(default=False, init=False)
+    """A pod fault came after that read."""
 
     async def before_fault(self, pod: str) -> Callable[[], None]:
         """Read now, while ``pod`` is still up; what is returned records the read, and is called once
@@ -179,7 +172,7 @@ class Checkpoints:
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
-                sample = await self._read_source()
+                sample = await self.source()
                 torn = sample.torn
                 # A million markers take a second to pack: not on the event loop the driver runs on.
                 seen = await asyncio.to_thread(SeenEffects.of, sample.counts, self.namespace, self.intents)

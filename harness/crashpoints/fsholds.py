@@ -23,6 +23,7 @@ import contextlib
 import shutil
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,32 +60,25 @@ def remove_stale_shadows(run_id: str | None = None) -> list[Path]:
     return leftovers.remove_stale(SHADOW_PREFIX, run_id)
 
 
+@dataclass(eq=False)
 class FileTracer:
     """One run's file tracer: started once, attached to each pod as it starts."""
 
-    def __init__(
-        self,
-        data_dir: Path,
-        holds: FileHolds,
-        history: HistoryWriter,
-        run_id: str,
-        *,
-        seen_as: str | None = None,
-    ) -> None:
-        self.data_dir = data_dir
-        self.seen_as = seen_as
-        """The data directory as the pod names it (a container's ``target.data_mount``), if not as here."""
-        self.holds = holds
-        self.history = history
-        self.run_id = run_id
-        self._proc: asyncio.subprocess.Process | None = None
-        self._pump: asyncio.Task[None] | None = None
-        self._answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._shadow: Path | None = None
-        self.refused: str | None = None
-        """Why ptrace is not allowed here, if it is not: the run has no file points then."""
-        self.events = 0
-        """File operations the tracer stopped the pod at (every one, in a call's window or not)."""
+    data_dir: Path
+    holds: FileHolds
+    history: HistoryWriter
+    run_id: str
+    _: KW_ONLY
+    seen_as: str | None = None
+    """The data directory as the pod names it (a container's ``target.data_mount``), if not as here."""
+    refused: str | None = field(default=None, init=False)
+    """Why ptrace is not allowed here, if it is not: the run has no file points then."""
+    events: int = field(default=0, init=False)
+    """File operations the tracer stopped the pod at (every one, in a call's window or not)."""
+    _proc: asyncio.subprocess.Process | None = field(default=None, init=False)
+    _pump: asyncio.Task[None] | None = field(default=None, init=False)
+    _answers: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue, init=False)
+    _shadow: Path | None = field(default=None, init=False)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FileTracer]:

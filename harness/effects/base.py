@@ -110,6 +110,19 @@ class EffectSource(abc.ABC):
     live: ClassVar[bool] = False
     """Read once at the end of a run (the final read, into ``effects.json``): it needs a live service."""
 
+    def __init_subclass__(
+        cls, *, field: str | None = None, kind: str | None = None, live: bool | None = None, **more: Any
+    ) -> None:
+        """``class ToolSource(EffectSource, field="tool", live=True)``: its section's field, its name
+        (the field's, unless given) and whether it is read live."""
+        super().__init_subclass__(**more)
+        if field is not None:
+            cls.field = field
+        if kind is not None or field is not None:
+            cls.kind = kind or cls.field
+        if live is not None:
+            cls.live = live
+
     section: Any
     """Its section of ``audit.effects`` (each kind names its own type)."""
 

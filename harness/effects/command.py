@@ -9,7 +9,6 @@ import io as text_io
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
 
 from harness import rundir
 from harness.effects.base import EffectSource, LiveIO
@@ -19,12 +18,9 @@ from harness.scenario import AUDIT_PLACEHOLDERS, CommandEffects
 from harness.template import render_text
 
 
-class CommandSource(EffectSource):
+class CommandSource(EffectSource, field="command", live=True):
     """The user's command; a failing command is an audit error with its last line of stderr."""
 
-    kind: ClassVar[str] = "command"
-    field: ClassVar[str] = "command"
-    live: ClassVar[bool] = True
     section: CommandEffects
 
     def describe(self) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
 
 from harness.effects.base import Drafted, EffectSource, SeenStore, place
 from harness.errors import AuditError
@@ -14,12 +13,10 @@ from harness.scenario import FilesEffects
 from harness.workload import MARKER_SHAPE
 
 
-class FilesSource(EffectSource):
+class FilesSource(EffectSource, field="files"):
     """Each marker in a file's bytes is one effect (``marker_in: content``), or each file whose name holds
     one (``name``)."""
 
-    kind: ClassVar[str] = "files"
-    field: ClassVar[str] = "files"
     section: FilesEffects
 
     def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 
@@ -15,11 +15,9 @@ from harness.errors import AuditError
 from harness.scenario import JsonlEffects
 
 
-class JsonlSource(EffectSource):
+class JsonlSource(EffectSource, field="jsonl"):
     """Records per marker in a JSON-lines file."""
 
-    kind: ClassVar[str] = "jsonl"
-    field: ClassVar[str] = "jsonl"
     section: JsonlEffects
 
     def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
 
 from harness import rundir
 from harness.effects.base import EffectSource
@@ -19,12 +18,10 @@ from harness.errors import AuditError
 from harness.scenario import SinkEffects
 
 
-class SinkSource(EffectSource):
+class SinkSource(EffectSource, field="sink"):
     """The calls the effect sink recorded; a call it answered as a replay of a key it had seen
     (``dedupe_by_key``) is recorded, not counted."""
 
-    kind: ClassVar[str] = "sink"
-    field: ClassVar[str] = "sink"
     section: SinkEffects
 
     def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:

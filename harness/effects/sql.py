@@ -12,7 +12,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from harness.effects.base import Drafted, EffectSource, LiveIO, SeenStore, count_rows, place
 from harness.effects.sqlite_file import open_store
@@ -23,10 +23,9 @@ SQL_TODO = "TODO: SELECT <column holding the marker> AS marker, COUNT(*) AS effe
 """The query ``init`` leaves to write when no column of a store is named like the marker's field."""
 
 
-class _Sql(EffectSource):
+class _Sql(EffectSource, field="sql"):
     """What both SQL stores share: the section, and the drafts ``init`` makes of a SQL store."""
 
-    field: ClassVar[str] = "sql"
     section: SqlEffects
 
     @property
@@ -61,10 +60,8 @@ class _Sql(EffectSource):
             )
 
 
-class SqliteSource(_Sql):
+class SqliteSource(_Sql, kind="sqlite"):
     """A SQLite file the target writes (``sqlite:///PATH``), opened read-only by the auditor."""
-
-    kind: ClassVar[str] = "sqlite"
 
     def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
         path, db = open_store(self.url(run_dir))
@@ -83,12 +80,9 @@ class SqliteSource(_Sql):
             db.close()
 
 
-class PostgresSource(_Sql):
+class PostgresSource(_Sql, kind="postgres", live=True):
     """A PostgreSQL database (the harness's ``{postgres_url}`` or another), read once at the end of the run
     on a read-only connection."""
-
-    kind: ClassVar[str] = "postgres"
-    live: ClassVar[bool] = True
 
     async def read_live(self, run_dir: Path, io: LiveIO) -> Counter[str]:
         url = self.url(run_dir, io.postgres_url)

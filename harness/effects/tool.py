@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from harness.effects.base import EffectSource, LiveIO, whole_count
 from harness.errors import AuditError
@@ -13,12 +13,9 @@ from harness.scenario import READ_TOOL_PLACEHOLDERS, ToolEffects
 from harness.template import render_text
 
 
-class ToolSource(EffectSource):
+class ToolSource(EffectSource, field="tool", live=True):
     """The target's own read tool."""
 
-    kind: ClassVar[str] = "tool"
-    field: ClassVar[str] = "tool"
-    live: ClassVar[bool] = True
     section: ToolEffects
 
     def describe(self) -> str:
