@@ -307,7 +307,7 @@ class HoldPoints:
         if history is None or told == self._told:
             return
         self._told = told
-        clean = getattr(plan, "clean_intent", None)
+        clean = plan.clean_intent
         history.emit(
             EventType.CRASH_PLAN,
             planned=[_described(p) for p in plan.planned],

@@ -93,6 +93,8 @@ class FixedPlan:
         self.planned = [path for path, _ in self._holds]
         self.skipped: list[Path] = []
         self.deferred: list[Path] = []
+        self.clean_intent: int | None = None
+        """A fixed plan has no clean call."""
 
     def path_of(self, intent: int) -> Path:
         for path, intents in self._holds:
