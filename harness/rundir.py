@@ -30,6 +30,10 @@ PODS = "pods"
 """One log per pod, across its restarts."""
 SINK = "sink.jsonl"
 """The effect sink's record: one line per call of the target's downstream."""
+DOWNSTREAM = "downstream.jsonl"
+"""The downstream proxy's record: one line per call the target made to the API behind it."""
+DOWNSTREAM_CA = "downstream-ca.pem"
+"""The downstream proxy's CA (then the system's roots): what the target trusts (``{downstream_ca}``)."""
 COLLECTED = "effects.json"
 """The final read of a live effect source."""
 POSTGRES_LOG = "postgres.log"
@@ -43,7 +47,7 @@ INTENTS_CSV = "intents.csv"
 INTENTS_PARQUET = "intents.parquet"
 SUMMARY_JSON = "summary.json"
 REPORT_MD = "report.md"
-RECORDS = (SCENARIO, HISTORY, SINK, COLLECTED, SUMMARY_JSON, INTENTS_CSV, INTENTS_PARQUET)
+RECORDS = (SCENARIO, HISTORY, SINK, DOWNSTREAM, COLLECTED, SUMMARY_JSON, INTENTS_CSV, INTENTS_PARQUET)
 """What a run directory records (its inputs for audit, explain, export): no output flag writes over one."""
 
 

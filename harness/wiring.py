@@ -2,7 +2,7 @@
 
 A chaos run (:mod:`harness.runner`) and a contract check (:mod:`harness.contract`)
 need the same parts, started in the same order and stopped in reverse: the
-harness's PostgreSQL and effect sink, then (a run only) nginx in front of the
+harness's PostgreSQL, effect sink and downstream proxy, then (a run only) nginx in front of the
 replicas, then the pods under their supervisors (one per replica; most targets
 have one). Every port is chosen when the wiring is made, so every placeholder is
 known before anything starts, including the ports where a run's fault proxies
@@ -12,7 +12,7 @@ applied to the logs the target and services wrote once they have stopped.
 
 With ``faults.crash_points`` the wiring also holds the run's hold points
 (``harness.crashpoints.holds``): ``{postgres_url}`` then names a PostgreSQL proxy
-that can hold commits, the sink reports each call to them, the file tracer each
+that can hold commits, the sink and the downstream proxy report each call to them, the file tracer each
 file operation on the pod's data directory (``harness.crashpoints.fsholds``, a
 service that seizes each instance of the pod as it starts and rolls the data
 back after a power loss), and they kill replica 0 through its supervisor. A run
@@ -36,6 +36,7 @@ from harness.client.stdio import StdioClient
 from harness.crashpoints.fsholds import FileTracer
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
+from harness.downstream import DownstreamProxy, ca_path_for
 from harness.effects.base import Sample
 from harness.effects.registry import source_of
 from harness.errors import ScenarioError
@@ -99,8 +100,37 @@ class TargetWiring:
             if self.sink is not None:
                 urls["sink_url"] = self.sink.url
                 self.sink.hold = self.holds
+            downstream = scenario.services.downstream
+            self.downstream = (
+                None
+                if downstream is None
+                else DownstreamProxy(run_dir, downstream, free_port(), redact=self.redactor.text)
+            )
+            """The recording, holding proxy in front of the API the target calls, if there is one."""
+            handed: dict[str, str] = {}
+            mounts: dict[Path, str] = {}
+            if self.downstream is not None:
+                self.downstream.hold = self.holds
+                ca = ca_path_for(target.runtime, self.downstream.write_ca())
+                if target.runtime == "docker":
+                    mounts[self.downstream.ca_path.resolve()] = ca
+                urls |= {
+                    "downstream_url": self.downstream.url,
+                    "downstream_hostport": self.downstream.hostport,
+                    "downstream_ca": ca,
+                }
+                handed = self.downstream.target_env(ca)
             self.pods: list[Pod] = [
-                make_pod(target, run_dir, port=port, name=f"pod-{i}", urls=urls, seed=scenario.seed)
+                make_pod(
+                    target,
+                    run_dir,
+                    port=port,
+                    name=f"pod-{i}",
+                    urls=urls,
+                    seed=scenario.seed,
+                    handed=handed,
+                    mounts=mounts,
+                )
                 for i, port in enumerate(self.ports)
             ]
             self.pod = self.pods[0]
@@ -186,8 +216,8 @@ class TargetWiring:
 
     @contextlib.asynccontextmanager
     async def running_services(self) -> AsyncIterator[None]:
-        """PostgreSQL (and the crash points' proxy in front of it) and the effect sink, where the scenario
-        has them; stopped in reverse on the way out."""
+        """PostgreSQL (and the crash points' proxy in front of it), the effect sink and the downstream
+        proxy, where the scenario has them; stopped in reverse on the way out."""
         async with contextlib.AsyncExitStack() as stack:
             if self.postgres is not None:
                 stack.push_async_callback(self._stop_postgres)
@@ -200,6 +230,11 @@ class TargetWiring:
             if self.sink is not None:
                 stack.push_async_callback(self.sink.close)
                 await self.sink.start()
+            if self.downstream is not None:
+                stack.push_async_callback(self.downstream.close)
+                await self.downstream.start()
+                proxy = self.downstream
+                self._emit(EventType.SERVICE_STARTED, service="downstream", port=proxy.port, url=proxy.url)
             if self.holds is not None:
                 stack.callback(self.holds.record_missed)  # once no call can reach a point any more
             if self.files is not None:

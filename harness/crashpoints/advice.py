@@ -163,7 +163,8 @@ def advice(exploration: Exploration, result: PointResult) -> str:
             why = (
                 "its call carried no idempotency key, so it could not tell the retry's call from a new one"
                 if key is None
-                else "it got the intent's key but does not deduplicate by it (model one that does with "
+                else "it got the intent's key but does not deduplicate by it (a provider that does "
+                "answers the retry as a replay; the effect sink does so with "
                 "audit.effects.sink.dedupe_by_key: true)"
             )
             return (

@@ -53,15 +53,18 @@ DETAILS = ("statements", "wrote", "autocommit", "label", "nth", "key", "replayed
 def hold_points(scenario: Scenario) -> list[str]:
     """Where the harness can hold this target's work: ``db_commit`` when it writes to the harness's
     PostgreSQL (``{postgres_url}``, through the proxy that holds commits), ``downstream`` when it calls
-    the effect sink (``{sink_url}``), ``fs`` when it runs as a process or a container whose file operations
-    on its data directory can be traced (unless ``faults.crash_points.files`` says not to). ``request`` and
-    ``response`` are always there, and tell nothing of what a crash leaves half done."""
+    the effect sink (``{sink_url}``) or an API behind the downstream proxy (``services.downstream``),
+    ``fs`` when it runs as a process or a container whose file operations on its data directory can be
+    traced (unless ``faults.crash_points.files`` says not to). ``request`` and ``response`` are always
+    there, and tell nothing of what a crash leaves half done."""
     target = scenario.target
     texts = [*(target.command or ()), *target.env.values()]
     found = []
     if scenario.services.postgres is not None and any("{postgres_url}" in t for t in texts):
         found.append("db_commit")
-    if scenario.audit.effects.sink is not None and any("{sink_url}" in t for t in texts):
+    if (scenario.audit.effects.sink is not None and any("{sink_url}" in t for t in texts)) or (
+        scenario.services.downstream is not None
+    ):
         found.append("downstream")
     crash = scenario.faults.crash_points
     if target.runtime in ("process", "docker") and (crash is None or crash.files):

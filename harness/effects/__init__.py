@@ -9,6 +9,7 @@ returns, and ``init`` asks every kind of source for its drafts (``registry.draft
 | --- | --- | --- |
 | ``sql`` | ``sqlite``: a SQLite file; ``postgres``: PostgreSQL | from the run directory; live, at the end |
 | ``sink`` | the harness's effect sink's record | from the run directory |
+| ``downstream`` | the downstream proxy's record of calls to an API | from the run directory |
 | ``jsonl`` | a JSON-lines file | from the run directory |
 | ``files`` | markers in the files of a directory | from the run directory |
 | ``tool`` | a read tool of the target | live, at the end |

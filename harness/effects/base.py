@@ -77,9 +77,11 @@ class SeenStore:
     """A store ``init`` saw the server write, as a scenario names it."""
 
     kind: str
-    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document) or ``dir`` (a directory)."""
+    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document), ``dir`` (a directory) or
+    ``api`` (an HTTP API whose base URL the server is given)."""
     where: str
-    """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``."""
+    """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``, an API's
+    ``https://host``."""
     tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Of a SQL store: its tables and their columns."""
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from harness.effects.base import Drafted, EffectSource, SeenStore
 from harness.effects.command import CommandSource
+from harness.effects.downstream import DownstreamSource
 from harness.effects.files import FilesSource
 from harness.effects.jsonl import JsonlSource
 from harness.effects.sink import SinkSource
@@ -17,6 +18,7 @@ KINDS: tuple[type[EffectSource], ...] = (
     SqliteSource,
     PostgresSource,
     SinkSource,
+    DownstreamSource,
     JsonlSource,
     FilesSource,
     ToolSource,

@@ -21,10 +21,11 @@ from pydantic import ValidationError
 
 from harness.catalog import Classified, Tool, classify
 from harness.client.messages import CallResult
+from harness.effects.base import SeenStore
 from harness.errors import HarnessError, UsageError
 from harness.history import Outcome, excerpt
 from harness.init.connect import connected, probe
-from harness.init.draft import choose_source, refused, sample_arguments
+from harness.init.draft import choose_source, downstream_of, refused, sample_arguments
 from harness.init.render import render
 from harness.init.values import draft_bounded
 from harness.redaction import Redactor, literal_credential
@@ -144,6 +145,9 @@ async def init_scenario(
     """The drafted scenario's text. ``prompt`` (terminal only) picks among several candidate tools;
     ``say`` hears what init does beyond listing tools (a call that shows it a store)."""
     target = origin.target()
+    upstream = None  # an API's base URL in the environment of a server init starts: the proxy's upstream
+    if origin.url is None and "env" in target:
+        target["env"], upstream = downstream_of(target["env"])
     for option, entries in (("--header", origin.headers), ("--env", origin.env)):
         for key, value in entries.items():
             if literal_credential(key, value):
@@ -164,7 +168,9 @@ async def init_scenario(
     # every error are redacted, with a mask YAML reads as plain text.
     redactor = Redactor(probe(spec, ready_timeout_s).secrets(), mask="REDACTED")
     try:
-        text = await _drafted(origin, spec, redactor, name, tool, ready_timeout_s, prompt, say)
+        text = await _drafted(
+            origin, target, upstream, spec, redactor, name, tool, ready_timeout_s, prompt, say
+        )
     except HarnessError as exc:
         raise redactor.error(exc) from None
     return redactor.text(text)
@@ -172,6 +178,8 @@ async def init_scenario(
 
 async def _drafted(
     origin: Origin,
+    target: dict[str, Any],
+    upstream: str | None,
     spec: TargetSpec,
     redactor: Redactor,
     name: str | None,
@@ -180,7 +188,6 @@ async def _drafted(
     prompt: Prompt | None,
     say: Callable[[str], None] | None,
 ) -> str:
-    target = origin.target()
     async with connected(spec, url=origin.url, ready_timeout_s=ready_timeout_s) as server:
         tools = {str(t["name"]): t for t in server.tools}
         classified = [classify(t) for t in server.tools]
@@ -200,7 +207,8 @@ async def _drafted(
             if say is not None and (called.outcome is not Outcome.OK or refusal is not None):
                 said = f": {excerpt(redactor.text(refusal), 160)}" if refusal else ""
                 say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
-        source = choose_source(server.stores(), draft.marker)
+        api = [] if upstream is None else [SeenStore("api", upstream)]
+        source = choose_source([*server.stores(), *api], draft.marker)
         uses_postgres = server.postgres_tables is not None
     return render(
         name=name or origin.default_name(redactor.text(server.name) if server.name else None),
@@ -213,5 +221,6 @@ async def _drafted(
         draft=draft,
         source=source,
         uses_postgres=uses_postgres,
+        upstream=upstream,
         startup_s=server.startup_s,
     )

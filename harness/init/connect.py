@@ -154,7 +154,11 @@ def probe(target: TargetSpec, ready_timeout_s: float) -> Scenario:
         {
             "name": "init",
             "target": {**target.model_dump(mode="json"), "ready_timeout_s": ready_timeout_s},
-            "services": {"postgres": {}} if any("{postgres_url}" in t for t in texts) else {},
+            "services": {
+                **({"postgres": {}} if any("{postgres_url}" in t for t in texts) else {}),
+                # init's own calls never reach the API: the proxy answers them as a sandbox would.
+                **({"downstream": {}} if any("{downstream_url}" in t for t in texts) else {}),
+            },
             "workload": {"intents": 1, "tool": "-", "arguments": {"marker": "{marker}"}},
             "audit": {"effects": {"sink": {}} if any("{sink_url}" in t for t in texts) else unused},
         }

@@ -8,13 +8,15 @@ plus ``{marker}`` in the free-text field the store most likely keeps as written,
 never an identifier such as a table, a path or an id, and ``{key}`` in the
 key), checked against the schema, and the effect source, from the stores the
 server was seen to write: SQL over a table, a JSON-lines file, or the files of a
-directory (or a JSON document), counted by the markers in them.
+directory (or a JSON document), counted by the markers in them; else the calls
+to an API whose base URL its environment holds, through the downstream proxy.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -318,6 +320,20 @@ def sample_arguments(arguments: Any) -> Any:
 
 
 # -- the effect source
+
+
+API_URL = re.compile(r"(https?://[^/\s{}?#]+)(/[^\s{}]*)?")
+"""A variable's value that is an HTTP API's base URL (no placeholder in it): its origin, then its path."""
+
+
+def downstream_of(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """The environment with the first HTTP API base URL it holds pointed at the downstream proxy
+    (``{downstream_url}`` and the URL's path), and that URL's origin (the proxy's upstream), or None."""
+    for name, value in env.items():
+        found = API_URL.fullmatch(value)
+        if found is not None:
+            return {**env, name: "{downstream_url}" + (found.group(2) or "")}, found.group(1)
+    return dict(env), None
 
 
 def choose_source(stores: Sequence[SeenStore], marker: Leaf | None) -> Drafted:

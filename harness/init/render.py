@@ -67,6 +67,7 @@ def render(
     draft: Draft,
     source: Drafted,
     uses_postgres: bool,
+    upstream: str | None = None,
     startup_s: float | None = None,
 ) -> str:
     changing = [t for t in tools if t.changes_state]
@@ -109,11 +110,21 @@ def render(
         _comment([how]),
         _section("target", dict(target)),
     ]
+    services: dict[str, Any] = {}
+    said: list[str] = []
     if uses_postgres:
-        parts += [
-            _comment(["A throwaway PostgreSQL for the run; {postgres_url} points at it."]),
-            _section("services", {"postgres": {}}),
+        services["postgres"] = {}
+        said.append("A throwaway PostgreSQL for the run; {postgres_url} points at it.")
+    if upstream is not None:
+        services["downstream"] = {"upstream": upstream}
+        said += [
+            f"The server calls the API at {upstream}: its variable now points at the downstream proxy",
+            "({downstream_url}), which records each call, forwards it there and can hold its answer",
+            "(crash point downstream#N). Point upstream at a sandbox or a fake, not at production; without",
+            "upstream the proxy answers as a provider's sandbox would.",
         ]
+    if services:
+        parts += [_comment(said), _section("services", services)]
     parts += [
         _comment(
             [

@@ -154,6 +154,7 @@ class DockerPod:
         log_path: Path,
         run_id: str,
         stdio: bool = False,
+        mounts: Mapping[Path, str] | None = None,
     ) -> None:
         self.name = name
         self.image = image
@@ -165,6 +166,8 @@ class DockerPod:
         # hand it the absolute path, whatever the run directory was given as.
         self.data_dir = data_dir.resolve()
         self.data_mount = data_mount
+        self.mounts = {str(host.resolve()): inside for host, inside in (mounts or {}).items()}
+        """Files of the run the container reads at these paths (read-only)."""
         self.log_path = log_path
         self.run_id = run_id
         self._client: Any = None
@@ -204,7 +207,10 @@ class DockerPod:
                 name=f"mcp-chaos-{self.run_id}-{self.name}",
                 environment=self.env,
                 network_mode="host",
-                volumes={str(self.data_dir): {"bind": self.data_mount, "mode": "rw"}},
+                volumes={
+                    str(self.data_dir): {"bind": self.data_mount, "mode": "rw"},
+                    **{host: {"bind": inside, "mode": "ro"} for host, inside in self.mounts.items()},
+                },
                 labels={LABEL: "1", RUN_LABEL: self.run_id, HARNESS_LABEL: str(os.getpid())},
                 detach=True,
                 stdin_open=self.stdio_pipes,

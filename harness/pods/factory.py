@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import rundir
@@ -35,7 +35,11 @@ def placeholder_values(
         "scenario_dir": "{scenario_dir}",  # resolved when the scenario was loaded
         "postgres_url": urls.get("postgres_url", "{postgres_url}"),
         "sink_url": urls.get("sink_url", "{sink_url}"),
+        **{name: urls.get(name, "{" + name + "}") for name in DOWNSTREAM_URLS},
     }
+
+
+DOWNSTREAM_URLS = ("downstream_url", "downstream_hostport", "downstream_ca")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,8 @@ class Rendered:
     command: list[str] | None
     env: dict[str, str]
     log_path: Path
+    mounts: Mapping[Path, str] = field(default_factory=dict)
+    """Files of the run a container sees, read-only, at these paths (the downstream proxy's CA)."""
 
 
 def render_pod(
@@ -55,9 +61,14 @@ def render_pod(
     name: str,
     urls: Mapping[str, str],
     environ: Mapping[str, str],
+    handed: Mapping[str, str] | None = None,
+    mounts: Mapping[Path, str] | None = None,
 ) -> Rendered:
+    """The pod's command and environment: ``handed`` (what a service of the harness gives every target,
+    the downstream proxy's variables) under the scenario's ``target.env``, which wins."""
     values = placeholder_values(target, run_dir=run_dir, port=port, pod=name, urls=urls)
-    env = {
+    env = dict(handed or {})
+    env |= {
         k: expand_env(
             render_text(v, values, TARGET_PLACEHOLDERS, f"target.env.{k}", env_refs=True),
             environ,
@@ -71,7 +82,7 @@ def render_pod(
         if target.command
         else None
     )
-    return Rendered(name, command, env, run_dir / rundir.PODS / f"{name}.log")
+    return Rendered(name, command, env, run_dir / rundir.PODS / f"{name}.log", dict(mounts or {}))
 
 
 def _process(target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[str, str], seed: int) -> Pod:
@@ -90,6 +101,7 @@ def _docker(target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[s
         env=pod.env,
         data_dir=run_dir / rundir.DATA,
         data_mount=target.data_mount,
+        mounts=pod.mounts,
         log_path=pod.log_path,
         run_id=run_dir.name,
         stdio=target.transport == "stdio",
@@ -128,6 +140,8 @@ def make_pod(
     urls: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
     seed: int = 0,
+    handed: Mapping[str, str] | None = None,
+    mounts: Mapping[Path, str] | None = None,
 ) -> Pod:
     """The pod for the target's runtime, with its placeholders and ``${VAR}`` (from ``environ``) filled in.
 
@@ -137,7 +151,7 @@ def make_pod(
     rendered = (
         Rendered(name, None, {}, run_dir / rundir.PODS / f"{name}.log")
         if target.kubernetes is not None  # the pods already run, with what the cluster gave them
-        else render_pod(target, run_dir, port, name, urls, environ)
+        else render_pod(target, run_dir, port, name, urls, environ, handed, mounts)
     )
     return RUNTIMES[target.runtime](target, run_dir, rendered, environ, seed)
 

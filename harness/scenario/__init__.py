@@ -17,6 +17,7 @@ from harness.scenario.crash_points import CrashExplore, CrashHold, CrashPoints
 from harness.scenario.effects import (
     Audit,
     CommandEffects,
+    DownstreamEffects,
     Effects,
     FilesEffects,
     JsonlEffects,
@@ -38,7 +39,7 @@ from harness.scenario.loading import load_scenario, parse_scenario
 from harness.scenario.model import Scenario
 from harness.scenario.overrides import apply_override
 from harness.scenario.placeholders import AUDIT_PLACEHOLDERS, READ_TOOL_PLACEHOLDERS, TARGET_PLACEHOLDERS
-from harness.scenario.services import BalancerService, PostgresService, Services
+from harness.scenario.services import BalancerService, DownstreamService, PostgresService, Services
 from harness.scenario.sql_guard import single_select
 from harness.scenario.target import KubernetesTarget, TargetSpec
 from harness.scenario.window import Window
@@ -57,6 +58,8 @@ __all__ = [
     "CrashExplore",
     "CrashHold",
     "CrashPoints",
+    "DownstreamEffects",
+    "DownstreamService",
     "Effects",
     "Faults",
     "FilesEffects",

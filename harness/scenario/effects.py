@@ -3,6 +3,7 @@ reads that source while it goes on (checkpoint reads)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -47,6 +48,36 @@ class SinkEffects(Section):
     dedupe_by_key: bool = False
     """Answer a call whose idempotency key (``Idempotency-Key`` header, else an ``idempotency_key``
     field) was seen before as a replay, as a payment provider does: it is recorded, not counted."""
+
+
+class DownstreamEffects(Section):
+    """Count the calls ``services.downstream`` recorded: each call the upstream accepted (a 2xx answer
+    that was not a replay, ``Idempotent-Replayed: true``) is one effect of every marker it carried, in
+    its path, query or body. Markers are found by their shape, so no field needs naming."""
+
+    methods: list[str] = Field(default_factory=lambda: ["POST", "PUT", "PATCH", "DELETE"], min_length=1)
+    """Which calls are effects (a GET that looks a marker up is not)."""
+    path: str | None = None
+    """Only calls whose path matches this regular expression (``^/v1/charges``); default: every path."""
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, v: list[str]) -> list[str]:
+        methods = [m.upper() for m in v]
+        for m in methods:
+            if not m.isalpha():
+                raise ValueError(f"{m!r} is not an HTTP method (POST, PUT, ...)")
+        return methods
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return v
 
 
 class ToolEffects(Section):
@@ -127,7 +158,7 @@ class FilesEffects(Section):
         return v
 
 
-SOURCES = ("sql", "sink", "tool", "command", "jsonl", "files")
+SOURCES = ("sql", "sink", "downstream", "tool", "command", "jsonl", "files")
 
 
 class Effects(Section):
@@ -135,6 +166,7 @@ class Effects(Section):
 
     sql: SqlEffects | None = None
     sink: SinkEffects | None = None
+    downstream: DownstreamEffects | None = None
     tool: ToolEffects | None = None
     command: CommandEffects | None = None
     jsonl: JsonlEffects | None = None

@@ -8,7 +8,8 @@ others are resolved when they are used:
 
 * target command and env: ``{python}`` (process runtime only), ``{port}``, ``{data_dir}``
   (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``,
-  ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``)
+  ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``),
+  ``{downstream_url}``, ``{downstream_hostport}``, ``{downstream_ca}`` (with ``services.downstream``)
 * audit URLs: ``{data_dir}``, ``{run_dir}``, ``{postgres_url}``
 * read-tool arguments: ``{namespace}`` (what every marker of the run starts with)
 * tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}``, and generators
@@ -25,8 +26,21 @@ Place = tuple[str | int, ...]
 """Where a string is in parsed YAML: the keys and list indexes that lead to it."""
 
 TARGET_PLACEHOLDERS = frozenset(
-    {"python", "port", "data_dir", "run_dir", "pod", "scenario_dir", "postgres_url", "sink_url"}
+    {
+        "python",
+        "port",
+        "data_dir",
+        "run_dir",
+        "pod",
+        "scenario_dir",
+        "postgres_url",
+        "sink_url",
+        "downstream_url",
+        "downstream_hostport",
+        "downstream_ca",
+    }
 )
+DOWNSTREAM_PLACEHOLDERS = ("{downstream_url}", "{downstream_hostport}", "{downstream_ca}")
 AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres_url"})
 READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path
+from harness.scenario.placeholders import DOWNSTREAM_PLACEHOLDERS
 
 if TYPE_CHECKING:
     from harness.scenario.model import Scenario
@@ -26,6 +27,15 @@ def services_used(s: Scenario) -> None:
         raise ValueError("{postgres_url} is used but services.postgres is not set")
     if s.audit.effects.sink is None and any("{sink_url}" in t for t in texts):
         raise ValueError("{sink_url} is used but audit.effects.sink is not set")
+    if s.services.downstream is None:
+        used = next((p for p in DOWNSTREAM_PLACEHOLDERS for t in texts if p in t), None)
+        if used is not None:
+            raise ValueError(f"{used} is used but services.downstream is not set")
+        if s.audit.effects.downstream is not None:
+            raise ValueError(
+                "audit.effects.downstream counts the calls services.downstream records; set "
+                "services.downstream (its upstream: the API the target calls)"
+            )
 
 
 def victims_exist(s: Scenario) -> None:
@@ -81,10 +91,10 @@ def kubernetes_fits(s: Scenario) -> None:
             "faults.stream is not supported with target.kubernetes yet (the fault proxy fronts a pod "
             "the harness runs on 127.0.0.1)"
         )
-    if s.audit.effects.sink is not None:
+    if s.audit.effects.sink is not None or s.services.downstream is not None:
         raise ValueError(
-            "audit.effects.sink listens on the harness's 127.0.0.1, which pods in a cluster cannot "
-            "call; use sql, tool, command or jsonl"
+            "audit.effects.sink and services.downstream listen on the harness's 127.0.0.1, which pods "
+            "in a cluster cannot call; use sql, tool, command or jsonl"
         )
 
 
@@ -105,7 +115,8 @@ def transport_fits(s: Scenario) -> None:
 
 def crash_points_fit(s: Scenario) -> None:
     """Crash points count the points of one call at a time, on one pod the harness kills itself,
-    and hold only where the harness stands (its PostgreSQL, its sink)."""
+    and hold only where the harness stands (its PostgreSQL, its sink, its downstream proxy, the pod's
+    file operations)."""
     crash = s.faults.crash_points
     if crash is None:
         return
@@ -132,8 +143,11 @@ def crash_points_fit(s: Scenario) -> None:
         kinds |= {p.kind for name in crash.explore.only for p in parse_path(name)}
     if PointKind.DB_COMMIT in kinds and s.services.postgres is None:
         raise ValueError("a db_commit hold point needs services.postgres (the harness holds its commits)")
-    if PointKind.DOWNSTREAM in kinds and s.audit.effects.sink is None:
-        raise ValueError("a downstream hold point needs audit.effects.sink (the sink holds its reply)")
+    if PointKind.DOWNSTREAM in kinds and s.audit.effects.sink is None and s.services.downstream is None:
+        raise ValueError(
+            "a downstream hold point needs audit.effects.sink or services.downstream (which hold the "
+            "reply of a call they recorded)"
+        )
     power_loss = any("@power_loss" in hold.at for hold in crash.holds)
     if (kinds & FILE_KINDS or power_loss) and not crash.files:
         raise ValueError(

@@ -1,11 +1,13 @@
-"""``services``: what the harness runs beside the target, untouched by faults: PostgreSQL, nginx."""
+"""``services``: what the harness runs beside the target, untouched by faults: PostgreSQL, nginx, the
+downstream proxy."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from harness.scenario.placeholders import check_placeholders
 from harness.scenario.section import Section
 
 
@@ -33,8 +35,53 @@ class BalancerService(Section):
     fail_timeout_s: float = Field(default=10.0, gt=0, le=3600)
 
 
+_SCENARIO_DIR = frozenset({"scenario_dir"})
+
+
+class DownstreamService(Section):
+    """A recording, holding proxy in front of an HTTP API the target calls (``harness.downstream``).
+
+    The target reaches it at ``{downstream_url}`` (plain HTTP, the upstream's paths), or, for a
+    server whose ``https://`` host is fixed in its code, through ``HTTPS_PROXY``: the proxy then
+    answers TLS for that host with a certificate of its own CA (``{downstream_ca}``), which the
+    target is handed in ``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE`` and ``NODE_EXTRA_CA_CERTS``.
+    Every call is forwarded to ``upstream`` (the user's fake, a sandbox, a local stub) and recorded
+    with its status, the run's markers it carried and its idempotency key.
+    """
+
+    upstream: str | None = None
+    """Where calls go: ``http://127.0.0.1:9000``, ``https://sandbox.example/`` (a base; the call's path is
+    appended). None: the proxy answers every call itself, as a provider's sandbox would: 200 and a new
+    JSON id, or for an ``Idempotency-Key`` it has seen the first answer again (a replay, no effect)."""
+    ca: str | None = None
+    """A CA file to verify an ``https://`` upstream with (``{scenario_dir}/ca.pem``; default: the
+    system's)."""
+    proxy_env: bool = True
+    """Hand the target ``HTTPS_PROXY``/``HTTP_PROXY`` (with ``NO_PROXY`` for loopback) and the CA
+    variables; ``target.env`` wins where it names the same variable."""
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    """How long the upstream may take to answer a call (a 504 to the target after that)."""
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_placeholders(v, frozenset(), "services.downstream.upstream")
+            if not v.startswith(("http://", "https://")):
+                raise ValueError("must be an http:// or https:// URL (where the API's calls go)")
+        return v
+
+    @field_validator("ca")
+    @classmethod
+    def _ca(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_placeholders(v, _SCENARIO_DIR, "services.downstream.ca")
+        return v
+
+
 class Services(Section):
     """What the harness starts beside the target and leaves alone during faults."""
 
     postgres: PostgresService | None = None
     balancer: BalancerService | None = None
+    downstream: DownstreamService | None = None

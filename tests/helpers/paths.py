@@ -7,6 +7,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 INVOICES = ROOT / "targets" / "invoices" / "server.py"
 TS_DIR = ROOT / "targets" / "invoices-ts"
+PAYMENTS = ROOT / "targets" / "payments" / "server.py"
+"""A server whose one tool calls an https:// API host fixed in its code."""
+PROVIDER = ROOT / "targets" / "payments" / "provider.py"
+"""A fake payment provider (deduplicates by Idempotency-Key): the upstream behind the downstream proxy."""
 
 SERVERS_DIR = ROOT / "tests" / "servers"
 PUBLISHED = SERVERS_DIR / "node_modules" / "@modelcontextprotocol"

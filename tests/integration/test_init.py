@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
+from harness.loopback import free_port
 from tests.helpers.cli import mcp_chaos
-from tests.helpers.paths import INVOICES, ROOT, TS_DIR
+from tests.helpers.paths import INVOICES, PROVIDER, ROOT, TS_DIR
 
 pytestmark = pytest.mark.integration
 
@@ -237,3 +240,58 @@ def test_identifiers_the_server_refused_in_the_trial_call_are_left_as_todos(tmp_
     refused = mcp_chaos("validate", "drafted.yaml", cwd=tmp_path)
     assert refused.returncode == 2
     assert "TODO" in refused.stderr
+
+
+def test_an_api_base_url_in_the_environment_is_drafted_behind_the_downstream_proxy(tmp_path: Path) -> None:
+    """A server that calls an API whose base URL it is given, and whose own store init cannot see: init
+    points the variable at the downstream proxy, names the API as its upstream and counts the effects at
+    the proxy. The drafted scenario then runs with no edit, against the user's fake of the API."""
+    store = tmp_path / "elsewhere" / "invoices.db"
+    store.parent.mkdir()
+    port = free_port()
+    with subprocess.Popen(
+        [sys.executable, str(PROVIDER), str(port)], stdout=subprocess.PIPE, text=True
+    ) as fake:
+        try:
+            assert fake.stdout is not None
+            assert "listening" in fake.stdout.readline()
+            # The provider is called before the invoice is recorded, with the key, and deduplicates by it;
+            # called after the commit (the default), a kill between the two loses the call for good: the
+            # retry replays the stored invoice. init's draft finds that too (lost), as it should.
+            env = [
+                f"INVOICES_DB={store}",
+                f"INVOICES_SINK_URL=http://127.0.0.1:{port}/v1/charges",
+                "INVOICES_DOWNSTREAM=before_commit",
+            ]
+            made = mcp_chaos(
+                "init",
+                "--command",
+                f"{sys.executable} {INVOICES}",
+                *(arg for e in ["INVOICES_MODE=atomic", *env] for arg in ("--env", e)),
+                "-o",
+                "drafted.yaml",
+                cwd=tmp_path,
+            )
+            assert made.returncode == 0, made.stderr
+            drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
+            assert drafted["target"]["env"]["INVOICES_SINK_URL"] == "{downstream_url}/v1/charges"
+            assert drafted["services"] == {"downstream": {"upstream": f"http://127.0.0.1:{port}"}}
+            assert drafted["audit"] == {"effects": {"downstream": {}}}
+            assert "TODO" not in (tmp_path / "drafted.yaml").read_text()
+            store.unlink()  # init's own start created it; the run starts from an empty store
+            ran = mcp_chaos(
+                "run",
+                "drafted.yaml",
+                "--quiet",
+                "--allow-inconclusive",
+                "--set",
+                "workload.intents=60",
+                cwd=tmp_path,
+            )
+            assert ran.returncode == 0, ran.stderr
+            assert "preflight: 1 call of create_invoice, 1 effect under its marker" in ran.stderr
+            assert "exactly_once |      60 |" in ran.stdout, ran.stdout
+            charges = httpx.get(f"http://127.0.0.1:{port}/v1/charges", trust_env=False).json()["data"]
+            assert len({c["marker"] for c in charges}) == len(charges) == 61  # the preflight's, and the run's
+        finally:
+            fake.kill()

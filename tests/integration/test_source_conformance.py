@@ -1,7 +1,8 @@
 """The conformance kit every effect source must pass (as Hypothesis's ``provider_conformance`` is for
 its backends): one real store per kind, filled with known effects through the real component that
-writes it (the effect sink over HTTP, PostgreSQL over its wire, the reference target's own tool
-calls, files in the run's data directory), then read every way the harness reads a source.
+writes it (the effect sink over HTTP, the downstream proxy over HTTP and HTTPS_PROXY, PostgreSQL
+over its wire, the reference target's own tool calls, files in the run's data directory), then read
+every way the harness reads a source.
 
 For each kind of :data:`harness.effects.registry.KINDS`:
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -84,6 +86,25 @@ async def fill_sink(wiring: TargetWiring, run_dir: Path) -> None:
     async with httpx.AsyncClient() as client:
         for marker in each_effect():
             (await client.post(wiring.sink.url, json={"marker": marker})).raise_for_status()
+
+
+async def fill_downstream(wiring: TargetWiring, run_dir: Path) -> None:
+    """Through the proxy as a target would call its API: every other call over HTTPS_PROXY to a fixed
+    host (TLS with the run's CA), the rest at {downstream_url}; a GET with a marker is no effect."""
+    proxy = wiring.downstream
+    assert proxy is not None
+    verify = ssl.create_default_context(cafile=str(proxy.ca_path))
+    async with (
+        httpx.AsyncClient(proxy=proxy.url, verify=verify, trust_env=False) as tunnelled,
+        httpx.AsyncClient(trust_env=False) as direct,
+    ):
+        for i, marker in enumerate(each_effect()):
+            if i % 2:
+                answer = await tunnelled.post("https://api.example/v1/things", json={"ref": marker})
+            else:
+                answer = await direct.post(f"{proxy.url}/v1/things", json={"ref": marker})
+            answer.raise_for_status()
+        (await direct.get(f"{proxy.url}/v1/things/conf-m0000001")).raise_for_status()
 
 
 async def fill_jsonl(wiring: TargetWiring, run_dir: Path) -> None:
@@ -150,6 +171,7 @@ STORES: dict[str, Store] = {
         needs="postgres_server",
     ),
     "sink": Store({"sink": {}}, fill_sink),
+    "downstream": Store({"downstream": {}}, fill_downstream, sections={"services": {"downstream": {}}}),
     "jsonl": Store(
         {"jsonl": {"path": "{data_dir}/effects.jsonl"}},
         fill_jsonl,

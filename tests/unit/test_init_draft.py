@@ -12,7 +12,7 @@ from harness.effects.base import SeenStore
 from harness.errors import ScenarioError
 from harness.init import Origin
 from harness.init.connect import probe, store_candidates
-from harness.init.draft import Checked, check_arguments, choose_source, draft_arguments
+from harness.init.draft import Checked, check_arguments, choose_source, downstream_of, draft_arguments
 from harness.scenario import TargetSpec, load_scenario, parse_scenario
 
 INVOICE = {
@@ -269,3 +269,35 @@ def test_a_todo_left_in_a_comment_is_refused_at_its_line(tmp_path: Path) -> None
     data["workload"]["arguments"]["data"] = {"TODO: the column that keeps text": "{marker}"}
     with pytest.raises(ScenarioError, match=r"workload\.arguments\.data\.TODO: the column"):
         parse_scenario(data)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected", "upstream"),
+    [
+        (
+            {"MODE": "x", "API_BASE": "https://api.example.com/v1", "OTHER": "https://b.example"},
+            {"MODE": "x", "API_BASE": "{downstream_url}/v1", "OTHER": "https://b.example"},
+            "https://api.example.com",
+        ),
+        ({"HOOK": "http://127.0.0.1:9000"}, {"HOOK": "{downstream_url}"}, "http://127.0.0.1:9000"),
+        ({"DB": "postgresql://u@h/db", "S": "{sink_url}", "T": "see https://x.example"}, None, None),
+    ],
+)
+def test_an_api_base_url_in_the_environment_is_pointed_at_the_downstream_proxy(
+    env: dict[str, str], expected: dict[str, str] | None, upstream: str | None
+) -> None:
+    assert downstream_of(env) == (env if expected is None else expected, upstream)
+
+
+def test_the_calls_to_an_api_count_the_effects_only_where_no_store_of_the_server_was_seen() -> None:
+    api = SeenStore("api", "https://api.example.com")
+    assert choose_source([api], None).section == {"downstream": {}}
+    jsonl = SeenStore("jsonl", "{data_dir}/x.jsonl")
+    assert "jsonl" in choose_source([api, jsonl], None).section
+
+
+def test_a_probe_of_a_server_pointed_at_the_proxy_starts_it_with_no_upstream() -> None:
+    spec = TargetSpec.model_validate({"command": ["srv"], "env": {"API": "{downstream_url}/v1"}})
+    services = probe(spec, 10).services
+    assert services.downstream is not None
+    assert services.downstream.upstream is None  # init's own calls never reach the API

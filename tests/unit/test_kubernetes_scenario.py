@@ -79,7 +79,12 @@ def test_the_scenario_as_run_loads_again(tmp_path: Path) -> None:
             [{"fault": "sever_response", "probability": 0.1}],
             "faults.stream is not supported",
         ),
-        ("audit.effects", {"sink": {}}, "audit.effects.sink listens on the harness's 127.0.0.1"),
+        ("audit.effects", {"sink": {}}, "audit.effects.sink and services.downstream listen on the harness's"),
+        (
+            "services",
+            {"downstream": {}},
+            "audit.effects.sink and services.downstream listen on the harness's",
+        ),
     ],
 )
 def test_refused_in_one_line(path: str, value: Any, expected: str) -> None:

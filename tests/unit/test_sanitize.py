@@ -84,6 +84,8 @@ WRITERS = {
     ("harness.reproduce", "write_reports"): "numbers",
     ("harness.rundir", "prepare_run_dir"): "the scenario as run: URL passwords masked",
     ("harness.sink", "start"): "the sink's own records",
+    ("harness.downstream", "start"): "the proxy's own records: the path and key redacted",
+    ("harness.downstream", "write_ca"): "certificates",
 }
 """Every function of the harness that writes a file or prints, and what keeps a server's text safe there."""
 

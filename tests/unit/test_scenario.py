@@ -348,6 +348,8 @@ def test_the_package_exports_every_name_the_harness_imports() -> None:
         "CrashExplore",
         "CrashHold",
         "CrashPoints",
+        "DownstreamEffects",
+        "DownstreamService",
         "Effects",
         "Faults",
         "FilesEffects",

@@ -80,7 +80,21 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         ),
         (
             ["workload.concurrency=1", "faults={crash_points: {holds: [{at: 'request/downstream#1'}]}}"],
-            "a downstream hold point needs audit.effects.sink (the sink holds its reply)",
+            "a downstream hold point needs audit.effects.sink or services.downstream (which hold the reply "
+            "of a call they recorded)",
+        ),
+        (
+            ["target.env.API='{downstream_url}/v1'"],
+            "{downstream_url} is used but services.downstream is not set",
+        ),
+        (
+            ["target.env.SSL_CERT_FILE='{downstream_ca}'"],
+            "{downstream_ca} is used but services.downstream is not set",
+        ),
+        (
+            ["audit.effects={downstream: {}}"],
+            "audit.effects.downstream counts the calls services.downstream records; set services.downstream "
+            "(its upstream: the API the target calls)",
         ),
     ],
 )
@@ -137,3 +151,43 @@ def test_the_first_rule_broken_is_the_error(scenario_data: dict[str, Any]) -> No
     both = ["target.transport=stdio", "client.key_in=header", "faults.kill.victim=1"]
     assert "faults.kill.victim: there is no replica 1" in error_of(scenario_data, *both)
     assert "client.key_in: header needs an HTTP target" in error_of(scenario_data, *both[:2])
+
+
+def test_a_downstream_hold_point_is_held_by_the_downstream_proxy(scenario_data: dict[str, Any]) -> None:
+    at = "faults={crash_points: {holds: [{at: 'request/downstream#1'}]}}"
+    scenario = parse_scenario(
+        copy.deepcopy(scenario_data),
+        overrides=[
+            "workload.concurrency=1",
+            at,
+            "services.downstream={}",
+            "target.env.API='{downstream_url}'",
+        ],
+    )
+    assert scenario.services.downstream is not None
+    assert scenario.services.downstream.upstream is None  # the proxy answers as a provider's sandbox
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["services.downstream={upstream: 'ftp://x'}"],
+            "services.downstream.upstream: must be an http:// or https:// URL (where the API's calls go) "
+            "(got 'ftp://x')",
+        ),
+        (
+            ["services.downstream={}", "audit.effects={downstream: {methods: ['PO ST']}}"],
+            "audit.effects.downstream.methods: 'PO ST' is not an HTTP method (POST, PUT, ...)",
+        ),
+        (
+            ["services.downstream={}", "audit.effects={downstream: {path: '(unclosed'}}"],
+            "audit.effects.downstream.path: not a regular expression: missing ), unterminated subpattern at "
+            "position 0 (got '(unclosed')",
+        ),
+    ],
+)
+def test_a_bad_downstream_section_names_its_field(
+    scenario_data: dict[str, Any], overrides: list[str], expected: str
+) -> None:
+    assert error_of(scenario_data, *overrides) == f"s.yaml: {expected}"
