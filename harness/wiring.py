@@ -33,13 +33,13 @@ from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.stdio import StdioClient
-from harness.crashpoints.fsholds import FileTracer
+from harness.crashpoints.fsholds import FileHolds, FileTracer, NoHolds
 from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.downstream import DownstreamProxy, ca_path_for
 from harness.effects.base import Sample
 from harness.effects.registry import source_of
-from harness.errors import ScenarioError
+from harness.errors import ScenarioError, TargetStartError
 from harness.final_read import Reach, final_read, read_now
 from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
@@ -193,11 +193,17 @@ class TargetWiring:
             )
         self.supervisor = self.supervisors[0]
         crash = self.scenario.faults.crash_points
+        kill = self.scenario.faults.kill
+        holds: FileHolds | None = None
         if self.holds is not None and crash is not None and crash.traces_files():
+            holds = self.holds
+        elif kill is not None and kill.power_loss:  # an ordinary run: the tracer only keeps what is durable
+            holds = NoHolds(self.supervisor)
+        if holds is not None:
             target = self.scenario.target
             self.files = FileTracer(
                 self.run_dir / rundir.DATA,
-                self.holds,
+                holds,
                 history,
                 self.run_dir.name,
                 seen_as=target.data_mount if target.runtime == "docker" else None,
@@ -240,6 +246,13 @@ class TargetWiring:
             if self.files is not None:
                 (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
                 await stack.enter_async_context(self.files.running())
+                kill = self.scenario.faults.kill
+                if self.files.refused is not None and kill is not None and kill.power_loss:
+                    raise TargetStartError(
+                        "faults.kill.power_loss needs the pod's file operations traced, and "
+                        f"{self.files.refused} (ptrace: root, or the same user with kernel.yama.ptrace_scope "
+                        "0 or 1; a container needs CAP_SYS_PTRACE)"
+                    )
             yield
 
     @contextlib.asynccontextmanager

@@ -55,6 +55,27 @@ class FileHolds(Protocol):
         ...
 
 
+class PowerLosses(Protocol):
+    """Who knows whether a kill was a power loss, in an ordinary run (``Supervisor.take_power_loss``)."""
+
+    def take_power_loss(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NoHolds:
+    """The tracer's holds in an ordinary run with ``faults.kill.power_loss``: no file operation is held
+    (the tracer only keeps its model of what is durable); a kill the injector made as a power loss is
+    rolled back."""
+
+    losses: PowerLosses
+
+    def fs_op(self, kind: str, paths: list[str]) -> bool:
+        return False
+
+    def take_power_loss(self) -> bool:
+        return self.losses.take_power_loss()
+
+
 def remove_stale_shadows(run_id: str | None = None) -> list[Path]:
     """Delete the durable copies of tracers whose harness is gone (``mcp-chaos cleanup``)."""
     return leftovers.remove_stale(SHADOW_PREFIX, run_id)

@@ -208,6 +208,7 @@ class Injector:
                     counted=counted,
                     sig=fault.signal,
                     grace_s=fault.grace_s,
+                    power_loss=fault.power_loss,
                     before=record,
                     **paced,
                 ):

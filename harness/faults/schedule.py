@@ -42,6 +42,8 @@ class PlannedFault:
     """After a signal other than SIGKILL: seconds before SIGKILL."""
     steps: int = 1
     """Pod disruptions it makes: a rollout replaces every replica, one at a time."""
+    power_loss: bool = False
+    """A kill that is a power loss (``faults.kill.power_loss``): the data directory rolled back after it."""
 
     @property
     def counted(self) -> bool:
@@ -111,6 +113,7 @@ def build_schedule(scenario: Scenario) -> list[PlannedFault]:
                         signal=kill.signal,
                         grace_s=grace_s,
                         steps=replicas if victim is None else 1,
+                        power_loss=kill.power_loss,
                     )
                 )
         else:
@@ -130,6 +133,7 @@ def build_schedule(scenario: Scenario) -> list[PlannedFault]:
                         signal=kill.signal,
                         grace_s=grace_s,
                         steps=replicas if victim is None else 1,
+                        power_loss=kill.power_loss,
                     )
                 )
     rollout = scenario.faults.rollout

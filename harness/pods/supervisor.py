@@ -54,6 +54,8 @@ class Supervisor:
     kills: int = field(default=0, init=False)
     _killed: bool = field(default=False, init=False)
     """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
+    _power_loss: bool = field(default=False, init=False)
+    """The last kill was a power loss, and the file tracer has not rolled the data back yet."""
     paused: bool = field(default=False, init=False)
     restarts: int = field(default=0, init=False)
     _stopping: bool = field(default=False, init=False)
@@ -191,6 +193,7 @@ class Supervisor:
         sig: str = "SIGKILL",
         grace_s: float = 0.0,
         kind: FaultKind = FaultKind.KILL,
+        power_loss: bool = False,
         before: Callable[[], None] | None = None,
         **details: object,
     ) -> bool:
@@ -198,7 +201,9 @@ class Supervisor:
 
         SIGKILL is a crash. Any other signal is a graceful stop as a deployment gives it: the
         pod is marked not ready at once (a balancer sends it nothing more), may finish what it
-        has, and gets SIGKILL after ``grace_s`` if it is still running then. ``before`` records
+        has, and gets SIGKILL after ``grace_s`` if it is still running then. A ``power_loss`` kill is
+        recorded so, and :meth:`take_power_loss` tells the file tracer, which rolls the data directory
+        back before the restart (``faults.kill.power_loss``). ``before`` records
         what was observed just before (a checkpoint read), once the signal went out: the event
         right before the fault's.
         """
@@ -212,11 +217,19 @@ class Supervisor:
         self.ready.clear()
         if sig != "SIGKILL":
             details = {"signal": sig, "grace_s": grace_s, **details}
+        if power_loss:
+            self._power_loss = True
+            details = {"power_loss": True, **details}
             self._grace_timers[pid] = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
         if before is not None:
             before()
         self.history.emit(EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
         return True
+
+    def take_power_loss(self) -> bool:
+        """Whether the last kill was a power loss (once: it is taken), for the file tracer."""
+        taken, self._power_loss = self._power_loss, False
+        return taken
 
     def _grace_over(self, pid: int) -> None:
         """The grace period of a graceful stop ended and that instance still runs: SIGKILL it."""

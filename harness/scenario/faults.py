@@ -39,6 +39,11 @@ class KillFaults(Section):
     getting new attempts, may finish what it has, and gets SIGKILL after ``grace_s``."""
     grace_s: float = Field(default=30.0, ge=0, le=600)
     """With ``signal: SIGTERM``: seconds before SIGKILL (Kubernetes' default grace period is 30 s)."""
+    power_loss: bool = False
+    """Each kill is a power loss, as a node failure is to a pod's volume: after the SIGKILL, the pod's
+    data directory is rolled back to what it had made durable (file bytes as of their last fsync,
+    names as of their directory's last fsync) before it restarts. The pod's file operations are
+    traced for the whole run (ptrace: a process or a container, one replica), which slows them."""
     hold_dispatch: HoldDispatch = "auto"
     """Counted kills: while a kill is due but waits for the pod (down, or not up for min_uptime_s),
     start no new intent (retries go on). ``true``: from the kill's trigger on (it lands right after

@@ -98,6 +98,18 @@ def kubernetes_fits(s: Scenario) -> None:
         )
 
 
+def power_loss_fits(s: Scenario) -> None:
+    """A power loss rolls back the data directory of the one pod the harness runs and traces."""
+    kill = s.faults.kill
+    if kill is None or not kill.power_loss:
+        return
+    if s.target.runtime not in ("process", "docker") or s.target.replicas != 1 or kill.signal != "SIGKILL":
+        raise ValueError(
+            "faults.kill.power_loss rolls back the data directory of one pod the harness runs and traces: "
+            "it needs target.replicas 1, a process or Docker runtime and signal SIGKILL"
+        )
+
+
 def transport_fits(s: Scenario) -> None:
     """A stdio target has no HTTP: no fault proxy, no header, no read over HTTP."""
     if s.target.transport != "stdio":
@@ -161,6 +173,7 @@ RULES: tuple[Callable[[Scenario], None], ...] = (
     victims_exist,
     balancer_fits,
     kubernetes_fits,
+    power_loss_fits,
     transport_fits,
     crash_points_fit,
 )

@@ -84,6 +84,16 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
             "of a call they recorded)",
         ),
         (
+            ["target.replicas=2", "faults.kill.power_loss=true"],
+            "faults.kill.power_loss rolls back the data directory of one pod the harness runs and traces: it "
+            "needs target.replicas 1, a process or Docker runtime and signal SIGKILL",
+        ),
+        (
+            ["faults.kill.signal=SIGTERM", "faults.kill.power_loss=true"],
+            "faults.kill.power_loss rolls back the data directory of one pod the harness runs and traces: it "
+            "needs target.replicas 1, a process or Docker runtime and signal SIGKILL",
+        ),
+        (
             ["target.env.API='{downstream_url}/v1'"],
             "{downstream_url} is used but services.downstream is not set",
         ),
@@ -145,6 +155,7 @@ def test_the_first_rule_broken_is_the_error(scenario_data: dict[str, Any]) -> No
         "victims_exist",
         "balancer_fits",
         "kubernetes_fits",
+        "power_loss_fits",
         "transport_fits",
         "crash_points_fit",
     ]
