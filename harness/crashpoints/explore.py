@@ -267,9 +267,11 @@ def not_proven(
     if ended is not None:
         reasons.append(f"the exploration ended early ({ended})")
     if skipped:
+        tried = len(points)
+        share = tried / (tried + len(skipped))
         reasons.append(
-            f"not tried: {', '.join(skipped)} (beyond --max-points {max_points}; raise it to try every "
-            "point of the call)"
+            f"not tried: {', '.join(skipped)} (beyond --max-points {max_points}: {tried} of "
+            f"{tried + len(skipped)} points covered, {share:.0%}; raise it to try every point of the call)"
         )
     return reasons + [r for p in points if (r := p.inconclusive) is not None]
 

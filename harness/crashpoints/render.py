@@ -114,6 +114,19 @@ def conclusion(exploration: Exploration) -> str:
     return "inconclusive" if exploration.inconclusive else "no_finding"
 
 
+def how_often(result: PointResult) -> str:
+    """A finding's count: in how many of the point's tries, and how many intents acknowledged before them
+    the crashes lost (``wiped``); a point may have only the latter."""
+    assert result.finding is not None
+    verdict = result.finding.value
+    own, wiped = result.verdicts[verdict], len(result.wiped.get(verdict, []))
+    said = [f"{verdict} in {own} of {result.tries} tries"] if own or not wiped else [verdict]
+    if wiped:
+        intents = "intent" if wiped == 1 else "intents"
+        said.append(f"{wiped} {intents} acknowledged before its tries, lost to their crashes")
+    return ": ".join(said) if not own else ", and ".join(said)
+
+
 def summary_line(exploration: Exploration) -> str:
     """One line, the worst first: a pod that never answered again, then findings, then what it could
     not prove."""
@@ -244,8 +257,7 @@ def render_markdown(exploration: Exploration) -> str:
         assert result.finding is not None
         one = story(exploration, result)
         parts += [
-            f"## {result.name}: {result.finding.value} in {result.verdicts[result.finding.value]} of "
-            f"{result.tries} tries\n",
+            f"## {result.name}: {how_often(result)}\n",
             f"**At this point.** {markdown(advice(exploration, result))}\n",
             *(
                 [

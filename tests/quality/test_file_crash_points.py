@@ -19,6 +19,7 @@ import pytest
 
 from harness.crashpoints.advice import advice
 from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
+from harness.crashpoints.render import render_markdown
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
 
@@ -133,6 +134,12 @@ def test_sqlite_defaults_lose_the_last_commit_to_a_power_loss_as_sqlite_document
     # The commit before the held call is rolled back, unless it repeated an upsert made durable before.
     lost_everywhere(found, ["request@power_loss"], at_least=1)
     assert "PRAGMA synchronous=EXTRA" in advice(found, by_name(found)["request@power_loss"])
+    # The held call itself was exactly once: what the finding counts is what the crash took before it.
+    wiped = len(by_name(found)["request@power_loss"].wiped["lost"])
+    heading = (
+        f"## request@power_loss: lost: {wiped} intent{'s' if wiped > 1 else ''} acknowledged before its tries"
+    )
+    assert heading in render_markdown(found)
     extra = notes_scenario({"NOTES_SQLITE_SYNC": "extra"}, sqlite=True)
     clean(crashpoints(extra, tmp_path / "extra", ["request@power_loss", "response@power_loss"]), [
         "request@power_loss",

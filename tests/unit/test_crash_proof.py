@@ -223,7 +223,8 @@ def test_what_an_exploration_did_not_prove_is_said_one_line_each() -> None:
     )
     assert reasons == [
         "the exploration ended early (deadline: workload.max_duration_s=4 reached)",
-        "not tried: db_commit#9 (beyond --max-points 8; raise it to try every point of the call)",
+        "not tried: db_commit#9 (beyond --max-points 8: 3 of 4 points covered, 75%; raise it to try every "
+        "point of the call)",
         "db_commit#2: 1 of 3 tries proven; no kill while held",
         "response: no try (the exploration ended before it)",
     ]
