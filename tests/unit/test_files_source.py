@@ -59,5 +59,7 @@ def test_the_section_resolves_data_dir_and_stays_inside_it(tmp_path: Path) -> No
     for pattern in ("/etc/*", "../*"):
         with pytest.raises(ValidationError, match="must stay inside dir"):
             Effects.model_validate({"files": {"dir": "{data_dir}", "pattern": pattern}})
-    with pytest.raises(ValidationError, match="exactly one of sql, sink, downstream, tool, command, jsonl, files"):
+    with pytest.raises(
+        ValidationError, match="exactly one of sql, sink, downstream, tool, command, jsonl, files"
+    ):
         Effects.model_validate({"files": {"dir": "{data_dir}"}, "jsonl": {"path": "x"}})
