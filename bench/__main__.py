@@ -19,13 +19,24 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench import audit, restart, throughput
+from bench import audit, filetrace, restart, throughput
 from bench.common import ROOT, Goal, compile_harness, median_spread
 from harness.report.tables import markdown_table
 
 HTML_ROUNDS = 3
 """Audits with report.html, whose median is held against the audit alone (one swung by 10%)."""
-ALL = ("throughput", "memory", "proxy", "trace", "sessions", "stdio", "audit", "restart", "reproduce")
+ALL = (
+    "throughput",
+    "memory",
+    "proxy",
+    "trace",
+    "sessions",
+    "stdio",
+    "audit",
+    "restart",
+    "filetrace",
+    "reproduce",
+)
 
 
 def machine() -> str:
@@ -257,6 +268,44 @@ def bench_restart(goals: list[Goal], sections: list[str]) -> None:
     )
 
 
+def bench_filetrace(goals: list[Goal], sections: list[str], rounds: int) -> None:
+    """A traced call against an untraced one, in alternating rounds; then one SQLite intent explored."""
+    untraced, traced = [], []
+    tracer_untraced = False
+    for _ in range(rounds):
+        ms, tracer = filetrace.call_ms(200, traced=False)
+        untraced.append(ms)
+        tracer_untraced |= tracer
+        traced.append(filetrace.call_ms(200, traced=True)[0])
+    ratio, spread = median_spread([t / u for t, u in zip(traced, untraced, strict=True)], "×")
+    goals.append(Goal("file tracing off: tracer processes an untraced run starts", float(tracer_untraced), 0))
+    seconds, found = filetrace.exploration_s()
+    goals.append(
+        Goal(
+            "crashpoints of one SQLite intent, kill and power loss, --max-points 8, R = 3", seconds, 120, " s"
+        )
+    )
+    tries = sum(p.tries for p in found.points)
+    sections.append(
+        "## File tracing\n\n"
+        "The reference notes server on SQLite (its defaults), 200 `write_note` calls at concurrency 1, "
+        f"untraced and traced in {rounds} alternating rounds; a call's median time from the history. "
+        "Traced, the server runs through the seccomp launcher and the tracer only keeps its model of what "
+        "is durable (a run's power losses): a crash point's exploration also asks the harness at each "
+        "operation.\n\n"
+        + markdown_table(
+            ["", "median ms per call", "rounds"],
+            [
+                ["untraced", f"{statistics.median(untraced):.2f}", ", ".join(f"{v:.2f}" for v in untraced)],
+                ["traced", f"{statistics.median(traced):.2f}", ", ".join(f"{v:.2f}" for v in traced)],
+                ["traced / untraced", f"{ratio:.2f}×", spread],
+            ],
+        )
+        + f"\n\n`crashpoints` of one intent with its defaults: {len(found.points)} points, {tries} tries, "
+        f"{seconds:.1f} s on {os.cpu_count()} cores."
+    )
+
+
 def bench_reproduce(goals: list[Goal], sections: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -318,6 +367,8 @@ def main() -> int:
             bench_audit(goals, sections, args.audit_rounds)
         elif name == "restart":
             bench_restart(goals, sections)
+        elif name == "filetrace":
+            bench_filetrace(goals, sections, args.rounds)
         else:
             bench_reproduce(goals, sections)
     lines = [g.line() for g in goals]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, target_headers
 from harness.pods.pod import Pod
+from harness.pods.process import ProcessPod
 from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
 from harness.pods.watchdog import guard, redact_logs
@@ -246,6 +248,9 @@ class TargetWiring:
             if self.files is not None:
                 (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
                 await stack.enter_async_context(self.files.running())
+                if self.files.refused is None and isinstance(self.pod, ProcessPod):
+                    # stopped at its watched system calls only: a seccomp filter it installs once seized
+                    self.pod.launch_through([sys.executable, "-m", "harness.crashpoints.filtered"])
                 kill = self.scenario.faults.kill
                 if self.files.refused is not None and kill is not None and kill.power_loss:
                     raise TargetStartError(

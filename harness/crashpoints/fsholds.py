@@ -115,6 +115,7 @@ class FileTracer:
             "--shadow",
             str(self._shadow / "durable"),
             *(["--seen-as", self.seen_as] if self.seen_as is not None else []),
+            *(["--no-holds"] if isinstance(self.holds, NoHolds) else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

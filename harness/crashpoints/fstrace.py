@@ -51,6 +51,7 @@ _ptrace = _libc.ptrace
 _ptrace.restype = ctypes.c_long
 _ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
 
+PTRACE_CONT = 7
 PTRACE_SYSCALL = 24
 PTRACE_SETOPTIONS = 0x4200
 PTRACE_GETEVENTMSG = 0x4201
@@ -65,9 +66,11 @@ OPTIONS = (
     | 0x4  # TRACEVFORK
     | 0x8  # TRACECLONE: threads and children are traced from their first instruction
     | 0x10  # TRACEEXEC
+    | 0x80  # TRACESECCOMP: a tracee that filters its system calls (``filtered``) stops at those only
     | 0x100000  # EXITKILL: if the tracer dies, every tracee is killed, never left stopped
 )
 EVENT_STOP = 128
+EVENT_SECCOMP = 7
 SYSCALL_ENTRY, SYSCALL_EXIT = 1, 2
 STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
 AT_FDCWD = -100
@@ -219,13 +222,18 @@ def _state(root: Path) -> dict[str, bytes | None]:
 class Tracer:
     """Seizes pods, stops each before a durable operation on the watched directory, keeps the model."""
 
-    def __init__(self, root: Path, shadow: Path, out: Any, seen_as: str | None = None) -> None:
+    def __init__(
+        self, root: Path, shadow: Path, out: Any, seen_as: str | None = None, *, holds: bool = True
+    ) -> None:
         self.host_root = root.resolve()
         self.root = Path(seen_as) if seen_as is not None else self.host_root
         """The watched directory as the tracee names it (a container's data mount), what its paths are
         matched against; the model keeps the files where the harness sees them (``host_root``)."""
         self.durable = Durable(self.host_root, shadow)
         self.out = out
+        self.holds = holds
+        """Whether each operation is sent to the harness to be held; without, the tracer only keeps what
+        is durable (a run's power losses, ``--no-holds``)."""
         self.table = SYSCALLS.get(platform.machine())
         if self.table is None:
             raise SystemExit(f"fstrace: {platform.machine()} is not supported (x86_64, aarch64)")
@@ -237,6 +245,11 @@ class Tracer:
         self.events = 0
         self.pids: dict[int, int] = {}
         """tid -> its process (thread group), for /proc."""
+        self.filtered: set[int] = set()
+        """Tracees whose seccomp filter stops them at the watched system calls only
+        (:mod:`harness.crashpoints.filtered`): resumed with ``PTRACE_CONT``, not at every system call."""
+        self.last_entry: dict[int, int] = {}
+        """tid -> the system call whose entry stop it reported last (its first seccomp stop follows it)."""
         self.baselined = False
 
     # -- commands
@@ -269,9 +282,14 @@ class Tracer:
         if held is None:
             return
         if verdict == "go":
-            self.in_syscall[held.tid] = held
-            self._resume(held.tid)
+            self._go(held)
         # "killed": the harness killed the pod there; its exit comes through waitpid
+
+    def _go(self, held: _Stopped) -> None:
+        """Let an operation run; its exit is stopped at only where the model needs it (:meth:`_after`)."""
+        if held.op == "fsync" or (held.op in ("create", "truncate") and held.fd == -1):
+            self.in_syscall[held.tid] = held
+        self._resume(held.tid)
 
     # -- the loop
     def reap(self) -> None:
@@ -298,6 +316,8 @@ class Tracer:
             self.pids.setdefault(tid, _tgid(tid))
         if sig == signal.SIGTRAP | 0x80:
             self._syscall_stop(tid)
+        elif event == EVENT_SECCOMP:
+            self._seccomp_stop(tid)
         elif event == EVENT_STOP:
             if sig in STOP_SIGNALS:  # a group-stop: stay stopped as the signal says, still traced
                 self._ptrace_ok(PTRACE_LISTEN, tid)
@@ -309,6 +329,8 @@ class Tracer:
                 if _ptrace(PTRACE_GETEVENTMSG, tid, None, ctypes.byref(new)) == 0:
                     child = int(new.value)
                     self.pids[child] = self.pids.get(tid, tid) if event == 3 else child
+                    if tid in self.filtered:  # a filter is inherited by threads and children
+                        self.filtered.add(child)
             elif event == 4:  # exec: the thread group is this tid now
                 self.pids[tid] = tid
             self._resume(tid)
@@ -319,12 +341,17 @@ class Tracer:
         self.tracees.discard(tid)
         self.in_syscall.pop(tid, None)
         self.pids.pop(tid, None)
+        self.filtered.discard(tid)
+        self.last_entry.pop(tid, None)
         for event, held in list(self.stopped.items()):
             if held.tid == tid:
                 del self.stopped[event]
 
     def _resume(self, tid: int, sig: int = 0) -> None:
-        self._ptrace_ok(PTRACE_SYSCALL, tid, sig)
+        """On to its next stop: a filtered tracee's next watched system call (or the exit of the one it is
+        in), any other's next system call."""
+        every = tid not in self.filtered or tid in self.in_syscall
+        self._ptrace_ok(PTRACE_SYSCALL if every else PTRACE_CONT, tid, sig)
 
     def _ptrace_ok(self, request: int, tid: int, data: int = 0) -> None:
         if _ptrace(request, tid, None, ctypes.c_void_p(data)) == -1 and ctypes.get_errno() == errno.ESRCH:
@@ -349,6 +376,29 @@ class Tracer:
         if info.op != SYSCALL_ENTRY:
             self._resume(tid)
             return
+        self.last_entry[tid] = int(info.nr_or_rval)
+        self._entry(tid, info)
+
+    def _seccomp_stop(self, tid: int) -> None:
+        """A filtered tracee at a watched system call's entry. Its first such stop comes right after the
+        entry stop of the same call (it was traced at every call until its filter was installed): that
+        call was handled there, and from now on it is resumed to its next watched call only."""
+        info = _SyscallInfo()
+        if (
+            _ptrace(PTRACE_GET_SYSCALL_INFO, tid, ctypes.c_void_p(ctypes.sizeof(info)), ctypes.byref(info))
+            <= 0
+        ):
+            self._resume(tid)
+            return
+        first = tid not in self.filtered
+        self.filtered.add(tid)
+        if first and self.last_entry.pop(tid, None) == int(info.nr_or_rval):
+            self._resume(tid)
+            return
+        self._entry(tid, info)
+
+    def _entry(self, tid: int, info: _SyscallInfo) -> None:
+        """A system call's entry: a watched operation stops there, and is sent to the harness."""
         name = self.table.get(int(info.nr_or_rval))  # type: ignore[union-attr]
         op = None if name is None else self._operation(tid, name, [int(a) for a in info.args_or_error])
         if op is None:
@@ -356,6 +406,9 @@ class Tracer:
             return
         kind, paths, fd = op
         self.events += 1
+        if not self.holds:  # only the model is kept: on to the operation's exit if it matters, unasked
+            self._go(_Stopped(tid, kind, fd))
+            return
         self.stopped[self.events] = _Stopped(tid, kind, fd)
         self._emit({"event": self.events, "op": kind, "paths": paths, "call": name, "tid": tid})
 
@@ -543,13 +596,13 @@ def may_trace() -> str | None:
         os.waitpid(child, 0)
 
 
-def serve(root: Path, shadow: Path, seen_as: str | None = None) -> None:
+def serve(root: Path, shadow: Path, seen_as: str | None = None, *, holds: bool = True) -> None:
     """The tracer's loop: commands on stdin (JSON lines), events and answers on stdout."""
     refused = may_trace()
     if refused is not None:
         print(json.dumps({"refused": f"ptrace is not allowed here ({refused})"}), flush=True)
         return
-    tracer = Tracer(root, shadow, sys.stdout, seen_as)
+    tracer = Tracer(root, shadow, sys.stdout, seen_as, holds=holds)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -601,8 +654,11 @@ def main() -> None:
     parser.add_argument(
         "--seen-as", help="the data directory's path as the tracee sees it (a container's mount)"
     )
+    parser.add_argument(
+        "--no-holds", action="store_true", help="keep what is durable only; send no operation to be held"
+    )
     args = parser.parse_args()
-    serve(args.watch, args.shadow, args.seen_as)
+    serve(args.watch, args.shadow, args.seen_as, holds=not args.no_holds)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import stat
 import time
@@ -115,6 +116,13 @@ class ProcessPod:
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
+
+    def launch_through(self, launcher: Sequence[str]) -> None:
+        """Start the command through ``launcher`` from now on (``launcher -- argv``), which must exec it
+        with the same pid: the file tracer's seccomp launcher. A command that cannot be found is left as it
+        is, so its start fails with its own name."""
+        if shutil.which(self.argv[0]) is not None:
+            self.argv = [*launcher, "--", *self.argv]
 
     @property
     def running(self) -> bool:

@@ -46,10 +46,15 @@ WRITER = textwrap.dedent(
 )
 
 
-class Traced:
-    """A writer under the tracer: events are answered ``go`` as they come."""
+FILTERED = [sys.executable, "-m", "harness.crashpoints.filtered", "--"]
+"""The launcher of a traced process pod: once seized, a seccomp filter stops it at watched calls only."""
 
-    def __init__(self, tmp_path: Path) -> None:
+
+class Traced:
+    """A writer under the tracer: events are answered ``go`` as they come. ``launcher``: started through
+    it (the seccomp filter of :mod:`harness.crashpoints.filtered`), or stopped at every system call."""
+
+    def __init__(self, tmp_path: Path, launcher: list[str] | None = None) -> None:
         self.data = tmp_path / "data"
         self.data.mkdir()
         (self.data / "old.txt").write_text("old")
@@ -61,7 +66,7 @@ class Traced:
         )  # fmt: skip
         assert "ready" in self.read()
         self.writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(self.data)],
+            [*(launcher or []), sys.executable, "-c", WRITER, str(self.data)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -106,9 +111,9 @@ class Traced:
                     pipe.close()
 
 
-@pytest.fixture
-def traced(tmp_path: Path) -> Iterator[Traced]:
-    one = Traced(tmp_path)
+@pytest.fixture(params=["every_call", "filtered"])
+def traced(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Traced]:
+    one = Traced(tmp_path, FILTERED if request.param == "filtered" else None)
     try:
         yield one
     finally:
@@ -131,6 +136,26 @@ def test_every_durable_operation_is_seen_from_every_thread_and_child(traced: Tra
         ("create", ["sub/"]),
         ("unlink", ["old.txt"]),
     ]  # and nothing of the file outside the watched directory
+
+
+def test_the_launcher_filters_the_process_it_runs_once_seized(tmp_path: Path) -> None:
+    traced = Traced(tmp_path, FILTERED)
+    try:
+        traced.run()
+        status = Path(f"/proc/{traced.writer.pid}/status").read_text()
+        assert "Seccomp:\t2" in status  # the writer runs under the filter (mode 2), with its own pid
+    finally:
+        traced.close()
+    # Not seized within its wait, the launcher runs the command as it is, unfiltered.
+    launcher = [sys.executable, "-m", "harness.crashpoints.filtered", "--wait-s", "0.2", "--"]
+    alone = subprocess.run(
+        [*launcher, sys.executable, "-c", "print(open('/proc/self/status').read())"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "Seccomp:\t0" in alone.stdout
 
 
 def test_a_power_loss_keeps_only_what_was_made_durable(traced: Traced) -> None:
