@@ -200,8 +200,13 @@ class DownstreamProxy(LoopbackServer):
                     return
             if request.method == b"CONNECT" and tunnel is None:
                 host = request.target.decode("ascii", "replace").rsplit(":", 1)[0].strip("[]")
+                try:
+                    context = self._context(host)
+                except ValueError:  # no certificate can name it (UnicodeError is one)
+                    await _answer(conn, writer, 400, b"CONNECT to a host no certificate can name")
+                    return
                 await _send(conn, writer, h11.Response(status_code=200, headers=[]))
-                await writer.start_tls(self._context(host))
+                await writer.start_tls(context)
                 await self._calls(reader, writer, generation, tunnel=host)
                 return
             if self.hold is not None and self.hold.cut(generation):

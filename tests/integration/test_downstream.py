@@ -245,3 +245,42 @@ def test_a_container_trusts_the_proxy_s_ca_mounted_read_only(tmp_path: Path, doc
     del data["target"]["command"]
     result = run_scenario(data, tmp_path / "results")
     assert_every_entry_went_through_the_proxy_once(result)
+
+
+def test_what_a_hostile_target_sends_ends_its_own_connection_only(tmp_path: Path) -> None:
+    """A CONNECT to a name no certificate can carry, a head larger than the proxy reads, a body over its
+    limit: each is answered or dropped on its own connection, and the next call is served."""
+
+    async def exchange(port: int, data: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(data)
+            await writer.drain()
+            return await asyncio.wait_for(reader.read(), 10)
+        except ConnectionResetError:
+            return b""  # dropped before it read everything sent
+        finally:
+            writer.close()
+
+    async def run() -> tuple[bytes, bytes, bytes, int]:
+        proxy = DownstreamProxy(tmp_path, DownstreamService())
+        proxy.write_ca()
+        port = await proxy.start()
+        try:
+            bad_host = await exchange(port, b"CONNECT bad..host:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = b"POST /v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX: " + b"a" * 300_000
+            huge = await exchange(port, head + b"\r\n\r\n")
+            body = b"POST /v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 17000000\r\n\r\n" + b"{" * 17_000_000
+            large = await exchange(port, body)
+            async with httpx.AsyncClient(trust_env=False) as client:
+                after = await client.post(f"{proxy.url}/v1/charges", json={"memo": "ab-m0000001"})
+            return bad_host, huge, large, after.status_code
+        finally:
+            await proxy.close()
+
+    bad_host, huge, large, after = asyncio.run(run())
+    assert bad_host.startswith(b"HTTP/1.1 400 ")
+    assert huge == b""  # a head over 64 KiB: the connection is dropped
+    assert large.startswith(b"HTTP/1.1 413 ")
+    assert after == 200
+    assert [r["markers"] for r in records(tmp_path)] == [["ab-m0000001"]]  # nothing else was recorded
