@@ -120,8 +120,8 @@ class ProcessPod:
     def launch_through(self, launcher: Sequence[str]) -> None:
         """Start the command through ``launcher`` from now on (``launcher -- argv``), which must exec it
         with the same pid: the file tracer's seccomp launcher. A command that cannot be found is left as it
-        is, so its start fails with its own name."""
-        if shutil.which(self.argv[0]) is not None:
+        is, so its start fails with its own name; one already launched through it, too."""
+        if shutil.which(self.argv[0]) is not None and self.argv[: len(launcher)] != list(launcher):
             self.argv = [*launcher, "--", *self.argv]
 
     @property
