@@ -217,10 +217,10 @@ class Supervisor:
         self.ready.clear()
         if sig != "SIGKILL":
             details = {"signal": sig, "grace_s": grace_s, **details}
+            self._grace_timers[pid] = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
         if power_loss:
             self._power_loss = True
             details = {"power_loss": True, **details}
-            self._grace_timers[pid] = asyncio.get_running_loop().call_later(grace_s, self._grace_over, pid)
         if before is not None:
             before()
         self.history.emit(EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
