@@ -232,7 +232,10 @@ class DownstreamProxy(LoopbackServer):
         """Forward one call and record it: the answer's status, headers and body, and whether to hold it."""
         method = request.method.decode("ascii", "replace")
         target = request.target.decode("latin-1")
-        path = httpx.URL(target).raw_path.decode("latin-1") if "://" in target else target
+        path = target
+        if "://" in target:  # absolute-form: a plain-HTTP call through HTTP_PROXY names its host
+            absolute = httpx.URL(target)
+            path, tunnel = absolute.raw_path.decode("latin-1"), absolute.host
         headers = [(k, v) for k, v in request.headers if k.lower() not in HOP_BY_HOP]
         key = next((v.decode("latin-1") for k, v in request.headers if k.lower() == b"idempotency-key"), None)
         markers = sorted({m.decode() for m in MARKER_SHAPE.findall(path.encode("latin-1") + b"\n" + body)})

@@ -124,9 +124,16 @@ def test_a_call_through_connect_is_answered_for_the_fixed_host_forwarded_and_rec
             assert first.json() == again.json()
             assert again.headers["idempotent-replayed"] == "true"
             other = await client.post(url, json={"description": "ab-m0000002"})
+            plain = await client.post("http://ledger.example/v1/charges", json={"memo": "ab-m0000005"})
         async with httpx.AsyncClient(trust_env=False) as client:  # {downstream_url}: the reverse proxy
             direct = await client.post(f"{proxy.url}/v1/charges", json={"memo": "ab-m0000003"})
-        return [first.status_code, again.status_code, other.status_code, direct.status_code]
+        return [
+            first.status_code,
+            again.status_code,
+            other.status_code,
+            plain.status_code,
+            direct.status_code,
+        ]
 
     async def run(upstream: str, upstream_ca: str | None) -> list[int]:
         proxy = DownstreamProxy(tmp_path, DownstreamService(upstream=upstream, ca=upstream_ca))
@@ -138,11 +145,12 @@ def test_a_call_through_connect_is_answered_for_the_fixed_host_forwarded_and_rec
             await proxy.close()
 
     with provider(tmp_path, tls=True) as (upstream, upstream_ca):
-        assert asyncio.run(run(upstream, upstream_ca)) == [200, 200, 200, 200]
+        assert asyncio.run(run(upstream, upstream_ca)) == [200, 200, 200, 200, 200]
         made = charges(upstream, upstream_ca)
     assert [c["description"] if "description" in c else c["memo"] for c in made] == [
         "ab-m0000001",
         "ab-m0000002",
+        "ab-m0000005",
         "ab-m0000003",
     ]
     lines = records(tmp_path)
@@ -150,10 +158,11 @@ def test_a_call_through_connect_is_answered_for_the_fixed_host_forwarded_and_rec
         ("api.payments.example", ["ab-m0000001"], "k", False),
         ("api.payments.example", ["ab-m0000001"], "k", True),
         ("api.payments.example", ["ab-m0000002"], None, False),
+        ("ledger.example", ["ab-m0000005"], None, False),  # plain HTTP through HTTP_PROXY: absolute-form
         (None, ["ab-m0000003"], None, False),
     ]
     source = DownstreamSource(DownstreamEffects())
-    assert source.count(tmp_path) == {"ab-m0000001": 1, "ab-m0000002": 1, "ab-m0000003": 1}
+    assert source.count(tmp_path) == {"ab-m0000001": 1, "ab-m0000002": 1, "ab-m0000003": 1, "ab-m0000005": 1}
 
     # The provider gone: the target is told 502 with why, and the record says no effect was made.
     (tmp_path / "downstream.jsonl").unlink()
