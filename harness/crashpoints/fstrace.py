@@ -357,13 +357,18 @@ class Tracer:
         if _ptrace(request, tid, None, ctypes.c_void_p(data)) == -1 and ctypes.get_errno() == errno.ESRCH:
             self._gone(tid)  # killed meanwhile (SIGKILL ends a stop); its exit is reaped or was
 
-    def _syscall_stop(self, tid: int) -> None:
+    def _info(self, tid: int) -> _SyscallInfo | None:
+        """The system call a tracee is stopped at; None (and it is resumed) when the kernel says none."""
         info = _SyscallInfo()
-        if (
-            _ptrace(PTRACE_GET_SYSCALL_INFO, tid, ctypes.c_void_p(ctypes.sizeof(info)), ctypes.byref(info))
-            <= 0
-        ):
+        size = ctypes.c_void_p(ctypes.sizeof(info))
+        if _ptrace(PTRACE_GET_SYSCALL_INFO, tid, size, ctypes.byref(info)) <= 0:
             self._resume(tid)
+            return None
+        return info
+
+    def _syscall_stop(self, tid: int) -> None:
+        info = self._info(tid)
+        if info is None:
             return
         if info.op == SYSCALL_EXIT:
             inside = self.in_syscall.pop(tid, None)
@@ -383,12 +388,8 @@ class Tracer:
         """A filtered tracee at a watched system call's entry. Its first such stop comes right after the
         entry stop of the same call (it was traced at every call until its filter was installed): that
         call was handled there, and from now on it is resumed to its next watched call only."""
-        info = _SyscallInfo()
-        if (
-            _ptrace(PTRACE_GET_SYSCALL_INFO, tid, ctypes.c_void_p(ctypes.sizeof(info)), ctypes.byref(info))
-            <= 0
-        ):
-            self._resume(tid)
+        info = self._info(tid)
+        if info is None:
             return
         first = tid not in self.filtered
         self.filtered.add(tid)

@@ -152,6 +152,31 @@ class EffectSource(abc.ABC):
         return ()
 
 
+class RecordSource(EffectSource):
+    """A source read from the record a service of the run wrote into its directory (the effect sink's,
+    the downstream proxy's), never followed through a link the target may have planted there."""
+
+    record: ClassVar[str]
+    """The record's name in the run directory."""
+    writer: ClassVar[str]
+    """Who writes it, for messages: ``effect sink``."""
+    missing: ClassVar[str]
+    """Why it may be missing, for the message that says so."""
+
+    def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
+        path = run_record(
+            run_dir,
+            self.record,
+            not_ours=f"is not the record the {self.writer} wrote (a link, a FIFO or a directory is there)",
+            missing=f"no {self.writer} record at {run_dir / self.record} ({self.missing})",
+        )
+        return self.tally(path)
+
+    @abc.abstractmethod
+    def tally(self, path: Path) -> Counter[str]:
+        """Effects per marker in the record at ``path``."""
+
+
 def place(text: str, run_dir: Path, where: str, postgres_url: str | None = None) -> str:
     """A source's path or URL with its placeholders filled in for ``run_dir`` (``{scenario_dir}`` was
     resolved when the scenario was loaded; ``{postgres_url}`` is known to a live read only)."""
@@ -184,20 +209,28 @@ def count_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], source: st
     return counts
 
 
-def read_collected(run_dir: Path) -> Counter[str]:
-    """The final read a live source left in the run directory (``effects.json``); a link or anything but
-    the file the run wrote there is refused by name, never followed (a target can reach ``{run_dir}``)."""
-    path = run_dir / rundir.COLLECTED
+def run_record(run_dir: Path, name: str, *, not_ours: str, missing: str) -> Path:
+    """A record the run wrote into its directory, checked before it is read: a link or anything but a
+    regular file there is refused by name (``{path} not_ours``), never followed (a target can reach
+    ``{run_dir}``); AuditError ``missing`` when there is none."""
+    path = run_dir / name
     if os.path.lexists(path) and not rundir.own_regular_file(path, run_dir):
-        raise AuditError(
-            f"{path} is not the file the run wrote (a link, a FIFO or a directory is there): its final read "
-            "of effects cannot be trusted; restore it from a copy of the run directory"
-        )
+        raise AuditError(f"{path} {not_ours}")
     if not path.is_file():
-        raise AuditError(
-            f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and this "
-            "run ended before that final read (its history can still be read; its effects cannot)"
-        )
+        raise AuditError(missing)
+    return path
+
+
+def read_collected(run_dir: Path) -> Counter[str]:
+    """The final read a live source left in the run directory (``effects.json``)."""
+    path = run_record(
+        run_dir,
+        rundir.COLLECTED,
+        not_ours="is not the file the run wrote (a link, a FIFO or a directory is there): its final read "
+        "of effects cannot be trusted; restore it from a copy of the run directory",
+        missing=f"no {rundir.COLLECTED} in {run_dir}: this source is read once at the end of a run, and "
+        "this run ended before that final read (its history can still be read; its effects cannot)",
+    )
     try:
         counts = orjson.loads(path.read_bytes())["effects"]
         effects = Counter({str(k): int(v) for k, v in counts.items()})

@@ -7,7 +7,6 @@ The proxy is a service of the run (:mod:`harness.downstream`); this reads its re
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -16,25 +15,20 @@ from pathlib import Path
 import orjson
 
 from harness import rundir
-from harness.effects.base import Drafted, EffectSource, SeenStore
+from harness.effects.base import Drafted, RecordSource, SeenStore
 from harness.errors import AuditError
 from harness.scenario import DownstreamEffects
 
 
-class DownstreamSource(EffectSource, field="downstream"):
+class DownstreamSource(RecordSource, field="downstream"):
     """Calls of the chosen methods (and path) that the upstream answered with a 2xx, not as a replay."""
 
     section: DownstreamEffects
+    record = rundir.DOWNSTREAM
+    writer = "downstream proxy"
+    missing = "the run ended before the proxy started"
 
-    def count(self, run_dir: Path, *, torn: list[int] | None = None) -> Counter[str]:
-        path = run_dir / rundir.DOWNSTREAM
-        if os.path.lexists(path) and not rundir.own_regular_file(path, run_dir):
-            raise AuditError(
-                f"{path} is not the record the downstream proxy wrote (a link, a FIFO or a directory is "
-                "there)"
-            )
-        if not path.is_file():
-            raise AuditError(f"no downstream proxy record at {path} (the run ended before the proxy started)")
+    def tally(self, path: Path) -> Counter[str]:
         methods = set(self.section.methods)
         only = None if self.section.path is None else re.compile(self.section.path)
         counts: Counter[str] = Counter()
