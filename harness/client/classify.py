@@ -162,6 +162,7 @@ def _stream(raw: RawResponse, request_id: int | None) -> CallResult:
         form="sse",
         notifications=notes,
         event_id=raw.last_event_id.decode("utf-8", "replace") if raw.last_event_id is not None else None,
+        retry_ms=raw.retry_ms,
     )
 
 

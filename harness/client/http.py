@@ -176,12 +176,16 @@ class McpHttpClient:
         deadline: float,
         traceparent: str | None,
     ) -> CallResult:
-        """Ask for the rest of a broken stream (2025 resumability); the broken result if that fails."""
+        """Ask for the rest of a broken stream (2025 resumability), after the wait the stream's ``retry``
+        field asked for (within the attempt's deadline); the broken result if that fails."""
         assert broken.event_id is not None
         request = self._framing.resume(
             broken.event_id, version=self.protocol, session=session, traceparent=traceparent
         )
-        left = max(0.001, deadline - asyncio.get_running_loop().time())
+        loop = asyncio.get_running_loop()
+        if broken.retry_ms:
+            await asyncio.sleep(min(broken.retry_ms / 1000, max(0.0, deadline - loop.time() - 0.001)))
+        left = max(0.001, deadline - loop.time())
         again = await self.send(request, request_id, timeout=left, session=session)
         if again.outcome in (Outcome.OK, Outcome.TOOL_ERROR):
             again.resumed = True

@@ -80,6 +80,9 @@ class CallResult:
     """The ``Mcp-Session-Id`` the server returned (on ``initialize``)."""
     event_id: str | None = None
     """The last SSE event id of a broken stream: where a 2025 client may resume it from."""
+    retry_ms: int | None = None
+    """The stream's last ``retry`` field: how long the server asked the client to wait before it
+    resumes (2025-11-25: a client MUST respect it)."""
     resumed: bool | None = None
     """True: the broken stream was resumed and this is its answer; False: resuming failed."""
 
@@ -100,10 +103,12 @@ class SseParser:
 
     ``data`` fields make the events; an ``id`` field (2025 servers that support
     resuming a stream) is kept as :attr:`last_id`, what a client sends back as
-    ``Last-Event-ID``. Comments (keep-alive pings) and other fields are skipped.
+    ``Last-Event-ID``, and a ``retry`` field as :attr:`retry_ms`, how long the server asked
+    a client to wait before it reconnects. Comments (keep-alive pings) and other fields are
+    skipped.
     """
 
-    __slots__ = ("_data", "_partial", "last_id")
+    __slots__ = ("_data", "_partial", "last_id", "retry_ms")
 
     def __init__(self) -> None:
         self._partial: list[bytes] = []
@@ -111,6 +116,7 @@ class SseParser:
         arriving in 64 KiB reads would otherwise be copied 500 times)."""
         self._data: list[bytes] = []
         self.last_id: bytes | None = None
+        self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if b"\n" not in chunk:
@@ -147,6 +153,10 @@ class SseParser:
                 given = value[1:] if value.startswith(b" ") else value
                 if not _CONTROL.search(given):  # as the SSE spec ignores one with a NUL: never a header
                     self.last_id = given
+            elif name == b"retry":
+                digits = value[1:] if value.startswith(b" ") else value
+                if digits.isdigit() and len(digits) <= 9:  # the SSE spec: ASCII digits, else ignored
+                    self.retry_ms = int(digits)
         if start < len(buf):
             self._partial.append(buf[start:])
         return events

@@ -134,6 +134,7 @@ class Connection(asyncio.Protocol):
         raw.error = error
         if self._sse is not None:
             raw.last_event_id = self._sse.last_id
+            raw.retry_ms = self._sse.retry_ms
         elif self._chunks:
             raw.body = b"".join(self._chunks)
         return raw

@@ -46,6 +46,8 @@ class RawResponse:
     """An event stream's events (each one's ``data``), in order; None when the body is not a stream."""
     last_event_id: bytes | None = None
     """The stream's last ``id`` field: where a client may resume it from."""
+    retry_ms: int | None = None
+    """The stream's last ``retry`` field, in milliseconds: how long to wait before resuming it."""
     received: int = 0
     """Bytes received: a connection closed after none of them never began a response."""
     error: str | None = None

@@ -45,6 +45,11 @@ INVOICES_KEY_FROM               argument (default: the idempotency_key argument)
 INVOICES_EVENT_STORE            memory: keep every SSE event of stateful sessions in this process's
                                 memory, with ids, so a 2025 client whose stream broke can resume
                                 it (GET with Last-Event-ID), until the process dies
+INVOICES_SSE_POLL_MS            with INVOICES_EVENT_STORE=memory and SSE: the server closes a
+                                create_invoice's stream right after its priming event, which tells
+                                the client to come back after this many milliseconds (retry:), as
+                                2025-11-25 servers may (SEP-1699); the answer waits in the event
+                                store for the client's GET with Last-Event-ID
 INVOICES_BEARER_TOKEN           if set, HTTP requests need "Authorization: Bearer <token>";
                                 others get 401 with WWW-Authenticate
 INVOICES_PRE_COMMIT_MS          work before the business commit
@@ -137,6 +142,7 @@ class Config:
     bearer_token: str | None
     key_from: str
     event_store: bool
+    sse_poll_ms: int | None
     pre_commit_s: float
     between_commits_s: float
     post_commit_s: float
@@ -177,6 +183,9 @@ class Config:
         key_from = env.get("INVOICES_KEY_FROM", "argument")
         if key_from not in ("argument", "meta", "header"):
             raise ConfigError(f"INVOICES_KEY_FROM={key_from!r}; choose argument, meta or header")
+        poll = env.get("INVOICES_SSE_POLL_MS", "")
+        if poll and not poll.isdigit():
+            raise ConfigError(f"INVOICES_SSE_POLL_MS={poll!r}; give milliseconds, e.g. 500")
         sessions = env.get("INVOICES_SESSIONS", "stateless")
         if sessions not in ("stateless", "stateful"):
             raise ConfigError(f"INVOICES_SESSIONS={sessions!r}; choose stateless or stateful")
@@ -233,6 +242,7 @@ class Config:
             bearer_token=env.get("INVOICES_BEARER_TOKEN") or None,
             key_from=key_from,
             event_store=env.get("INVOICES_EVENT_STORE", "") == "memory",
+            sse_poll_ms=int(poll) if poll else None,
             pre_commit_s=number("INVOICES_PRE_COMMIT_MS", "0"),
             between_commits_s=number("INVOICES_BETWEEN_COMMITS_MS", "0"),
             post_commit_s=number("INVOICES_POST_COMMIT_MS", "0"),
@@ -392,6 +402,8 @@ def build_server(config: Config) -> MCPServer[Any]:
         customer_id: str, amount_cents: int, memo: str, ctx: Context, idempotency_key: str | None = None
     ) -> CallToolResult | InputRequiredResult:
         log_trace(ctx, memo)
+        if config.sse_poll_ms is not None:
+            await ctx.close_sse_stream()  # the client comes back for the answer after retry:
         if config.flaw == "apologize":
             return CallToolResult(content=[TextContent(type="text", text="Sorry, something went wrong.")])
         if config.flaw == "swallowed_errors" and not customer_id:
@@ -594,6 +606,7 @@ def main() -> int:
         json_response=config.transport == "json",
         stateless_http=not config.stateful,
         event_store=MemoryEventStore() if config.event_store else None,
+        retry_interval=config.sse_poll_ms,
         host=config.host,
     )
     if config.bearer_token is not None:

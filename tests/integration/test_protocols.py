@@ -223,6 +223,22 @@ def test_a_cut_stream_is_resumed_instead_of_re_issued(run: Run, resume: bool, du
     assert (s.sessions.resumed, s.attempts.retries) == ((1, 0) if resume else (0, 1))
 
 
+def test_a_stream_closed_after_its_priming_event_is_resumed_after_the_retry_it_asked_for(run: Run) -> None:
+    """2025-11-25 (SEP-1699): a server may close a call's stream right after a priming event that carries
+    an id and ``retry:``; the client comes back with GET and Last-Event-ID after that interval, and the
+    answer is there. Nothing is re-issued: the naive design charges once, with no fault at all."""
+    data = resumable("naive", True)
+    data["target"]["env"]["INVOICES_SSE_POLL_MS"] = "300"
+    result = run(data)
+    s = result.summary
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3
+    assert (s.sessions.resumed, s.attempts.retries) == (3, 0)
+    events = list(read_history(result.run_dir / "history.jsonl"))
+    started = {e["id"]: e["t"] for e in events if e["type"] == "attempt_started"}
+    took = [e["t"] - started[e["id"]] for e in events if e["type"] == "attempt_ended"]
+    assert min(took) >= 0.3  # the client waited as the server's retry: field said
+
+
 def test_a_stream_broken_by_a_crash_cannot_be_resumed(run: Run) -> None:
     data = resumable("naive", True, env=CRASH_AFTER_COMMIT)
     s = run(data).summary

@@ -255,3 +255,11 @@ def test_an_event_id_with_a_control_byte_is_ignored_not_sent_back() -> None:
     sse = SseParser()
     sse.feed(b"id: 7\n\nid: 8\rX-Evil: 1\ndata: {}\n\n")
     assert sse.last_id == b"7"
+
+
+def test_the_retry_field_is_kept_only_as_ascii_digits() -> None:
+    parser = SseParser()
+    parser.feed(b"id: 7\nretry: 500\ndata:\n\n")
+    assert (parser.last_id, parser.retry_ms) == (b"7", 500)
+    parser.feed(b"retry: 5s\n\nretry: -1\n\nretry: 99999999999\n\n")  # ignored, as the SSE spec says
+    assert parser.retry_ms == 500
