@@ -71,7 +71,7 @@ class McpHttpClient:
         headers: Mapping[str, str] | None = None,
         key_meta: str | None = None,
         key_header: str | None = None,
-        resume: bool = False,
+        resume: bool | None = None,
         history: HistoryWriter | None = None,
         name: str = "client",
     ) -> None:
@@ -93,8 +93,9 @@ class McpHttpClient:
         self._handshaken = False
         """A 2025 session is open (or the server has none, but took the handshake)."""
         self.name = name
-        self.resume = resume and protocol != MODERN
-        """2025: try to resume a broken event stream (GET with Last-Event-ID) before giving up on it."""
+        self._resume_asked = resume
+        """2025: try to resume a broken event stream (GET with Last-Event-ID) before giving up on it;
+        None: only in a 2025-11-25 session (:attr:`resume`)."""
         self._history = history
         self._framing = Framing(
             self.host, self.port, self.path, headers=headers, key_header=key_header, key_meta=key_meta
@@ -125,6 +126,14 @@ class McpHttpClient:
             key=key,
         )
 
+    @property
+    def resumes(self) -> bool:
+        """Whether a broken stream is resumed: as asked, else in a 2025-11-25 session (the version the
+        server chose), never at 2026-07-28, which removed resumability."""
+        if self.protocol == MODERN:
+            return False
+        return self._resume_asked if self._resume_asked is not None else self.protocol == "2025-11-25"
+
     async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
         """One ``tools/call`` attempt (in the 2025 protocol, opening a session first if there is none)."""
         loop = asyncio.get_running_loop()
@@ -148,7 +157,7 @@ class McpHttpClient:
             traceparent=call.traceparent,
         )
         res = await self.send(request, call.request_id, timeout=timeout, session=session)
-        if self.resume and res.outcome is Outcome.TRANSPORT_ERROR and res.event_id is not None:
+        if self.resumes and res.outcome is Outcome.TRANSPORT_ERROR and res.event_id is not None:
             res = await self._resume(
                 res, call.request_id, session, deadline=deadline, traceparent=call.traceparent
             )

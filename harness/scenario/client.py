@@ -39,9 +39,11 @@ class ClientPolicy(Section):
     handshake, as current clients do; a version pins it. stdio targets always use the handshake."""
     sessions: Literal["shared", "per_worker"] = "shared"
     """2025 protocol: one session for the whole driver, or one per concurrent worker."""
-    resume: bool = False
-    """2025 protocol: when an event stream with event ids breaks, first try to resume it (GET with
-    ``Last-Event-ID``), and re-issue the call (with a new id) only if that fails."""
+    resume: bool | None = None
+    """2025 protocol: when an event stream with event ids breaks or is closed before its answer, first
+    resume it (GET with ``Last-Event-ID``, after the interval its ``retry:`` field asked for), and
+    re-issue the call (with a new id) only if that fails. Unset: on for a 2025-11-25 session, as the
+    SDK clients do, off for older versions; ``false`` shows what a client without it does."""
     key_in: Literal["argument", "meta", "header"] = "argument"
     """Where the intent's idempotency key travels: in an argument (the template's ``{key}``), in the
     request's ``_meta``, or in an HTTP header."""

@@ -228,6 +228,7 @@ def test_a_stream_closed_after_its_priming_event_is_resumed_after_the_retry_it_a
     an id and ``retry:``; the client comes back with GET and Last-Event-ID after that interval, and the
     answer is there. Nothing is re-issued: the naive design charges once, with no fault at all."""
     data = resumable("naive", True)
+    del data["client"]["resume"]  # the default at 2025-11-25
     data["target"]["env"]["INVOICES_SSE_POLL_MS"] = "300"
     result = run(data)
     s = result.summary
@@ -237,6 +238,12 @@ def test_a_stream_closed_after_its_priming_event_is_resumed_after_the_retry_it_a
     started = {e["id"]: e["t"] for e in events if e["type"] == "attempt_started"}
     took = [e["t"] - started[e["id"]] for e in events if e["type"] == "attempt_ended"]
     assert min(took) >= 0.3  # the client waited as the server's retry: field said
+    # A client that does not resume (an older version's default, or resume: false) re-issues each call
+    # whose stream closed, and every re-issue closes again: the naive design charges once per attempt.
+    data["client"] |= {"resume": False, "max_attempts": 2}
+    without = run(data).summary
+    assert without.verdicts[Verdict.EXACTLY_ONCE] == 0
+    assert without.attempts.retries == 3
 
 
 def test_a_stream_broken_by_a_crash_cannot_be_resumed(run: Run) -> None:
