@@ -74,37 +74,25 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def payments_scenario(upstream: str | None, ca: str | None, **env: str) -> dict[str, Any]:
+    """The payments target charging 3 intents, one at a time, behind the downstream proxy (the invoices
+    scenario's client policy: retries for as long as a restart may take)."""
     downstream: dict[str, Any] = {} if upstream is None else {"upstream": upstream}
     if ca is not None:
         downstream["ca"] = ca
-    return {
-        "name": "payments",
-        "seed": 3,
-        "target": {
-            "command": ["{python}", str(PAYMENTS)],
-            "env": env,
-            "restart_delay_s": 0.05,
-            "ready_timeout_s": 30,
+    data = invoice_scenario(intents=3)
+    data["target"] = {"command": ["{python}", str(PAYMENTS)], "env": env, "restart_delay_s": 0.05}
+    data["workload"] |= {
+        "tool": "charge",
+        "arguments": {
+            "customer_id": "c-{index}",
+            "amount_cents": 500,
+            "memo": "{marker}",
+            "idempotency_key": "{key}",
         },
-        "workload": {
-            "intents": 3,
-            "concurrency": 1,
-            "tool": "charge",
-            "arguments": {
-                "customer_id": "c-{index}",
-                "amount_cents": 500,
-                "memo": "{marker}",
-                "idempotency_key": "{key}",
-            },
-        },
-        "client": {
-            "attempt_timeout_s": 10,
-            "max_attempts": 100,
-            "backoff": {"initial_s": 0.02, "max_s": 0.2},
-        },
-        "services": {"downstream": downstream},
-        "audit": {"effects": {"downstream": {}}},
     }
+    data["services"] = {"downstream": downstream}
+    data["audit"] = {"effects": {"downstream": {}}}
+    return data
 
 
 def test_a_call_through_connect_is_answered_for_the_fixed_host_forwarded_and_recorded(tmp_path: Path) -> None:
