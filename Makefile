@@ -21,7 +21,7 @@ CHECK_JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 XDIST := -n $(JOBS) --dist loadgroup
 
-.PHONY: chaos reproduce nightly matrix check test lint unit integration quality bench image node servers venv clean
+.PHONY: chaos reproduce nightly matrix check test lint unit integration quality conformance bench image node servers venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,12 @@ integration: $(STAMP)
 
 quality: $(STAMP)
 	$(BIN)/pytest tests/quality $(XDIST) --durations=25 $(PYTEST_ARGS)
+
+## The official MCP conformance suite's client scenarios against the harness's client (mcp-chaos
+## conformance-client): the suite and Node 22 are npm packages pinned by tests/conformance/package-lock.json,
+## installed there on first use (needs npm). Fails on a failure not in tests/conformance/expected-failures*.yml.
+conformance: $(STAMP)
+	$(BIN)/python -m tests.conformance.suite
 
 ## The crash points' whole self-check: every PostgreSQL client x protocol era x reply form (45
 ## explorations); `make test` runs a covering set of 15 (tests/quality/test_crash_matrix.py says which).

@@ -90,3 +90,10 @@ class ExportError(HarnessError):
     """``export-otlp``: the collector was not there, or did not take the spans."""
 
     exit_code = 5
+
+
+class ConformanceFailure(HarnessError):
+    """``conformance-client``: the client could not do what a suite scenario asked (the suite reports
+    the checks it made); ``make conformance``: the suite found failures not expected."""
+
+    exit_code = 1

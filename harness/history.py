@@ -115,6 +115,9 @@ class EventType(enum.StrEnum):
     CRASH_POINT = "crash_point"
     CRASH_PLAN = "crash_plan"
     POD_UNAVAILABLE = "pod_unavailable"
+    TOKEN_REFRESHED = "token_refreshed"
+    """OAuth (``target.auth``): a token replaced another (``why``: expiring, refused, step_up); the
+    refused request was sent again, and is not an attempt of its own."""
     DATA_ROLLED_BACK = "data_rolled_back"
     """A crash planned as a power loss: the data directory rolled back to what was durable (``changed``)."""
     RUN_ENDED = "run_ended"

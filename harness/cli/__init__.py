@@ -29,6 +29,7 @@ from harness.cli import (
     audit,
     cleanup,
     compare,
+    conformance_client,
     contract,
     crashpoints,
     explain,
@@ -55,6 +56,7 @@ COMMANDS = (
     crashpoints,
     init,
     cleanup,
+    conformance_client,
 )
 """In the order ``mcp-chaos --help`` lists them."""
 

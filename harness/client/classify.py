@@ -20,7 +20,8 @@ from harness.client.raw import End, RawResponse
 from harness.history import Detail, Outcome, clip
 
 SESSION_HEADER = b"mcp-session-id"
-KEPT_HEADERS = frozenset({SESSION_HEADER})
+CHALLENGE_HEADER = b"www-authenticate"
+KEPT_HEADERS = frozenset({SESSION_HEADER, CHALLENGE_HEADER})
 """The response headers :func:`classify` reads: the ones the transport must keep."""
 OK_STATUSES = (200, 202, 204)
 """What a request without an id (a notification, a DELETE) may be answered with."""
@@ -53,7 +54,7 @@ def classify(raw: RawResponse, request_id: int | None, *, in_session: bool = Fal
     status = raw.status
     body = raw.body
     if status != 200:
-        refused = _refused(status, body, in_session)
+        refused = _refused(raw, status, body, in_session)
         if refused is not None:
             return refused
     if request_id is None:  # a notification or a DELETE: only the status matters
@@ -166,11 +167,19 @@ def _stream(raw: RawResponse, request_id: int | None) -> CallResult:
     )
 
 
-def _refused(status: int | None, body: bytes, in_session: bool) -> CallResult | None:
-    """401/403 (credentials) and, for a request in a session, 404 or a 400 naming the session."""
+def _refused(raw: RawResponse, status: int | None, body: bytes, in_session: bool) -> CallResult | None:
+    """401/403 (credentials, with the challenge an OAuth client answers) and, for a request in a
+    session, 404 or a 400 naming the session."""
     if status in (401, 403):
         detail = Detail.UNAUTHORIZED if status == 401 else Detail.FORBIDDEN
-        return CallResult(Outcome.AUTH_ERROR, detail, status=status, message=_http_text(status, body))
+        challenge = raw.headers.get(CHALLENGE_HEADER)
+        return CallResult(
+            Outcome.AUTH_ERROR,
+            detail,
+            status=status,
+            message=_http_text(status, body),
+            challenge=None if challenge is None else challenge.decode("latin-1"),
+        )
     if in_session and (status == 404 or (status == 400 and b"session" in body.lower())):
         detail = Detail.SESSION_NOT_FOUND if status == 404 else Detail.SESSION_REJECTED
         return CallResult(Outcome.SESSION_LOST, detail, status=status, message=_http_text(status, body))

@@ -35,7 +35,16 @@ _VERB_HEADERS = {  # what a request says of its body and of the answers it takes
 class Framing:
     """Requests to one endpoint, with the scenario's headers and idempotency-key placement."""
 
-    __slots__ = ("_client_info", "_extra", "_key_header", "_key_meta", "_meta", "_starts")
+    __slots__ = (
+        "_capabilities",
+        "_client_info",
+        "_extra",
+        "_key_header",
+        "_key_meta",
+        "_meta",
+        "_starts",
+        "authorization",
+    )
 
     def __init__(
         self,
@@ -46,6 +55,7 @@ class Framing:
         headers: Mapping[str, str] | None = None,
         key_header: str | None = None,
         key_meta: str | None = None,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         self._starts = {
             verb: f"{verb} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{accept}"
@@ -56,12 +66,17 @@ class Framing:
         self._key_header = key_header
         self._key_meta = key_meta
         self._client_info = {"name": "mcp-chaos", "version": __version__}
+        self._capabilities = dict(capabilities or {})
+        """What the client declares it can answer (``elicitation``): none unless it has a handler."""
         self._meta: dict[str, Any] = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": self._capabilities,
             "io.modelcontextprotocol/clientInfo": self._client_info,
         }
         """2026-07-28's per-request ``_meta``: what a 2025 client said once, in ``initialize``."""
+        self.authorization: str | None = None
+        """The ``Authorization`` an OAuth flow found (``target.auth``): it changes during a run, when a
+        token is refreshed or stepped up, so it is not one of the fixed headers."""
 
     def head(
         self,
@@ -75,6 +90,7 @@ class Framing:
         key: str | None = None,
         last_event_id: str | None = None,
         traceparent: str | None = None,
+        extra: Mapping[str, str] | None = None,
     ) -> bytes:
         """The request line and headers of one request, up to and including the blank line.
 
@@ -82,6 +98,7 @@ class Framing:
         ``method``, ``name``: 2026-07-28's ``Mcp-Method`` and ``Mcp-Name`` (a name only with a method).
         ``key``: the intent's idempotency key, sent only if the scenario puts it in a header.
         ``traceparent``: the attempt's W3C trace context (``client.trace``).
+        ``extra``: this request's own headers (``Mcp-Param-*``).
         """
         for value in (session, method, name, key, last_event_id, traceparent):
             if value is not None and CONTROL.search(value) is not None:  # a line break starts a header
@@ -101,10 +118,26 @@ class Framing:
             head += f"Last-Event-ID: {last_event_id}\r\n"
         if traceparent is not None:
             head += f"traceparent: {traceparent}\r\n"
+        if extra:
+            for field, value in extra.items():
+                if CONTROL.search(field) is not None or CONTROL.search(value) is not None:
+                    raise ValueError(f"a header holds a control character: {field!r:.100}: {value!r:.100}")
+                head += f"{field}: {value}\r\n"
         head += self._extra
+        if self.authorization is not None:
+            head += f"Authorization: {self.authorization}\r\n"
         if length is not None:
             head += f"Content-Length: {length}\r\n"
         return (head + "\r\n").encode()
+
+    def reauthorized(self, request: bytes) -> bytes:
+        """``request`` with :attr:`authorization` in place of the ``Authorization`` it was built with:
+        the same request, sent again once an OAuth flow found a new token."""
+        head, sep, body = request.partition(b"\r\n\r\n")
+        lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"authorization:")]
+        if self.authorization is not None:
+            lines.append(f"Authorization: {self.authorization}".encode())
+        return b"\r\n".join(lines) + sep + body
 
     def request(
         self,
@@ -118,6 +151,7 @@ class Framing:
         progress: bool = False,
         key: str | None = None,
         traceparent: str | None = None,
+        extra: Mapping[str, str] | None = None,
     ) -> bytes:
         """A JSON-RPC request as a POST, with the key where the scenario puts it.
 
@@ -153,18 +187,31 @@ class Framing:
             name=name,
             key=key,
             traceparent=traceparent,
+            extra=extra,
         )
         return head + body
 
     def initialize(self, request_id: int, version: str) -> bytes:
         """The 2025 handshake's request, offering ``version``; its head precedes any agreement."""
-        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": self._client_info}
+        params = {
+            "protocolVersion": version,
+            "capabilities": self._capabilities,
+            "clientInfo": self._client_info,
+        }
         body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params})
         return self.head("POST", version=None, session=None, length=len(body)) + body
 
     def notification(self, method: str, *, version: str, session: str | None) -> bytes:
         """A JSON-RPC notification (no id) as a POST."""
         body = orjson.dumps({"jsonrpc": "2.0", "method": method})
+        return self.head("POST", version=version, session=session, length=len(body)) + body
+
+    def reply(
+        self, request_id: object, message: Mapping[str, Any], *, version: str, session: str | None
+    ) -> bytes:
+        """The client's answer to a server's request (``elicitation/create``), as a POST: ``message`` is
+        the JSON-RPC ``result`` or ``error`` member."""
+        body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, **message})
         return self.head("POST", version=version, session=session, length=len(body)) + body
 
     def resume(

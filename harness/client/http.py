@@ -39,20 +39,42 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+import orjson
 
 from harness.client.classify import KEPT_HEADERS, OK_STATUSES, answers, classify
 from harness.client.framing import Framing
 from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult, ToolCall, refused_version
+from harness.client.oauth import Challenge, OAuthTokens
 from harness.client.pool import Pool
 from harness.history import EventType, HistoryWriter, Outcome, clip
 
 __all__ = ["DISCOVER_ID", "MODERN", "PROTOCOLS", "SESSION_VERSIONS", "McpHttpClient", "session_digest"]
 
+REPLY_TIMEOUT_S = 10.0
+"""How long the POST carrying the client's answer to a server's request may take."""
+LISTEN_TIMEOUT_S = 3600.0
+"""How long the session's own event stream is held open (the client closes it when it is done)."""
+LISTEN_WAIT_S = 5.0
+"""How long the handshake waits for the session's own stream to open."""
+AUTH_ROUNDS = 2
+"""How many times one request is sent again after the OAuth flow answered its refusal: a server that
+refuses every token it is given (a step-up that never satisfies it) ends as ``auth_error``."""
 DISCOVER_ID = 0
 """The request id of readiness probes; the driver's ids start at 1, handshakes count down from -1."""
+
+
+class ServerRequests(Protocol):
+    """What answers the requests a 2025 server sends inside a response's stream."""
+
+    capabilities: Mapping[str, Any]
+    """What ``initialize`` declares (``{"elicitation": {}}``)."""
+
+    def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The ``result`` for the request; None: not one this client answers (a JSON-RPC error)."""
 
 
 def session_digest(session: str | None) -> str | None:
@@ -74,6 +96,8 @@ class McpHttpClient:
         resume: bool | None = None,
         history: HistoryWriter | None = None,
         name: str = "client",
+        auth: OAuthTokens | None = None,
+        server_requests: ServerRequests | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname or not parts.port:
@@ -95,12 +119,28 @@ class McpHttpClient:
         self.name = name
         self._resume_asked = resume
         """2025: try to resume a broken event stream (GET with Last-Event-ID) before giving up on it;
-        None: only in a 2025-11-25 session (:attr:`resume`)."""
+        None: in every 2025 session (:attr:`resumes`)."""
         self._history = history
         self._framing = Framing(
-            self.host, self.port, self.path, headers=headers, key_header=key_header, key_meta=key_meta
+            self.host,
+            self.port,
+            self.path,
+            headers=headers,
+            key_header=key_header,
+            key_meta=key_meta,
+            capabilities=None if server_requests is None else server_requests.capabilities,
         )
+        self._server_requests = server_requests
+        """2025: what answers a request the server sends inside a response's stream (``elicitation``);
+        None: the client declares no such capability, and such a request goes unanswered."""
+        self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        """2026-07-28: each listed tool's ``x-mcp-header`` marks (argument path to header token)."""
+        self._replies: set[asyncio.Future[Any]] = set()
+        """The POSTs answering server requests, and the session's own stream: cancelled on close."""
         self._pool = Pool(self.host, self.port, keep_headers=KEPT_HEADERS)
+        self._auth = auth
+        """OAuth (``target.auth``): answers a 401 or a 403 ``insufficient_scope`` and refreshes a token
+        near its expiry; the header it finds goes on every request (:attr:`Framing.authorization`)."""
         self._opening: asyncio.Future[CallResult | None] | None = None
         self._handshake_ids = itertools.count(-1, -1)
 
@@ -128,11 +168,12 @@ class McpHttpClient:
 
     @property
     def resumes(self) -> bool:
-        """Whether a broken stream is resumed: as asked, else in a 2025-11-25 session (the version the
-        server chose), never at 2026-07-28, which removed resumability."""
+        """Whether a broken stream is resumed: as asked, else in every 2025 session (resuming with
+        ``Last-Event-ID`` is in each 2025 version, and the SDK clients do it whatever version the server
+        chose), never at 2026-07-28, which removed resumability."""
         if self.protocol == MODERN:
             return False
-        return self._resume_asked if self._resume_asked is not None else self.protocol == "2025-11-25"
+        return self._resume_asked is not False
 
     async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
         """One ``tools/call`` attempt (in the 2025 protocol, opening a session first if there is none)."""
@@ -155,6 +196,7 @@ class McpHttpClient:
             progress=call.request_progress,
             key=call.key,
             traceparent=call.traceparent,
+            extra=call.headers if call.headers is not None else self._mirrors(call),
         )
         res = await self.send(request, call.request_id, timeout=timeout, session=session)
         if self.resumes and res.outcome is Outcome.TRANSPORT_ERROR and res.event_id is not None:
@@ -174,7 +216,42 @@ class McpHttpClient:
             if failed is not None:
                 return failed
         request = self.build_request(method, params, request_id)
-        return await self.send(request, request_id, timeout=timeout, session=self.session)
+        res = await self.send(request, request_id, timeout=timeout, session=self.session)
+        if method == "tools/list" and self.modern and res.result is not None:
+            self._absorb_tools(res.result)
+        return res
+
+    def _absorb_tools(self, listed: dict[str, Any]) -> None:
+        """2026-07-28 (SEP-2243): keep which arguments of each listed tool its schema marks
+        ``x-mcp-header``, and drop from the listing a tool whose marks are invalid, as a client must.
+        The SDK's codec reads the schema, so both ends agree on what a mark is."""
+        from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
+        tools = listed.get("tools")
+        if not isinstance(tools, list):
+            return
+        kept = []
+        for tool in tools:
+            if not isinstance(tool, dict):
+                continue
+            schema = tool.get("inputSchema")
+            if find_invalid_x_mcp_header(schema) is not None:
+                self._param_headers.pop(str(tool.get("name")), None)
+                continue
+            marks = x_mcp_header_map(schema)
+            if marks:
+                self._param_headers[str(tool.get("name"))] = marks
+            kept.append(tool)
+        listed["tools"] = kept
+
+    def _mirrors(self, call: ToolCall) -> dict[str, str] | None:
+        """The ``Mcp-Param-*`` headers of a call to a tool listed with ``x-mcp-header`` marks."""
+        marks = self._param_headers.get(call.name) if self._param_headers else None
+        if marks is None:
+            return None
+        from mcp.shared.inbound import mcp_param_headers
+
+        return mcp_param_headers(marks, call.arguments)
 
     async def _resume(
         self,
@@ -254,6 +331,8 @@ class McpHttpClient:
             )
             return done
         self._handshaken = True
+        if self._server_requests is not None:
+            await self._listen(self.session)
         if self._history is not None:
             self._history.emit(
                 EventType.SESSION_OPENED,
@@ -295,11 +374,92 @@ class McpHttpClient:
     async def send(
         self, request: bytes, request_id: int | None, *, timeout: float, session: str | None = None
     ) -> CallResult:
-        """Send prepared request bytes and classify what comes back (``session``: the one they carry)."""
-        raw = await self._pool.exchange(request, timeout=timeout, answers=answers)
-        return classify(raw, request_id, in_session=session is not None)
+        """Send prepared request bytes and classify what comes back (``session``: the one they carry).
+
+        With OAuth, a token near its expiry is refreshed first, and a refusal the flow can answer (a
+        401, a 403 ``insufficient_scope``) is answered and the request sent again with the new token,
+        up to :data:`AUTH_ROUNDS` times: the server refused it before running it, so this is no retry
+        of the call. A refusal the flow cannot answer is the attempt's ``auth_error``.
+        """
+        if self._auth is not None and self._auth.stale() and await self._authorize(None):
+            request = self._framing.reauthorized(request)
+        reads = answers if self._server_requests is None else self._reader(session)
+        raw = await self._pool.exchange(request, timeout=timeout, answers=reads)
+        res = classify(raw, request_id, in_session=session is not None)
+        rounds = 0
+        while res.outcome is Outcome.AUTH_ERROR and self._auth is not None and rounds < AUTH_ROUNDS:
+            rounds += 1
+            assert res.status is not None
+            if not await self._authorize(Challenge(res.status, res.challenge)):
+                break
+            request = self._framing.reauthorized(request)
+            raw = await self._pool.exchange(request, timeout=timeout, answers=reads)
+            res = classify(raw, request_id, in_session=session is not None)
+        return res
+
+    def _reader(self, session: str | None) -> Callable[[bytes], bool]:
+        """The stream reader of a client that answers server requests: each event that is a request
+        is answered in a POST of its own while the stream goes on; the rest as :func:`answers`."""
+
+        def reads(event: bytes) -> bool:
+            if answers(event):
+                return True
+            try:
+                msg = orjson.loads(event)
+            except orjson.JSONDecodeError:
+                return False
+            if isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" in msg:
+                task = asyncio.ensure_future(self._reply(msg, session))
+                self._replies.add(task)
+                task.add_done_callback(self._replies.discard)
+            return False
+
+        return reads
+
+    async def _listen(self, session: str | None) -> None:
+        """Open the session's own event stream (a GET without ``Last-Event-ID``), where a server sends
+        the requests that belong to no call, as the SDK clients do; it lasts as long as the client
+        (a server without one answers 405, and nothing is lost). Returns once its head arrived: a
+        request the server sends before the stream is open has nowhere to go."""
+        request = self._framing.head("GET", version=self.protocol, session=session)
+        headed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        reads = self._reader(session)
+        listening = asyncio.ensure_future(
+            self._pool.exchange(request, timeout=LISTEN_TIMEOUT_S, answers=reads, headed=headed)
+        )
+        self._replies.add(listening)
+        listening.add_done_callback(self._replies.discard)
+        waits: list[asyncio.Future[Any]] = [headed, listening]
+        await asyncio.wait(waits, timeout=LISTEN_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+
+    async def _reply(self, msg: dict[str, Any], session: str | None) -> None:
+        assert self._server_requests is not None
+        params = msg.get("params")
+        result = self._server_requests.answer(msg["method"], params if isinstance(params, dict) else {})
+        member: dict[str, Any] = (
+            {"result": result}
+            if result is not None
+            else {"error": {"code": -32601, "message": f"the client does not answer {msg['method']}"}}
+        )
+        request = self._framing.reply(msg["id"], member, version=self.protocol, session=session)
+        await self.send(request, None, timeout=REPLY_TIMEOUT_S, session=session)
+
+    async def _authorize(self, challenge: Challenge | None) -> bool:
+        """One round of the OAuth flow (:meth:`OAuthTokens.authorize`); a token that replaced another is
+        a ``token_refreshed`` event. True when the header changed."""
+        assert self._auth is not None
+        before = self._auth.header
+        if not await self._auth.authorize(challenge, version=None if self.modern else self.protocol):
+            return False
+        self._framing.authorization = self._auth.header
+        if before is not None and self._history is not None:
+            why = "expiring" if challenge is None else "step_up" if challenge.status == 403 else "refused"
+            self._history.emit(EventType.TOKEN_REFRESHED, why=why, client=self.name)
+        return True
 
     async def aclose(self) -> None:
+        for task in list(self._replies):
+            task.cancel()
         if self._opening is not None and not self._opening.done():
             self._opening.cancel()
         self._pool.close()

@@ -8,6 +8,7 @@ stdio) turns what came back into a :class:`CallResult` through
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,9 @@ class ToolCall:
     key: str | None = None
     answer: dict[str, Any] | None = None
     traceparent: str | None = None
+    headers: Mapping[str, str] | None = None
+    """Headers of this call alone: 2026-07-28's ``Mcp-Param-*``, the arguments its tool's schema
+    marks ``x-mcp-header`` (SEP-2243), which a server checks against the body."""
 
     def params(self) -> dict[str, Any]:
         """The JSON-RPC ``params`` of the call."""
@@ -85,6 +89,8 @@ class CallResult:
     resumes (2025-11-25: a client MUST respect it)."""
     resumed: bool | None = None
     """True: the broken stream was resumed and this is its answer; False: resuming failed."""
+    challenge: str | None = None
+    """A 401 or 403's ``WWW-Authenticate``: what an OAuth client answers (step-up on 403)."""
 
 
 def refused_version(

@@ -52,6 +52,8 @@ class Connection(asyncio.Protocol):
         self._chunks: list[bytes] = []
         self._ctype = b""
         self._keep_alive = True
+        self.headed: asyncio.Future[None] | None = None
+        """Set by a caller that waits for the response's head (an event stream held open)."""
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -89,6 +91,10 @@ class Connection(asyncio.Protocol):
         if self._ctype.startswith(b"text/event-stream"):
             self.raw.events = []
             self._sse = SseParser()
+        if self.headed is not None:
+            if not self.headed.done():
+                self.headed.set_result(None)
+            self.headed = None
 
     def on_body(self, body: bytes) -> None:
         if self._sse is None:
@@ -177,18 +183,26 @@ class Pool:
         return len(self._open)
 
     async def exchange(
-        self, request: bytes, *, timeout: float, answers: Callable[[bytes], bool] | None = None
+        self,
+        request: bytes,
+        *,
+        timeout: float,
+        answers: Callable[[bytes], bool] | None = None,
+        headed: asyncio.Future[None] | None = None,
     ) -> RawResponse:
         """Send prepared request bytes on an idle or new connection and read what comes back.
 
         The timeout bounds the whole exchange, connecting included; on a timeout the
         connection is closed. ``answers`` says whether an event of a stream carries
         the answer, after which the stream is read only for :data:`STREAM_END_GRACE_S`.
+        ``headed``: done once the response's head has arrived (a stream that stays open is
+        then known to be open).
         """
         conn: Connection | None = None
         try:
             async with asyncio.timeout(timeout):
                 conn = await self._acquire()
+                conn.headed = headed
                 await conn.send(request, answers)
         except TimeoutError:
             if conn is None:

@@ -42,8 +42,8 @@ class ClientPolicy(Section):
     resume: bool | None = None
     """2025 protocol: when an event stream with event ids breaks or is closed before its answer, first
     resume it (GET with ``Last-Event-ID``, after the interval its ``retry:`` field asked for), and
-    re-issue the call (with a new id) only if that fails. Unset: on for a 2025-11-25 session, as the
-    SDK clients do, off for older versions; ``false`` shows what a client without it does."""
+    re-issue the call (with a new id) only if that fails. Unset: on in every 2025 session, as the SDK
+    clients do (whatever version the server chose); ``false`` shows what a client without it does."""
     key_in: Literal["argument", "meta", "header"] = "argument"
     """Where the intent's idempotency key travels: in an argument (the template's ``{key}``), in the
     request's ``_meta``, or in an HTTP header."""

@@ -1,0 +1,283 @@
+"""OAuth 2.1 for an HTTP target: the official SDK's client auth finds the tokens, the fast client sends
+them.
+
+The MCP specification protects a remote server with OAuth 2.1: a request without
+a token gets a 401 whose ``WWW-Authenticate`` names the protected resource
+metadata; the client discovers the authorization server from it, registers (or
+is pre-registered, or names a client ID metadata document), gets a token (client
+credentials, or an authorization code with PKCE), and on a 403
+``insufficient_scope`` asks again with the scope the challenge names (step-up).
+Every step of that is the SDK's (``mcp.client.auth``): its providers are
+``httpx2.Auth`` flows, generators that yield the requests they need and read the
+responses. This module drives such a flow by hand (as
+``mcp.shared._httpx_utils.RedirectAwareAuth`` does inside httpx): the flow's own
+requests (metadata, registration, token, refresh) go through ``httpx2``, and the
+request being authenticated is never sent by it: the challenge that request got
+from the harness's client is handed to the flow instead, and the
+``Authorization`` header the flow then puts on it is what the fast client sends
+from then on. So the driver's hot path stays the pool's, and the flows stay the
+SDK's.
+
+A token is a secret: each one the flow yields is handed to ``on_secret`` (the
+run's redactor) before it is used. A refresh is an event the client writes
+(``token_refreshed``), never a failed attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+
+from harness.errors import TargetError
+
+AUTH_TIMEOUT_S = 30.0
+"""How long one request of the flow (metadata, registration, token) may take."""
+REFRESH_AHEAD_S = 5.0
+"""A token this close to its expiry is refreshed before the next call, not after a 401."""
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """What a refused request got back: its status (401, 403) and its ``WWW-Authenticate``."""
+
+    status: int
+    www_authenticate: str | None
+
+
+class HeadlessApproval:
+    """The authorization step of the code flow without a person: fetch the authorization URL and take
+    the code from the redirect it answers with.
+
+    An authorization server that approves a registered test client without asking (a staging
+    deployment's, the conformance suite's) answers the authorization URL with a redirect to the
+    client's ``redirect_uri`` carrying ``code`` and ``state``; nothing listens there, and nothing
+    needs to.
+    """
+
+    def __init__(self, http: httpx2.AsyncClient) -> None:
+        self._http = http
+        self._answer: dict[str, list[str]] | None = None
+
+    async def redirect(self, authorization_url: str) -> None:
+        response = await self._http.get(authorization_url, follow_redirects=False)
+        location = response.headers.get("location")
+        if response.status_code not in (301, 302, 303, 307, 308) or not location:
+            raise TargetError(
+                f"the authorization server answered HTTP {response.status_code} to the authorization "
+                "request, not a redirect with a code: target.auth.grant authorization_code needs a server "
+                "that approves this client without a person (use client_credentials otherwise)"
+            )
+        query = parse_qs(urlsplit(location).query)
+        if "code" not in query:
+            error = query.get("error", ["no code"])[0]
+            raise TargetError(f"the authorization server's redirect carries no code ({error})")
+        self._answer = query
+
+    async def callback(self) -> object:
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        answer, self._answer = self._answer or {}, None
+
+        def first(name: str) -> str | None:
+            values = answer.get(name)
+            return values[0] if values else None
+
+        return AuthorizationCodeResult(code=first("code") or "", state=first("state"), iss=first("iss"))
+
+
+class OAuthTokens:
+    """The ``Authorization`` header for one MCP endpoint, found and kept fresh by an SDK auth flow."""
+
+    def __init__(
+        self,
+        url: str,
+        make_provider: Callable[[httpx2.AsyncClient], httpx2.Auth],
+        *,
+        on_secret: Callable[[str], None] | None = None,
+    ) -> None:
+        """``make_provider``: the SDK provider, given the client its side requests go through.
+        ``on_secret``: called with each token before it is used (the redactor)."""
+        self.url = url
+        self._http = httpx2.AsyncClient(timeout=AUTH_TIMEOUT_S)
+        self._provider = make_provider(self._http)
+        self._on_secret = on_secret
+        self.header: str | None = None
+        """``Bearer …``, once a flow gave one; None before the first challenge."""
+
+    def stale(self) -> bool:
+        """Whether the token expires within :data:`REFRESH_AHEAD_S` (a refresh before the next call)."""
+        expiry = getattr(getattr(self._provider, "context", None), "token_expiry_time", None)
+        return self.header is not None and expiry is not None and expiry - time.time() < REFRESH_AHEAD_S
+
+    async def authorize(self, challenge: Challenge | None, *, version: str | None = None) -> bool:
+        """Run the flow once: with a challenge, answer it (401: find a token; 403
+        ``insufficient_scope``: step up); without one, refresh a token near its expiry. True when the
+        header changed, so the refused request is worth sending once more."""
+        request = httpx2.Request("POST", self.url, headers={"MCP-Protocol-Version": version or ""})
+        flow = self._provider.async_auth_flow(request)
+        try:
+            await self._through(flow, await flow.__anext__(), request)
+            if challenge is not None:
+                www = challenge.www_authenticate
+                headers = {} if www is None else {"WWW-Authenticate": www}
+                refused = httpx2.Response(challenge.status, headers=headers, request=request)
+                await self._through(flow, await flow.asend(refused), request)
+        except StopAsyncIteration:
+            pass  # the flow gave up on the challenge: the header stays as it was
+        except httpx2.HTTPError as exc:
+            raise TargetError(f"OAuth: a request to the authorization server failed: {exc}") from exc
+        except Exception as exc:  # the SDK's OAuthFlowError and its kin: the flow's own verdict
+            if isinstance(exc, TargetError):
+                raise
+            raise TargetError(f"OAuth: {type(exc).__name__}: {exc}") from exc
+        finally:
+            await flow.aclose()
+        header = request.headers.get("Authorization")
+        if header is None or header == self.header:
+            return False
+        if self._on_secret is not None:
+            self._on_secret(header.partition(" ")[2] or header)
+            tokens = getattr(getattr(self._provider, "context", None), "current_tokens", None)
+            if tokens is not None and tokens.refresh_token:
+                self._on_secret(tokens.refresh_token)
+        self.header = header
+        return True
+
+    async def _through(
+        self,
+        flow: AsyncGenerator[httpx2.Request, httpx2.Response],
+        outgoing: httpx2.Request,
+        request: httpx2.Request,
+    ) -> httpx2.Request:
+        """Send the flow's own requests until it yields the request being authenticated."""
+        while outgoing is not request:
+            response = await self._http.send(outgoing)
+            await response.aread()
+            outgoing = await flow.asend(response)
+        return outgoing
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class _Memory:
+    """Token storage for one run: tokens live as long as the client (the SDK's ``TokenStorage``)."""
+
+    def __init__(self, client_info: object = None) -> None:
+        self._tokens: object = None
+        self._client_info = client_info
+
+    async def get_tokens(self) -> object:
+        return self._tokens
+
+    async def set_tokens(self, tokens: object) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> object:
+        return self._client_info
+
+    async def set_client_info(self, client_info: object) -> None:
+        self._client_info = client_info
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthSettings:
+    """How a client gets its tokens (``target.auth``, or a conformance scenario's context).
+
+    ``grant``: ``client_credentials`` (a machine's credentials: a nightly job's) or
+    ``authorization_code`` (PKCE; approved without a person by :class:`HeadlessApproval`).
+    ``auth_method``: how the client authenticates at the token endpoint (``client_secret_basic``,
+    ``client_secret_post``, ``none``, ``private_key_jwt`` with ``private_key``). Without
+    ``client_id`` the code flow registers itself, by ``client_metadata_url`` (a client ID metadata
+    document) where the server supports it, else dynamically.
+    """
+
+    grant: str = "client_credentials"
+    client_id: str | None = None
+    client_secret: str | None = None
+    auth_method: str | None = None
+    private_key: str | None = None
+    signing_algorithm: str = "ES256"
+    scope: str | None = None
+    redirect_uri: str = "http://localhost:3000/callback"
+    client_metadata_url: str | None = None
+    client_name: str = "mcp-chaos"
+
+    def secrets(self) -> list[str]:
+        """What no output may show: the client secret and the private key."""
+        return [value for value in (self.client_secret, self.private_key) if value]
+
+
+def make_provider(settings: OAuthSettings, url: str) -> Callable[[httpx2.AsyncClient], httpx2.Auth]:
+    """The SDK provider :class:`OAuthTokens` drives, for ``settings`` and the MCP endpoint ``url``."""
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.auth.extensions.client_credentials import (
+        ClientCredentialsOAuthProvider,
+        PrivateKeyJWTOAuthProvider,
+        SignedJWTParameters,
+    )
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+    from pydantic import AnyUrl
+
+    def provider(http: httpx2.AsyncClient) -> httpx2.Auth:
+        if settings.grant == "client_credentials":
+            if settings.client_id is None:
+                raise TargetError("target.auth: the client_credentials grant needs client_id")
+            if settings.auth_method == "private_key_jwt":
+                if settings.private_key is None:
+                    raise TargetError("target.auth: private_key_jwt needs private_key (PEM)")
+                jwt = SignedJWTParameters(
+                    issuer=settings.client_id,
+                    subject=settings.client_id,
+                    signing_key=settings.private_key,
+                    signing_algorithm=settings.signing_algorithm,
+                )
+                return PrivateKeyJWTOAuthProvider(
+                    url,
+                    _Memory(),  # type: ignore[arg-type]
+                    settings.client_id,
+                    jwt.create_assertion_provider(),
+                    scope=settings.scope,
+                )
+            if settings.client_secret is None:
+                raise TargetError("target.auth: the client_credentials grant needs client_secret")
+            post = settings.auth_method == "client_secret_post"
+            method = "client_secret_post" if post else "client_secret_basic"
+            return ClientCredentialsOAuthProvider(
+                url,
+                _Memory(),  # type: ignore[arg-type]
+                settings.client_id,
+                settings.client_secret,
+                token_endpoint_auth_method=method,  # type: ignore[arg-type]
+                scope=settings.scope,
+            )
+        approval = HeadlessApproval(http)
+        registered = None
+        if settings.client_id is not None:
+            method = settings.auth_method or ("client_secret_basic" if settings.client_secret else "none")
+            registered = OAuthClientInformationFull(
+                client_id=settings.client_id,
+                client_secret=settings.client_secret,
+                redirect_uris=[AnyUrl(settings.redirect_uri)],
+                token_endpoint_auth_method=method,
+            )
+        return OAuthClientProvider(
+            url,
+            OAuthClientMetadata(
+                client_name=settings.client_name,
+                redirect_uris=[AnyUrl(settings.redirect_uri)],
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+                scope=settings.scope,
+            ),
+            _Memory(registered),  # type: ignore[arg-type]
+            redirect_handler=approval.redirect,
+            callback_handler=approval.callback,  # type: ignore[arg-type]
+            client_metadata_url=settings.client_metadata_url,
+        )
+
+    return provider

@@ -1,0 +1,57 @@
+"""The official MCP conformance suite's client scenarios, run against the harness's client as
+``make conformance`` runs them (tests/conformance/suite.py): every finding of a run rests on the
+client doing what the protocol says, so a failure the expected-failures files do not list fails
+the build. Skipped, with what to install, where there is no npm to install the suite with."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conformance import suite
+from tests.helpers.node import npm_lock, require_node
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_harness_client_passes_the_conformance_suite_but_for_the_failures_it_lists() -> None:
+    require_node("the conformance suite")
+    with npm_lock():
+        suite.install()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.conformance.suite"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " 0 unexpected" in summary, summary
+    # Both legs ran: the registry's latest suite and the one with 2026-07-28 scenarios.
+    assert "conformance suite 0.1.16" in done.stdout
+    assert "conformance suite 0.2.0-alpha.12@2026-07-28" in done.stdout
+    assert "✓ sse-retry" in done.stdout
+    assert "✓ auth/client-credentials-basic" in done.stdout
+
+
+def test_a_scenario_the_client_fails_is_a_failure_of_the_suite(tmp_path: Path) -> None:
+    """The runner can fail: a client that exits at once without a request fails the scenario, and
+    the same scenario listed as expected to fail passes as expected."""
+    require_node("the conformance suite")
+    with npm_lock():
+        suite.install()
+    leg = suite.LEGS[0]
+    outcome = suite.run(leg, "tools_call", tmp_path, client="true")
+    assert not outcome.ok
+    assert outcome.failed >= 1
+    baseline = tmp_path / "expected.yml"
+    baseline.write_text("client:\n  # a client that sends nothing\n  - tools_call\n")
+    listed = suite.Leg(leg.name, leg.entry, leg.spec_version, baseline)
+    assert suite.run(listed, "tools_call", tmp_path, client="true").ok
+    assert suite.expected(listed) == {"tools_call": "a client that sends nothing"}
