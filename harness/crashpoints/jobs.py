@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from harness import rundir
 from harness.crashpoints.explore import Exploration, Planned, PointResult, explore, exploring_scenario
@@ -127,7 +127,7 @@ async def explore_jobs(
             tasks = [
                 group.create_task(
                     explore(
-                        copy, out=Prefixed(out, f"job {k}/{n}: "), progress_interval_s=progress_interval_s
+                        copy, out=prefixed(out, f"job {k}/{n}: "), progress_interval_s=progress_interval_s
                     )
                 )
                 for k, copy in enumerate(jobs.copies, start=1)
@@ -235,3 +235,9 @@ class Prefixed(io.TextIOBase):
 
     def flush(self) -> None:
         self._out.flush()
+
+
+def prefixed(out: TextIO, prefix: str) -> TextIO:
+    """``out`` with each line prefixed: a text stream as far as a run's output needs (it writes lines and
+    flushes, and asks whether it is a terminal)."""
+    return cast(TextIO, Prefixed(out, prefix))
