@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench import audit, filetrace, restart, throughput
+from bench import audit, crashjobs, filetrace, restart, throughput
 from bench.common import ROOT, Goal, compile_harness, median_spread
 from harness.report.tables import markdown_table
 
@@ -35,6 +35,7 @@ ALL = (
     "audit",
     "restart",
     "filetrace",
+    "crashjobs",
     "reproduce",
 )
 
@@ -306,6 +307,38 @@ def bench_filetrace(goals: list[Goal], sections: list[str], rounds: int) -> None
     )
 
 
+def bench_crashjobs(goals: list[Goal], sections: list[str], rounds: int) -> None:
+    """``crashpoints --jobs 1`` and ``--jobs 2`` in alternating rounds: the speed-up, and the same table."""
+    rows = []
+    for target in ("postgres", "files"):
+        ones, twos, same = [], [], True
+        for _ in range(rounds):
+            one, table_one = crashjobs.wall_s(target, 1)
+            two, table_two = crashjobs.wall_s(target, 2)
+            ones.append(one)
+            twos.append(two)
+            same &= table_one == table_two
+        ratio, spread = median_spread([o / t for o, t in zip(ones, twos, strict=True)], "×")
+        goals.append(Goal(f"crashpoints --jobs 2 vs 1, {target}, speed-up", ratio, 1.5, "×", True, spread))
+        goals.append(Goal(f"crashpoints --jobs 2 vs 1, {target}, tables that differ", float(not same), 0))
+        rows.append(
+            [
+                target,
+                f"{statistics.median(ones):.1f}",
+                f"{statistics.median(twos):.1f}",
+                f"{ratio:.2f}×",
+                spread,
+            ]
+        )
+    sections.append(
+        "## Crash points in copies of the target\n\n"
+        "The same exploration (R = 3, --max-points 8) in one copy and in two (`--jobs 2`), in alternating "
+        "rounds: the reference target's PostgreSQL scenario (4 points) and the notes server's durable JSON "
+        f"lines (8 paths, kill and power loss), on {os.cpu_count()} cores.\n\n"
+        + markdown_table(["target", "--jobs 1 s", "--jobs 2 s", "speed-up", "rounds"], rows)
+    )
+
+
 def bench_reproduce(goals: list[Goal], sections: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -369,6 +402,8 @@ def main() -> int:
             bench_restart(goals, sections)
         elif name == "filetrace":
             bench_filetrace(goals, sections, args.rounds)
+        elif name == "crashjobs":
+            bench_crashjobs(goals, sections, args.rounds)
         else:
             bench_reproduce(goals, sections)
     lines = [g.line() for g in goals]

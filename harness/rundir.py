@@ -60,21 +60,33 @@ def new_run_id(scenario: Scenario) -> str:
 
 def prepare_run_dir(results_dir: Path, scenario: Scenario, run_id: str | None = None) -> Path:
     """Create ``results_dir/<run-id>/`` with the scenario as run; refuses to reuse a directory."""
+    run_dir = make_dir(results_dir, checked_run_id(run_id) or new_run_id(scenario))
+    (run_dir / DATA).mkdir()
+    (run_dir / PODS).mkdir()
+    (run_dir / SCENARIO).write_text(scenario.dump_yaml(), encoding="utf-8")
+    return run_dir
+
+
+def checked_run_id(run_id: str | None) -> str | None:
+    """``run_id`` (``--run-id``) if it is a plain directory name; UsageError otherwise."""
     if run_id is not None and not _SAFE_RUN_ID.fullmatch(run_id):
         raise UsageError(
             f"--run-id {run_id!r} is not a plain directory name: use letters, digits, '.', '_' and '-' "
             "(at most 128, not starting with '.' or '-'); it is created inside --results"
         )
-    run_dir = results_dir / (run_id or new_run_id(scenario))
+    return run_id
+
+
+def make_dir(results_dir: Path, name: str) -> Path:
+    """Create ``results_dir/<name>/``, empty (a run's, or one that holds several runs); UsageError for a
+    directory that exists or cannot be made."""
+    run_dir = results_dir / name
     try:
         run_dir.mkdir(parents=True)
     except FileExistsError:
         raise UsageError(f"run directory {run_dir} already exists; pick another --run-id") from None
     except OSError as exc:
         raise UsageError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
-    (run_dir / DATA).mkdir()
-    (run_dir / PODS).mkdir()
-    (run_dir / SCENARIO).write_text(scenario.dump_yaml(), encoding="utf-8")
     return run_dir
 
 

@@ -38,6 +38,12 @@ def add(sub: Commands) -> None:
         help="crash each point as a process kill only (by default, where the call writes files in its "
         "data directory, also as a power loss: the data rolled back to what was durable)",
     )
+    crash.add_argument(
+        "--jobs",
+        metavar="N",
+        help="explore in N copies of the target side by side, each a run of its own (its data directory, "
+        "PostgreSQL, sink and ports); the same table as one copy (default: the cores)",
+    )
     crash.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     crash.add_argument(
         "--allow-inconclusive",
@@ -60,10 +66,12 @@ def command(args: argparse.Namespace) -> int:
     """Kill the target at every point of a call, R times each; exit 1 when a point has a finding."""
     from harness.crashpoints import emit as crash_emit
     from harness.crashpoints import explore as crash_explore
+    from harness.crashpoints import jobs as crash_jobs
     from harness.crashpoints import render as crash_render
     from harness.runner import check_environment
     from harness.scenario import load_scenario
 
+    jobs = job_count(args.jobs, crash_jobs.default_jobs())
     scenario = load_scenario(args.scenario, overrides(args))
     json_path = output_file(args.json, "--json")
     emit = output_dir(args.emit, "--emit")
@@ -75,9 +83,10 @@ def command(args: argparse.Namespace) -> int:
     only = ids(args.only) or None
     if only is not None:
         args.max_points = max(args.max_points, len(only))
-    planned = crash_explore.prepare(
+    planned = crash_jobs.prepare(
         scenario,
         Path(args.results),
+        jobs=jobs,
         repeat=args.repeat,
         max_points=args.max_points,
         power_loss=not args.no_power_loss,
@@ -86,10 +95,11 @@ def command(args: argparse.Namespace) -> int:
     )  # refuses tries, points or --only out of range: the line below never announces what will not run
     sys.stderr.write(
         f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
-        f"{'try' if args.repeat == 1 else 'tries'} per point\n"
+        f"{'try' if args.repeat == 1 else 'tries'} per point"
+        + (f", in {jobs} copies of the target side by side\n" if jobs > 1 else "\n")
     )
     progress = None if args.quiet else 1.0
-    found = drive(crash_explore.explore(planned, progress_interval_s=progress), [planned.run_dir])
+    found = drive(crash_jobs.explore_jobs(planned, progress_interval_s=progress), [planned.run_dir])
     report = crash_render.write_reports(found)
     say(crash_render.render_terminal(found))  # first: an output the disk refuses costs no table
     print(f"report: {report}", flush=True)
@@ -106,3 +116,22 @@ def command(args: argparse.Namespace) -> int:
         say("crashpoints: inconclusive (pass it with --allow-inconclusive)", err=True)
         return EXIT_GATE_FAILED
     return 0
+
+
+def job_count(text: str | None, default: int) -> int:
+    """``--jobs``: copies of the target to explore in, 1 to MAX_JOBS; ``default`` (the cores) when not
+    given. UsageError (exit 2) for anything else, saying what it takes."""
+    from harness.scenario.crash_points import MAX_JOBS
+
+    if text is None:
+        return default
+    try:
+        count = int(text.strip())
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_JOBS:
+        raise UsageError(
+            f"--jobs {text!r}: give the number of copies of the target to explore in, an integer from 1 "
+            f"to {MAX_JOBS} (default: the cores, {default} here)"
+        )
+    return count

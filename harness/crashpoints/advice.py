@@ -33,7 +33,7 @@ def _quoted(statements: Sequence[object]) -> str:
 def _held(exploration: Exploration, result: PointResult) -> Mapping[str, Any]:
     """What the try a finding is told by was held at (its last hold): the statements of that very
     commit, which may sit at another index than the clean call's."""
-    holds = result.held.get(result.example(exploration.verdicts)) or []
+    holds = result.held.get(result.example(exploration.run_of(result).verdicts)) or []
     return holds[-1].detail if holds else exploration.details.get(result.path[-1].name, {})
 
 

@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.auditing import audit_and_report
+from harness.crashpoints.cost import TryCost, try_costs
 from harness.crashpoints.plan import labelled
 from harness.crashpoints.points import FILE_KINDS, MAX_DEPTH, Point, PointKind, parse_path, path_name
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
@@ -95,7 +96,13 @@ def unexplorable(scenario: Scenario) -> str | None:
 
 
 def exploring_scenario(
-    scenario: Scenario, *, repeat: int, max_points: int, only: list[str] | None, power_loss: bool = True
+    scenario: Scenario,
+    *,
+    repeat: int,
+    max_points: int,
+    only: list[str] | None,
+    power_loss: bool = True,
+    share: tuple[int, int] = (1, 1),
 ) -> Scenario:
     """The scenario as the exploration runs it (see the module's docstring); UsageError for tries or
     points out of range, named as the command line asks for them (the scenario's fields derived from
@@ -109,6 +116,8 @@ def exploring_scenario(
     data["workload"].update(intents=1 + 2 * max_points * repeat, concurrency=1)
     files = scenario.faults.crash_points.files if scenario.faults.crash_points is not None else True
     explore = {"repeat": repeat, "max_points": max_points, "only": only, "power_loss": power_loss}
+    if share != (1, 1):
+        explore.update(job=share[0], jobs=share[1])
     data["faults"] = {"crash_points": {"explore": explore, "files": files}}
     data["gate"] = {}
     return parse_scenario(data, source="the exploration of " + scenario.name)
@@ -158,6 +167,9 @@ class PointResult:
     unavailable: str | None = None
     """The pod, killed in a try at this point, came back and answered no call (the run stopped on it):
     a finding of its own, worse than any verdict (a person must recover the server)."""
+    explored_in: Exploration | None = None
+    """The copy's exploration its tries were made in (``--jobs``), whose run holds their stories; None:
+    the exploration it is a point of."""
 
     @property
     def name(self) -> str:
@@ -228,6 +240,16 @@ class Exploration:
     max_points: int = 8
     clean_intent: int = 0
     """The clean call's intent: 0, or 1 where intent 0 warmed up a fresh file store."""
+    planned: list[str] = field(default_factory=list)
+    """The plan's paths by name, in the order they were tried."""
+    costs: list[TryCost] = field(default_factory=list)
+    """What each try cost (:mod:`.cost`), in every copy of the target."""
+    jobs: list[Exploration] = field(default_factory=list)
+    """The copies' own explorations, in order, where several explored side by side (``--jobs``)."""
+
+    def run_of(self, result: PointResult) -> Exploration:
+        """The exploration whose run made ``result``'s tries: its intents, verdicts and stories."""
+        return result.explored_in or self
 
     @property
     def findings(self) -> list[PointResult]:
@@ -312,22 +334,27 @@ async def explore(
     """Run the exploration, audit it with the auditor, and group its tries by point."""
     started = time.monotonic()
     await execute(planned.exploring, planned.run_dir, out=out, progress_interval_s=progress_interval_s)
+    auditing = time.monotonic()
     audit = audit_and_report(planned.run_dir, html=False)
-    found = read_exploration(planned, audit, started)
+    found = read_exploration(planned, audit, started, audit_s=time.monotonic() - auditing)
     explored = {p.name for p in found.points}
     found.not_passed = [name for name in planned.only or () if name not in explored]
     return found
 
 
-def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Exploration:
+def read_exploration(
+    planned: Planned, audit: AuditResult, started: float, *, audit_s: float = 0.0
+) -> Exploration:
     """Group an audited exploration run's intents by the path they were held along, each try judged
-    by the auditor and counted only where the history proves its crash (:mod:`.proof`)."""
+    by the auditor and counted only where the history proves its crash (:mod:`.proof`); ``audit_s``,
+    what the audit took, is shared among the tries' costs."""
     scenario, run_dir, repeat = planned.scenario, planned.run_dir, planned.repeat
     table = audit.intents
     judged = "verdict" in table.columns  # no intent started: the run ended before its first
     verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True)) if judged else {}
     effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True)) if judged else {}
-    evidence = read_evidence(read_history(run_dir / rundir.HISTORY))
+    events = list(read_history(run_dir / rundir.HISTORY))
+    evidence = read_evidence(events)
     wiped_by = _wiped(table, evidence.tries) if judged else {}
     answered = clean_call(evidence.windows)
     clean = clean_points(answered)
@@ -386,6 +413,8 @@ def read_exploration(planned: Planned, audit: AuditResult, started: float) -> Ex
         else _ended(evidence.status, evidence.reason),
         max_points=planned.max_points,
         clean_intent=clean_intent,
+        planned=[name for name, _ in plan.planned] if plan is not None else [],
+        costs=try_costs(events, [i for i, t in evidence.tries.items() if t.why is None], audit_s),
     )
 
 

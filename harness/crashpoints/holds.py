@@ -87,7 +87,13 @@ class HoldPoints:
         self.plan: Plan = (
             FixedPlan((h.at, h.intents, h.commits) for h in crash.holds)
             if explore is None
-            else ExplorePlan(explore.repeat, explore.max_points, explore.only, power_loss=explore.power_loss)
+            else ExplorePlan(
+                explore.repeat,
+                explore.max_points,
+                explore.only,
+                power_loss=explore.power_loss,
+                share=(explore.job, explore.jobs),
+            )
         )
         self.generation = 0
         """Bumped at every kill: connections of an older generation belong to a pod that is dying."""

@@ -37,6 +37,15 @@ it did not try them), the retries' beyond it ``deferred``. Points are held by wh
 they commit (:meth:`Point.same`). Intents the plan has nothing for run clean.
 Pure and deterministic: the same answers give the same plan, so a run of it can
 be read back from its history.
+
+An exploration in ``jobs`` copies of the target (``crashpoints --jobs``, see
+:mod:`harness.crashpoints.jobs`) runs this plan in each, every copy with its own
+clean call: copy ``job`` keeps the clean call's paths whose place in the plan is
+``job`` modulo ``jobs`` (the ``job``-th, then every ``jobs``-th after it), and the
+retries' paths of two it finds from those. Those share the slots the single points
+left under ``max_points``: each copy fills them all with its own, as an exploration
+in one copy would have if its points were the only ones, and the merge keeps, in
+the order one copy would have found them, as many as one copy would have tried.
 """
 
 from __future__ import annotations
@@ -117,9 +126,19 @@ class ExplorePlan:
     """Every point of a clean call, ``repeat`` times each, then the retries' own commits."""
 
     def __init__(
-        self, repeat: int, max_points: int, only: Sequence[str] | None = None, *, power_loss: bool = False
+        self,
+        repeat: int,
+        max_points: int,
+        only: Sequence[str] | None = None,
+        *,
+        power_loss: bool = False,
+        share: tuple[int, int] = (1, 1),
     ) -> None:
         self.repeat = repeat
+        self.share = share
+        """This copy's number and how many explore side by side: which of the clean call's paths it tries."""
+        self._first = (0, 0)
+        """Paths planned from the clean call: this copy's, and all copies' (the slots left for the rest)."""
         self.max_points = max_points
         self.power_loss = power_loss
         """Each point is also crashed as a power loss, where the call wrote files."""
@@ -165,6 +184,7 @@ class ExplorePlan:
                     found = by_name.get(replace(wanted[0], crash=Crash.KILL))
                     if found is not None:
                         self._add((replace(found, crash=wanted[0].crash), *wanted[1:]))
+            self._take_share()
         elif self.only is None and len(path) == 1 and held == 1 and _left_work(path[0]):
             for point in points:  # the retry's own commits and downstream calls: a crash in the recovery
                 if point.kind in (PointKind.DB_COMMIT, PointKind.DOWNSTREAM) and not point.reads:
@@ -183,10 +203,19 @@ class ExplorePlan:
         self._again[path] = self._again.get(path, 0) + 1
         self._queue.appendleft(path)
 
+    def _take_share(self) -> None:
+        """Keep this copy's share of the clean call's paths (all of them in an exploration of one copy)."""
+        job, jobs = self.share
+        every = len(self.planned)
+        self.planned = self.planned[job - 1 :: jobs]
+        self._queue = deque(path for path in self.planned for _ in range(self.repeat))
+        self._first = (len(self.planned), every)
+
     def _add(self, path: Path) -> None:
         if path in self.planned or path in self.skipped or path in self.deferred:
             return
-        if len(self.planned) >= self.max_points:
+        own, every = self._first
+        if len(self.planned) - own >= self.max_points - every:
             (self.skipped if len(path) == 1 else self.deferred).append(path)
             return
         self.planned.append(path)

@@ -26,6 +26,7 @@ from harness.audit.auditor import story_of
 from harness.audit.findings import UNAVAILABLE_FIX
 from harness.audit.stories import Story
 from harness.crashpoints.advice import advice
+from harness.crashpoints.cost import medians
 from harness.crashpoints.emit import reproducer_name, write_reproducers
 from harness.crashpoints.explore import Exploration, PointResult
 from harness.crashpoints.points import Crash, path_name
@@ -162,7 +163,8 @@ def deferred_line(exploration: Exploration) -> str | None:
 def story(exploration: Exploration, result: PointResult) -> Story:
     """The auditor's story of the try a finding is told by: its attempts, the points each passed (the
     held one marked), the kill, the answers, the effects; with its class's meaning and fix."""
-    return story_of(exploration.audit, result.example(exploration.verdicts))
+    run = exploration.run_of(result)
+    return story_of(run.audit, result.example(run.verdicts))
 
 
 def told(exploration: Exploration, result: PointResult) -> list[str]:
@@ -216,8 +218,13 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
     return {
         "scenario": exploration.scenario.name,
         "run_dir": str(exploration.run_dir),
+        "job_runs": [str(job.run_dir) for job in exploration.jobs],
         "repeat": exploration.repeat,
         "seconds": round(exploration.seconds, 3),
+        "try_cost": {
+            "tries": len(exploration.costs),
+            "median_s": {k: round(v, 3) for k, v in medians(exploration.costs).items()},
+        },
         "conclusion": conclusion(exploration),
         "inconclusive": exploration.inconclusive,
         "unavailable": [p.name for p in exploration.unavailable],
@@ -238,10 +245,12 @@ def render_markdown(exploration: Exploration) -> str:
         f"{exploration.repeat} tries: the pod SIGKILLed there, restarted, and the call retried with the "
         "same key and a new request id. A try is counted (proven) only where the history shows the hold "
         "at the planned point, the kill while held and the answer withheld from the client. "
-        f"Run: `{exploration.run_dir}`.\n",
+        f"{runs(exploration)}\n",
         render_table(exploration),
         "",
     ]
+    if (cost := cost_section(exploration)) is not None:
+        parts += [cost, ""]
     if (later := deferred_line(exploration)) is not None:
         parts += [markdown(later), ""]
     for result in exploration.unavailable:
@@ -267,7 +276,8 @@ def render_markdown(exploration: Exploration) -> str:
                 if one.fix is not None
                 else []
             ),
-            f"One try (`mcp-chaos explain {exploration.run_dir} {one.intent}`; times in seconds since the "
+            f"One try (`mcp-chaos explain {exploration.run_of(result).run_dir} {one.intent}`; times in "
+            "seconds since the "
             "run started):\n",
             "```text",
             *story_lines(one, fix=False),
@@ -275,6 +285,45 @@ def render_markdown(exploration: Exploration) -> str:
             f"Reproduce it: `mcp-chaos run {exploration.run_dir / reproducer_name(result)}`\n",
         ]
     return "\n".join(parts)
+
+
+def runs(exploration: Exploration) -> str:
+    """Where the exploration's runs are: one, or one per copy of the target (``--jobs``)."""
+    if not exploration.jobs:
+        return f"Run: `{exploration.run_dir}`."
+    names = ", ".join(f"`{job.run_dir.name}`" for job in exploration.jobs)
+    return (
+        f"Explored in {len(exploration.jobs)} copies of the target side by side (`--jobs`), each a run of "
+        f"its own in `{exploration.run_dir}`: {names}; each point's tries were made in one of them."
+    )
+
+
+def cost_section(exploration: Exploration) -> str | None:
+    """ "What a try cost": the median seconds of each phase of a try (:mod:`harness.crashpoints.cost`),
+    so that a user sees what a slow restart, ``--repeat`` or ``--jobs`` is worth."""
+    found = medians(exploration.costs)
+    if not found:
+        return None
+    rows = [[phase, meaning, f"{found[phase]:.3f}"] for phase, meaning in PHASE_MEANINGS.items()]
+    rows.append(["total", "a try, all of it", f"{found['total']:.3f}"])
+    copies = f" in {len(exploration.jobs)} copies side by side" if exploration.jobs else ""
+    return "\n".join(
+        [
+            "## What a try cost\n",
+            f"Medians over {len(exploration.costs)} tries, in seconds; the exploration took "
+            f"{exploration.seconds:.1f} s{copies}.\n",
+            markdown_table(["phase", "from, to", "median s"], rows, align="llr"),
+        ]
+    )
+
+
+PHASE_MEANINGS = {
+    "kill": "the kill while held, to the pod's exit",
+    "restart": "the exit, to the pod ready again",
+    "retry": "ready, to the call answered (the client's retries)",
+    "audit": "the store read around the try, and its share of the run's audit",
+}
+"""What each phase of :data:`harness.crashpoints.cost.PHASES` measures, as the report says it."""
 
 
 def render_terminal(exploration: Exploration) -> str:

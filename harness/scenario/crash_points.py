@@ -54,6 +54,10 @@ MAX_POINTS = 64
 """Paths an exploration explores at most (``--max-points``)."""
 
 
+MAX_JOBS = 256
+"""Copies of the target an exploration runs side by side at most (``--jobs``)."""
+
+
 class CrashExplore(Section):
     """Explore instead of a fixed plan: a clean call, then every point it passed (see
     ``harness.crashpoints.plan``)."""
@@ -67,6 +71,11 @@ class CrashExplore(Section):
     power_loss: bool = True
     """Where the call writes files in the data directory, crash each point a second way: the kill, then
     the data directory rolled back to what was durable (``fs_write#3@power_loss``)."""
+    job: int = Field(default=1, ge=1, le=MAX_JOBS)
+    """Which of ``jobs`` copies of the target this run is (``crashpoints --jobs``): it tries the planned
+    paths whose place in the plan is ``job`` modulo ``jobs`` (see ``harness.crashpoints.plan``)."""
+    jobs: int = Field(default=1, ge=1, le=MAX_JOBS)
+    """How many copies explore the plan side by side, each in a run of its own."""
 
     @field_validator("only")
     @classmethod
@@ -74,6 +83,12 @@ class CrashExplore(Section):
         for name in v or ():
             parse_path(name)
         return v
+
+    @model_validator(mode="after")
+    def _job_of_jobs(self) -> CrashExplore:
+        if self.job > self.jobs:
+            raise ValueError(f"job {self.job} of {self.jobs}: a copy's number is 1 to jobs")
+        return self
 
 
 class CrashPoints(Section):

@@ -327,7 +327,10 @@ def cli(tmp_path: Path, data: dict[str, Any], *args: str) -> subprocess.Popen[st
     path.write_text(yaml.safe_dump(data))
     argv = [sys.executable, "-m", "harness.cli", "crashpoints", str(path), "--results", str(tmp_path / "r")]
     return subprocess.Popen(
-        [*argv, "--run-id", "cp", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*argv, "--run-id", "cp", "--jobs", "1", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -538,7 +541,7 @@ def test_a_scenario_with_no_hold_point_is_refused_with_what_would_give_one(tmp_p
     """A SQLite store whose file operations are not to be traced: nothing holds its commits."""
     path = tmp_path / "sqlite.yaml"
     path.write_text(yaml.safe_dump(invoice_scenario(mode="naive", faults={"crash_points": {"files": False}})))
-    done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r")
+    done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r", "--jobs", "1")
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "no hold point" in line
@@ -554,7 +557,9 @@ def test_an_emit_directory_that_cannot_be_is_refused_before_any_work(tmp_path: P
     path.write_text(yaml.safe_dump(on_postgres("keyed")))
     (tmp_path / "a-file").write_text("")
     for where, said in [("a-file", "is a file, not a directory"), ("a-file/sub", "cannot be made")]:
-        done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r", "--emit", tmp_path / where)
+        done = mcp_chaos(
+            "crashpoints", path, "--results", tmp_path / "r", "--jobs", "1", "--emit", tmp_path / where
+        )
         assert done.returncode == 2
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"mcp-chaos: error: --emit {tmp_path / where}: {said}")

@@ -404,7 +404,19 @@ def test_a_token_a_server_commits_or_sends_as_a_downstream_key_is_written_nowher
     data["target"]["env"].update(TOKEN="${HOSTILE_TOKEN}", SINK="{sink_url}")
     data["audit"] = {"effects": {"sink": {"marker_field": "marker", "dedupe_by_key": True}}}
     emitted, table = tmp_path / "emitted", tmp_path / "table.json"
-    args = ["crashpoints", "--repeat", "1", "--max-points", "2", "--emit", str(emitted), "--json", str(table)]
+    args = [
+        "crashpoints",
+        "--jobs",
+        "1",
+        "--repeat",
+        "1",
+        "--max-points",
+        "2",
+        "--emit",
+        str(emitted),
+        "--json",
+        str(table),
+    ]
     proc, _ = cli(tmp_path, data, *args, env={"HOSTILE_TOKEN": token})
     assert proc.returncode == 1, proc.stderr  # the token as everyone's key: the sink took each call once
     (run_dir,) = (tmp_path / "r").iterdir()

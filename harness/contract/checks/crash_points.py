@@ -37,7 +37,7 @@ async def crash_points(c: Check, s: ContractSession, o: Options, seen: Seen) -> 
         "tries per point": found.repeat,
         "seconds": round(found.seconds, 1),
     }
-    seen.repeated[c.id] = max((found.effects[i] for p in found.points for i in p.proven), default=0)
+    seen.repeated[c.id] = max((found.run_of(p).effects[i] for p in found.points for i in p.proven), default=0)
     if found.unavailable:
         stuck = found.unavailable[0]
         return c.failed(
