@@ -28,6 +28,7 @@ from typing import Any
 
 from harness.client.http import McpHttpClient
 from harness.client.messages import ToolCall
+from harness.client.oauth import OAuthTokens
 from harness.effects.base import EffectSource, Sample, write_collected
 from harness.errors import AuditError
 from harness.history import Outcome
@@ -43,9 +44,13 @@ class Reach:
     headers: Mapping[str, str]
     postgres_url: str | None
     namespace: str
+    auth: OAuthTokens | None = None
+    """``target.auth``'s tokens, for the read tool's call."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        async with McpHttpClient(self.pod_url, protocol=self.protocol, headers=self.headers) as client:
+        async with McpHttpClient(
+            self.pod_url, protocol=self.protocol, headers=self.headers, auth=self.auth
+        ) as client:
             res = await client.call_tool(ToolCall(name, arguments, 1), timeout=60)
             await client.end_session()
         if res.outcome is not Outcome.OK or res.result is None:

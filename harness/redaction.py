@@ -107,9 +107,18 @@ class Redactor:
     def __init__(self, values: Iterable[str] = (), *, mask: str = MASK) -> None:
         """``mask`` replaces each form (``REDACTED`` where ``***`` would be YAML's alias syntax)."""
         self.mask = mask
-        forms = {form for value in values if value for form in forms_of(value)}
-        ordered = sorted(forms, key=len, reverse=True)  # the longest form wins where two start together
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._forms: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.add(*values)
+
+    def add(self, *values: str) -> None:
+        """Hide these too from now on: secrets found during a run (an OAuth flow's tokens)."""
+        forms = {form for value in values if value for form in forms_of(value)} - self._forms
+        if not forms:
+            return
+        self._forms |= forms
+        ordered = sorted(self._forms, key=len, reverse=True)  # the longest form wins where two start together
+        self._pattern = re.compile("|".join(map(re.escape, ordered)))
 
     def __bool__(self) -> bool:
         return self._pattern is not None

@@ -33,6 +33,7 @@ from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
+from harness.client.oauth import OAuthTokens, make_provider
 from harness.client.stdio import StdioClient
 from harness.crashpoints.fsholds import FileHolds, FileTracer, NoHolds
 from harness.crashpoints.holds import HoldPoints
@@ -44,7 +45,7 @@ from harness.errors import ScenarioError, TargetStartError
 from harness.final_read import Reach, final_read, read_now
 from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
-from harness.pods.factory import make_pod, target_headers
+from harness.pods.factory import make_pod, target_headers, target_oauth
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.pods.ready import HttpReady, StdioReady
@@ -67,12 +68,19 @@ class TargetWiring:
         try:
             self.headers = target_headers(target)
             self.redactor = Redactor(scenario.secrets())
+            oauth = target_oauth(target)
             self.ports = [free_port() for _ in range(target.replicas)]
             self.port = self.ports[0]
             self.pod_urls = [f"http://127.0.0.1:{port}{target.path}" for port in self.ports]
             if target.kubernetes is not None:  # the pods already run: the driver calls their Service
                 self.pod_urls = [target.kubernetes.url]
             self.pod_url = self.pod_urls[0]
+            provider = None if oauth is None else make_provider(oauth, self.pod_url)
+            self.auth = (
+                None if provider is None else OAuthTokens(self.pod_url, provider, on_secret=self.redactor.add)
+            )
+            """``target.auth``: the run's tokens, shared by its clients, probes and reads (the pod's own
+            URL is the resource they are for, whatever proxy a client goes through)."""
             urls: dict[str, str] = {}
             self.effects = source_of(scenario.audit.effects)
             """Where the run's effects are counted (``audit.effects``)."""
@@ -174,11 +182,13 @@ class TargetWiring:
         """The readiness checks and supervisors, writing to ``history``; replica 0's supervisor."""
         target, client = self.scenario.target, self.scenario.client
         self.history = history
+        if self.auth is not None:
+            self.auth.history = history
         for pod, url in zip(self.pods, self.pod_urls, strict=True):
             ready_check: HttpReady | StdioReady = (
                 StdioReady(history=history, key_meta=client.key_meta)
                 if target.transport == "stdio"
-                else HttpReady(url, protocol=client.protocol, headers=self.headers)
+                else HttpReady(url, protocol=client.protocol, headers=self.headers, auth=self.auth)
             )
             if self.ready_check is None:
                 self.ready_check = ready_check
@@ -225,8 +235,11 @@ class TargetWiring:
     @contextlib.asynccontextmanager
     async def running_services(self) -> AsyncIterator[None]:
         """PostgreSQL (and the crash points' proxy in front of it), the effect sink and the downstream
-        proxy, where the scenario has them; stopped in reverse on the way out."""
+        proxy, where the scenario has them; stopped in reverse on the way out (and the OAuth client's
+        connections to the authorization server closed)."""
         async with contextlib.AsyncExitStack() as stack:
+            if self.auth is not None:
+                stack.push_async_callback(self.auth.aclose)
             if self.postgres is not None:
                 stack.push_async_callback(self._stop_postgres)
                 await self.postgres.start()
@@ -368,6 +381,7 @@ class TargetWiring:
                 key_header=policy.key_header,
                 resume=policy.resume,
                 history=self.history,
+                auth=self.auth,
                 name=prefix + ("shared" if count == 1 else f"worker-{i}"),
             )
             for i in range(count)
@@ -389,7 +403,7 @@ class TargetWiring:
     def reach(self, namespace: str) -> Reach:
         """Where the scenario's live effect source is read (see :mod:`harness.final_read`)."""
         postgres_url = self.postgres.url if self.postgres else None
-        return Reach(self.pod_url, self.protocol, self.headers, postgres_url, namespace)
+        return Reach(self.pod_url, self.protocol, self.headers, postgres_url, namespace, self.auth)
 
     async def read_live_effects(self, namespace: str) -> int:
         """The final read of a live effect source (PostgreSQL, a read tool, a command) into effects.json

@@ -15,7 +15,7 @@ caller's to say.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -32,6 +32,12 @@ _VERB_HEADERS = {  # what a request says of its body and of the answers it takes
 }
 
 
+class Credentials(Protocol):
+    """What holds the ``Authorization`` of every request (:class:`harness.client.oauth.OAuthTokens`)."""
+
+    header: str | None
+
+
 class Framing:
     """Requests to one endpoint, with the scenario's headers and idempotency-key placement."""
 
@@ -43,7 +49,7 @@ class Framing:
         "_key_meta",
         "_meta",
         "_starts",
-        "authorization",
+        "auth",
     )
 
     def __init__(
@@ -56,6 +62,7 @@ class Framing:
         key_header: str | None = None,
         key_meta: str | None = None,
         capabilities: Mapping[str, Any] | None = None,
+        auth: Credentials | None = None,
     ) -> None:
         self._starts = {
             verb: f"{verb} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{accept}"
@@ -74,9 +81,9 @@ class Framing:
             "io.modelcontextprotocol/clientInfo": self._client_info,
         }
         """2026-07-28's per-request ``_meta``: what a 2025 client said once, in ``initialize``."""
-        self.authorization: str | None = None
-        """The ``Authorization`` an OAuth flow found (``target.auth``): it changes during a run, when a
-        token is refreshed or stepped up, so it is not one of the fixed headers."""
+        self.auth = auth
+        """Where the ``Authorization`` an OAuth flow found is (``target.auth``): read at each request,
+        since it changes during a run (a refresh, a step-up) and every client of the run shares it."""
 
     def head(
         self,
@@ -124,19 +131,19 @@ class Framing:
                     raise ValueError(f"a header holds a control character: {field!r:.100}: {value!r:.100}")
                 head += f"{field}: {value}\r\n"
         head += self._extra
-        if self.authorization is not None:
-            head += f"Authorization: {self.authorization}\r\n"
+        if self.auth is not None and self.auth.header is not None:
+            head += f"Authorization: {self.auth.header}\r\n"
         if length is not None:
             head += f"Content-Length: {length}\r\n"
         return (head + "\r\n").encode()
 
     def reauthorized(self, request: bytes) -> bytes:
-        """``request`` with :attr:`authorization` in place of the ``Authorization`` it was built with:
-        the same request, sent again once an OAuth flow found a new token."""
+        """``request`` with the current ``Authorization`` in place of the one it was built with: the
+        same request, sent again once an OAuth flow found a new token."""
         head, sep, body = request.partition(b"\r\n\r\n")
         lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"authorization:")]
-        if self.authorization is not None:
-            lines.append(f"Authorization: {self.authorization}".encode())
+        if self.auth is not None and self.auth.header is not None:
+            lines.append(f"Authorization: {self.auth.header}".encode())
         return b"\r\n".join(lines) + sep + body
 
     def request(

@@ -129,6 +129,7 @@ class McpHttpClient:
             key_header=key_header,
             key_meta=key_meta,
             capabilities=None if server_requests is None else server_requests.capabilities,
+            auth=auth,
         )
         self._server_requests = server_requests
         """2025: what answers a request the server sends inside a response's stream (``elicitation``);
@@ -381,21 +382,32 @@ class McpHttpClient:
         up to :data:`AUTH_ROUNDS` times: the server refused it before running it, so this is no retry
         of the call. A refusal the flow cannot answer is the attempt's ``auth_error``.
         """
-        if self._auth is not None and self._auth.stale() and await self._authorize(None):
+        auth = self._auth
+        if auth is not None and auth.stale():
+            await auth.authorize(None, sent_with=auth.header, version=self._version())
             request = self._framing.reauthorized(request)
+        sent_with = None if auth is None else auth.header
         reads = answers if self._server_requests is None else self._reader(session)
         raw = await self._pool.exchange(request, timeout=timeout, answers=reads)
         res = classify(raw, request_id, in_session=session is not None)
         rounds = 0
-        while res.outcome is Outcome.AUTH_ERROR and self._auth is not None and rounds < AUTH_ROUNDS:
+        while res.outcome is Outcome.AUTH_ERROR and auth is not None and rounds < AUTH_ROUNDS:
             rounds += 1
             assert res.status is not None
-            if not await self._authorize(Challenge(res.status, res.challenge)):
+            challenge = Challenge(res.status, res.challenge)
+            if not await auth.authorize(challenge, sent_with=sent_with, version=self._version()):
+                if auth.failure is not None:
+                    res.message = clip(f"{res.message or ''} (OAuth: {auth.failure})".strip())
                 break
             request = self._framing.reauthorized(request)
+            sent_with = auth.header
             raw = await self._pool.exchange(request, timeout=timeout, answers=reads)
             res = classify(raw, request_id, in_session=session is not None)
         return res
+
+    def _version(self) -> str | None:
+        """The ``MCP-Protocol-Version`` an OAuth flow is told (whether to send ``resource``)."""
+        return None if self.modern else self.protocol
 
     def _reader(self, session: str | None) -> Callable[[bytes], bool]:
         """The stream reader of a client that answers server requests: each event that is a request
@@ -443,19 +455,6 @@ class McpHttpClient:
         )
         request = self._framing.reply(msg["id"], member, version=self.protocol, session=session)
         await self.send(request, None, timeout=REPLY_TIMEOUT_S, session=session)
-
-    async def _authorize(self, challenge: Challenge | None) -> bool:
-        """One round of the OAuth flow (:meth:`OAuthTokens.authorize`); a token that replaced another is
-        a ``token_refreshed`` event. True when the header changed."""
-        assert self._auth is not None
-        before = self._auth.header
-        if not await self._auth.authorize(challenge, version=None if self.modern else self.protocol):
-            return False
-        self._framing.authorization = self._auth.header
-        if before is not None and self._history is not None:
-            why = "expiring" if challenge is None else "step_up" if challenge.status == 403 else "refused"
-            self._history.emit(EventType.TOKEN_REFRESHED, why=why, client=self.name)
-        return True
 
     async def aclose(self) -> None:
         for task in list(self._replies):

@@ -19,20 +19,25 @@ from then on. So the driver's hot path stays the pool's, and the flows stay the
 SDK's.
 
 A token is a secret: each one the flow yields is handed to ``on_secret`` (the
-run's redactor) before it is used. A refresh is an event the client writes
-(``token_refreshed``), never a failed attempt.
+run's redactor) before it is used. A token replaced during a run (it expired, the
+server refused it, a step-up) is an event (``token_refreshed``), never a failed
+attempt: the refused request is sent again with the new one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+import warnings
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 
 from harness.errors import TargetError
+from harness.history import EventType, HistoryWriter, clip
 
 AUTH_TIMEOUT_S = 30.0
 """How long one request of the flow (metadata, registration, token) may take."""
@@ -90,7 +95,12 @@ class HeadlessApproval:
 
 
 class OAuthTokens:
-    """The ``Authorization`` header for one MCP endpoint, found and kept fresh by an SDK auth flow."""
+    """The ``Authorization`` header for one MCP endpoint, found and kept fresh by an SDK auth flow.
+
+    One per run, shared by every client of it (the driver's workers, readiness probes, the final
+    read): a flow runs one at a time, and a client refused with a header another client has since
+    replaced adopts the new one instead of running the flow again.
+    """
 
     def __init__(
         self,
@@ -99,25 +109,68 @@ class OAuthTokens:
         *,
         on_secret: Callable[[str], None] | None = None,
     ) -> None:
-        """``make_provider``: the SDK provider, given the client its side requests go through.
-        ``on_secret``: called with each token before it is used (the redactor)."""
+        """``url``: the MCP endpoint the tokens are for (the pod's own, not a fault proxy's: the
+        protected resource metadata names it). ``make_provider``: the SDK provider, given the client
+        its own requests go through. ``on_secret``: called with each token before it is used."""
         self.url = url
         self._http = httpx2.AsyncClient(timeout=AUTH_TIMEOUT_S)
         self._provider = make_provider(self._http)
         self._on_secret = on_secret
+        self._lock = asyncio.Lock()
         self.header: str | None = None
         """``Bearer …``, once a flow gave one; None before the first challenge."""
+        self.failure: str | None = None
+        """Why the last flow found no token (the authorization server's answer), for the attempt."""
+        self.history: HistoryWriter | None = None
+        """Where a replaced token is written (``token_refreshed``), once the run's history is open."""
+        self.refreshes = 0
 
     def stale(self) -> bool:
-        """Whether the token expires within :data:`REFRESH_AHEAD_S` (a refresh before the next call)."""
-        expiry = getattr(getattr(self._provider, "context", None), "token_expiry_time", None)
-        return self.header is not None and expiry is not None and expiry - time.time() < REFRESH_AHEAD_S
+        """Whether the token expires within :data:`REFRESH_AHEAD_S` and the flow can refresh it (a
+        refresh token); one that cannot is replaced at the server's 401."""
+        context = getattr(self._provider, "context", None)
+        expiry = getattr(context, "token_expiry_time", None)
+        if self.header is None or expiry is None or expiry - time.time() >= REFRESH_AHEAD_S:
+            return False
+        return bool(context is not None and context.can_refresh_token())
 
-    async def authorize(self, challenge: Challenge | None, *, version: str | None = None) -> bool:
-        """Run the flow once: with a challenge, answer it (401: find a token; 403
-        ``insufficient_scope``: step up); without one, refresh a token near its expiry. True when the
-        header changed, so the refused request is worth sending once more."""
-        request = httpx2.Request("POST", self.url, headers={"MCP-Protocol-Version": version or ""})
+    async def authorize(
+        self, challenge: Challenge | None, *, sent_with: str | None, version: str | None
+    ) -> bool:
+        """Run the flow once: with a challenge, answer it (401: find a token; 403 ``insufficient_scope``:
+        step up); without one, refresh a token near its expiry. ``sent_with``: the header the refused
+        request carried; if another client has replaced it since, that header is taken as it is. True
+        when the header changed, so the refused request is worth sending once more. Never raises: a
+        flow that failed leaves the header as it was and says why in :attr:`failure`."""
+        async with self._lock:
+            if self.header is not None and self.header != sent_with:
+                return True
+            before = self.header
+            request = httpx2.Request("POST", self.url, headers={"MCP-Protocol-Version": version or ""})
+            try:
+                await self._run(request, challenge)
+            except httpx2.HTTPError as exc:
+                self.failure = clip(f"a request to the authorization server failed: {exc}")
+                return False
+            except Exception as exc:  # the SDK's OAuthFlowError and its kin: the flow's own verdict
+                self.failure = clip(f"{type(exc).__name__}: {exc}")
+                return False
+            header = request.headers.get("Authorization")
+            if header is None or header == before:
+                self.failure = "the flow ended without a token"
+                return False
+            self.failure = None
+            self._found(header)
+            if before is not None:
+                self.refreshes += 1
+                if self.history is not None:
+                    self.history.emit(EventType.TOKEN_REFRESHED, why=_why(challenge))
+            self.header = header
+            return True
+
+    async def _run(self, request: httpx2.Request, challenge: Challenge | None) -> None:
+        """Drive the SDK's flow for ``request``; its own requests go through :attr:`_http`, the
+        refused request is answered with ``challenge`` instead of being sent."""
         flow = self._provider.async_auth_flow(request)
         try:
             await self._through(flow, await flow.__anext__(), request)
@@ -127,25 +180,18 @@ class OAuthTokens:
                 refused = httpx2.Response(challenge.status, headers=headers, request=request)
                 await self._through(flow, await flow.asend(refused), request)
         except StopAsyncIteration:
-            pass  # the flow gave up on the challenge: the header stays as it was
-        except httpx2.HTTPError as exc:
-            raise TargetError(f"OAuth: a request to the authorization server failed: {exc}") from exc
-        except Exception as exc:  # the SDK's OAuthFlowError and its kin: the flow's own verdict
-            if isinstance(exc, TargetError):
-                raise
-            raise TargetError(f"OAuth: {type(exc).__name__}: {exc}") from exc
+            pass  # the flow gave up on the challenge: what it set on the request is all there is
         finally:
             await flow.aclose()
-        header = request.headers.get("Authorization")
-        if header is None or header == self.header:
-            return False
-        if self._on_secret is not None:
-            self._on_secret(header.partition(" ")[2] or header)
-            tokens = getattr(getattr(self._provider, "context", None), "current_tokens", None)
-            if tokens is not None and tokens.refresh_token:
-                self._on_secret(tokens.refresh_token)
-        self.header = header
-        return True
+
+    def _found(self, header: str) -> None:
+        """Hand a new token (and the refresh token beside it) to the redactor before any use."""
+        if self._on_secret is None:
+            return
+        self._on_secret(header.partition(" ")[2] or header)
+        tokens = getattr(getattr(self._provider, "context", None), "current_tokens", None)
+        if tokens is not None and tokens.refresh_token:
+            self._on_secret(tokens.refresh_token)
 
     async def _through(
         self,
@@ -162,6 +208,13 @@ class OAuthTokens:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _why(challenge: Challenge | None) -> str:
+    """Why a token was replaced: near its expiry, refused (401), or too narrow (403, step-up)."""
+    if challenge is None:
+        return "expiring"
+    return "step_up" if challenge.status == 403 else "refused"
 
 
 class _Memory:
@@ -206,10 +259,23 @@ class OAuthSettings:
     redirect_uri: str = "http://localhost:3000/callback"
     client_metadata_url: str | None = None
     client_name: str = "mcp-chaos"
+    issuer: str | None = None
+    """The authorization server the client's credentials may be sent to (None: the one the MCP
+    server names, as the conformance suite's servers expect)."""
 
     def secrets(self) -> list[str]:
         """What no output may show: the client secret and the private key."""
         return [value for value in (self.client_secret, self.private_key) if value]
+
+
+@contextlib.contextmanager
+def _unpinned_issuer(settings: OAuthSettings) -> Iterator[None]:
+    """Without ``issuer`` the SDK warns that 3.0 will require it: the scenario's documented choice
+    (target.auth.issuer), not something to print on every run."""
+    with warnings.catch_warnings():
+        if settings.issuer is None:
+            warnings.filterwarnings("ignore", message="Omitting `issuer` is deprecated")
+        yield
 
 
 def make_provider(settings: OAuthSettings, url: str) -> Callable[[httpx2.AsyncClient], httpx2.Auth]:
@@ -236,25 +302,29 @@ def make_provider(settings: OAuthSettings, url: str) -> Callable[[httpx2.AsyncCl
                     signing_key=settings.private_key,
                     signing_algorithm=settings.signing_algorithm,
                 )
-                return PrivateKeyJWTOAuthProvider(
-                    url,
-                    _Memory(),  # type: ignore[arg-type]
-                    settings.client_id,
-                    jwt.create_assertion_provider(),
-                    scope=settings.scope,
-                )
+                with _unpinned_issuer(settings):
+                    return PrivateKeyJWTOAuthProvider(
+                        url,
+                        _Memory(),  # type: ignore[arg-type]
+                        settings.client_id,
+                        jwt.create_assertion_provider(),
+                        scope=settings.scope,
+                        issuer=settings.issuer,
+                    )
             if settings.client_secret is None:
                 raise TargetError("target.auth: the client_credentials grant needs client_secret")
             post = settings.auth_method == "client_secret_post"
             method = "client_secret_post" if post else "client_secret_basic"
-            return ClientCredentialsOAuthProvider(
-                url,
-                _Memory(),  # type: ignore[arg-type]
-                settings.client_id,
-                settings.client_secret,
-                token_endpoint_auth_method=method,  # type: ignore[arg-type]
-                scope=settings.scope,
-            )
+            with _unpinned_issuer(settings):
+                return ClientCredentialsOAuthProvider(
+                    url,
+                    _Memory(),  # type: ignore[arg-type]
+                    settings.client_id,
+                    settings.client_secret,
+                    token_endpoint_auth_method=method,  # type: ignore[arg-type]
+                    scope=settings.scope,
+                    issuer=settings.issuer,
+                )
         approval = HeadlessApproval(http)
         registered = None
         if settings.client_id is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from harness.client.http import McpHttpClient
 from harness.client.messages import MODERN, SESSION_VERSIONS, CallResult
+from harness.client.oauth import OAuthTokens
 from harness.history import Detail, Outcome, clip
 
 FAIL_FAST_S = 1.0
@@ -44,13 +45,19 @@ class Readiness:
 
 
 async def probe(
-    url: str, *, protocol: str, headers: Mapping[str, str] | None, timeout: float
+    url: str,
+    *,
+    protocol: str,
+    headers: Mapping[str, str] | None,
+    timeout: float,
+    auth: OAuthTokens | None = None,
 ) -> tuple[str | None, CallResult]:
-    """One probe: the protocol the server answered in (None if it did not) and its last answer."""
+    """One probe: the protocol the server answered in (None if it did not) and its last answer (with
+    ``auth``, a 401 is answered by the OAuth flow first, as every request of the run is)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     if protocol in ("auto", MODERN):
-        async with McpHttpClient(url, protocol=MODERN, headers=headers) as modern:
+        async with McpHttpClient(url, protocol=MODERN, headers=headers, auth=auth) as modern:
             res = await modern.discover(timeout=timeout)
         if res.outcome is Outcome.OK:
             supported = (res.result or {}).get("supportedVersions")
@@ -65,7 +72,7 @@ async def probe(
         if protocol == MODERN or res.outcome is not Outcome.PROTOCOL_ERROR:
             return None, res
     version = SESSION_VERSIONS[0] if protocol == "auto" else protocol
-    async with McpHttpClient(url, protocol=version, headers=headers) as session:
+    async with McpHttpClient(url, protocol=version, headers=headers, auth=auth) as session:
         failed = await session.initialize(timeout=max(0.001, deadline - loop.time()))
         if failed is not None:
             return None, failed
@@ -85,6 +92,8 @@ def diagnose(protocol: str, res: CallResult) -> tuple[str, str] | None:
     """
     said = res.message or f"{res.outcome.value} {res.detail or ''}".strip()
     status = res.status
+    if res.outcome is Outcome.AUTH_ERROR and "(OAuth: " in said:
+        return "auth", f"it answered {said}: check target.auth (its client, secret and scope)"
     if res.outcome is Outcome.AUTH_ERROR:
         return "auth", (
             f"it answered {said}: it wants credentials; set target.headers "
@@ -121,6 +130,7 @@ async def wait_ready(
     alive: Callable[[], bool] = lambda: True,
     interval_s: float = 0.05,
     probe_timeout_s: float = 2.0,
+    auth: OAuthTokens | None = None,
 ) -> Readiness:
     """Probe ``url`` until it answers, ``alive()`` turns false, a wrong answer persists, or time is up.
 
@@ -139,7 +149,7 @@ async def wait_ready(
         if left <= 0:
             return Readiness(False, now - started, last=last)
         spoken, result = await probe(
-            url, protocol=protocol, headers=headers, timeout=min(probe_timeout_s, left)
+            url, protocol=protocol, headers=headers, timeout=min(probe_timeout_s, left), auth=auth
         )
         now = time.monotonic()
         if spoken is not None:

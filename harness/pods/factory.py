@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import rundir
 from harness.pods.container import DockerPod
@@ -15,6 +16,9 @@ from harness.pods.process import ProcessPod
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
 from harness.scenario.headers import HEADER_VALUE_CONTROL
 from harness.template import TemplateError, expand_env, render_text
+
+if TYPE_CHECKING:
+    from harness.client.oauth import OAuthSettings
 
 
 def placeholder_values(
@@ -179,8 +183,35 @@ def target_headers(target: TargetSpec, environ: Mapping[str, str] | None = None)
     return headers
 
 
+def target_oauth(target: TargetSpec, environ: Mapping[str, str] | None = None) -> OAuthSettings | None:
+    """``target.auth`` with its ``${VAR}`` expanded from ``environ`` (None without it)."""
+    from harness.client.oauth import OAuthSettings
+
+    auth = target.auth
+    if auth is None:
+        return None
+    environ = os.environ if environ is None else environ
+
+    def value(name: str, text: str | None) -> str | None:
+        return None if text is None else expand_env(text, environ, f"target.auth.{name}")
+
+    return OAuthSettings(
+        grant=auth.grant,
+        client_id=value("client_id", auth.client_id),
+        client_secret=value("client_secret", auth.client_secret),
+        auth_method=auth.token_endpoint_auth,
+        private_key=value("private_key", auth.private_key),
+        signing_algorithm=auth.signing_algorithm,
+        scope=value("scope", auth.scope),
+        redirect_uri=auth.redirect_uri,
+        client_metadata_url=auth.client_metadata_url,
+        issuer=auth.issuer,
+    )
+
+
 def require_env_refs(target: TargetSpec, environ: Mapping[str, str] | None = None) -> None:
-    """TemplateError naming the first ``${VAR}`` of the target's env or headers the environment lacks."""
+    """TemplateError naming the first ``${VAR}`` of the target's env, headers or auth the environment
+    lacks."""
     environ = os.environ if environ is None else environ
     for name, text in target.env.items():
         if "\0" in expand_env(text, environ, f"target.env.{name}"):
@@ -188,3 +219,4 @@ def require_env_refs(target: TargetSpec, environ: Mapping[str, str] | None = Non
                 f"target.env.{name}: a variable it uses holds a NUL, which no environment can"
             )
     target_headers(target, environ)
+    target_oauth(target, environ)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
+from harness.client.oauth import OAuthTokens
 from harness.client.readiness import Readiness, wait_ready
 from harness.client.stdio import StdioChannel
 from harness.history import HistoryWriter, Outcome
@@ -34,8 +35,12 @@ class ReadyCheck(Protocol):
 class HttpReady:
     """Ready when the pod answers ``server/discover`` or ``initialize`` at its URL."""
 
-    def __init__(self, url: str, *, protocol: str, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self, url: str, *, protocol: str, headers: Mapping[str, str], auth: OAuthTokens | None = None
+    ) -> None:
         self.url = url
+        self.auth = auth
+        """``target.auth``'s tokens: a probe's 401 is answered as any request's is."""
         self.protocol = protocol
         """What to ask in: the scenario's setting until a pod first answered, then what it spoke."""
         self.headers = dict(headers)
@@ -46,7 +51,12 @@ class HttpReady:
 
     async def wait(self, pod: Pod, *, timeout_s: float, alive: Callable[[], bool]) -> Readiness:
         readiness = await wait_ready(
-            self.url, timeout_s=timeout_s, protocol=self.protocol, headers=self.headers, alive=alive
+            self.url,
+            timeout_s=timeout_s,
+            protocol=self.protocol,
+            headers=self.headers,
+            alive=alive,
+            auth=self.auth,
         )
         if readiness.ready and readiness.protocol is not None:
             self.protocol = readiness.protocol

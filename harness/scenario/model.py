@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import Field, PrivateAttr, model_validator
 
-from harness.redaction import collect, mask_url_passwords
+from harness.redaction import MIN_DERIVED, collect, mask_url_passwords
 from harness.scenario.client import ClientPolicy
 from harness.scenario.effects import Audit
 from harness.scenario.faults import Faults
@@ -21,6 +21,7 @@ from harness.scenario.section import Section
 from harness.scenario.services import Services
 from harness.scenario.target import TargetSpec
 from harness.scenario.workload import WorkloadSpec
+from harness.template import env_refs_in
 
 
 class _Dumper(yaml.SafeDumper):
@@ -104,4 +105,14 @@ class Scenario(Section):
 
         map_strings(self.model_dump(mode="json"), gather)
         target = self.target
-        return collect(target.env, target.headers, strings, os.environ if environ is None else environ)
+        environ = os.environ if environ is None else environ
+        found = collect(target.env, target.headers, strings, environ)
+        auth = target.auth
+        if auth is not None:  # the client's secret and key: what they expand to, or as written
+            for text in (auth.client_secret, auth.private_key):
+                if text is not None:
+                    for ref in env_refs_in(text):
+                        text = text.replace(f"${{{ref}}}", environ.get(ref, ""))
+                    parts = (text, *text.splitlines())  # a PEM key: each of its lines too
+                    found.extend(part for part in parts if len(part.strip()) >= MIN_DERIVED)
+        return sorted(set(found))

@@ -93,6 +93,67 @@ class KubernetesTarget(Section):
         return self
 
 
+TokenEndpointAuth = Literal["client_secret_basic", "client_secret_post", "none", "private_key_jwt"]
+
+
+class OAuthSpec(Section):
+    """``target.auth``: OAuth 2.1 as the MCP specification protects an HTTP server (the SDK's flows,
+    :mod:`harness.client.oauth`). The first request's 401 names the server's protected resource
+    metadata; the client finds its authorization server there, gets a token, and sends it on every
+    request; a token near its expiry is refreshed, a refused one replaced, a 403 ``insufficient_scope``
+    stepped up, each an event of the history, never a failed attempt. Values may be ``${VAR}`` of the
+    harness's environment (a secret must be: the scenario keeps only the name); the secret, the key
+    and every token are hidden in every output.
+    """
+
+    grant: Literal["client_credentials", "authorization_code"] = "client_credentials"
+    """``client_credentials``: a machine's own credentials (a nightly job's). ``authorization_code``:
+    PKCE, with the authorization URL fetched and the code taken from its redirect, for an
+    authorization server that approves this client without a person (a staging one)."""
+    client_id: str | None = Field(default=None, min_length=1)
+    """Without it the code flow registers itself (a client ID metadata document, else dynamically)."""
+    client_secret: str | None = Field(default=None, min_length=1)
+    token_endpoint_auth: TokenEndpointAuth | None = None
+    """How the client authenticates at the token endpoint (default: basic with a secret, else none)."""
+    private_key: str | None = Field(default=None, min_length=1)
+    """``private_key_jwt``: the PEM key the client signs its assertions with (``${VAR}``)."""
+    signing_algorithm: str = Field(default="ES256", pattern=r"^[A-Z0-9]{4,8}$")
+    scope: str | None = Field(default=None, min_length=1)
+    """The scopes to ask for (space-separated); default: what the server's challenge or metadata names."""
+    redirect_uri: str = "http://localhost:3000/callback"
+    """The code flow's redirect URI, registered with the authorization server (nothing listens there)."""
+    issuer: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    """The authorization server the client's credentials belong to: they are sent to no other, whatever
+    the MCP server's metadata names (the SDK will require it from 3.0). Without it, the one the
+    server names is trusted."""
+    client_metadata_url: str | None = Field(default=None, pattern=r"^https://[^\s]+/[^\s]+$")
+    """The code flow: the client ID metadata document to use as client id where the server supports it."""
+
+    @field_validator("client_id", "client_secret", "private_key", "scope")
+    @classmethod
+    def _env_refs(cls, v: str | None, info: Any) -> str | None:
+        if v is not None:
+            check_placeholders(v, frozenset(), f"target.auth.{info.field_name}", env_refs=True)
+        return v
+
+    @model_validator(mode="after")
+    def _grant_needs(self) -> OAuthSpec:
+        if self.grant == "client_credentials":
+            if self.client_id is None:
+                raise ValueError("target.auth: the client_credentials grant needs client_id")
+            if self.token_endpoint_auth == "private_key_jwt":
+                if self.private_key is None:
+                    raise ValueError("target.auth: token_endpoint_auth private_key_jwt needs private_key")
+            elif self.client_secret is None:
+                raise ValueError(
+                    "target.auth: the client_credentials grant needs client_secret (or private_key with "
+                    "token_endpoint_auth: private_key_jwt)"
+                )
+        if self.token_endpoint_auth == "private_key_jwt" and self.grant != "client_credentials":
+            raise ValueError("target.auth: private_key_jwt goes with the client_credentials grant")
+        return self
+
+
 _NOT_FOR_KUBERNETES: dict[str, Any] = {
     "command": None,
     "image": None,
@@ -145,6 +206,8 @@ class TargetSpec(Section):
     run's data directory and services: a deployment's replicas. ``client.balance`` spreads the
     attempts over them."""
     kubernetes: KubernetesTarget | None = None
+    auth: OAuthSpec | None = None
+    """OAuth 2.1 for an HTTP target (:class:`OAuthSpec`); static credentials go in ``headers``."""
 
     @field_validator("command")
     @classmethod
@@ -176,6 +239,15 @@ class TargetSpec(Section):
         return v
 
     @model_validator(mode="after")
+    def _one_authorization(self) -> TargetSpec:
+        if self.auth is not None and any(name.lower() == "authorization" for name in self.headers):
+            raise ValueError(
+                "target.auth and target.headers.Authorization both say what to send: keep one "
+                "(a static token in headers, or OAuth in auth)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _runtime(self) -> TargetSpec:
         if self.kubernetes is not None:
             for name, default in _NOT_FOR_KUBERNETES.items():
@@ -191,6 +263,8 @@ class TargetSpec(Section):
             raise ValueError("target needs a command (a local server) or an image (a Docker image)")
         if self.transport == "stdio" and self.headers:
             raise ValueError("target.headers are HTTP headers; a stdio target has none")
+        if self.transport == "stdio" and self.auth is not None:
+            raise ValueError("target.auth is OAuth over HTTP; a stdio target has no authorization")
         if self.transport == "stdio" and self.replicas > 1:
             raise ValueError(
                 "target.replicas needs an HTTP target: a stdio server has exactly one client, its host"

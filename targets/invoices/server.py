@@ -52,6 +52,12 @@ INVOICES_SSE_POLL_MS            with INVOICES_EVENT_STORE=memory and SSE: the se
                                 store for the client's GET with Last-Event-ID
 INVOICES_BEARER_TOKEN           if set, HTTP requests need "Authorization: Bearer <token>";
                                 others get 401 with WWW-Authenticate
+INVOICES_OAUTH_ISSUER           an OAuth authorization server's URL (targets/authserver): the
+                                server is a protected resource as the MCP specification says
+                                (its metadata at /.well-known/oauth-protected-resource/mcp, a 401
+                                naming it, tokens with the scope "invoices" required); tokens are
+                                JWTs checked with INVOICES_OAUTH_KEY (HS256, shared with the
+                                authorization server), so a restarted server takes them still
 INVOICES_PRE_COMMIT_MS          work before the business commit
 INVOICES_BETWEEN_COMMITS_MS     work between the business commit and the key record
 INVOICES_POST_COMMIT_MS         work after the commits, before the response
@@ -99,8 +105,11 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import jwt
 import uvicorn
 from demo_catalog import DEMO_FLAWS, DemoConfig, install_demo
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.streamable_http import EventMessage, EventStore
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -140,6 +149,8 @@ class Config:
     transport: str
     stateful: bool
     bearer_token: str | None
+    oauth: tuple[str, str] | None
+    """The authorization server's URL and the key its tokens are signed with (INVOICES_OAUTH_*)."""
     key_from: str
     event_store: bool
     sse_poll_ms: int | None
@@ -186,6 +197,10 @@ class Config:
         poll = env.get("INVOICES_SSE_POLL_MS", "")
         if poll and not poll.isdigit():
             raise ConfigError(f"INVOICES_SSE_POLL_MS={poll!r}; give milliseconds, e.g. 500")
+        issuer, oauth_key = env.get("INVOICES_OAUTH_ISSUER", ""), env.get("INVOICES_OAUTH_KEY", "")
+        if bool(issuer) != bool(oauth_key):
+            raise ConfigError("INVOICES_OAUTH_ISSUER and INVOICES_OAUTH_KEY go together")
+        oauth = (issuer, oauth_key) if issuer else None
         sessions = env.get("INVOICES_SESSIONS", "stateless")
         if sessions not in ("stateless", "stateful"):
             raise ConfigError(f"INVOICES_SESSIONS={sessions!r}; choose stateless or stateful")
@@ -240,6 +255,7 @@ class Config:
             transport=transport,
             stateful=sessions == "stateful",
             bearer_token=env.get("INVOICES_BEARER_TOKEN") or None,
+            oauth=oauth,
             key_from=key_from,
             event_store=env.get("INVOICES_EVENT_STORE", "") == "memory",
             sse_poll_ms=int(poll) if poll else None,
@@ -276,6 +292,43 @@ def stored_result(response: str) -> CallToolResult:
     )
 
 
+class JwtTokens:
+    """The token verifier of INVOICES_OAUTH_*: an HS256 JWT of the authorization server, for this
+    resource, not expired, with the scope the tools need."""
+
+    def __init__(self, issuer: str, key: str, resource: str) -> None:
+        self.issuer, self.key, self.resource = issuer, key, resource
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            claims = jwt.decode(
+                token, self.key, algorithms=["HS256"], issuer=self.issuer, audience=self.resource
+            )
+        except jwt.PyJWTError:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("sub")),
+            scopes=str(claims.get("scope", "")).split(),
+            expires_at=int(claims["exp"]),
+            resource=self.resource,
+        )
+
+
+def oauth_settings(config: Config) -> dict[str, Any]:
+    """MCPServer's arguments for INVOICES_OAUTH_*: a protected resource, tokens checked offline."""
+    if config.oauth is None:
+        return {}
+    issuer, key = config.oauth
+    resource = f"http://{config.host}:{config.port}/mcp"
+    return {
+        "auth": AuthSettings.model_validate(
+            {"issuer_url": issuer, "resource_server_url": resource, "required_scopes": ["invoices"]}
+        ),
+        "token_verifier": JwtTokens(issuer, key, resource),
+    }
+
+
 def build_server(config: Config) -> MCPServer[Any]:
     store = open_store(config.db)
     server: MCPServer[Any] = MCPServer(
@@ -283,6 +336,7 @@ def build_server(config: Config) -> MCPServer[Any]:
         version="1.0.0",
         log_level="WARNING",
         request_state_security=config.request_state,
+        **oauth_settings(config),
     )
     in_flight: set[str] = set()  # atomic: keys of the calls this process is working on right now
     call_ms = (config.pre_commit_s + config.between_commits_s + config.post_commit_s) * 1000

@@ -263,3 +263,40 @@ def test_the_retry_field_is_kept_only_as_ascii_digits() -> None:
     assert (parser.last_id, parser.retry_ms) == (b"7", 500)
     parser.feed(b"retry: 5s\n\nretry: -1\n\nretry: 99999999999\n\n")  # ignored, as the SSE spec says
     assert parser.retry_ms == 500
+
+
+class _Token:
+    header: str | None = None
+
+
+def test_a_refused_request_is_sent_again_with_the_token_found_since_and_only_that_changes() -> None:
+    token = _Token()
+    framing = Framing("127.0.0.1", 9, "/mcp", auth=token)
+    params = {"name": "t", "arguments": {}}
+    first = framing.request("tools/call", params, 7, version="2026-07-28", session=None)
+    assert b"authorization:" not in first.lower()
+    token.header = "Bearer new"
+    again = framing.reauthorized(first)
+    assert again.count(b"Authorization: Bearer new\r\n") == 1
+    token.header = "Bearer newer"
+    twice = framing.reauthorized(again)
+    assert b"Bearer new\r\n" not in twice
+    assert twice.count(b"Authorization: Bearer newer\r\n") == 1
+    # The rest of the request is what it was: the same body, the same length.
+    assert twice.partition(b"\r\n\r\n")[2] == first.partition(b"\r\n\r\n")[2]
+    assert [h for h in twice.split(b"\r\n") if not h.startswith(b"Authorization")] == first.split(b"\r\n")
+
+
+def test_a_call_carries_its_own_headers_and_none_that_would_break_the_head() -> None:
+    framing = Framing("127.0.0.1", 9, "/mcp")
+    raw = framing.request(
+        "tools/call",
+        {"name": "t", "arguments": {"region": "eu"}},
+        1,
+        version="2026-07-28",
+        session=None,
+        extra={"Mcp-Param-Region": "eu"},
+    )
+    assert b"\r\nMcp-Param-Region: eu\r\n" in raw
+    with pytest.raises(ValueError, match="control character"):
+        framing.request("tools/call", {}, 1, version="2026-07-28", session=None, extra={"X": "a\r\nB: c"})

@@ -106,3 +106,15 @@ def test_a_scenario_s_secrets_are_its_variables_credentials_and_url_passwords() 
     headers = {"Authorization": "Bearer ${TOKEN}", "X-Trace": "${TRACE}"}
     found = collect(env, headers, [*env.values(), *headers.values()], {"TOKEN": TOKEN, "TRACE": "t-1234"})
     assert set(found) == {TOKEN, f"Bearer {TOKEN}", "t-1234", "literal-token-value", "pw9!x"}
+
+
+def test_a_secret_found_during_a_run_is_hidden_from_then_on_in_its_every_form() -> None:
+    redactor = Redactor(["first-secret-value"])
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJuaWdodGx5In0.c2lnbmF0dXJl"
+    assert token in redactor.text(f"Bearer {token}")
+    redact = redactor.text  # bound before the token is added, as the history writer binds it
+    redactor.add(token)
+    assert redact(f"Bearer {token} and first-secret-value") == "Bearer *** and ***"
+    assert token not in redactor.text(json.dumps({"t": token}))
+    redactor.add(token, "")  # again, and nothing: no change
+    assert redactor.text("plain text") == "plain text"

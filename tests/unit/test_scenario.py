@@ -392,3 +392,39 @@ def test_a_tool_name_with_a_line_break_is_refused_where_it_is_given(where: str) 
         data["audit"] = {"effects": {"tool": {"tool": bad}}}
     with pytest.raises(ScenarioError, match=r"holds the control character '\\n': it is sent in the Mcp-Name"):
         parse_scenario(data)
+
+
+@pytest.mark.parametrize(
+    ("auth", "expected"),
+    [
+        ({"grant": "client_credentials"}, "needs client_id"),
+        ({"client_id": "c"}, "needs client_secret"),
+        ({"client_id": "c", "token_endpoint_auth": "private_key_jwt"}, "needs private_key"),
+        ({"grant": "authorization_code", "token_endpoint_auth": "private_key_jwt"}, "goes with"),
+        ({"client_id": "c", "client_secret": "${S}", "grant": "password"}, "grant"),
+        ({"client_id": "c", "client_secret": "${S", "issuer": "https://as"}, "target.auth.client_secret"),
+    ],
+)
+def test_target_auth_says_what_a_grant_needs(
+    scenario_data: dict[str, Any], auth: dict[str, Any], expected: str
+) -> None:
+    scenario_data["target"]["auth"] = auth
+    with pytest.raises(ScenarioError, match=expected):
+        parse_scenario(scenario_data)
+
+
+def test_target_auth_and_a_static_authorization_header_do_not_go_together(
+    scenario_data: dict[str, Any],
+) -> None:
+    scenario_data["target"]["auth"] = {"client_id": "c", "client_secret": "${S}"}
+    scenario_data["target"]["headers"] = {"authorization": "Bearer ${T}"}
+    with pytest.raises(ScenarioError, match="keep one"):
+        parse_scenario(scenario_data)
+
+
+def test_the_client_secret_of_target_auth_is_a_secret_of_the_scenario(scenario_data: dict[str, Any]) -> None:
+    scenario_data["target"]["auth"] = {"client_id": "c", "client_secret": "${OAUTH_SECRET}"}
+    scenario = parse_scenario(scenario_data)
+    assert "value-of-the-secret" in scenario.secrets({"OAUTH_SECRET": "value-of-the-secret"})
+    assert scenario.target.auth is not None
+    assert scenario.target.auth.client_secret == "${OAUTH_SECRET}"  # the name is kept, not the value
