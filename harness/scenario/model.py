@@ -104,4 +104,11 @@ class Scenario(Section):
 
         map_strings(self.model_dump(mode="json"), gather)
         target = self.target
-        return collect(target.env, target.headers, strings, os.environ if environ is None else environ)
+        commands = [
+            word
+            for command in (target.kill_command, target.restart_command)
+            for word in ([command] if isinstance(command, str) else command or ())
+        ]
+        return collect(
+            target.env, target.headers, strings, os.environ if environ is None else environ, commands
+        )
