@@ -1,0 +1,120 @@
+"""A server the harness does not start (``target.url``): started by a test fixture, as a deployment
+runs it, then driven, faulted through the fault proxy, killed and restarted by the scenario's commands,
+and checked by ``contract`` exactly as the same server started by the harness."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.history import EventType, FaultKind, Verdict, read_history
+from harness.rundir import HISTORY
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.processes import RemoteTarget
+from tests.helpers.scenarios import EFFECTS_QUERY, invoice_scenario, run_scenario
+
+pytestmark = pytest.mark.integration
+
+SLOW = {"INVOICES_PRE_COMMIT_MS": "100"}
+"""As the contract tests run the reference target: concurrent calls arrive while the first is in flight."""
+
+
+@pytest.fixture
+def remote(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RemoteTarget]:
+    target = RemoteTarget(tmp_path, INVOICES_MODE=request.param, **SLOW)
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+def url_scenario(remote: RemoteTarget, **sections: Any) -> dict[str, Any]:
+    """The invoices scenario, its target the fixture's server at its URL, killed and restarted by it."""
+    data = invoice_scenario(**sections)
+    data["target"] = {
+        "url": remote.url,
+        "kill_command": remote.command("kill"),
+        "restart_command": remote.command("start"),
+        "restart_delay_s": 0.05,
+        "ready_timeout_s": 30,
+    }
+    data["audit"] = {"effects": {"sql": {"url": f"sqlite:///{remote.db}", "query": EFFECTS_QUERY}}}
+    return data
+
+
+STREAM = [
+    {"fault": "sever_response", "tool": "create_invoice", "probability": 0.25, "wait_for_server": True},
+    {"fault": "sever_request", "tool": "create_invoice", "probability": 0.05},
+]
+
+
+@pytest.mark.parametrize("remote", ["naive", "atomic"], indirect=True)
+def test_a_server_started_outside_runs_with_stream_faults_and_kill_commands(
+    tmp_path: Path, remote: RemoteTarget
+) -> None:
+    first_pid = remote.pid
+    data = url_scenario(
+        remote,
+        intents=40,
+        concurrency=1,  # a kill breaks at most the one call in flight
+        faults={"kill": {"count": 2, "hold_dispatch": True}, "stream": STREAM},
+    )
+    result = run_scenario(data, tmp_path / "results")
+    summary = result.summary
+    events = list(read_history(result.run_dir / HISTORY))
+    assert summary.injected(FaultKind.KILL) == 2
+    cut = {e["intent"] for e in events if e["type"] == "fault" and e.get("fault") == "sever_response"}
+    assert len(cut) >= 3  # a quarter of 40 intents' first attempts, drawn with the seed
+    assert sum(e["type"] == EventType.POD_READY for e in events) == 3  # reached, then back after each kill
+    # Each kill ran the kill command, each restart the restart command: a new server process each time.
+    log = (result.run_dir / "pods" / "pod-0.log").read_text()
+    assert log.count("killed invoices server pid") == 2
+    assert log.count("started invoices server pid") == 2
+    assert remote.pid not in (None, first_pid)
+    assert summary.intents.ended == 40
+    assert summary.verdicts.get(Verdict.LOST, 0) == 0
+    if remote.mode == "naive":
+        # A response cut after the commit is an intent the naive server does again on its retry (all
+        # but those whose server a kill took down mid-call, one per kill: blamed on the kill).
+        assert summary.duplicate_causes.get("sever_response", 0) >= len(cut) - 2
+        assert summary.verdicts[Verdict.DUPLICATE] >= summary.duplicate_causes["sever_response"]
+    else:
+        assert summary.verdicts.get(Verdict.DUPLICATE, 0) == 0
+        assert summary.verdicts[Verdict.EXACTLY_ONCE] == 40
+
+
+def contract(
+    tmp_path: Path, data: dict[str, Any], *args: str
+) -> tuple[subprocess.CompletedProcess[str], Any]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "contract.json"
+    out.unlink(missing_ok=True)
+    proc = mcp_chaos("contract", str(path), "--results", str(tmp_path / "r"), "--json", str(out), *args)
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def verdicts(report: Any) -> dict[str, str]:
+    return {c["id"]: c["verdict"] for c in report["checks"]}
+
+
+@pytest.mark.parametrize("remote", ["naive", "atomic"], indirect=True)
+def test_contract_judges_a_url_target_as_the_same_server_started_by_the_harness(
+    tmp_path: Path, remote: RemoteTarget
+) -> None:
+    mode = remote.mode
+    started = invoice_scenario(mode=mode, env=SLOW)
+    proc_started, by_harness = contract(tmp_path / "started", started, "--skip", "crash_points")
+    proc_url, at_url = contract(tmp_path / "url", url_scenario(remote), "--skip", "crash_points")
+    assert verdicts(at_url) == verdicts(by_harness), proc_url.stdout
+    assert proc_url.returncode == proc_started.returncode == (1 if mode == "naive" else 0)
+    failing = {check for check, verdict in verdicts(at_url).items() if verdict == "fail"}
+    expected = {"replay", "key_reuse", "concurrent_same_key", "restart_keeps_keys"}
+    assert failing == (expected if mode == "naive" else set())
