@@ -118,3 +118,34 @@ def test_contract_judges_a_url_target_as_the_same_server_started_by_the_harness(
     failing = {check for check, verdict in verdicts(at_url).items() if verdict == "fail"}
     expected = {"replay", "key_reuse", "concurrent_same_key", "restart_keeps_keys"}
     assert failing == (expected if mode == "naive" else set())
+
+
+@pytest.mark.parametrize("remote", ["atomic"], indirect=True)
+def test_what_contract_cannot_do_to_a_url_target_is_no_pass(tmp_path: Path, remote: RemoteTarget) -> None:
+    """Without a kill command nothing restarts it; with one, no crash point but the response is reachable:
+    each check says why it has no verdict, and neither passes."""
+    data = url_scenario(remote)
+    del data["target"]["kill_command"], data["target"]["restart_command"]
+    proc, report = contract(tmp_path, data, "--only", "restart_keeps_keys,crash_points")
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert by_id["restart_keeps_keys"]["verdict"] == "error", proc.stdout
+    assert "target.url has no kill_command" in by_id["restart_keeps_keys"]["why"]
+    assert by_id["crash_points"]["verdict"] not in ("pass", "fail")
+    assert "target.url is a server the harness does not start" in by_id["crash_points"]["why"]
+    assert proc.returncode == 1
+
+
+@pytest.mark.parametrize("remote", ["naive"], indirect=True)
+def test_a_crash_at_the_response_of_a_url_target(tmp_path: Path, remote: RemoteTarget) -> None:
+    """The server committed and answered; its answer is withheld and the kill command kills it there: the
+    naive server does the retry again, as the same hold does to a server the harness starts."""
+    data = url_scenario(
+        remote, intents=3, faults={"crash_points": {"holds": [{"at": "response", "intents": [1]}]}}
+    )
+    result = run_scenario(data, tmp_path / "results")
+    events = list(read_history(result.run_dir / HISTORY))
+    kills = [e for e in events if e["type"] == "fault" and e.get("fault") == "kill"]
+    assert [e.get("point") for e in kills] == ["response"]
+    assert "killed invoices server pid" in (result.run_dir / "pods" / "pod-0.log").read_text()
+    assert result.summary.verdicts[Verdict.DUPLICATE] == 1
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 2
