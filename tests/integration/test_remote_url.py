@@ -149,3 +149,35 @@ def test_a_crash_at_the_response_of_a_url_target(tmp_path: Path, remote: RemoteT
     assert "killed invoices server pid" in (result.run_dir / "pods" / "pod-0.log").read_text()
     assert result.summary.verdicts[Verdict.DUPLICATE] == 1
     assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 2
+
+
+@pytest.mark.parametrize("remote", ["atomic"], indirect=True)
+def test_init_drafts_a_url_scenario_that_runs_once_its_todos_are_done(
+    tmp_path: Path, remote: RemoteTarget
+) -> None:
+    made = mcp_chaos("init", "--url", remote.url, "-o", "drafted.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "drafted.yaml").read_text()
+    drafted = yaml.safe_load(text)
+    assert drafted["target"]["url"] == remote.url
+    assert drafted["target"]["kill_command"][0].startswith("TODO: the command that kills this server")
+    assert drafted["faults"]["stream"] == [{"fault": "sever_response", "probability": 0.05}]
+    assert "The server already runs: the harness starts nothing." in text
+    refused = mcp_chaos("validate", "drafted.yaml", cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "TODO" in refused.stderr
+    done = [
+        f"target.kill_command={json.dumps(remote.command('kill'))}",
+        f"target.restart_command={json.dumps(remote.command('start'))}",
+        f"audit.effects.sql.url=sqlite:///{remote.db}",
+        f"audit.effects.sql.query={EFFECTS_QUERY}",
+        "workload.intents=60",
+        "workload.concurrency=2",
+    ]
+    sets = [arg for s in done for arg in ("--set", s)]
+    # What the user does: the TODO comments done (the --set values above), then deleted.
+    kept = [line for line in text.splitlines() if not (line.startswith("#") and "TODO" in line)]
+    (tmp_path / "drafted.yaml").write_text("\n".join(kept) + "\n")
+    ran = mcp_chaos("run", "drafted.yaml", "--quiet", "--allow-inconclusive", *sets, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    assert "exactly_once |      60 |" in ran.stdout, ran.stdout
