@@ -192,11 +192,13 @@ def collect(
     headers: Mapping[str, str],
     strings: Iterable[str],
     environ: Mapping[str, str],
+    commands: Iterable[str] = (),
 ) -> list[str]:
-    """A target's secrets: what the ``${VAR}`` of its ``env`` and ``headers`` expand to, the values of
-    entries named like credentials, and the passwords of URLs among ``strings`` (the whole scenario)."""
+    """A target's secrets: what the ``${VAR}`` of its ``env``, ``headers`` and ``commands`` (the words of a
+    url target's kill and restart commands) expand to, the values of entries named like credentials,
+    and the passwords of URLs among ``strings`` (the whole scenario)."""
     found: set[str] = set()
-    for text in (*env.values(), *headers.values()):
+    for text in (*env.values(), *headers.values(), *commands):
         found |= {environ[name] for name in env_refs_in(text) if name in environ}
     for entries in (env, headers):
         for name, text in entries.items():

@@ -218,8 +218,10 @@ class _Run:
                 key_meta=scenario.client.key_meta,
                 key_header=scenario.client.key_header,
                 hooks=hooks,
+                upstream_host=host,
+                host=host_header,
             )
-            for port in (self.wiring.ports if self.wiring.proxy_ports else [])
+            for host, port, host_header in (self.wiring.upstreams if self.wiring.proxy_ports else [])
         ]
         self.driver: Driver | None = None
         """Made once the pod is ready: its clients speak the protocol the pod answered in."""

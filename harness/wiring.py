@@ -27,6 +27,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness import rundir
 from harness.balancer import Nginx, record_retries
@@ -72,8 +73,19 @@ class TargetWiring:
             self.ports = [free_port() for _ in range(target.replicas)]
             self.port = self.ports[0]
             self.pod_urls = [f"http://127.0.0.1:{port}{target.path}" for port in self.ports]
+            self.upstreams: list[tuple[str, int, str | None]] = [
+                ("127.0.0.1", port, None) for port in self.ports
+            ]
+            """Where each replica listens, and the ``Host`` it expects if not the one a client names: what a
+            fault proxy in front of it connects to."""
             if target.kubernetes is not None:  # the pods already run: the driver calls their Service
                 self.pod_urls = [target.kubernetes.url]
+            if target.url is not None:  # it already runs, anywhere: the driver calls its URL
+                self.pod_urls = [target.url]
+                parts = urlsplit(target.url)
+                assert parts.hostname is not None
+                assert parts.port is not None  # the scenario's url has both
+                self.upstreams = [(parts.hostname, parts.port, parts.netloc.rpartition("@")[2])]
             self.pod_url = self.pod_urls[0]
             provider = None if oauth is None else make_provider(oauth, self.pod_url)
             self.auth = (
@@ -207,7 +219,7 @@ class TargetWiring:
         crash = self.scenario.faults.crash_points
         kill = self.scenario.faults.kill
         holds: FileHolds | None = None
-        if self.holds is not None and crash is not None and crash.traces_files():
+        if self.holds is not None and crash is not None and crash.traces_files() and self._local():
             holds = self.holds
         elif kill is not None and kill.power_loss:  # an ordinary run: the tracer only keeps what is durable
             holds = NoHolds(self.supervisor)
@@ -231,6 +243,10 @@ class TargetWiring:
                 lambda: supervisor.pod.pid,
             )
         return self.supervisor
+
+    def _local(self) -> bool:
+        """Whether the harness runs the pods on this machine (and so can trace their file operations)."""
+        return self.scenario.target.runtime in ("process", "docker")
 
     @contextlib.asynccontextmanager
     async def running_services(self) -> AsyncIterator[None]:
@@ -374,7 +390,7 @@ class TargetWiring:
             McpHttpClient(
                 self.pod_urls[replica]
                 if port is None
-                else f"http://127.0.0.1:{port}{self.scenario.target.path}",
+                else f"http://127.0.0.1:{port}{self.scenario.target.endpoint_path}",
                 protocol=self.ready_check.protocol,
                 headers=self.headers,
                 key_meta=policy.key_meta,

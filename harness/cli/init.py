@@ -26,7 +26,9 @@ def add(sub: Commands) -> None:
         "--command", dest="command_line", help='the command that starts it, e.g. "python server.py"'
     )
     where.add_argument(
-        "--url", help="a server already serving MCP over HTTP (its start command is left as TODO)"
+        "--url",
+        help="a server that already runs, serving MCP over HTTP (drafted as target.url; the command that "
+        "kills it is left as TODO)",
     )
     init.add_argument("--transport", choices=["http", "stdio"], default="http")
     init.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment for the server")

@@ -207,6 +207,12 @@ class ContractSession:
 
     async def restart(self, check: str) -> None:
         """SIGKILL the pod and wait until the supervisor has it ready again."""
+        target = self.scenario.target
+        if target.url is not None and target.kill_command is None:
+            raise TargetError(
+                "target.url has no kill_command: the harness cannot restart a server it did not start; "
+                "give target.kill_command (and restart_command if nothing restarts it) to run this check"
+            )
         if not self.supervisor.kill(trigger=f"contract {check}"):
             raise TargetError("the pod was not running when the check meant to kill it")
         await self.wait_ready()

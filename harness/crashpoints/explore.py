@@ -83,6 +83,14 @@ def unexplorable(scenario: Scenario) -> str | None:
         )
     if scenario.services.balancer is not None:
         return "crash points hold one pod, one call at a time; this scenario puts a balancer in front"
+    if target.url is not None:
+        return (
+            "target.url is a server the harness does not start: none of its writes passes through a "
+            "PostgreSQL, sink or file operations the harness holds, so only request and response are "
+            "reachable, and they prove nothing of what a crash leaves half done; hold response in a run "
+            "(faults.crash_points.holds, with target.kill_command), or run the same server as a "
+            "target.command or image to explore it"
+        )
     if not hold_points(scenario):
         return (
             "no hold point: the target neither reaches the harness's PostgreSQL ({postgres_url} in "

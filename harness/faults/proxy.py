@@ -1,7 +1,9 @@
 """The fault proxy: breaks MCP exchanges on purpose, at the point in the exchange a rule names.
 
 It sits on 127.0.0.1 between the driver and the pod and forwards real HTTP/1.1
-(keep-alive, JSON and SSE responses, chunked bodies) byte for byte. Unlike a
+(keep-alive, JSON and SSE responses, chunked bodies) byte for byte; in front of a
+server the harness does not start (``target.url``) it connects to that server's
+host and names it in each request's ``Host`` header. Unlike a
 TCP-level proxy (Toxiproxy) it reads each request, so it knows the exchange's
 JSON-RPC method, tool, request id and idempotency key, and from the driver the
 intent and attempt the request id belongs to. A seeded rule (see
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
@@ -135,6 +138,22 @@ class _Request:
     def feed(self, data: bytes) -> None:
         self.raw += data
         self.parser.feed_data(data)
+
+
+_HOST_LINE = re.compile(rb"(?im)^host:[^\r\n]*")
+
+
+def with_host(raw: bytes | bytearray, host: str) -> bytes:
+    """A request's bytes with its ``Host`` header naming ``host`` (the head only; the body is untouched).
+
+    The client addressed the proxy; a server behind a virtual host, or one that checks the header
+    against DNS rebinding (the MCP SDKs do), must see its own name."""
+    raw = bytes(raw)
+    end = raw.find(b"\r\n\r\n")
+    head, rest = (raw, b"") if end < 0 else (raw[:end], raw[end:])
+    line = b"Host: " + host.encode("latin-1")
+    head, found = _HOST_LINE.subn(lambda _: line, head, count=1)
+    return head + rest if found else head.replace(b"\r\n", b"\r\n" + line + b"\r\n", 1) + rest
 
 
 class _Response:
@@ -332,6 +351,10 @@ class FaultProxy(LoopbackServer):
     key_meta: str | None = None
     key_header: str | None = None
     hooks: ExchangeHooks | None = None
+    upstream_host: str = "127.0.0.1"
+    """Where the server listens: a pod the harness runs is on this machine; a ``target.url`` anywhere."""
+    host: str | None = None
+    """The ``Host`` header the server expects (``target.url``'s), or None: as the client sent it."""
     injected: int = field(default=0, init=False)
     """Stream faults injected so far (the live status shows it)."""
 
@@ -349,7 +372,7 @@ class FaultProxy(LoopbackServer):
                     return
                 if upstream is None or upstream[1].is_closing():
                     try:
-                        upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+                        upstream = await asyncio.open_connection(self.upstream_host, self.upstream_port)
                     except OSError:
                         return  # the pod is down: the client sees its connection dropped, as behind a LB
                 keep = await self._exchange(request, reader, writer, upstream)
@@ -361,6 +384,10 @@ class FaultProxy(LoopbackServer):
             # The client's side is aborted by LoopbackServer; the server's side goes with it.
             if upstream is not None:
                 upstream[1].transport.abort()
+
+    def _outgoing(self, request: _Request) -> bytes | bytearray:
+        """The request's bytes as the server gets them."""
+        return request.raw if self.host is None else with_host(request.raw, self.host)
 
     async def _read_request(self, reader: asyncio.StreamReader) -> _Request | None:
         request = _Request()
@@ -431,7 +458,7 @@ class FaultProxy(LoopbackServer):
         if chosen is None and self.hooks is not None and ex.intent is not None and ex.attempt is not None:
             return await self._hooked(request, writer, upstream, self.hooks, ex)
         if chosen is None:
-            up_writer.write(request.raw)
+            up_writer.write(self._outgoing(request))
             return await self._relay(up_reader, writer)
         rule = self.rules[chosen]
         if rule.fault == "sever_request":
@@ -441,9 +468,9 @@ class FaultProxy(LoopbackServer):
             self._record(rule, ex, delay_s=rule.delay_s, direction=rule.direction)
             if rule.direction == "request":
                 await asyncio.sleep(rule.delay_s)
-                up_writer.write(request.raw)
+                up_writer.write(self._outgoing(request))
                 return await self._relay(up_reader, writer)
-            up_writer.write(request.raw)
+            up_writer.write(self._outgoing(request))
             return await self._relay(up_reader, writer, delay_s=rule.delay_s)
         if rule.fault == "stall":
             return await self._stall(rule, ex, request, reader, writer, upstream)
@@ -468,7 +495,7 @@ class FaultProxy(LoopbackServer):
         try:
             if hooks.request(intent, attempt):
                 return False  # killed at the server's door: the request never reaches it
-            up_writer.write(request.raw)
+            up_writer.write(self._outgoing(request))
             watch = AnswerWatch(ex.request_id)
             relayed = 0
             asked = False
@@ -537,7 +564,7 @@ class FaultProxy(LoopbackServer):
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
     ) -> bool:
         up_reader, up_writer = upstream
-        up_writer.write(request.raw)
+        up_writer.write(self._outgoing(request))
         if rule.wait_for_server:
             raw, complete = await self._read_whole(up_reader)
             offset = cut_offset(raw, rule.after_bytes, rule.after_events)
@@ -582,7 +609,8 @@ class FaultProxy(LoopbackServer):
         try:
             if rule.hold == "request":
                 await asyncio.wait({client_gone}, timeout=hold_s)
-                up_writer.write(request.raw)  # delivered late: the retry may already be on the server
+                # delivered late: the retry may already be on the server
+                up_writer.write(self._outgoing(request))
                 if client_gone.done():
                     await self._read_whole(up_reader)  # let the server finish; nobody is listening
                     return False

@@ -31,7 +31,9 @@ from harness.init.values import draft_bounded
 from harness.redaction import Redactor, literal_credential
 from harness.scenario import TargetSpec
 
-URL_TARGET_TODO = "TODO: the command that starts this server on 127.0.0.1:$PORT"
+KILL_COMMAND_TODO = (
+    "TODO: the command that kills this server (docker compose kill app), or delete faults.kill and this"
+)
 
 
 @dataclass(slots=True)
@@ -58,7 +60,8 @@ class Origin:
             if not spec["command"]:
                 raise UsageError("--command is empty: give the command that starts the server")
         else:
-            spec["command"] = [URL_TARGET_TODO]
+            spec["url"] = self.url
+            spec["kill_command"] = [KILL_COMMAND_TODO]
         if self.transport != "http":
             spec["transport"] = self.transport
         if self.env:
@@ -208,7 +211,7 @@ async def _drafted(
                 said = f": {excerpt(redactor.text(refusal), 160)}" if refusal else ""
                 say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
         api = [] if upstream is None else [SeenStore("api", upstream)]
-        source = choose_source([*server.stores(), *api], draft.marker)
+        source = choose_source([*server.stores(), *api], draft.marker, remote=origin.url is not None)
         uses_postgres = server.postgres_tables is not None
     return render(
         name=name or origin.default_name(redactor.text(server.name) if server.name else None),

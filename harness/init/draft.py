@@ -336,15 +336,28 @@ def downstream_of(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     return dict(env), None
 
 
-def choose_source(stores: Sequence[SeenStore], marker: Leaf | None) -> Drafted:
+def choose_source(stores: Sequence[SeenStore], marker: Leaf | None, *, remote: bool = False) -> Drafted:
     """Where the effects are counted: the most specific of every effect source's drafts (SQL over a
     table with a column named like the marker's field; a JSON-lines file by that field; a JSON
     document or a directory by the markers in their files; a SQL store whose query is left to
-    write); else a source to fill in."""
+    write); else a source to fill in (for a ``remote`` server, one that already runs: its own store,
+    as the harness reaches it)."""
     field_name = marker.name.lower() if marker else None
     best = min(drafts(stores, field_name), key=lambda d: d.rank, default=None)
     if best is not None:
         return best
+    if remote:
+        return Drafted(
+            {
+                "sql": {
+                    "url": "TODO: sqlite:////path/to/store.db or postgresql://user@host/db",
+                    "query": SQL_TODO,
+                }
+            },
+            "say where the server keeps its effects, as reachable from where the harness runs (its "
+            "database, a port-forward to it; or use tool, command, jsonl, files: see scenarios/README.md)",
+            "the server already runs: init cannot see its store",
+        )
     return Drafted(
         {"sql": {"url": "TODO: sqlite:///{data_dir}/<file> or {postgres_url}", "query": SQL_TODO}},
         "say where the server keeps its effects (a path inside {data_dir} in its command line or "

@@ -92,11 +92,19 @@ def render(
         if draft.key
         else "no argument is an idempotency key"
     )
+    remote = "url" in target
     how = (
         "How the harness starts the server: it speaks MCP over the process's stdin and stdout."
         if target.get("transport") == "stdio"
         else "How the harness starts the server: it picks the port and passes it in $PORT."
     )
+    if remote:
+        how = (
+            "The server already runs: the harness starts nothing. It calls the URL (through the fault "
+            "proxy, for faults.stream), kills the server with kill_command, runs restart_command after each "
+            "kill if nothing else restarts it (e.g. docker compose start app), then waits until the URL "
+            "answers again."
+        )
     workload = {
         "intents": 2000,
         "concurrency": 8,
@@ -151,8 +159,14 @@ def render(
                 "key_reuse": "same",
             },
         ),
-        _comment(kill_comment(startup_s)),
-        _section("faults", {"kill": {"count": 4, "min_uptime_s": 0.2, "hold_dispatch": "auto"}}),
+        _comment(kill_comment(startup_s) + (REMOTE_FAULTS if remote else [])),
+        _section(
+            "faults",
+            {
+                "kill": {"count": 4, "min_uptime_s": 0.2, "hold_dispatch": "auto"},
+                **({"stream": [{"fault": "sever_response", "probability": 0.05}]} if remote else {}),
+            },
+        ),
         _comment(
             [
                 f"How the audit counts effects per marker ({source.why}).",
@@ -172,6 +186,12 @@ def render(
         ),
     ]
     return "".join(parts)
+
+
+REMOTE_FAULTS = [
+    "And 5% of responses cut after the server sent them in full (the fault proxy in front of the URL):",
+    "what a broken stream does, with no kill at all.",
+]
 
 
 def kill_comment(startup_s: float | None) -> list[str]:

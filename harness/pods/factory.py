@@ -13,8 +13,10 @@ from harness import rundir
 from harness.pods.container import DockerPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
+from harness.pods.remote import UrlPod, UserCommand
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
 from harness.scenario.headers import HEADER_VALUE_CONTROL
+from harness.scenario.placeholders import COMMAND_PLACEHOLDERS
 from harness.template import TemplateError, expand_env, render_text
 
 if TYPE_CHECKING:
@@ -129,8 +131,44 @@ def _kubernetes(
     )
 
 
+def user_command(
+    command: str | list[str] | None, field: str, run_dir: Path, environ: Mapping[str, str]
+) -> UserCommand | None:
+    """A url target's kill or restart command, ready to run: ``{python}`` and ``{run_dir}`` filled in,
+    ``${VAR}`` expanded from ``environ`` (in the shell line too: the words as written go to ``sh -c``)."""
+    if command is None:
+        return None
+    values = {"python": sys.executable, "run_dir": str(run_dir.resolve()), "scenario_dir": "{scenario_dir}"}
+    words = [command] if isinstance(command, str) else command
+    argv = [
+        expand_env(render_text(word, values, COMMAND_PLACEHOLDERS, field, env_refs=True), environ, field)
+        for word in words
+    ]
+    if isinstance(command, str):
+        argv = ["/bin/sh", "-c", argv[0]]
+    return UserCommand(field, argv, command if isinstance(command, str) else " ".join(command))
+
+
+def _url(target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[str, str], seed: int) -> Pod:
+    assert target.url is not None
+    return UrlPod(
+        pod.name,
+        url=target.url,
+        kill=user_command(target.kill_command, "target.kill_command", run_dir, environ),
+        restart=user_command(target.restart_command, "target.restart_command", run_dir, environ),
+        env=environ,
+        log_path=pod.log_path,
+        timeout_s=target.command_timeout_s,
+    )
+
+
 Runtime = Callable[[TargetSpec, Path, Rendered, Mapping[str, str], int], Pod]
-RUNTIMES: dict[str, Runtime] = {"process": _process, "docker": _docker, "kubernetes": _kubernetes}
+RUNTIMES: dict[str, Runtime] = {
+    "process": _process,
+    "docker": _docker,
+    "kubernetes": _kubernetes,
+    "url": _url,
+}
 """Every runtime, by ``target.runtime``: a new one is a row here, a ``Pod``, and a case of the
 conformance kit (``tests/integration/test_runtime_conformance.py``)."""
 
@@ -154,7 +192,7 @@ def make_pod(
     environ = os.environ if environ is None else environ
     rendered = (
         Rendered(name, None, {}, run_dir / rundir.PODS / f"{name}.log")
-        if target.kubernetes is not None  # the pods already run, with what the cluster gave them
+        if target.runtime in ("kubernetes", "url")  # it already runs, with what its own start gave it
         else render_pod(target, run_dir, port, name, urls, environ, handed, mounts)
     )
     return RUNTIMES[target.runtime](target, run_dir, rendered, environ, seed)
@@ -210,9 +248,11 @@ def target_oauth(target: TargetSpec, environ: Mapping[str, str] | None = None) -
 
 
 def require_env_refs(target: TargetSpec, environ: Mapping[str, str] | None = None) -> None:
-    """TemplateError naming the first ``${VAR}`` of the target's env, headers or auth the environment
-    lacks."""
+    """TemplateError naming the first ``${VAR}`` of the target's env, headers, auth or commands the
+    environment lacks."""
     environ = os.environ if environ is None else environ
+    user_command(target.kill_command, "target.kill_command", Path("."), environ)
+    user_command(target.restart_command, "target.restart_command", Path("."), environ)
     for name, text in target.env.items():
         if "\0" in expand_env(text, environ, f"target.env.{name}"):
             raise TemplateError(

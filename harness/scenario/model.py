@@ -106,7 +106,12 @@ class Scenario(Section):
         map_strings(self.model_dump(mode="json"), gather)
         target = self.target
         environ = os.environ if environ is None else environ
-        found = collect(target.env, target.headers, strings, environ)
+        commands = [
+            word
+            for command in (target.kill_command, target.restart_command)
+            for word in ([command] if isinstance(command, str) else command or ())
+        ]
+        found = collect(target.env, target.headers, strings, environ, commands)
         auth = target.auth
         if auth is not None:  # the client's secret and key: what they expand to, or as written
             for text in (auth.client_secret, auth.private_key):

@@ -10,6 +10,7 @@ others are resolved when they are used:
   (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``,
   ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``),
   ``{downstream_url}``, ``{downstream_hostport}``, ``{downstream_ca}`` (with ``services.downstream``)
+* a url target's kill and restart commands: ``{python}``, ``{run_dir}``
 * audit URLs: ``{data_dir}``, ``{run_dir}``, ``{postgres_url}``
 * read-tool arguments: ``{namespace}`` (what every marker of the run starts with)
 * tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}``, and generators
@@ -40,6 +41,9 @@ TARGET_PLACEHOLDERS = frozenset(
         "downstream_ca",
     }
 )
+COMMAND_PLACEHOLDERS = frozenset({"python", "run_dir", "scenario_dir"})
+"""What ``target.kill_command`` and ``restart_command`` may hold: the harness's interpreter, the run's
+directory, the scenario's (a server started elsewhere has no port, data directory or pod of the harness)."""
 DOWNSTREAM_PLACEHOLDERS = ("{downstream_url}", "{downstream_hostport}", "{downstream_ca}")
 AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres_url"})
 READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})

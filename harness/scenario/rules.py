@@ -98,6 +98,55 @@ def kubernetes_fits(s: Scenario) -> None:
         )
 
 
+def url_fits(s: Scenario) -> None:
+    """With a server that already runs, only what its URL and the user's commands can do to it."""
+    target = s.target
+    if target.url is None:
+        return
+    f = s.faults
+    killing = [
+        name
+        for name, fault in (
+            ("faults.kill", f.kill),
+            ("faults.rollout", f.rollout),
+            ("faults.crash_points", f.crash_points),
+        )
+        if fault is not None
+    ]
+    if killing and target.kill_command is None:
+        raise ValueError(
+            f"{killing[0]} kills the server, and with target.url the harness did not start it and has no "
+            "way to kill it: give target.kill_command (e.g. [docker, compose, kill, app]; and "
+            "target.restart_command if nothing restarts it), or drop the fault and use faults.stream"
+        )
+    if f.pause is not None:
+        raise ValueError(
+            "faults.pause freezes a process the harness runs; with target.url there is none to freeze "
+            "(use faults.stream stall, which holds the exchange instead)"
+        )
+    if f.rollout is not None:
+        raise ValueError(
+            "faults.rollout replaces replicas the harness runs; with target.url roll out with your own "
+            "tooling, outside the run, or use faults.kill"
+        )
+    kill = f.kill
+    if kill is not None and (kill.signal != "SIGKILL" or kill.victim != "random" or kill.power_loss):
+        raise ValueError(
+            "faults.kill.signal, victim and power_loss are for pods the harness runs; with target.url "
+            "target.kill_command decides how the server dies"
+        )
+    if s.services.balancer is not None or s.services.postgres is not None:
+        raise ValueError(
+            "services.balancer and services.postgres are started with the target by the harness; a "
+            "server that already runs cannot be given them (their ports are chosen when a run starts)"
+        )
+    if s.audit.effects.sink is not None or s.services.downstream is not None:
+        raise ValueError(
+            "audit.effects.sink and services.downstream listen on ports the harness chooses when a run "
+            "starts, which a server that already runs cannot be told; use sql, tool, command, jsonl or files"
+        )
+
+
 def power_loss_fits(s: Scenario) -> None:
     """A power loss rolls back the data directory of the one pod the harness runs and traces."""
     kill = s.faults.kill
@@ -126,9 +175,9 @@ def transport_fits(s: Scenario) -> None:
 
 
 def crash_points_fit(s: Scenario) -> None:
-    """Crash points count the points of one call at a time, on one pod the harness kills itself,
-    and hold only where the harness stands (its PostgreSQL, its sink, its downstream proxy, the pod's
-    file operations)."""
+    """Crash points count the points of one call at a time, on one pod the harness kills (itself, or
+    with ``target.kill_command``), and hold only where the harness stands (its PostgreSQL, its sink,
+    its downstream proxy, the pod's file operations)."""
     crash = s.faults.crash_points
     if crash is None:
         return
@@ -161,6 +210,11 @@ def crash_points_fit(s: Scenario) -> None:
             "reply of a call they recorded)"
         )
     power_loss = any("@power_loss" in hold.at for hold in crash.holds)
+    if (kinds & FILE_KINDS or power_loss) and target.url is not None:
+        raise ValueError(
+            "file hold points and power losses trace the pod's file operations, and with target.url "
+            "the harness runs no pod to trace: hold request or response"
+        )
     if (kinds & FILE_KINDS or power_loss) and not crash.files:
         raise ValueError(
             "file hold points and power losses need the pod's file operations traced "
@@ -173,6 +227,7 @@ RULES: tuple[Callable[[Scenario], None], ...] = (
     victims_exist,
     balancer_fits,
     kubernetes_fits,
+    url_fits,
     power_loss_fits,
     transport_fits,
     crash_points_fit,

@@ -1,4 +1,5 @@
-"""``target``: the system under test: a local command, a Docker image, or pods running in Kubernetes."""
+"""``target``: the system under test: a local command, a Docker image, pods running in Kubernetes, or
+an MCP endpoint that already runs (``url``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from harness.scenario.headers import (
     REQUEST_TARGET_BREAK,
     RESERVED_HEADERS,
 )
-from harness.scenario.placeholders import TARGET_PLACEHOLDERS, check_placeholders
+from harness.scenario.placeholders import COMMAND_PLACEHOLDERS, TARGET_PLACEHOLDERS, check_placeholders
 from harness.scenario.section import Section
 
 
@@ -30,6 +31,47 @@ def _as_shell_word(value: Any) -> Any:
 
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+def http_endpoint(v: str, field: str, what: str) -> str:
+    """``v`` if it is ``http://HOST:PORT/PATH`` fit for a request line; else ValueError naming ``field``.
+
+    Any host: the harness reaches it from where it runs (a Service through a port-forward, a staging
+    deployment); TLS is not spoken by the harness's client, so ``https`` is refused here rather than
+    failing at the first call."""
+    parts = urlsplit(v)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if (
+        parts.scheme != "http"
+        or not parts.hostname
+        or port is None
+        or not parts.path.startswith("/")
+        or REQUEST_TARGET_BREAK.search(v) is not None
+    ):
+        raise ValueError(f"{field} must be http://HOST:PORT/PATH ({what})")
+    return v
+
+
+UserCommand = list[str] | str
+"""A command the harness runs for the user (a kill, a restart): an argv list, or one string that
+``/bin/sh -c`` runs."""
+
+
+def _user_command(v: UserCommand | None, field: str) -> UserCommand | None:
+    """A command's parts hold only :data:`COMMAND_PLACEHOLDERS` and ``${VAR}``, and no NUL."""
+    if v is None:
+        return v
+    parts = [v] if isinstance(v, str) else v
+    if not parts or not parts[0].strip():
+        raise ValueError(f"{field} is empty: give the command (a list of words, or one shell line)")
+    for part in parts:
+        if "\0" in part:
+            raise ValueError(f"{field} contains a NUL byte, which no command line can carry")
+        check_placeholders(part, COMMAND_PLACEHOLDERS, field, env_refs=True)
+    return v
 
 
 class KubernetesTarget(Section):
@@ -66,22 +108,7 @@ class KubernetesTarget(Section):
     @field_validator("url")
     @classmethod
     def _endpoint(cls, v: str) -> str:
-        parts = urlsplit(v)
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if (
-            parts.scheme != "http"
-            or not parts.hostname
-            or port is None
-            or not parts.path.startswith("/")
-            or REQUEST_TARGET_BREAK.search(v) is not None
-        ):
-            raise ValueError(
-                "target.kubernetes.url must be http://HOST:PORT/PATH (the Service's MCP endpoint)"
-            )
-        return v
+        return http_endpoint(v, "target.kubernetes.url", "the Service's MCP endpoint")
 
     @model_validator(mode="after")
     def _grace_for_chaos_mesh(self) -> KubernetesTarget:
@@ -165,6 +192,10 @@ _NOT_FOR_KUBERNETES: dict[str, Any] = {
 """Fields of a target the harness starts, at their defaults; with ``kubernetes`` the pods already run.
 (Compared by value, not by whether they were written: the scenario as run is dumped with every default.)"""
 
+_NOT_FOR_URL: dict[str, Any] = {**_NOT_FOR_KUBERNETES, "replicas": 1, "kubernetes": None}
+"""With ``url`` the server already runs, started by someone else: nothing of how to start one applies,
+and it is one endpoint (replicas behind it are its own business)."""
+
 
 class TargetSpec(Section):
     """How to start one pod of the system under test: a local command, or a Docker image
@@ -208,6 +239,37 @@ class TargetSpec(Section):
     kubernetes: KubernetesTarget | None = None
     auth: OAuthSpec | None = None
     """OAuth 2.1 for an HTTP target (:class:`OAuthSpec`); static credentials go in ``headers``."""
+    url: str | None = None
+    """An MCP endpoint that already runs (``http://HOST:PORT/PATH``): a staging deployment, a docker
+    compose stack, a server a test fixture started. The harness starts nothing; it calls the URL
+    (through the fault proxy, with stream faults), and kills and restarts it only with
+    ``kill_command`` and ``restart_command``."""
+    kill_command: UserCommand | None = None
+    """With ``url``: what kills the server (``[docker, compose, kill, app]``), for every pod fault of a run,
+    crash points and the contract's restart check. Its exit status must be 0; it should return once the
+    server is down. Without it, nothing can kill the server: pod faults are refused."""
+    restart_command: UserCommand | None = None
+    """With ``url``: what starts the server again after a kill (``[docker, compose, start, app]``); leave
+    it out when something else restarts it (a restart policy, systemd). Either way the harness then
+    waits until the URL answers MCP again, for at most ``ready_timeout_s``."""
+    command_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    """How long ``kill_command`` and ``restart_command`` may each run before they are killed (and the
+    run fails, saying so)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url_endpoint(cls, v: str | None) -> str | None:
+        return None if v is None else http_endpoint(v, "target.url", "an MCP endpoint that already runs")
+
+    @field_validator("kill_command")
+    @classmethod
+    def _kill_command(cls, v: UserCommand | None) -> UserCommand | None:
+        return _user_command(v, "target.kill_command")
+
+    @field_validator("restart_command")
+    @classmethod
+    def _restart_command(cls, v: UserCommand | None) -> UserCommand | None:
+        return _user_command(v, "target.restart_command")
 
     @field_validator("command")
     @classmethod
@@ -249,6 +311,26 @@ class TargetSpec(Section):
 
     @model_validator(mode="after")
     def _runtime(self) -> TargetSpec:
+        if self.url is None and (self.kill_command is not None or self.restart_command is not None):
+            raise ValueError(
+                "target.kill_command and restart_command are for a server the harness does not start "
+                "(target.url); the harness kills and restarts the servers it starts itself"
+            )
+        if self.url is not None:
+            for name, default in _NOT_FOR_URL.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"target.{name} does not go with target.url: the server already runs, started "
+                        "outside the harness (the endpoint's path is part of target.url)"
+                    )
+            if self.transport == "stdio":
+                raise ValueError("target.url needs transport: http (the harness calls the URL)")
+            if self.restart_command is not None and self.kill_command is None:
+                raise ValueError(
+                    "target.restart_command starts the server again after target.kill_command killed it; "
+                    "give the kill command too"
+                )
+            return self
         if self.kubernetes is not None:
             for name, default in _NOT_FOR_KUBERNETES.items():
                 if getattr(self, name) != default:
@@ -260,7 +342,10 @@ class TargetSpec(Section):
                 raise ValueError("target.kubernetes needs transport: http (the driver calls the Service)")
             return self
         if self.command is None and self.image is None:
-            raise ValueError("target needs a command (a local server) or an image (a Docker image)")
+            raise ValueError(
+                "target needs a command (a local server), an image (a Docker image) or a url "
+                "(a server that already runs)"
+            )
         if self.transport == "stdio" and self.headers:
             raise ValueError("target.headers are HTTP headers; a stdio target has none")
         if self.transport == "stdio" and self.auth is not None:
@@ -280,7 +365,9 @@ class TargetSpec(Section):
         return self
 
     @property
-    def runtime(self) -> Literal["process", "docker", "kubernetes"]:
+    def runtime(self) -> Literal["process", "docker", "kubernetes", "url"]:
+        if self.url is not None:
+            return "url"
         if self.kubernetes is not None:
             return "kubernetes"
         return "docker" if self.image is not None else "process"
@@ -303,6 +390,14 @@ class TargetSpec(Section):
                 raise ValueError(f"{name} contains a NUL byte, which no environment can carry")
             check_placeholders(value, TARGET_PLACEHOLDERS, f"target.env.{name}", env_refs=True)
         return v
+
+    @property
+    def endpoint_path(self) -> str:
+        """The request target of every call: ``path``, or the path (and query) of ``url``."""
+        if self.url is None:
+            return self.path
+        parts = urlsplit(self.url)
+        return parts.path + (f"?{parts.query}" if parts.query else "")
 
     @field_validator("path")
     @classmethod

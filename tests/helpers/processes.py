@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -60,3 +61,42 @@ def alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+REMOTE_SERVER = Path(__file__).resolve().parent / "remote_server.py"
+
+
+class RemoteTarget:
+    """The reference target started outside the harness (``remote_server.py``), as a deployment runs it:
+    in a session of its own, on a port of its own, its store in ``state``; a ``target.url`` scenario
+    kills and restarts it with :meth:`command`."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.state = tmp_path / "remote"
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.db = self.state / "invoices.db"
+        self.mode = env.get("INVOICES_MODE", "atomic")
+        config = {"port": self.port, "env": {"INVOICES_DB": str(self.db), **env}}
+        (self.state / "server.json").write_text(json.dumps(config))
+        subprocess.run(self.command("start"), check=True, capture_output=True)
+        readiness = asyncio.run(
+            probe_until_ready(self.url, timeout_s=30.0, alive=lambda: self.pid is not None)
+        )
+        if not readiness.ready:
+            raise RuntimeError(f"reference target not ready: {readiness.last}")
+
+    @property
+    def pid(self) -> int | None:
+        """The running instance's pid (None once killed)."""
+        pid_file = self.state / "server.pid"
+        return int(pid_file.read_text()) if pid_file.exists() else None
+
+    def command(self, action: str) -> list[str]:
+        """What starts (``start``) or kills (``kill``) it, as a scenario's command."""
+        return [sys.executable, str(REMOTE_SERVER), action, str(self.state)]
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            subprocess.run(self.command("kill"), check=True, capture_output=True)

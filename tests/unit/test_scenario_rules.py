@@ -155,6 +155,7 @@ def test_the_first_rule_broken_is_the_error(scenario_data: dict[str, Any]) -> No
         "victims_exist",
         "balancer_fits",
         "kubernetes_fits",
+        "url_fits",
         "power_loss_fits",
         "transport_fits",
         "crash_points_fit",
