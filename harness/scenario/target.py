@@ -38,8 +38,11 @@ def http_endpoint(v: str, field: str, what: str) -> str:
 
     Any host: the harness reaches it from where it runs (a Service through a port-forward, a staging
     deployment); TLS is not spoken by the harness's client, so ``https`` is refused here rather than
-    failing at the first call."""
+    failing at the first call. An endpoint at the server's root may be written without its ``/``
+    (``http://localhost:3000``, as the conformance suite names its servers)."""
     parts = urlsplit(v)
+    if parts.path == "" and not parts.query and not parts.fragment:
+        v, parts = v + "/", urlsplit(v + "/")
     try:
         port = parts.port
     except ValueError:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.history import read_history
 from tests.conformance import suite
 from tests.helpers.node import npm_lock, require_node
 from tests.helpers.paths import ROOT
@@ -55,3 +56,30 @@ def test_a_scenario_the_client_fails_is_a_failure_of_the_suite(tmp_path: Path) -
     listed = suite.Leg(leg.name, leg.entry, leg.spec_version, baseline)
     assert suite.run(listed, "tools_call", tmp_path, client="true").ok
     assert suite.expected(listed) == {"tools_call": "a client that sends nothing"}
+
+
+def test_a_run_with_client_defaults_passes_the_suites_sse_retry_scenario(tmp_path: Path) -> None:
+    """Not only the conformance client: ``mcp-chaos run`` itself, the driver and its retry policy, at
+    2025-11-25 with the client's defaults, comes back with a GET after the interval the server asked
+    for, and the call is one attempt, resumed, not a retry (tests/conformance/sse-retry.yaml)."""
+    require_node("the conformance suite")
+    with npm_lock():
+        suite.install()
+    results = tmp_path / "results"
+    client = tmp_path / "run-client.sh"
+    mcp_chaos = ROOT / ".venv" / "bin" / "mcp-chaos"
+    scenario = ROOT / "tests" / "conformance" / "sse-retry.yaml"
+    client.write_text(
+        f'#!/bin/sh\nexec "{mcp_chaos}" run "{scenario}" --set "target.url=$1" --no-preflight --quiet '
+        f'--fail-on duplicate --results "{results}"\n'
+    )
+    client.chmod(0o755)
+    outcome = suite.run(suite.LEGS[0], "sse-retry", tmp_path / "suite", client=str(client))
+    assert outcome.ok, outcome.output[-3000:]
+    assert (outcome.passed, outcome.failed) == (3, 0)
+    [run_dir] = results.iterdir()
+    events = list(read_history(run_dir / "history.jsonl"))
+    ended = [e for e in events if e["type"] == "attempt_ended"]
+    assert len(ended) == 1, ended  # one attempt: the closed stream was resumed, not sent again
+    assert ended[0]["outcome"] == "ok"
+    assert ended[0]["resumed"] is True

@@ -71,7 +71,7 @@ def test_the_scenario_as_run_loads_again(tmp_path: Path) -> None:
         ("target.kubernetes.namespace", "Shop_1", "target.kubernetes.namespace: String should match"),
         ("target.kubernetes.selector", "app=a\nb=c", "must be one line of labels"),
         ("target.kubernetes.url", "http://svc/mcp", "must be http://HOST:PORT/PATH"),
-        ("target.kubernetes.url", "http://svc:80", "must be http://HOST:PORT/PATH"),
+        ("target.kubernetes.url", "https://svc:80/mcp", "must be http://HOST:PORT/PATH"),
         ("target.kubernetes.grace_period_s", -1, "greater than or equal to 0"),
         ("target.kubernetes.colour", "red", "target.kubernetes.colour: unknown field"),
         (

@@ -15,6 +15,7 @@ from harness.faults.proxy import with_host
 from harness.pods.factory import make_pod, user_command
 from harness.pods.remote import UrlPod
 from harness.scenario import parse_scenario
+from harness.scenario.target import http_endpoint
 
 URL: dict[str, Any] = {
     "name": "remote",
@@ -155,3 +156,11 @@ def test_a_fault_proxy_names_the_server_in_the_host_header() -> None:
     )
     bare = b"POST /mcp HTTP/1.1\r\ncontent-length: 0\r\n\r\n"
     assert with_host(bare, "s:1") == b"POST /mcp HTTP/1.1\r\nHost: s:1\r\ncontent-length: 0\r\n\r\n"
+
+
+def test_an_endpoint_at_the_servers_root_may_be_written_without_its_slash() -> None:
+    """The conformance suite names its servers so (``http://localhost:39425``)."""
+    assert http_endpoint("http://localhost:39425", "target.url", "x") == "http://localhost:39425/"
+    assert http_endpoint("http://localhost:39425/mcp", "target.url", "x") == "http://localhost:39425/mcp"
+    with pytest.raises(ValueError, match="HOST:PORT/PATH"):
+        http_endpoint("http://localhost/mcp", "target.url", "x")
