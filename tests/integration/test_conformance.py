@@ -37,6 +37,7 @@ def test_the_harness_client_passes_the_conformance_suite_but_for_the_failures_it
     # Both legs ran: the registry's latest suite and the one with 2026-07-28 scenarios.
     assert "conformance suite 0.1.16" in done.stdout
     assert "conformance suite 0.2.0-alpha.12@2026-07-28" in done.stdout
+    assert "conformance suite 0.2.0-alpha.12@2025-03-26" in done.stdout
     assert "✓ sse-retry" in done.stdout
     assert "✓ auth/client-credentials-basic" in done.stdout
 
