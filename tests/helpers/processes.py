@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.client.oauth import OAuthSettings, OAuthTokens, make_provider
+from harness.client.readiness import Readiness
 from harness.client.readiness import wait_ready as probe_until_ready
 from harness.loopback import free_port
 from tests.helpers.paths import INVOICES
@@ -26,7 +28,9 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 class Target:
     """The reference invoices server as a real child process."""
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    def __init__(self, tmp_path: Path, *, auth: OAuthSettings | None = None, **env: str) -> None:
+        """``auth``: how to get a token, for a server that is a protected resource (its readiness
+        probe's 401 answered as a run answers it)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.db = tmp_path / f"invoices-{self.port}.db"
@@ -71,7 +75,9 @@ class RemoteTarget:
     in a session of its own, on a port of its own, its store in ``state``; a ``target.url`` scenario
     kills and restarts it with :meth:`command`."""
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    def __init__(self, tmp_path: Path, *, auth: OAuthSettings | None = None, **env: str) -> None:
+        """``auth``: how to get a token, for a server that is a protected resource (its readiness
+        probe's 401 answered as a run answers it)."""
         self.state = tmp_path / "remote"
         self.state.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -81,11 +87,19 @@ class RemoteTarget:
         config = {"port": self.port, "env": {"INVOICES_DB": str(self.db), **env}}
         (self.state / "server.json").write_text(json.dumps(config))
         subprocess.run(self.command("start"), check=True, capture_output=True)
-        readiness = asyncio.run(
-            probe_until_ready(self.url, timeout_s=30.0, alive=lambda: self.pid is not None)
-        )
+        readiness = asyncio.run(self._ready(auth))
         if not readiness.ready:
             raise RuntimeError(f"reference target not ready: {readiness.last}")
+
+    async def _ready(self, settings: OAuthSettings | None) -> Readiness:
+        tokens = None if settings is None else OAuthTokens(self.url, make_provider(settings, self.url))
+        try:
+            return await probe_until_ready(
+                self.url, timeout_s=30.0, alive=lambda: self.pid is not None, auth=tokens
+            )
+        finally:
+            if tokens is not None:
+                await tokens.aclose()
 
     @property
     def pid(self) -> int | None:

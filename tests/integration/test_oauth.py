@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from harness.audit.auditor import AuditResult
+from harness.client.oauth import OAuthSettings
 from harness.errors import TargetError
 from harness.history import FaultKind, Verdict, read_history
 from harness.loopback import free_port
@@ -30,7 +31,8 @@ from harness.rundir import prepare_run_dir
 from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
-from tests.helpers.scenarios import fault_row, invoice_scenario
+from tests.helpers.processes import RemoteTarget
+from tests.helpers.scenarios import EFFECTS_QUERY, fault_row, invoice_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -155,3 +157,48 @@ def test_a_client_the_authorization_server_refuses_stops_the_run_saying_so(
     assert "target.auth" in message
     assert "invalid_client" in message
     assert "not-the-secret-the-server-knows" not in message
+
+
+@pytest.mark.usefixtures("oauth_env")
+def test_a_protected_server_the_harness_does_not_start_is_driven_through_kills_by_command(
+    auth_server: AuthServer, tmp_path: Path
+) -> None:
+    """The case OAuth is for: a remote server (``target.url``), killed and restarted by the user's
+    commands, through stream faults, its tokens found, replaced and never written anywhere."""
+    settings = OAuthSettings(client_id=CLIENT, client_secret=SECRET, issuer=auth_server.url)
+    remote = RemoteTarget(
+        tmp_path,
+        auth=settings,
+        INVOICES_MODE="atomic",
+        INVOICES_OAUTH_ISSUER=auth_server.url,
+        INVOICES_OAUTH_KEY=KEY,
+        INVOICES_PRE_COMMIT_MS="15",
+    )
+    try:
+        data = oauth_scenario(auth_server, "client_credentials")
+        data["target"] = {
+            "url": remote.url,
+            "kill_command": remote.command("kill"),
+            "restart_command": remote.command("start"),
+            "restart_delay_s": 0.05,
+            "auth": data["target"]["auth"],
+        }
+        sever = {"fault": "sever_response", "tool": "create_invoice", "probability": 0.05}
+        data["faults"]["stream"] = [sever]
+        data["audit"] = {"effects": {"sql": {"url": f"sqlite:///{remote.db}", "query": EFFECTS_QUERY}}}
+        scenario = parse_scenario(data)
+        run_dir = prepare_run_dir(tmp_path / "results", scenario)
+        out = io.StringIO()
+        result = asyncio.run(run_and_audit(scenario, run_dir, out=out, progress_interval_s=0.5, html=False))
+    finally:
+        remote.stop()
+    summary = result.summary
+    assert summary.verdicts[Verdict.EXACTLY_ONCE] == 300, summary.verdicts
+    assert fault_row(summary, FaultKind.KILL).injected == 2
+    assert summary.injected(FaultKind.SEVER_RESPONSE) > 0
+    events = list(read_history(run_dir / "history.jsonl"))
+    assert [e for e in events if e["type"] == "token_refreshed"]
+    for secret in (*auth_server.tokens(), SECRET, KEY):
+        assert secret not in out.getvalue()
+        for path in (p for p in run_dir.rglob("*") if p.is_file()):
+            assert secret.encode() not in path.read_bytes(), f"{path.relative_to(run_dir)} holds a secret"
