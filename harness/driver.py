@@ -270,6 +270,7 @@ class Driver:
                 fields["reads_as_failure"] = True
         if res.resumed is not None:
             fields["resumed"] = res.resumed
+            fields["reconnections"] = res.reconnections
         self.history.emit(
             EventType.ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields
         )

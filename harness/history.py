@@ -30,7 +30,9 @@ attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (
                    code (a tool error's: excerpt <= CODE_LIMIT), retryable, notifications, message
                    (excerpt, <= MESSAGE_LIMIT), and for an ok: reply (excerpt of its text, <=
                    MESSAGE_LIMIT), reads_as_failure (true when that text says the call failed:
-                   :func:`harness.replies.reads_as_failure`)]
+                   :func:`harness.replies.reads_as_failure`), resumed (2025: the stream broke or was
+                   closed before its answer, and coming back for it worked: true, or did not: false)
+                   and reconnections (how many times the client came back, GET with Last-Event-ID)]
 intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
                    the server's questions, or retrying: the run stopped]
 pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)

@@ -54,6 +54,9 @@ from harness.history import EventType, HistoryWriter, Outcome, clip
 
 __all__ = ["DISCOVER_ID", "MODERN", "PROTOCOLS", "SESSION_VERSIONS", "McpHttpClient", "session_digest"]
 
+MAX_RECONNECTIONS = 20
+"""How many times one attempt comes back for its stream, each time it closed having moved on (a server
+polling the client, SEP-1699), before it gives up on it (the deadline bounds it too)."""
 REPLY_TIMEOUT_S = 10.0
 """How long the POST carrying the client's answer to a server's request may take."""
 LISTEN_TIMEOUT_S = 3600.0
@@ -263,25 +266,34 @@ class McpHttpClient:
         deadline: float,
         traceparent: str | None,
     ) -> CallResult:
-        """Ask for the rest of a broken stream (2025 resumability), after the wait the stream's ``retry``
-        field asked for (within the attempt's deadline); the broken result if that fails."""
+        """Ask for the rest of a broken or closed stream (2025 resumability), after the wait its
+        ``retry`` field asked for (within the attempt's deadline), and again each time the new stream
+        closes too having moved on (a server that polls, SEP-1699), up to :data:`MAX_RECONNECTIONS`;
+        the broken result if that fails. The result says how many reconnections it took."""
         assert broken.event_id is not None
-        request = self._framing.resume(
-            broken.event_id, version=self.protocol, session=session, traceparent=traceparent
-        )
         loop = asyncio.get_running_loop()
-        if broken.retry_ms:
-            await asyncio.sleep(min(broken.retry_ms / 1000, max(0.0, deadline - loop.time() - 0.001)))
-        left = max(0.001, deadline - loop.time())
-        again = await self.send(request, request_id, timeout=left, session=session)
-        if again.outcome in (Outcome.OK, Outcome.TOOL_ERROR):
-            again.resumed = True
-            return again
+        event_id, retry_ms = broken.event_id, broken.retry_ms
+        for reconnection in range(1, MAX_RECONNECTIONS + 1):
+            request = self._framing.resume(
+                event_id, version=self.protocol, session=session, traceparent=traceparent
+            )
+            if retry_ms:
+                await asyncio.sleep(min(retry_ms / 1000, max(0.0, deadline - loop.time() - 0.001)))
+            left = max(0.001, deadline - loop.time())
+            again = await self.send(request, request_id, timeout=left, session=session)
+            if again.outcome in (Outcome.OK, Outcome.TOOL_ERROR):
+                again.resumed, again.reconnections = True, reconnection
+                return again
+            moved_on = again.event_id is not None and again.event_id != event_id
+            if again.outcome is Outcome.TRANSPORT_ERROR and moved_on and loop.time() < deadline:
+                event_id, retry_ms = str(again.event_id), again.retry_ms or retry_ms
+                continue
+            break
         if again.outcome is Outcome.SESSION_LOST:
             self._lost(session, again)  # the server restarted: its events went with it
-        broken.resumed = False
+        broken.resumed, broken.reconnections = False, reconnection
         broken.message = clip(
-            f"resuming from event {broken.event_id} failed: {again.outcome.value} "
+            f"resuming from event {event_id} failed: {again.outcome.value} "
             f"{again.detail or ''} {again.message or ''}"
         )
         return broken

@@ -89,6 +89,8 @@ class CallResult:
     resumes (2025-11-25: a client MUST respect it)."""
     resumed: bool | None = None
     """True: the broken stream was resumed and this is its answer; False: resuming failed."""
+    reconnections: int = 0
+    """How many times the client came back for the stream (GET with Last-Event-ID) in this attempt."""
     challenge: str | None = None
     """A 401 or 403's ``WWW-Authenticate``: what an OAuth client answers (step-up on 403)."""
 

@@ -50,6 +50,8 @@ INVOICES_SSE_POLL_MS            with INVOICES_EVENT_STORE=memory and SSE: the se
                                 the client to come back after this many milliseconds (retry:), as
                                 2025-11-25 servers may (SEP-1699); the answer waits in the event
                                 store for the client's GET with Last-Event-ID
+INVOICES_SSE_POLLS              with INVOICES_SSE_POLL_MS: close the stream this many times (default
+                                1), every 2 intervals, so the client's GET finds it closed again
 INVOICES_BEARER_TOKEN           if set, HTTP requests need "Authorization: Bearer <token>";
                                 others get 401 with WWW-Authenticate
 INVOICES_OAUTH_ISSUER           an OAuth authorization server's URL (targets/authserver): the
@@ -154,6 +156,7 @@ class Config:
     key_from: str
     event_store: bool
     sse_poll_ms: int | None
+    sse_polls: int
     pre_commit_s: float
     between_commits_s: float
     post_commit_s: float
@@ -197,6 +200,9 @@ class Config:
         poll = env.get("INVOICES_SSE_POLL_MS", "")
         if poll and not poll.isdigit():
             raise ConfigError(f"INVOICES_SSE_POLL_MS={poll!r}; give milliseconds, e.g. 500")
+        polls = env.get("INVOICES_SSE_POLLS", "1")
+        if not polls.isdigit() or int(polls) < 1:
+            raise ConfigError(f"INVOICES_SSE_POLLS={polls!r}; give how many times, 1 or more")
         issuer, oauth_key = env.get("INVOICES_OAUTH_ISSUER", ""), env.get("INVOICES_OAUTH_KEY", "")
         if bool(issuer) != bool(oauth_key):
             raise ConfigError("INVOICES_OAUTH_ISSUER and INVOICES_OAUTH_KEY go together")
@@ -259,6 +265,7 @@ class Config:
             key_from=key_from,
             event_store=env.get("INVOICES_EVENT_STORE", "") == "memory",
             sse_poll_ms=int(poll) if poll else None,
+            sse_polls=int(polls),
             pre_commit_s=number("INVOICES_PRE_COMMIT_MS", "0"),
             between_commits_s=number("INVOICES_BETWEEN_COMMITS_MS", "0"),
             post_commit_s=number("INVOICES_POST_COMMIT_MS", "0"),
@@ -458,6 +465,9 @@ def build_server(config: Config) -> MCPServer[Any]:
         log_trace(ctx, memo)
         if config.sse_poll_ms is not None:
             await ctx.close_sse_stream()  # the client comes back for the answer after retry:
+            for _ in range(config.sse_polls - 1):  # and finds the stream closed again, each time
+                await asyncio.sleep(2 * config.sse_poll_ms / 1000)
+                await ctx.close_sse_stream()
         if config.flaw == "apologize":
             return CallToolResult(content=[TextContent(type="text", text="Sorry, something went wrong.")])
         if config.flaw == "swallowed_errors" and not customer_id:

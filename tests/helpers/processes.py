@@ -28,9 +28,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 class Target:
     """The reference invoices server as a real child process."""
 
-    def __init__(self, tmp_path: Path, *, auth: OAuthSettings | None = None, **env: str) -> None:
-        """``auth``: how to get a token, for a server that is a protected resource (its readiness
-        probe's 401 answered as a run answers it)."""
+    def __init__(self, tmp_path: Path, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.db = tmp_path / f"invoices-{self.port}.db"
@@ -75,7 +73,7 @@ class RemoteTarget:
     in a session of its own, on a port of its own, its store in ``state``; a ``target.url`` scenario
     kills and restarts it with :meth:`command`."""
 
-    def __init__(self, tmp_path: Path, *, auth: OAuthSettings | None = None, **env: str) -> None:
+    def __init__(self, tmp_path: Path, auth: OAuthSettings | None = None, /, **env: str) -> None:
         """``auth``: how to get a token, for a server that is a protected resource (its readiness
         probe's 401 answered as a run answers it)."""
         self.state = tmp_path / "remote"

@@ -168,7 +168,7 @@ def test_a_protected_server_the_harness_does_not_start_is_driven_through_kills_b
     settings = OAuthSettings(client_id=CLIENT, client_secret=SECRET, issuer=auth_server.url)
     remote = RemoteTarget(
         tmp_path,
-        auth=settings,
+        settings,
         INVOICES_MODE="atomic",
         INVOICES_OAUTH_ISSUER=auth_server.url,
         INVOICES_OAUTH_KEY=KEY,

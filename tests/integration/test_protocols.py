@@ -246,6 +246,23 @@ def test_a_stream_closed_after_its_priming_event_is_resumed_after_the_retry_it_a
     assert without.attempts.retries == 3
 
 
+def test_a_stream_closed_again_after_each_reconnection_is_come_back_for_each_time(run: Run) -> None:
+    """A server that polls (SEP-1699) may close the stream the client came back on too: the client comes
+    back again, as long as the stream moved on, and the history says how many times; the call is still
+    one attempt, not a retry."""
+    data = resumable("naive", True)
+    del data["client"]["resume"]
+    data["target"]["env"] |= {"INVOICES_SSE_POLL_MS": "100", "INVOICES_SSE_POLLS": "3"}
+    result = run(data)
+    s = result.summary
+    assert s.verdicts[Verdict.EXACTLY_ONCE] == 3
+    assert (s.sessions.resumed, s.attempts.retries) == (3, 0)
+    events = list(read_history(result.run_dir / "history.jsonl"))
+    ended = [e for e in events if e["type"] == "attempt_ended"]
+    assert [e["reconnections"] for e in ended] == [3, 3, 3]
+    assert all(e["resumed"] is True for e in ended)
+
+
 def test_a_stream_broken_by_a_crash_cannot_be_resumed(run: Run) -> None:
     data = resumable("naive", True, env=CRASH_AFTER_COMMIT)
     s = run(data).summary
