@@ -104,7 +104,11 @@ def install() -> None:
         return
     npm = shutil.which("npm")
     if npm is None:
-        raise SystemExit("conformance: npm is missing; install Node.js and npm (apt-get install nodejs npm)")
+        print(
+            "conformance: npm is missing; install Node.js and npm (apt-get install nodejs npm)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     done = subprocess.run(
         [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
         cwd=HERE,
@@ -115,7 +119,7 @@ def install() -> None:
     )
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        print("\n".join(tail), file=sys.stderr)
+        print("conformance: npm ci in tests/conformance failed:", *tail, sep="\n", file=sys.stderr)
         raise SystemExit(2)
 
 
