@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench import audit, crashjobs, filetrace, restart, throughput
-from bench.common import ROOT, Goal, compile_harness, median_spread
+from bench.common import ROOT, Goal, compile_harness, exit_code, median_spread
 from harness.report.tables import markdown_table
 
 HTML_ROUNDS = 3
@@ -416,7 +416,7 @@ def main() -> int:
         encoding="utf-8",
     )
     print(f"written {args.output}", file=sys.stderr)
-    return 0 if all(g.passed for g in goals) else 1
+    return exit_code(goals)
 
 
 if __name__ == "__main__":
