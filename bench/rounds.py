@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import resource
 import statistics
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -263,14 +264,15 @@ def kept_data(rounds: Sequence[Round[T]], rule: Rule) -> list[T]:
 
 def judging_rule(rule: Rule) -> str:
     """The rule in BENCHMARKS.md's words, with its bounds, so that a reader can weigh each goal's line."""
-    reruns = "as many more as it has" if rule.reruns < 0 else f"up to {rule.reruns} more"
-    return (
-        "Every ratio goal (the harness against its reference) is measured in rounds that alternate the two\n"
-        "(reference first, then harness first, ...). A round is re-run, not used, when other processes took\n"
-        f"more than {100 * rule.busy_share:.0f}% of the machine's CPU while it ran (steal included), or when "
-        f"its reference moved more\nthan {100 * rule.reference_moved:.0f}% from the median reference; "
-        f"a goal runs {reruns} rounds to replace them. The goal is the\nmedian ratio of the rounds used, "
-        "with its range and how far the reference moved. Short of usable\nrounds it is UNKNOWN, with the "
-        "evidence: a judgement without the evidence for it is never a pass\n(exit code 3 when no goal "
-        "failed; 1 when one did). Decision 0073."
+    reruns = "as many extra rounds as the goal has" if rule.reruns < 0 else f"{rule.reruns} extra rounds"
+    return textwrap.fill(
+        "Every ratio goal (the harness against its reference) is measured in rounds that alternate the "
+        "two (reference first, then harness first, ...). A round is re-run, not used, when other "
+        f"processes took more than {100 * rule.busy_share:.0f}% of the machine's CPU while it ran (steal "
+        f"included), or when its reference moved more than {100 * rule.reference_moved:.0f}% from the "
+        f"median reference; up to {reruns} replace such rounds. The goal is the median ratio of the "
+        "rounds used, with its range and how far the reference moved. Short of usable rounds it is "
+        "UNKNOWN, with the evidence: a judgement without the evidence for it is never a pass (exit code "
+        "3 when no goal failed; 1 when one did). Decision 0073.",
+        width=100,
     )
