@@ -74,10 +74,6 @@ class Reading:
         return self.others_cores / self.cores
 
 
-QUIET = Reading(others_cores=0.0, cores=1, load=0.0)
-"""A reading of a machine with nothing else running (for rounds made up by tests)."""
-
-
 @dataclass(frozen=True)
 class Round(Generic[T]):
     """One round of a ratio goal: the ratio, the reference's own figure, the machine, and the samples."""
@@ -87,7 +83,7 @@ class Round(Generic[T]):
     """The reference's figure this round (its seconds, its calls/s): what must not move."""
     data: T
     """What the benchmark measured (for its table); judging never reads it."""
-    machine: Reading = QUIET
+    machine: Reading
 
 
 @dataclass(frozen=True)
