@@ -1,7 +1,9 @@
-"""``python -m bench [throughput audit restart reproduce]``: PASS/FAIL per goal, and BENCHMARKS.md.
+"""``python -m bench [throughput audit restart reproduce]``: PASS/FAIL/UNKNOWN per goal, and BENCHMARKS.md.
 
-Exit code 1 when a goal fails. Each benchmark measures the harness and its
-reference in the same invocation; see the module docstrings for how.
+Exit code 1 when a goal fails, 3 when none fails but one could not be judged
+(the machine was too busy: :mod:`bench.rounds`). Each benchmark measures the
+harness and its reference in the same invocation; see the module docstrings
+for how.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench import audit, crashjobs, filetrace, restart, throughput
-from bench.common import ROOT, Goal, compile_harness, median_spread
+from bench import audit, crashjobs, filetrace, modes, restart, throughput
+from bench.common import ROOT, Goal, compile_harness, exit_code, median_spread
+from bench.rounds import Rule, alternate, judge, judging_rule, kept_data, run_rounds, summarize
 from harness.report.tables import markdown_table
 
 HTML_ROUNDS = 3
@@ -152,73 +155,76 @@ def bench_trace(goals: list[Goal], sections: list[str]) -> None:
     )
 
 
-def bench_sessions(goals: list[Goal], sections: list[str]) -> None:
+def bench_sessions(goals: list[Goal], sections: list[str], rule: Rule) -> None:
     rows = []
-    for wrk, modern, session in throughput.session_mode():
+    for c, found in modes.session_mode(rule).items():
+        kept = kept_data(found, rule)
+        wrk, modern, session = (modes.by_rate([r[i] for r in kept]) for i in range(3))
         for s in (wrk, modern, session):
             rows.append(
                 [s.client, s.concurrency, f"{s.rate:.0f}", f"{s.client_ms:.3f}", f"{s.server_ms:.3f}"]
             )
-        c = wrk.concurrency
-        goals.append(
-            Goal(f"session mode: driver vs wrk at concurrency {c}", session.rate / wrk.rate, 0.9, "×", True)
-        )
-        goals.append(
-            Goal(f"driver CPU per call in session mode at concurrency {c}", session.client_ms, 0.3, " ms")
-        )
+        goals.append(judge(f"session mode: driver vs wrk at concurrency {c}", found, rule, 0.9, "×", True))
+        cpu = statistics.median(r[2].client_ms for r in kept)
+        goals.append(Goal(f"driver CPU per call in session mode at concurrency {c}", cpu, 0.3, " ms"))
     sections.append(
         "## 2025 sessions vs 2026-07-28\n\nOne `targets/noop` server in stateful mode serves both: wrk "
         "calling in a 2025-11-25 session\n(the server's limit in that mode), and the driver in 2026-07-28 "
-        "mode and in a session. Median of 3\nby throughput. The goals compare the driver with wrk in the "
-        "same mode: the server spends more CPU\nper call on its session path than on its stateless one "
-        "(see the last column), so the two modes'\nthroughputs differ by the server's cost, and the "
-        "driver's CPU per call rises as the calls it can\nbatch per wake-up fall.\n\n"
+        f"mode and in a session, in {rule.rounds}\nalternating rounds (the median by throughput here). "
+        "The goals compare the driver with wrk in the\nsame mode: the server spends more CPU "
+        "per call on its session path than on its stateless one\n(see the last column), so the two modes' "
+        "throughputs differ by the server's cost, and the\ndriver's CPU per call rises as the calls it can "
+        "batch per wake-up fall.\n\n"
         + markdown_table(
             ["client", "concurrency", "calls/s", "client CPU ms/call", "server CPU ms/call"], rows
         )
     )
 
 
-def bench_stdio(goals: list[Goal], sections: list[str]) -> None:
-    driver, sdk = throughput.stdio_mode()
+def bench_stdio(goals: list[Goal], sections: list[str], rule: Rule) -> None:
+    found = modes.stdio_mode(rule)
+    kept = kept_data(found, rule)
+    sdk, driver = (modes.by_rate([r[i] for r in kept]) for i in range(2))
     rows = [
         [s.client, s.concurrency, f"{s.rate:.0f}", f"{s.client_ms:.3f}", f"{s.server_ms:.3f}"]
         for s in (driver, sdk)
     ]
-    goals.append(
-        Goal("stdio: driver vs the SDK's stdio client throughput", driver.rate / sdk.rate, 1.0, "×", True)
-    )
+    goals.append(judge("stdio: driver vs the SDK's stdio client throughput", found, rule, 1.0, "×", True))
     sections.append(
         "## stdio\n\nThe driver and the official SDK's stdio client (`Client(StdioServerParameters(...))`), "
-        "each starting\nthe no-op server as its child and calling it over stdin/stdout at concurrency 8; "
-        "median of 3 by\nthroughput. The server's CPU is read from /proc after its start-up.\n\n"
+        "each starting\nthe no-op server as its child and calling it over stdin/stdout at concurrency 8, "
+        f"in {rule.rounds} alternating\nrounds (the median by throughput here). The server's CPU is read "
+        "from /proc after its start-up.\n\n"
         + markdown_table(
             ["client", "concurrency", "calls/s", "client CPU ms/call", "server CPU ms/call"], rows
         )
     )
 
 
-def bench_audit(goals: list[Goal], sections: list[str], rounds: int) -> None:
-    """The audit against its floor, the orjson parse of the same file, measured in turn ``rounds`` times."""
+def bench_audit(goals: list[Goal], sections: list[str], rule: Rule) -> None:
+    """The audit against its floor, the orjson parse of the same file, in alternating rounds."""
     rows = []
     peaks: dict[int, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in audit.SIZES:
             run_dir = Path(tmp) / str(n)
             audit.synthesize(run_dir, n)
-            floors, samples = [], []
-            for _ in range(rounds):
-                floors.append(audit.parse_floor(run_dir))
-                samples.append(audit.audit(run_dir))
-            ratio, spread = median_spread([s.wall_s / f for s, f in zip(samples, floors, strict=True)], "×")
-            wall = statistics.median(s.wall_s for s in samples)
-            floor = statistics.median(floors)
-            peaks[n] = statistics.median(s.peak_rss_mb for s in samples)
-            goals.append(Goal(f"audit vs its parse floor, {n:,} intents", ratio, 1.5, "×", spread=spread))
+
+            def one(i: int, run_dir: Path = run_dir) -> tuple[float, float, tuple[float, audit.AuditSample]]:
+                floor, sample = alternate(i, lambda: audit.parse_floor(run_dir), lambda: audit.audit(run_dir))
+                return sample.wall_s / floor, floor, (floor, sample)
+
+            found = run_rounds(rule, one)
+            goals.append(judge(f"audit vs its parse floor, {n:,} intents", found, rule, 1.5))
+            kept = kept_data(found, rule)
+            ratio = float(statistics.median(s.wall_s / f for f, s in kept))
+            wall = statistics.median(s.wall_s for _, s in kept)
+            floor = statistics.median(f for f, _ in kept)
+            peaks[n] = statistics.median(s.peak_rss_mb for _, s in kept)
             rows.append(
                 [
                     f"{n:,}",
-                    f"{samples[0].history_mb:.0f}",
+                    f"{kept[0][1].history_mb:.0f}",
                     f"{floor:.2f}",
                     f"{wall:.2f}",
                     f"{ratio:.2f}",
@@ -226,7 +232,16 @@ def bench_audit(goals: list[Goal], sections: list[str], rounds: int) -> None:
                 ]
             )
             if n == audit.SIZES[0]:
-                with_html = [audit.audit(run_dir, html=True) for _ in range(HTML_ROUNDS)]
+                html_rule = Rule(HTML_ROUNDS, rule.reruns)
+
+                def html_one(i: int, run_dir: Path = run_dir) -> tuple[float, float, audit.AuditSample]:
+                    alone, with_html = alternate(
+                        i, lambda: audit.audit(run_dir), lambda: audit.audit(run_dir, html=True)
+                    )
+                    return with_html.wall_s / alone.wall_s, alone.wall_s, with_html
+
+                html_found = run_rounds(html_rule, html_one)
+                with_html = kept_data(html_found, html_rule)
                 html_wall = statistics.median(s.wall_s for s in with_html)
                 html_peak = statistics.median(s.peak_rss_mb for s in with_html)
                 rows.append(
@@ -239,9 +254,8 @@ def bench_audit(goals: list[Goal], sections: list[str], rounds: int) -> None:
                         f"{html_peak:.0f}",
                     ]
                 )
-                goals.append(
-                    Goal(f"audit + report.html vs audit alone, {n:,} intents", html_wall / wall, 1.3, "×")
-                )
+                name = f"audit + report.html vs audit alone, {n:,} intents"
+                goals.append(judge(name, html_found, html_rule, 1.3))
                 goals.append(Goal("audit + report.html, peak RSS", html_peak, 1024, " MB"))
             shutil.rmtree(run_dir)  # 3M intents are 1.5 GB of history
     small, large = audit.SIZES
@@ -252,8 +266,9 @@ def bench_audit(goals: list[Goal], sections: list[str], rounds: int) -> None:
         "## Audit\n\n`mcp-chaos audit --no-html` of synthesised pod-kill-shaped histories (all event types,\n"
         "3% of intents retried, 8 kills), as a child process, wall clock and peak RSS from the OS.\n"
         "Its floor is the same file merely parsed, line by line, with orjson in this process; the two\n"
-        f"are measured in turn, {rounds} times, and the table has the medians. The row with report.html\n"
-        f"adds its plots (the median of {HTML_ROUNDS} runs), which may cost at most 30% more.\n\n"
+        f"are measured in {rule.rounds} alternating rounds, and the table has the medians of the rounds "
+        "used\n(see the judging rule above). The row with report.html adds its plots, measured in "
+        f"{HTML_ROUNDS} rounds\nalternating with the audit alone, which may cost at most 30% more.\n\n"
         + markdown_table(["intents", "history MB", "parse s", "audit s", "× parse", "peak RSS MB"], rows)
     )
 
@@ -269,28 +284,33 @@ def bench_restart(goals: list[Goal], sections: list[str]) -> None:
     )
 
 
-def bench_filetrace(goals: list[Goal], sections: list[str], rounds: int) -> None:
+def bench_filetrace(goals: list[Goal], sections: list[str], rule: Rule) -> None:
     """A traced call against an untraced one, in alternating rounds; then one SQLite intent explored."""
-    untraced, traced = [], []
     tracer_untraced = False
-    for _ in range(rounds):
-        ms, tracer = filetrace.call_ms(200, traced=False)
-        untraced.append(ms)
+
+    def one(i: int) -> tuple[float, float, tuple[float, float]]:
+        nonlocal tracer_untraced
+        (untraced, tracer), (traced, _) = alternate(
+            i, lambda: filetrace.call_ms(200, traced=False), lambda: filetrace.call_ms(200, traced=True)
+        )
         tracer_untraced |= tracer
-        traced.append(filetrace.call_ms(200, traced=True)[0])
-    ratio, spread = median_spread([t / u for t, u in zip(traced, untraced, strict=True)], "×")
+        return traced / untraced, untraced, (untraced, traced)
+
+    found = run_rounds(rule, one)
+    summary = summarize(found, rule)
+    untraced, traced = ([r[i] for r in kept_data(found, rule)] for i in range(2))
     goals.append(Goal("file tracing off: tracer processes an untraced run starts", float(tracer_untraced), 0))
-    seconds, found = filetrace.exploration_s()
+    seconds, explored = filetrace.exploration_s()
     goals.append(
         Goal(
             "crashpoints of one SQLite intent, kill and power loss, --max-points 8, R = 3", seconds, 120, " s"
         )
     )
-    tries = sum(p.tries for p in found.points)
+    tries = sum(p.tries for p in explored.points)
     sections.append(
         "## File tracing\n\n"
         "The reference notes server on SQLite (its defaults), 200 `write_note` calls at concurrency 1, "
-        f"untraced and traced in {rounds} alternating rounds; a call's median time from the history. "
+        f"untraced and traced in {rule.rounds} alternating rounds; a call's median time from the history. "
         "Traced, the server runs through the seccomp launcher and the tracer only keeps its model of what "
         "is durable (a run's power losses): a crash point's exploration also asks the harness at each "
         "operation.\n\n"
@@ -299,35 +319,39 @@ def bench_filetrace(goals: list[Goal], sections: list[str], rounds: int) -> None
             [
                 ["untraced", f"{statistics.median(untraced):.2f}", ", ".join(f"{v:.2f}" for v in untraced)],
                 ["traced", f"{statistics.median(traced):.2f}", ", ".join(f"{v:.2f}" for v in traced)],
-                ["traced / untraced", f"{ratio:.2f}×", spread],
+                ["traced / untraced", f"{summary.ratio:.2f}×", summary.unknown or summary.spread],
             ],
         )
-        + f"\n\n`crashpoints` of one intent with its defaults: {len(found.points)} points, {tries} tries, "
+        + f"\n\n`crashpoints` of one intent with its defaults: {len(explored.points)} points, {tries} tries, "
         f"{seconds:.1f} s on {os.cpu_count()} cores."
     )
 
 
-def bench_crashjobs(goals: list[Goal], sections: list[str], rounds: int) -> None:
+def bench_crashjobs(goals: list[Goal], sections: list[str], rule: Rule) -> None:
     """``crashpoints --jobs 1`` and ``--jobs 2`` in alternating rounds: the speed-up, and the same table."""
     rows = []
     for target in ("postgres", "files"):
-        ones, twos, same = [], [], True
-        for _ in range(rounds):
-            one, table_one = crashjobs.wall_s(target, 1)
-            two, table_two = crashjobs.wall_s(target, 2)
-            ones.append(one)
-            twos.append(two)
-            same &= table_one == table_two
-        ratio, spread = median_spread([o / t for o, t in zip(ones, twos, strict=True)], "×")
-        goals.append(Goal(f"crashpoints --jobs 2 vs 1, {target}, speed-up", ratio, 1.5, "×", True, spread))
+
+        def one(i: int, target: str = target) -> tuple[float, float, tuple[float, float, bool]]:
+            (one, table_one), (two, table_two) = alternate(
+                i, lambda: crashjobs.wall_s(target, 1), lambda: crashjobs.wall_s(target, 2)
+            )
+            return one / two, one, (one, two, table_one == table_two)
+
+        found = run_rounds(rule, one)
+        summary = summarize(found, rule)
+        goals.append(judge(f"crashpoints --jobs 2 vs 1, {target}, speed-up", found, rule, 1.5, "×", True))
+        # Every round's tables, the re-run ones too: whether they agree does not depend on the machine.
+        same = all(same for _, _, same in (r.data for r in found))
         goals.append(Goal(f"crashpoints --jobs 2 vs 1, {target}, tables that differ", float(not same), 0))
+        kept = kept_data(found, rule)
         rows.append(
             [
                 target,
-                f"{statistics.median(ones):.1f}",
-                f"{statistics.median(twos):.1f}",
-                f"{ratio:.2f}×",
-                spread,
+                f"{statistics.median(one for one, _, _ in kept):.1f}",
+                f"{statistics.median(two for _, two, _ in kept):.1f}",
+                f"{summary.ratio:.2f}×",
+                summary.spread,
             ]
         )
     sections.append(
@@ -366,12 +390,18 @@ def bench_reproduce(goals: list[Goal], sections: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("only", nargs="*", help=f"benchmarks to run, from {', '.join(ALL)} (default: all)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the throughput benchmarks (medians)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each ratio goal but the audit's")
     parser.add_argument(
         "--audit-rounds",
         type=int,
         default=5,
-        help="rounds of the audit benchmark (medians): one round's ratio swings by 10%% on two cores",
+        help="rounds of the audit's ratio goals: one round's ratio swings by 10%% on two cores",
+    )
+    parser.add_argument(
+        "--reruns",
+        type=int,
+        default=-1,
+        help="rounds a ratio goal may add in place of rounds a busy machine spoiled (default: its rounds)",
     )
     parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
     args = parser.parse_args()
@@ -380,6 +410,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(ALL)}")
     compile_harness()
+    rule = Rule(args.rounds, args.reruns)
     goals: list[Goal] = []
     sections: list[str] = []
     for name in chosen:
@@ -393,17 +424,17 @@ def main() -> int:
         elif name == "memory":
             bench_memory(goals, sections)
         elif name == "sessions":
-            bench_sessions(goals, sections)
+            bench_sessions(goals, sections, rule)
         elif name == "stdio":
-            bench_stdio(goals, sections)
+            bench_stdio(goals, sections, rule)
         elif name == "audit":
-            bench_audit(goals, sections, args.audit_rounds)
+            bench_audit(goals, sections, Rule(args.audit_rounds, args.reruns))
         elif name == "restart":
             bench_restart(goals, sections)
         elif name == "filetrace":
-            bench_filetrace(goals, sections, args.rounds)
+            bench_filetrace(goals, sections, rule)
         elif name == "crashjobs":
-            bench_crashjobs(goals, sections, args.rounds)
+            bench_crashjobs(goals, sections, rule)
         else:
             bench_reproduce(goals, sections)
     lines = [g.line() for g in goals]
@@ -412,11 +443,17 @@ def main() -> int:
         "# Benchmarks\n\n"
         f"Generated by `make bench` on {dt.date.today().isoformat()}: {machine()}.\n"
         f"Benchmarks run: {', '.join(chosen)}.\n\n"
-        "## Goals\n\n```\n" + "\n".join(lines) + "\n```\n\n" + "\n\n".join(sections) + "\n",
+        "## Goals\n\n"
+        + judging_rule(rule)
+        + "\n\n```\n"
+        + "\n".join(lines)
+        + "\n```\n\n"
+        + "\n\n".join(sections)
+        + "\n",
         encoding="utf-8",
     )
     print(f"written {args.output}", file=sys.stderr)
-    return 0 if all(g.passed for g in goals) else 1
+    return exit_code(goals)
 
 
 if __name__ == "__main__":

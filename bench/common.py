@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import enum
 import os
 import statistics
 import subprocess
@@ -127,6 +128,20 @@ def server(script: str, **env: str) -> Iterator[Server]:
         proc.wait()
 
 
+class Verdict(enum.Enum):
+    """A goal's judgement. UNKNOWN is a judgement without the evidence for it: never a pass."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    UNKNOWN = "UNKNOWN"
+
+
+EXIT_FAILED = 1
+"""A goal failed (whatever else was unknown): the harness is slower than its goal."""
+EXIT_UNKNOWN = 3
+"""No goal failed, but one could not be judged (the machine was too busy): run it again on a quiet one."""
+
+
 @dataclass
 class Goal:
     """One goal of the benchmark issue: a measured figure against its limit."""
@@ -138,19 +153,34 @@ class Goal:
     higher_is_better: bool = False
     spread: str = ""
     """How the figure varied when measured several times (``median of 5, 0.95-1.04``)."""
+    unknown: str = ""
+    """Why the figure cannot be judged (``machine too busy to judge: ...``); empty when it can."""
 
     @property
-    def passed(self) -> bool:
-        return self.measured >= self.limit if self.higher_is_better else self.measured <= self.limit
+    def verdict(self) -> Verdict:
+        if self.unknown:
+            return Verdict.UNKNOWN
+        ok = self.measured >= self.limit if self.higher_is_better else self.measured <= self.limit
+        return Verdict.PASS if ok else Verdict.FAIL
 
     def line(self) -> str:
         op = ">=" if self.higher_is_better else "<="
-        verdict = "PASS" if self.passed else "FAIL"
         spread = f" [{self.spread}]" if self.spread else ""
+        unknown = f" {self.unknown}" if self.unknown else ""
         return (
-            f"{verdict}  {self.name}: {self.measured:.3g}{self.unit} (goal {op} {self.limit:g}{self.unit})"
-            f"{spread}"
+            f"{self.verdict.value}  {self.name}: {self.measured:.3g}{self.unit} "
+            f"(goal {op} {self.limit:g}{self.unit}){spread}{unknown}"
         )
+
+
+def exit_code(goals: Sequence[Goal]) -> int:
+    """0 when every goal passed; a failure beats an unknown, an unknown beats a pass (as Jepsen merges)."""
+    verdicts = {g.verdict for g in goals}
+    if Verdict.FAIL in verdicts:
+        return EXIT_FAILED
+    if Verdict.UNKNOWN in verdicts:
+        return EXIT_UNKNOWN
+    return 0
 
 
 def median_spread(values: list[float], unit: str = "") -> tuple[float, str]:

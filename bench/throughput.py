@@ -9,7 +9,6 @@ charged the server CPU it caused.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -20,8 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import ROOT, PeakRss, Server, cpu_seconds, server
-from harness.client.http import McpHttpClient
+from bench.common import PeakRss, Server, cpu_seconds, server
 
 WRK_SCRIPT = """
 wrk.method = "POST"
@@ -170,98 +168,3 @@ def trace_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 5) -
     off.sort(key=lambda s: s.client_ms)
     on.sort(key=lambda s: s.client_ms)
     return off[len(off) // 2], on[len(on) // 2]
-
-
-WRK_SESSION_SCRIPT = """
-wrk.method = "POST"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noop","arguments":{"n":1}}}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
-wrk.headers["Mcp-Session-Id"] = "SESSION"
-"""
-
-
-def _open_session(url: str) -> str:
-    """A 2025-11-25 session on the server, for wrk to call in (initialize, then initialized)."""
-
-    async def handshake() -> str:
-        async with McpHttpClient(url, protocol="2025-11-25") as client:
-            failed = await client.initialize(timeout=10)
-            if failed is not None or client.session is None:
-                raise RuntimeError(f"no session: {failed}")
-            return client.session
-
-    return asyncio.run(handshake())
-
-
-def session_mode(
-    concurrencies: tuple[int, ...] = (8, 32), rounds: int = 3
-) -> list[tuple[Sample, Sample, Sample]]:
-    """wrk in a session, and the driver in 2026-07-28 mode and in a 2025-11-25 session, against one server.
-
-    The stateful no-op server serves both protocols; wrk calls in a session opened
-    for it (the server's limit in session mode). Per concurrency, the median (by
-    throughput) of ``rounds`` runs of each.
-    """
-    triples = []
-    with server("noop/server.py", NOOP_SESSIONS="stateful") as srv, tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "session.lua"
-        script.write_text(WRK_SESSION_SCRIPT.replace("SESSION", _open_session(srv.url)))
-        run_python("bench.drive", "driver", srv, 8, 500)  # warm-up
-        for c in concurrencies:
-            runs: dict[str, list[Sample]] = {"wrk": [], "modern": [], "session": []}
-            for _ in range(rounds):
-                wrk = run_wrk(srv, c, 3, script)
-                wrk.client = "wrk 2025-11-25"
-                runs["wrk"].append(wrk)
-                calls = max(1000, int(wrk.rate * 3))
-                runs["modern"].append(run_python("bench.drive", "driver 2026-07-28", srv, c, calls))
-                runs["session"].append(
-                    run_python("bench.drive", "driver 2025-11-25", srv, c, calls, "--protocol", "2025-11-25")
-                )
-            for samples in runs.values():
-                samples.sort(key=lambda s: s.rate)
-            mid = rounds // 2
-            triples.append((runs["wrk"][mid], runs["modern"][mid], runs["session"][mid]))
-    return triples
-
-
-def stdio_mode(concurrency: int = 8, rounds: int = 3) -> tuple[Sample, Sample]:
-    """The driver and the SDK's own stdio client, each starting the no-op server and calling it over stdio.
-
-    The server is the client's child here, so its CPU is read by the client process
-    (from /proc, after start-up); medians by throughput.
-    """
-    script = str(ROOT / "targets" / "noop" / "server.py")
-    driver: list[Sample] = []
-    sdk: list[Sample] = []
-    for _ in range(rounds):
-        driver.append(_run_stdio("bench.drive", "driver (stdio)", script, concurrency, 4000))
-        sdk.append(_run_stdio("bench.sdk_loop", "sdk client (stdio)", script, concurrency, 2000))
-    driver.sort(key=lambda s: s.rate)
-    sdk.sort(key=lambda s: s.rate)
-    return driver[len(driver) // 2], sdk[len(sdk) // 2]
-
-
-def _run_stdio(module: str, name: str, script: str, concurrency: int, calls: int) -> Sample:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            module,
-            script,
-            "--calls",
-            str(calls),
-            "--concurrency",
-            str(concurrency),
-            "--stdio",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    out, _ = _wait(proc)
-    result = json.loads(out)
-    if result["ok"] != calls:
-        raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
-    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], result["server_cpu_s"])
