@@ -464,6 +464,7 @@ def build_server(config: Config) -> MCPServer[Any]:
     ) -> CallToolResult | InputRequiredResult:
         log_trace(ctx, memo)
         if config.sse_poll_ms is not None:
+            await PRIMED.wait(ctx.request_id)  # a stream closed before its priming event is no poll
             await ctx.close_sse_stream()  # the client comes back for the answer after retry:
             for _ in range(config.sse_polls - 1):  # and finds the stream closed again, each time
                 await asyncio.sleep(2 * config.sse_poll_ms / 1000)
@@ -629,6 +630,60 @@ class MemoryEventStore(EventStore):
         return stream_id
 
 
+class PrimingSent:
+    """ASGI middleware (INVOICES_SSE_POLL_MS): which calls' event streams have sent their priming event.
+
+    The SDK sends a stream's priming event (its id and ``retry:``) from a task of its own; a tool that
+    closes its stream before that task ran leaves the client nothing to come back with, and a client
+    then sends the call again: a duplicate of the reference target's making, not of the design under
+    test. So the tool waits until the bytes of the priming event have gone to the client.
+    """
+
+    def __init__(self) -> None:
+        self.app: Any = None
+        """The server's ASGI app, set once it is built."""
+        self._sent: dict[str, asyncio.Event] = {}
+
+    async def wait(self, request_id: str, timeout_s: float = 10.0) -> None:
+        sent = self._sent.setdefault(request_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(sent.wait(), timeout_s)
+        except TimeoutError:
+            pass  # a client that never read its stream: close it all the same
+        finally:
+            self._sent.pop(request_id, None)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, ids = bytearray(), []
+
+        async def reading() -> Any:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+                if not message.get("more_body"):
+                    try:
+                        request = json.loads(body)
+                    except ValueError:
+                        request = None
+                    if isinstance(request, dict) and "id" in request:
+                        ids.append(str(request["id"]))
+            return message
+
+        async def sending(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and ids and b"id:" in message.get("body", b""):
+                self._sent.setdefault(ids[0], asyncio.Event()).set()
+
+        await self.app(scope, reading, sending)
+
+
+PRIMED = PrimingSent()
+"""One per process, as the server is."""
+
+
 class BearerAuth:
     """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>``, else 401."""
 
@@ -673,6 +728,8 @@ def main() -> int:
         retry_interval=config.sse_poll_ms,
         host=config.host,
     )
+    if config.sse_poll_ms is not None:
+        PRIMED.app, app = app, PRIMED
     if config.bearer_token is not None:
         app = BearerAuth(app, config.bearer_token)
     print(
