@@ -54,6 +54,8 @@ def reads_as_failure(text: str) -> bool:
     """True when a successful reply's text says the call failed (judged on its first characters)."""
     head = text[:READ_CHARS]
     # ASCII only: the pattern ignores case the Unicode way (a long s matches "s"), lower() does not.
-    if head.isascii() and not any(hint in head.lower() for hint in _HINTS):
-        return False
+    if head.isascii():
+        lowered = head.lower()  # once: the generator's condition is evaluated per hint
+        if not any(hint in lowered for hint in _HINTS):
+            return False
     return _FAILURE.search(head) is not None
