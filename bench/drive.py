@@ -3,7 +3,7 @@
 Runs in its own process so that the OS accounts its CPU apart from the server
 and from the benchmark's orchestration. Everything the driver does in a real
 run happens here too: intents rendered from a template, history written per
-attempt, outcomes classified.
+attempt, outcomes classified, on the event loop a run uses (``MCP_CHAOS_LOOP``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.common import cpu_seconds
+from harness import eventloop
 from harness.client.http import McpHttpClient
 from harness.client.stdio import StdioChannel, StdioClient
 from harness.driver import Driver
@@ -129,9 +130,9 @@ def main() -> None:
         history = Path(tmp) / "history.jsonl"
         if args.stdio:
             command = [sys.executable, args.url]
-            result = asyncio.run(drive_stdio(command, args.calls, args.concurrency, history))
+            result = eventloop.run(drive_stdio(command, args.calls, args.concurrency, history))
         else:
-            result = asyncio.run(
+            result = eventloop.run(
                 drive(args.url, args.calls, args.concurrency, history, args.proxy, args.protocol, args.trace)
             )
         after = resource.getrusage(resource.RUSAGE_SELF)

@@ -5,7 +5,10 @@ server rejects the intent for good, or the policy gives up. Every attempt is a
 new JSON-RPC request with a **new id**, as 2026-07-28 requires after a broken
 stream; every attempt of an intent carries the intent's idempotency key
 (unless the policy under test is a buggy ``fresh``-key client). Every step is
-written to the history the moment it happens.
+written to the history before the driver does anything more: an intent's start
+goes out with its first attempt's, an attempt's end with what follows it, in one
+write, and the driver flushes the history before it awaits anything but the
+call itself (decision 0072).
 
 A tool that asks a question (MRTR, ``resultType: input_required``) is answered from the
 scenario's ``workload.answers``: the next attempt (new id, the same arguments) carries
@@ -141,9 +144,16 @@ class Driver:
         return self.stats
 
     async def _worker(self, worker: int, client: McpClient) -> None:
-        gate = self.dispatch_gate
+        try:
+            await self._work(worker, client)
+        finally:
+            self.history.flush()
+
+    async def _work(self, worker: int, client: McpClient) -> None:
+        gate, history = self.dispatch_gate, self.history
         while True:
             if gate is not None and not gate.is_set():
+                history.flush()
                 await gate.wait()
             if self.stopped is not None or (self.enough is not None and self.enough()):
                 return
@@ -154,12 +164,13 @@ class Driver:
             if self.on_dispatch is not None:
                 self.on_dispatch(self.stats.dispatched)
             if self.before_intent is not None:
+                history.flush()
                 await self.before_intent()
             await self._perform(intent, worker, client)
 
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
         history, stats = self.history, self.stats
-        history.emit(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
+        history.hold(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
         attempts = Attempts(self.policy, self._rng, clock=history.now, respond=self.workload.respond)
         step: Step = End(IntentStatus.GAVE_UP)
         # MRTR: what answers the server's last question; its attempts keep the question's arguments
@@ -204,6 +215,7 @@ class Driver:
             if isinstance(step, Answer):
                 answer = step.params
                 continue
+            history.flush()
             await asyncio.sleep(step.wait_s)
         else:
             step = End(IntentStatus.GAVE_UP)  # the policy's attempts are used up
@@ -212,7 +224,7 @@ class Driver:
         if step.status is IntentStatus.GAVE_UP:
             stats.gave_up += 1
         why = {"reason": step.reason} if step.reason is not None else {}
-        history.emit(
+        history.hold(
             EventType.INTENT_ENDED, intent=intent.index, status=step.status, attempts=attempts.attempt, **why
         )
 
@@ -271,6 +283,6 @@ class Driver:
         if res.resumed is not None:
             fields["resumed"] = res.resumed
             fields["reconnections"] = res.reconnections
-        self.history.emit(
+        self.history.hold(
             EventType.ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields
         )

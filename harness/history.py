@@ -4,9 +4,13 @@ The history is an append-only JSONL record of everything observed during a run.
 It is the single source of truth for the auditor (Jepsen's model): client
 operations and faults go into the same file, in the order they happened, each
 with a sequence number and a monotonic timestamp in seconds since the run
-started. Every event is written with one unbuffered ``write`` as it happens, so
-a harness that dies mid-run loses nothing it had already observed, and a
-partial history can still be audited.
+started. Every event reaches the file with an unbuffered ``write`` before the
+harness does anything more that the outside can see, so a harness that dies
+mid-run loses nothing it had acted on, and a partial history can still be
+audited. The driver's hot path *holds* the events that precede one of its own
+(an intent's start, an attempt's end and its intent's end): they go out in one
+``write`` with the next event or a :meth:`HistoryWriter.flush`, and the driver
+flushes before it awaits anything (decision 0072).
 
 The words written into it (event types, outcomes and their details, intent
 statuses, fault kinds, run statuses) and the verdicts the auditor reads out of
@@ -379,6 +383,8 @@ FREE_TEXT_FIELDS = ("message", "reason", "error", "code", "reply")
 """Event fields that hold what a server or the OS said: redacted, then cut to an excerpt
 (``message`` and an ok's ``reply`` to MESSAGE_LIMIT, a tool error's ``code`` to CODE_LIMIT; a
 JSON-RPC code is a number)."""
+_FREE_TEXT = frozenset(FREE_TEXT_FIELDS)
+"""Most events hold none of them: one set test spares them the loop."""
 CODE_LIMIT = 80
 """A tool error's ``code`` is an identifier (``handle_expired``); a server may send a megabyte."""
 _LIMITS = {"message": MESSAGE_LIMIT, "reply": MESSAGE_LIMIT, "code": CODE_LIMIT}
@@ -398,7 +404,8 @@ def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
 
 
 class HistoryWriter:
-    """Appends events to ``history.jsonl``; one unbuffered write per event, secrets redacted."""
+    """Appends events to ``history.jsonl``, secrets redacted; each event in an unbuffered write, or held
+    (:meth:`hold`) until the next one is written."""
 
     def __init__(
         self, path: Path, *, clock: Clock = time.monotonic, redact: Callable[[str], str] | None = None
@@ -408,6 +415,7 @@ class HistoryWriter:
         self._t0 = clock()
         self._seq = 0
         self._redact = redact
+        self._held: list[bytes] = []
         self._file: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def now(self) -> float:
@@ -420,28 +428,57 @@ class HistoryWriter:
         return self._seq
 
     def emit(self, type_: EventType, **fields: Any) -> int:
-        """Append one event; its ``seq`` (what a later event refers to it by)."""
+        """Append one event, and any held before it, in one write; its ``seq`` (what a later event
+        refers to it by)."""
+        line = self._line(type_, fields)
+        assert self._file is not None  # _line checked it
+        if self._held:
+            self._held.append(line)
+            line = b"".join(self._held)
+            self._held.clear()
+        self._file.write(line)
+        return self._seq - 1
+
+    def hold(self, type_: EventType, **fields: Any) -> int:
+        """An event numbered and timed now, written with the next :meth:`emit` or :meth:`flush`: on the
+        driver's hot path, one write per call instead of one per event. The caller flushes before it
+        awaits or acts on anything outside the process, so a held event is never lost to a crash that
+        what followed it could have been seen by."""
+        self._held.append(self._line(type_, fields))
+        return self._seq - 1
+
+    def flush(self) -> None:
+        """Write the held events, if any."""
+        if self._held and self._file is not None:
+            self._file.write(b"".join(self._held))
+            self._held.clear()
+
+    def _line(self, type_: EventType, fields: dict[str, Any]) -> bytes:
+        """One event's line, numbered and timed; free text redacted and cut."""
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; no event can be added after run_ended")
-        for name in FREE_TEXT_FIELDS:
-            value = fields.get(name)
-            if isinstance(value, str):
-                # Redacted first: a cut or a collapsed space never leaves part of a secret behind.
-                value = self._redact(value) if self._redact is not None else value
-                limit = _LIMITS.get(name)
-                fields[name] = value if limit is None else excerpt(value, limit)
+        if not _FREE_TEXT.isdisjoint(fields):
+            for name in FREE_TEXT_FIELDS:
+                value = fields.get(name)
+                if isinstance(value, str):
+                    # Redacted first: a cut or a collapsed space never leaves part of a secret behind.
+                    value = self._redact(value) if self._redact is not None else value
+                    limit = _LIMITS.get(name)
+                    fields[name] = value if limit is None else excerpt(value, limit)
         if type_ is EventType.CRASH_POINT and self._redact is not None:
             for name in CAPTURED_FIELDS:
                 if name in fields:
                     fields[name] = _redacted(fields[name], self._redact)
         seq = self._seq
-        event = {"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields}
-        self._seq += 1
-        self._file.write(orjson.dumps(event) + b"\n")
-        return seq
+        self._seq = seq + 1
+        return (
+            orjson.dumps({"seq": seq, "t": round(self._clock() - self._t0, 6), "type": type_, **fields})
+            + b"\n"
+        )
 
     def close(self) -> None:
         if self._file is not None:
+            self.flush()
             self._file.close()
             self._file = None
 

@@ -12,6 +12,7 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
 
@@ -57,6 +58,19 @@ def signal_if_same(process: Process, sig: signal.Signals) -> None:
     if stat is not None and stat[1] == started:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
+
+
+def becoming(uid: int, gid: int, *, die_with_parent_too: bool) -> Callable[[], None]:
+    """A ``preexec_fn`` that runs the child as ``uid``:``gid`` (and, if asked, dies with its parent), as
+    ``subprocess``'s ``user`` and ``group`` do: uvloop's subprocesses take no ``user`` nor ``group``."""
+
+    def become() -> None:  # pragma: no cover - runs in the child between fork and exec
+        if die_with_parent_too:
+            die_with_parent()
+        os.setregid(gid, gid)
+        os.setreuid(uid, uid)
+
+    return become
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec

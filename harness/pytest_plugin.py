@@ -233,7 +233,9 @@ class SteppedContract:
         self.checks = list(checks)
         self.results: dict[str, CheckResult] = {}
         self._started = time.monotonic()
-        self._loop = asyncio.new_event_loop()
+        from harness import eventloop
+
+        self._loop = eventloop.new_loop()
         self._arrived: asyncio.Future[None] | None = None
         crashing = dict(crash_env)
         checking = run_contract(scenario, run_dir, self.checks, crash_env=crashing, on_result=self._got)
@@ -308,8 +310,8 @@ class McpChaos:
         ``rates``, ``causes``, ``headline``, ``gate``). ``overrides`` set scenario fields, ``__``
         for a dot: ``workload__intents=200`` is ``--set workload.intents=200``. Like ``mcp-chaos
         run``, one real call first (``preflight=False`` skips it) proves the audit counts effects."""
+        from harness import eventloop, rundir
         from harness import preflight as checked
-        from harness import rundir
         from harness.runner import run_and_audit
 
         loaded = _load(scenario, overrides)
@@ -317,8 +319,8 @@ class McpChaos:
         self._made.append(run_dir)
         with _libraries_quiet():
             if preflight:
-                asyncio.run(checked.preflight(loaded, run_dir, run_dir.name))
-            audit = asyncio.run(run_and_audit(loaded, run_dir, progress_interval_s=None))
+                eventloop.run(checked.preflight(loaded, run_dir, run_dir.name))
+            audit = eventloop.run(run_and_audit(loaded, run_dir, progress_interval_s=None))
         return audit.summary
 
     def contract(

@@ -26,6 +26,7 @@ from harness import leftovers, rundir
 from harness.errors import TargetStartError
 from harness.pods.process import start_logged, wait_up
 from harness.pods.watchdog import guard
+from harness.proctree import becoming
 
 
 def postgres_binaries() -> Path:
@@ -71,9 +72,10 @@ class Postgres:
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
 
-    def _as_user(self) -> dict[str, object]:
+    def _as_user(self) -> tuple[int, int] | None:
+        """The (uid, gid) PostgreSQL runs as: ``postgres`` when the harness is root, else its own."""
         if os.geteuid() != 0:
-            return {}
+            return None
         try:
             entry = pwd.getpwnam("postgres")
         except KeyError:
@@ -83,14 +85,14 @@ class Postgres:
             ) from None
         os.chown(self.dir, entry.pw_uid, entry.pw_gid)
         self._user = "postgres"
-        return {"user": entry.pw_uid, "group": entry.pw_gid}
+        return entry.pw_uid, entry.pw_gid
 
-    async def _run(self, *argv: str, **kw: object) -> None:
+    async def _run(self, *argv: str, user: tuple[int, int] | None) -> None:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            **kw,  # type: ignore[arg-type]
+            preexec_fn=None if user is None else becoming(*user, die_with_parent_too=False),
         )
         try:
             out, _ = await proc.communicate()
@@ -118,7 +120,7 @@ class Postgres:
             "-E",
             "UTF8",
             "--no-sync",
-            **who,
+            user=who,
         )
         self._proc = await start_logged(
             [
@@ -133,7 +135,7 @@ class Postgres:
                 f"unix_socket_directories={self.dir}",
             ],
             self.log_path,
-            **who,
+            user=who,
         )
         guard.directory(self._proc.pid, self.dir)  # deleted once postgres exits, should the harness die
         await wait_up(

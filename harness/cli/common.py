@@ -33,10 +33,11 @@ def drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
     """Run the event loop; Ctrl-C, SIGTERM or SIGHUP become Interrupted naming the partial runs."""
     import asyncio
 
+    from harness import eventloop
     from harness.runner import cancel_on_stop_signals
 
     try:
-        return asyncio.run(cancel_on_stop_signals(coro))
+        return eventloop.run(cancel_on_stop_signals(coro))
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise Interrupted(run_dirs) from None
 

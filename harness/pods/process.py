@@ -21,11 +21,11 @@ import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from harness.errors import TargetStartError
 from harness.pods.watchdog import guard
-from harness.proctree import Process, descendants, die_with_parent, signal_if_same
+from harness.proctree import Process, becoming, descendants, die_with_parent, signal_if_same
 
 STDIO_LINE_LIMIT = 64 << 20
 """The longest line a stdio server may write (one JSON-RPC message); asyncio's default is 64 KiB."""
@@ -57,11 +57,13 @@ def append_log(path: Path) -> IO[bytes]:
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644), "ab")
 
 
-async def start_logged(argv: Sequence[str], log_path: Path, **kw: Any) -> asyncio.subprocess.Process:
+async def start_logged(
+    argv: Sequence[str], log_path: Path, *, user: tuple[int, int] | None = None
+) -> asyncio.subprocess.Process:
     """Start a program the harness runs beside the pods (nginx, PostgreSQL) as it starts a pod: in a
     session of its own, killed with the harness, no stdin, its output appended to ``log_path`` (the
-    child keeps the file open; ours closes once it started); ``kw`` goes to
-    :func:`asyncio.create_subprocess_exec` (the user to run it as)."""
+    child keeps the file open; ours closes once it started); ``user``: the (uid, gid) to run it as."""
+    preexec = die_with_parent if user is None else becoming(*user, die_with_parent_too=True)
     with open(log_path, "ab") as log:
         return await asyncio.create_subprocess_exec(
             *argv,
@@ -69,8 +71,7 @@ async def start_logged(argv: Sequence[str], log_path: Path, **kw: Any) -> asynci
             stdout=log,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent,
-            **kw,
+            preexec_fn=preexec,
         )
 
 

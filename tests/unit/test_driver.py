@@ -80,6 +80,41 @@ def drive(
     return fake, list(read_history(path))
 
 
+class OnDiskClient(ScriptedClient):
+    """Checks, at every call, that the history holds every event the driver has numbered: nothing is
+    held back while a request is out (a harness killed then would lose what it had seen)."""
+
+    def __init__(self, script: list[CallResult], history: HistoryWriter) -> None:
+        super().__init__(script)
+        self.history = history
+        self.written: list[int] = []
+
+    async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
+        written = len(list(read_history(self.history.path)))
+        assert written == self.history.next_seq
+        self.written.append(written)
+        return await super().call_tool(call, timeout=timeout)
+
+
+def test_every_event_is_on_disk_before_a_request_goes_out(tmp_path: Path) -> None:
+    scenario = parse_scenario(
+        {
+            "name": "on-disk",
+            "target": {"command": ["unused"]},
+            "workload": {"intents": 3, "concurrency": 2, "tool": "t", "arguments": {"memo": "{marker}"}},
+            "audit": {"effects": {"sql": {"url": "sqlite:///unused", "query": "select 1 as marker"}}},
+            "client": {"backoff": {"initial_s": 0, "max_s": 0}},
+        }
+    )
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as history:
+        fake = OnDiskClient([BROKEN, OK], history)
+        driver = Driver(Workload(scenario, "ns"), [fake], history, scenario.client, concurrency=2, seed=1)
+        asyncio.run(driver.run())
+        assert len(list(read_history(path))) == history.next_seq  # the last intent's end, before close
+    assert len(fake.written) == 4  # the first call broke and was retried after a backoff
+
+
 def ended(events: list[dict[str, Any]]) -> dict[str, Any]:
     (end,) = [e for e in events if e["type"] == "intent_ended"]
     return end

@@ -65,6 +65,22 @@ def test_events_are_on_disk_before_close(tmp_path: Path) -> None:
         h.emit(EventType.RUN_ENDED)
 
 
+def test_held_events_go_out_with_the_next_one_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    h = HistoryWriter(path)
+    h.emit(EventType.RUN_STARTED)
+    assert h.hold(EventType.INTENT_STARTED, intent=0) == 1
+    assert [e["type"] for e in read_history(path)] == ["run_started"]  # held: not yet written
+    h.emit(EventType.ATTEMPT_STARTED, intent=0, attempt=1)
+    assert [e["seq"] for e in read_history(path)] == [0, 1, 2]
+    h.hold(EventType.ATTEMPT_ENDED, intent=0, attempt=1)
+    h.flush()
+    assert [e["type"] for e in read_history(path)][-1] == "attempt_ended"
+    h.hold(EventType.INTENT_ENDED, intent=0)
+    h.close()  # a held event is never dropped by closing
+    assert [e["type"] for e in read_history(path)][-1] == "intent_ended"
+
+
 def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     path.write_bytes(b'{"seq":0,"t":0,"type":"run_started"}\n{"seq":1,"t":0.1,"ty')
