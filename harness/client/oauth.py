@@ -42,7 +42,8 @@ from harness.history import EventType, HistoryWriter, clip
 AUTH_TIMEOUT_S = 30.0
 """How long one request of the flow (metadata, registration, token) may take."""
 REFRESH_AHEAD_S = 5.0
-"""A token this close to its expiry is refreshed before the next call, not after a 401."""
+"""A token this close to its expiry (or to the last quarter of its life, if shorter) is refreshed
+before the next call, not after a 401."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,8 @@ class OAuthTokens:
         """``Bearer …``, once a flow gave one; None before the first challenge."""
         self.failure: str | None = None
         """Why the last flow found no token (the authorization server's answer), for the attempt."""
+        self._unrefreshable: str | None = None
+        """A token whose refresh ahead of its expiry failed: replaced at the server's 401 instead."""
         self.history: HistoryWriter | None = None
         """Where a replaced token is written (``token_refreshed``), once the run's history is open."""
         self.refreshes = 0
@@ -130,9 +133,11 @@ class OAuthTokens:
         refresh token); one that cannot is replaced at the server's 401."""
         context = getattr(self._provider, "context", None)
         expiry = getattr(context, "token_expiry_time", None)
-        if self.header is None or expiry is None or expiry - time.time() >= REFRESH_AHEAD_S:
+        if context is None or expiry is None or self.header is None or self.header == self._unrefreshable:
             return False
-        return bool(context is not None and context.can_refresh_token())
+        lifetime = getattr(context.current_tokens, "expires_in", None) or REFRESH_AHEAD_S * 4
+        ahead = min(REFRESH_AHEAD_S, lifetime / 4)  # a token of seconds is not refreshed at every call
+        return expiry - time.time() < ahead and bool(context.can_refresh_token())
 
     async def authorize(
         self, challenge: Challenge | None, *, sent_with: str | None, version: str | None
@@ -147,6 +152,11 @@ class OAuthTokens:
                 return True
             before = self.header
             request = httpx2.Request("POST", self.url, headers={"MCP-Protocol-Version": version or ""})
+            context = getattr(self._provider, "context", None)
+            if challenge is None and context is not None and context.token_expiry_time is not None:
+                # The SDK refreshes a token only once it is past its expiry: one this close to it is
+                # marked so for the flow, which then refreshes it before any request is refused.
+                context.token_expiry_time = min(context.token_expiry_time, time.time() - 0.001)
             try:
                 await self._run(request, challenge)
             except httpx2.HTTPError as exc:
@@ -158,6 +168,8 @@ class OAuthTokens:
             header = request.headers.get("Authorization")
             if header is None or header == before:
                 self.failure = "the flow ended without a token"
+                if challenge is None:
+                    self._unrefreshable = before  # not again for this token: the server's 401 will say
                 return False
             self.failure = None
             self._found(header)

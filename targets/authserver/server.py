@@ -42,7 +42,7 @@ class Issuer:
     """The server's state: its clients, the codes and refresh tokens it handed out."""
 
     def __init__(
-        self, url: str, key: str, clients: dict[str, str], ttl_s: int, scope: str, issued: str | None
+        self, url: str, key: str, clients: dict[str, str], ttl_s: float, scope: str, issued: str | None
     ) -> None:
         self.url = url
         self.key = key
@@ -68,7 +68,9 @@ class Issuer:
         }
 
     def token(self, client: str, resource: str | None, scope: str, *, refreshable: bool) -> dict[str, Any]:
-        now = int(time.time())
+        # Exact expiries (a NumericDate may have a fraction): a whole-second exp would end a token up to
+        # a second before the expires_in the client was told, and a client refreshing ahead of it late.
+        now = time.time()
         claims = {"iss": self.url, "sub": client, "scope": scope, "iat": now, "exp": now + self.ttl_s}
         claims["jti"] = secrets.token_hex(8)
         if resource:
@@ -171,7 +173,7 @@ def main() -> int:
     parser.add_argument("port", type=int)
     parser.add_argument("--key", required=True, help="the HS256 key shared with the resource server")
     parser.add_argument("--client", action="append", default=[], help="ID:SECRET of a registered client")
-    parser.add_argument("--ttl", type=int, default=300, help="seconds an access token lives")
+    parser.add_argument("--ttl", type=float, default=300, help="seconds an access token lives")
     parser.add_argument("--scope", default="invoices", help="the scopes it grants (space-separated)")
     parser.add_argument("--issued", help="append each token issued to this file")
     args = parser.parse_args()

@@ -1,8 +1,8 @@
 """``target.auth``: an OAuth-protected reference server driven through whole chaos runs with kills.
 
 The reference target (``INVOICES_OAUTH_*``) is a protected resource as the MCP specification
-describes, behind the reference authorization server (targets/authserver), whose tokens live two
-seconds: every run below has its tokens expire, refreshed (the code flow's refresh token) or
+describes, behind the reference authorization server (targets/authserver), whose tokens live one
+second: every run below has its tokens expire, refreshed (the code flow's refresh token) or
 replaced at the server's 401 (client credentials), while the pod is killed. Each token the server
 issued is in a file; none may appear in anything the run wrote or printed.
 """
@@ -52,13 +52,13 @@ class AuthServer:
 
 @pytest.fixture
 def auth_server(tmp_path: Path) -> Iterator[AuthServer]:
-    """The reference authorization server on a free port, its tokens living 2 s; stopped by its pid."""
+    """The reference authorization server on a free port, its tokens living 1 s; stopped by its pid."""
     port = free_port()
     issued = tmp_path / "issued.txt"
     issued.touch()
     log = (tmp_path / "authserver.log").open("wb")
     command = [sys.executable, str(AUTH_SERVER), str(port), "--key", KEY, "--client", f"{CLIENT}:{SECRET}"]
-    proc = subprocess.Popen([*command, "--ttl", "2", "--issued", str(issued)], stdout=log, stderr=log)
+    proc = subprocess.Popen([*command, "--ttl", "1", "--issued", str(issued)], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -127,10 +127,14 @@ def test_an_oauth_protected_server_is_driven_through_kills_with_its_tokens_in_no
     assert fault_row(summary, FaultKind.KILL).injected == 2
     events = list(read_history(run_dir / "history.jsonl"))
     refreshed = [e for e in events if e["type"] == "token_refreshed"]
-    # Tokens live 2 s and the run lasts longer: replaced at the server's 401 (client credentials have
-    # no refresh token) or refreshed ahead of their expiry (the code flow's refresh token).
+    # Tokens live 1 s and the run lasts longer: replaced at the server's 401 (client credentials have
+    # no refresh token) or refreshed in the last quarter of their life (the code flow's refresh token).
     assert refreshed, "no token was replaced during the run"
-    assert {e["why"] for e in refreshed} == {why}
+    whys = {e["why"] for e in refreshed}
+    # The code flow refreshes ahead of expiry; a request sent just before it and read by the server just
+    # after is refused all the same, and replaced. Client credentials have no refresh token: only that.
+    assert why in whys
+    assert whys <= ({"refused"} if grant == "client_credentials" else {"expiring", "refused"})
     assert not [e for e in events if e.get("outcome") == "auth_error"], "a refusal reached an attempt"
     tokens = auth_server.tokens()
     assert len(tokens) >= 2
