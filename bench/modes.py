@@ -24,12 +24,20 @@ from harness.client.http import McpHttpClient
 
 WRK_SESSION_SCRIPT = """
 wrk.method = "POST"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noop","arguments":{"n":1}}}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
 wrk.headers["Mcp-Session-Id"] = "SESSION"
+local id = 0
+request = function()
+  id = id + 1
+  return wrk.format(nil, nil, nil,
+    '{"jsonrpc":"2.0","id":' .. id .. ',"method":"tools/call","params":{"name":"noop","arguments":{"n":1}}}')
+end
 """
+"""A request id of its own for each call (one thread): in a session the server keys its in-flight
+requests by id, and calls sharing one at once answer each other's (500 "Session terminated before the
+request completed"), as a client that reused ids would see."""
 WRK_SECONDS = 3
 
 SessionRound = tuple[Sample, Sample, Sample]
@@ -55,7 +63,6 @@ def session_mode(rule: Rule, levels: tuple[int, ...] = (8, 32)) -> dict[int, lis
     """Per concurrency, the rounds of the driver in a session against wrk in one, on one stateful server."""
     with server("noop/server.py", NOOP_SESSIONS="stateful") as srv, tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "session.lua"
-        script.write_text(WRK_SESSION_SCRIPT.replace("SESSION", _open_session(srv.url)))
         run_python("bench.drive", "driver", srv, 8, 500)  # warm-up
         return {c: _session_rounds(rule, srv, script, c) for c in levels}
 
@@ -70,6 +77,9 @@ def _session_rounds(rule: Rule, srv: Server, script: Path, c: int) -> list[Round
 
     def wrk() -> Sample:
         nonlocal calls
+        # A session of its own each time: the drivers' runs between open and close sessions of theirs,
+        # and a server that bounds its sessions may have let an idle one go.
+        script.write_text(WRK_SESSION_SCRIPT.replace("SESSION", _open_session(srv.url)))
         sample = run_wrk(srv, c, WRK_SECONDS, script)
         sample.client = "wrk 2025-11-25"
         calls = calls or max(1000, int(sample.rate * WRK_SECONDS))
