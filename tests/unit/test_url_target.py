@@ -61,7 +61,7 @@ def test_a_url_target_with_stream_faults_and_kills() -> None:
 
 def test_stream_faults_alone_need_no_kill_command() -> None:
     data = with_("faults.kill", None)
-    data["target"] = {"url": "http://10.0.0.7:8080/mcp"}  # any host: users test what they run
+    data["target"] = {"url": "http://staging.example:8080/mcp"}  # any host: users test what they run
     assert parse_scenario(data).target.kill_command is None
 
 
