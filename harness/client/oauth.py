@@ -126,7 +126,6 @@ class OAuthTokens:
         """A token whose refresh ahead of its expiry failed: replaced at the server's 401 instead."""
         self.history: HistoryWriter | None = None
         """Where a replaced token is written (``token_refreshed``), once the run's history is open."""
-        self.refreshes = 0
 
     def stale(self) -> bool:
         """Whether the token expires within :data:`REFRESH_AHEAD_S` and the flow can refresh it (a
@@ -173,10 +172,8 @@ class OAuthTokens:
                 return False
             self.failure = None
             self._found(header)
-            if before is not None:
-                self.refreshes += 1
-                if self.history is not None:
-                    self.history.emit(EventType.TOKEN_REFRESHED, why=_why(challenge))
+            if before is not None and self.history is not None:
+                self.history.emit(EventType.TOKEN_REFRESHED, why=_why(challenge))
             self.header = header
             return True
 
