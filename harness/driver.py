@@ -46,6 +46,13 @@ from harness.scenario import ClientPolicy
 from harness.tracecontext import span_id, trace_id, traceparent
 from harness.workload import Intent, Workload
 
+_INTENT_STARTED, _INTENT_ENDED = EventType.INTENT_STARTED, EventType.INTENT_ENDED
+_ATTEMPT_STARTED, _ATTEMPT_ENDED = EventType.ATTEMPT_STARTED, EventType.ATTEMPT_ENDED
+_GAVE_UP = IntentStatus.GAVE_UP
+_AMBIGUOUS = (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT)
+"""Looked up once: an enum member costs a descriptor call per lookup on Python 3.11, and the driver's
+hot path names a dozen of them a call."""
+
 
 def result_digest(result: dict[str, object]) -> str:
     """A short, order-independent fingerprint of a result, to compare a replay with its original."""
@@ -170,9 +177,9 @@ class Driver:
 
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
         history, stats = self.history, self.stats
-        history.hold(EventType.INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
+        history.hold(_INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
         attempts = Attempts(self.policy, self._rng, clock=history.now, respond=self.workload.respond)
-        step: Step = End(IntentStatus.GAVE_UP)
+        step: Step | None = None
         # MRTR: what answers the server's last question; its attempts keep the question's arguments
         # (the server binds its requestState to them).
         answer: dict[str, object] | None = None
@@ -218,15 +225,21 @@ class Driver:
             history.flush()
             await asyncio.sleep(step.wait_s)
         else:
-            step = End(IntentStatus.GAVE_UP)  # the policy's attempts are used up
+            step = End(_GAVE_UP)  # the policy's attempts are used up
         assert isinstance(step, End)
         stats.finished += 1
-        if step.status is IntentStatus.GAVE_UP:
+        if step.status is _GAVE_UP:
             stats.gave_up += 1
-        why = {"reason": step.reason} if step.reason is not None else {}
-        history.hold(
-            EventType.INTENT_ENDED, intent=intent.index, status=step.status, attempts=attempts.attempt, **why
-        )
+        if step.reason is None:
+            history.hold(_INTENT_ENDED, intent=intent.index, status=step.status, attempts=attempts.attempt)
+        else:
+            history.hold(
+                _INTENT_ENDED,
+                intent=intent.index,
+                status=step.status,
+                attempts=attempts.attempt,
+                reason=step.reason,
+            )
 
     async def _attempt(
         self, intent: Intent, attempt: int, call: ToolCall, client: McpClient, extra: dict[str, object]
@@ -234,7 +247,7 @@ class Driver:
         """One attempt, written to the history as it starts and as it ends."""
         stats = self.stats
         self.history.emit(
-            EventType.ATTEMPT_STARTED,
+            _ATTEMPT_STARTED,
             intent=intent.index,
             attempt=attempt,
             id=call.request_id,
@@ -257,7 +270,7 @@ class Driver:
 
     def _record(self, intent: Intent, attempt: int, request_id: int, res: CallResult) -> None:
         self.stats.outcomes[res.outcome] += 1
-        if res.outcome in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT) and res.detail not in NEVER_SENT:
+        if res.outcome in _AMBIGUOUS and res.detail not in NEVER_SENT:
             self.stats.ambiguous += 1
         fields: dict[str, object] = {"outcome": res.outcome}
         if res.detail is not None:
@@ -283,6 +296,4 @@ class Driver:
         if res.resumed is not None:
             fields["resumed"] = res.resumed
             fields["reconnections"] = res.reconnections
-        self.history.hold(
-            EventType.ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields
-        )
+        self.history.hold(_ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields)

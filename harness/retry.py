@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.client import CallResult
@@ -65,6 +65,9 @@ class End:
 
 Step = Retry | Answer | End
 
+_DONE = End(IntentStatus.OK)
+"""How most intents end: one value (an End is frozen), not one made per intent."""
+
 
 def retry_after(res: CallResult, policy: ClientPolicy) -> float | None:
     """Seconds the server asked us to wait before retrying, 0 for 'retry normally', None for 'do not'."""
@@ -75,28 +78,29 @@ def retry_after(res: CallResult, policy: ClientPolicy) -> float | None:
     return None
 
 
-@dataclass(eq=False)
 class Attempts:
     """One intent's attempts under the policy: how many, with which key, and what follows each.
 
     ``clock`` is the run's clock (seconds since it began), ``began`` the intent's
-    start on it; ``rng`` jitters the backoff (the driver's, seeded by the run).
+    start on it; ``rng`` jitters the backoff (the driver's, seeded by the run). A plain class with
+    slots, not a dataclass: one is made per intent on the driver's hot path.
     """
 
-    policy: ClientPolicy
-    rng: random.Random
-    _: KW_ONLY
-    clock: Callable[[], float]
-    respond: Respond
-    began: float = field(init=False)
-    attempt: int = field(default=0, init=False)
-    """Attempts made, questions' answers and session losses included."""
-    charged: int = field(default=0, init=False)
-    """Attempts that count against ``max_attempts``."""
-    questions: int = field(default=0, init=False)
+    __slots__ = ("attempt", "began", "charged", "clock", "policy", "questions", "respond", "rng")
 
-    def __post_init__(self) -> None:
-        self.began = self.clock()
+    def __init__(
+        self, policy: ClientPolicy, rng: random.Random, *, clock: Callable[[], float], respond: Respond
+    ) -> None:
+        self.policy = policy
+        self.rng = rng
+        self.clock = clock
+        self.respond = respond
+        self.began = clock()
+        self.attempt = 0
+        """Attempts made, questions' answers and session losses included."""
+        self.charged = 0
+        """Attempts that count against ``max_attempts``."""
+        self.questions = 0
 
     def more(self) -> bool:
         """May another attempt start? An attempt whose session the server no longer knew was not
@@ -124,7 +128,11 @@ class Attempts:
         run's ``max_duration_s``); ``stopped`` is why the run stopped retrying, if it did.
         """
         policy = self.policy
-        if res.outcome is Outcome.INPUT_REQUIRED:
+        outcome = res.outcome
+        if outcome is Outcome.OK:  # the common case first (an enum member costs a lookup)
+            self.charged += 1
+            return _DONE
+        if outcome is Outcome.INPUT_REQUIRED:
             self.questions += 1
             assert res.result is not None
             reply = self.respond(res.result)
@@ -133,10 +141,8 @@ class Attempts:
             if isinstance(reply, str):
                 return End(IntentStatus.REJECTED, reply)
             return Answer(reply)
-        if res.outcome is not Outcome.SESSION_LOST:
+        if outcome is not Outcome.SESSION_LOST:
             self.charged += 1
-        if res.outcome is Outcome.OK:
-            return End(IntentStatus.OK)
         asked = retry_after(res, policy)
         if asked is None:
             return End(IntentStatus.REJECTED)

@@ -26,8 +26,10 @@ MARKER_SHAPE = re.compile(rb"(?<![A-Za-z0-9])[A-Za-z0-9]+-m[0-9]{7}(?![0-9])")
 how a store that names no field (a directory of files, a JSON document) is searched for effects."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Intent:
+    """One intent (never changed once made: not ``frozen`` only because that costs every intent)."""
+
     index: int
     marker: str
     key: str

@@ -32,6 +32,10 @@ _VERB_HEADERS = {  # what a request says of its body and of the answers it takes
 }
 
 
+_LEADS_KEPT = 64
+"""How many heads' starts :meth:`Framing._lead` keeps before it starts again."""
+
+
 class Credentials(Protocol):
     """What holds the ``Authorization`` of every request (:class:`harness.client.oauth.OAuthTokens`)."""
 
@@ -47,6 +51,7 @@ class Framing:
         "_extra",
         "_key_header",
         "_key_meta",
+        "_leads",
         "_meta",
         "_starts",
         "auth",
@@ -69,6 +74,8 @@ class Framing:
             for verb, accept in _VERB_HEADERS.items()
         }
         """Each verb's request line and the headers that only depend on the verb."""
+        self._leads: dict[tuple[str, str | None, str | None, str | None, str | None], str] = {}
+        """Heads' starts already built (:meth:`_lead`)."""
         self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._key_header = key_header
         self._key_meta = key_meta
@@ -107,18 +114,12 @@ class Framing:
         ``traceparent``: the attempt's W3C trace context (``client.trace``).
         ``extra``: this request's own headers (``Mcp-Param-*``).
         """
-        for value in (session, method, name, key, last_event_id, traceparent):
+        for value in (key, last_event_id, traceparent):
             if value is not None and CONTROL.search(value) is not None:  # a line break starts a header
                 raise ValueError(f"a header value holds a control character: {value!r:.200}")
-        head = self._starts[verb]
-        if version is not None and version >= _VERSION_HEADER_SINCE:
-            head += f"MCP-Protocol-Version: {version}\r\n"
-        if session is not None:
-            head += f"Mcp-Session-Id: {session}\r\n"
-        if method is not None:
-            head += f"Mcp-Method: {method}\r\n"
-            if name is not None:
-                head += f"Mcp-Name: {name}\r\n"
+        head = self._leads.get((verb, version, session, method, name))
+        if head is None:
+            head = self._lead(verb, version, session, method, name)
         if key is not None and self._key_header is not None:
             head += f"{self._key_header}: {key}\r\n"
         if last_event_id is not None:
@@ -136,6 +137,29 @@ class Framing:
         if length is not None:
             head += f"Content-Length: {length}\r\n"
         return (head + "\r\n").encode()
+
+    def _lead(
+        self, verb: str, version: str | None, session: str | None, method: str | None, name: str | None
+    ) -> str:
+        """The start of a head, up to the headers that change from one call to the next: the same for
+        every call of a run to one tool, so it is built (and its values checked) once and kept (a
+        handful of sessions, methods and tools: :data:`_LEADS_KEPT` at most)."""
+        for value in (session, method, name):
+            if value is not None and CONTROL.search(value) is not None:  # a line break starts a header
+                raise ValueError(f"a header value holds a control character: {value!r:.200}")
+        head = self._starts[verb]
+        if version is not None and version >= _VERSION_HEADER_SINCE:
+            head += f"MCP-Protocol-Version: {version}\r\n"
+        if session is not None:
+            head += f"Mcp-Session-Id: {session}\r\n"
+        if method is not None:
+            head += f"Mcp-Method: {method}\r\n"
+            if name is not None:
+                head += f"Mcp-Name: {name}\r\n"
+        if len(self._leads) >= _LEADS_KEPT:  # sessions come and go across restarts: keep it bounded
+            self._leads.clear()
+        self._leads[(verb, version, session, method, name)] = head
+        return head
 
     def reauthorized(self, request: bytes) -> bytes:
         """``request`` with the current ``Authorization`` in place of the one it was built with: the

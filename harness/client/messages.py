@@ -27,10 +27,11 @@ SESSION_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 PROTOCOLS = (MODERN, *SESSION_VERSIONS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
     """One ``tools/call`` attempt, whatever carries it: what the caller decided, in one value, so that
-    every transport has one signature (httpx's ``Request`` as the model).
+    every transport has one signature (httpx's ``Request`` as the model). Nothing changes one once it
+    is made; it is not ``frozen`` only because that triples its cost, paid on every attempt.
 
     ``key``: the intent's idempotency key, in the header or ``_meta`` the scenario names.
     ``answer``: MRTR, the ``inputResponses`` and ``requestState`` a call that answers the server's
@@ -181,6 +182,12 @@ def text_of(result: dict[str, Any]) -> str:
     content = result.get("content")
     if not isinstance(content, list):
         return ""
+    if len(content) == 1:  # most answers: one block, read without a generator
+        block = content[0]
+        if isinstance(block, dict) and block.get("type", "text") == "text":
+            text = block.get("text")
+            return text if isinstance(text, str) else ""
+        return ""
     return " ".join(
         block["text"]
         for block in content
@@ -218,6 +225,12 @@ def _tool_error_contract(result: dict[str, Any], text: str) -> tuple[str | None,
 
 def interpret_message(msg: Any, request_id: int, *, status: int | None, form: str) -> CallResult:
     """Turn one JSON-RPC response message into a CallResult."""
+    if type(msg) is dict and msg.get("jsonrpc") == "2.0" and msg.get("id") == request_id:
+        result = msg.get("result")  # the common case first: a plain answer, each thing checked once
+        if isinstance(result, dict) and "error" not in msg and "resultType" not in result:
+            plain = result.get("isError") is not True
+            if plain:
+                return _answered(result, status, form)
 
     def protocol_error(detail: Detail, message: str, **kw: Any) -> CallResult:
         return CallResult(
@@ -262,6 +275,11 @@ def interpret_message(msg: Any, request_id: int, *, status: int | None, form: st
             retry_after_ms=after,
             message=clip(text) if text else None,
         )
+    return _answered(result, status, form)
+
+
+def _answered(result: dict[str, Any], status: int | None, form: str) -> CallResult:
+    """An ok answer (``result`` complete, not an error), with the start of its text."""
     text = text_of(result)
     if not text and result.get("structuredContent") is not None:  # structured only: that is the reply
         text = orjson.dumps(result["structuredContent"]).decode()

@@ -54,6 +54,9 @@ class Connection(asyncio.Protocol):
         self._keep_alive = True
         self.headed: asyncio.Future[None] | None = None
         """Set by a caller that waits for the response's head (an event stream held open)."""
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        """What times the exchange in flight out (:meth:`arm`): kept across exchanges, not made anew."""
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -152,6 +155,32 @@ class Connection(asyncio.Protocol):
             self.settle(end)
             waiter.set_result(None)
 
+    def arm(self, timeout: float) -> None:
+        """Time the exchange in flight out after ``timeout`` seconds (it ends as a timeout).
+
+        A loop timer costs more to make and cancel than a call on a kept-alive connection costs the
+        rest of the pool, so a connection keeps one: each exchange moves the deadline, and the timer,
+        when it fires, ends the exchange if its deadline has passed, or waits for it, or (between
+        exchanges) stops. Only a deadline earlier than the timer's makes a new one."""
+        loop = self.loop
+        deadline = loop.time() + timeout
+        self._deadline = deadline
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(deadline, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # between exchanges: the next one arms it again
+        if self.loop.time() >= self._deadline:
+            self.expire()
+        else:
+            self._timer = self.loop.call_at(self._deadline, self._due)
+
     def expire(self) -> None:
         """The exchange's time is up: it ends as a timeout (the first way it ended counts)."""
         self._end(End.TIMEOUT)
@@ -168,6 +197,9 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
         self.lost = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 class Pool:
@@ -238,18 +270,17 @@ class Pool:
         answers: Callable[[bytes], bool] | None,
         headed: asyncio.Future[None] | None,
     ) -> RawResponse:
-        """An exchange on a kept-alive connection: nothing to connect, so the timeout is one timer on
-        the loop, not an ``asyncio.timeout`` scope (a third of the pool's CPU per call)."""
+        """An exchange on a kept-alive connection: nothing to connect, so the timeout is the
+        connection's own timer (:meth:`Connection.arm`), not an ``asyncio.timeout`` scope (a third of
+        the pool's CPU per call)."""
         conn.headed = headed
         waiter = conn.send(request, answers)
-        timer = conn.loop.call_later(timeout, conn.expire)
+        conn.arm(timeout)
         try:
             await waiter
         except BaseException:
-            timer.cancel()
             self._drop(conn)
             raise
-        timer.cancel()
         if conn.reusable:
             self._idle.append(conn)
         else:

@@ -197,6 +197,46 @@ def test_the_pool_reuses_a_connection_and_keeps_the_asked_headers() -> None:
 
 
 @pytest.mark.integration
+def test_each_exchange_on_a_kept_connection_keeps_its_own_deadline() -> None:
+    """A connection keeps one timer across its exchanges (Connection.arm): a shorter deadline than the
+    last exchange's still ends its exchange on time, and a longer one is not cut at the last's."""
+    body = b'{"ok": 1}'
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+    delays: list[float] = []  # the n-th request on a connection is answered after delays[n] seconds
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            for delay in delays:
+                await reader.readuntil(b"\r\n\r\n{}")
+                await asyncio.sleep(delay)
+                writer.write(reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> list[End]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        ends = []
+        # The first exchange opens the connection (a timeout scope); the next ones are on it.
+        for timeouts, answered_after in (((10.0, 10.0, 0.2), 0.6), ((10.0, 0.2, 5.0), 0.5)):
+            delays[:] = [0.0, 0.0, answered_after]
+            pool = Pool("127.0.0.1", port_of(server))
+            ends.extend([(await pool.exchange(REQUEST, timeout=t)).end for t in timeouts])
+            pool.close()
+        server.close()
+        return ends
+
+    # Cut at 0.2 s, not at the last exchange's 10 s (its answer came at 0.6 s); answered at 0.5 s, after
+    # the last exchange's 0.2 s deadline had passed.
+    assert asyncio.run(main()) == [End.COMPLETE, End.COMPLETE, End.TIMEOUT] + [End.COMPLETE] * 3
+
+
+@pytest.mark.integration
 def test_a_stream_left_open_after_its_answer_is_stopped_and_dropped() -> None:
     def answer(n: int) -> list[bytes]:
         return [
