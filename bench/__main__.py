@@ -71,7 +71,7 @@ def bench_throughput(goals: list[Goal], sections: list[str], rounds: int) -> Non
     rows = []
     for c in levels:
         wrk_rate = med("wrk", c, "rate")
-        for client in ("wrk", "driver", "sdk client"):
+        for client in ("wrk", "transport", "driver", "sdk client"):
             rows.append(
                 [
                     client,
@@ -110,7 +110,9 @@ def bench_throughput(goals: list[Goal], sections: list[str], rounds: int) -> Non
         f"Median of {rounds} rounds; a fresh `targets/noop` server per concurrency level, wrk and the\n"
         "driver measured one after the other in each round; the goals are the medians of the rounds'\n"
         "ratios. The driver runs on the event loop a run uses (uvloop; `MCP_CHAOS_LOOP`). wrk (C) is the\n"
-        "reference for the server's limit; `sdk client` is the official SDK's `Client` in a loop, what a\n"
+        "reference for the server's limit; `transport` is the driver's own keep-alive pool sending the\n"
+        "driver's request bytes with nothing else (no intents, history nor MCP: `bench/transport.py`), the\n"
+        "floor under the driver's cost; `sdk client` is the official SDK's `Client` in a loop, what a\n"
         "user would write by hand. CPU per call is from the OS (wait4 / /proc), not wall clock.\n\n"
         + markdown_table(
             ["client", "concurrency", "calls/s", "× wrk", "client CPU ms/call", "server CPU ms/call"], rows

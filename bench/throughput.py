@@ -1,7 +1,8 @@
 """Driver vs wrk vs the SDK's client, against the same no-op target, at several concurrencies.
 
 wrk (C, the reference for "the server's limit") runs for a fixed time; the
-driver and the SDK loop make as many calls as wrk managed in that time, each
+driver, its transport alone (``bench.transport``: the floor under the driver's
+cost) and the SDK loop make as many calls as wrk managed in that time, each
 in its own process, so calls/s and CPU per call (from the OS) are comparable.
 Each concurrency level gets a fresh server, and every client's run is also
 charged the server CPU it caused.
@@ -130,6 +131,7 @@ def measure(concurrencies: tuple[int, ...] = (1, 8, 32, 64), seconds: int = 3) -
                 calls = max(1000, int(wrk.rate * seconds))
                 samples.append(wrk)
                 samples.append(run_python("bench.drive", "driver", srv, c, calls))
+                samples.append(run_python("bench.transport", "transport", srv, c, calls))
                 samples.append(run_python("bench.sdk_loop", "sdk client", srv, c, max(500, calls // 4)))
     return samples
 
