@@ -27,12 +27,14 @@ from harness.client.raw import End
 def request(host: str, port: int, path: str) -> bytes:
     """What the driver sends for one intent of ``bench.drive``'s workload (a memo and a number)."""
     params = {"name": "noop", "arguments": {"n": 272, "memo": "bench-m0000000"}}
-    return Framing(host, port, path).request("tools/call", params, 1, version=MODERN, session=None, name="noop")
+    framing = Framing(host, port, path)
+    return framing.request("tools/call", params, 1, version=MODERN, session=None, name="noop")
 
 
 async def loop_calls(url: str, calls: int, concurrency: int) -> dict[str, float]:
     parts = urlsplit(url)
-    assert parts.hostname is not None and parts.port is not None
+    assert parts.hostname is not None
+    assert parts.port is not None
     pool = Pool(parts.hostname, parts.port, keep_headers=KEPT_HEADERS)
     sent = request(parts.hostname, parts.port, parts.path)
     left, ok = calls, 0

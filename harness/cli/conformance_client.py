@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,8 @@ def add(sub: Commands) -> None:
 def command(args: argparse.Namespace) -> int:
     """Do what the scenario asks of a client; exit 0 when the client got through it (the suite judges
     what it saw), 1 when it could not."""
+    import asyncio  # here, not at the top: every command would pay for it (see harness.cli)
+
     from harness.client.messages import PROTOCOLS
     from harness.conformance.client import act
 
