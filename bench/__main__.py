@@ -9,6 +9,7 @@ for how.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -18,11 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from bench import audit, crashjobs, filetrace, modes, restart, throughput
-from bench.common import ROOT, Goal, compile_harness, exit_code, median_spread
+from bench.common import ROOT, Goal, compile_harness, exit_code
 from bench.rounds import Rule, alternate, judge, judging_rule, kept_data, run_rounds, summarize
 from harness.report.tables import markdown_table
 
@@ -58,62 +58,44 @@ def machine() -> str:
     )
 
 
-def bench_throughput(goals: list[Goal], sections: list[str], rounds: int) -> None:
-    by_key: dict[tuple[str, int], list[throughput.Sample]] = defaultdict(list)
-    for _ in range(rounds):
-        for s in throughput.measure():
-            by_key[(s.client, s.concurrency)].append(s)
-
-    def med(client: str, c: int, attr: str) -> float:
-        return float(statistics.median(float(getattr(s, attr)) for s in by_key[(client, c)]))
-
-    levels = sorted({c for _, c in by_key})
+def bench_throughput(goals: list[Goal], sections: list[str], rule: Rule) -> None:
     rows = []
-    for c in levels:
-        wrk_rate = med("wrk", c, "rate")
-        for client in ("wrk", "transport", "driver", "sdk client"):
+    cpu = []
+    for c in throughput.LEVELS:
+        found = throughput.rounds_at(rule, c)
+        kept = kept_data(found, rule)
+        wrk_rate = statistics.median(r[0].rate for r in kept)
+        for i, client in enumerate(("wrk", "transport", "driver", "sdk client")):
+            rate = statistics.median(r[i].rate for r in kept)
             rows.append(
                 [
                     client,
                     c,
-                    f"{med(client, c, 'rate'):.0f}",
-                    f"{med(client, c, 'rate') / wrk_rate:.2f}",
-                    f"{med(client, c, 'client_ms'):.3f}",
-                    f"{med(client, c, 'server_ms'):.3f}",
+                    f"{rate:.0f}",
+                    f"{rate / wrk_rate:.2f}",
+                    f"{statistics.median(r[i].client_ms for r in kept):.3f}",
+                    f"{statistics.median(r[i].server_ms for r in kept):.3f}",
                 ]
             )
-    for c in levels:
-        # The ratio of each round (driver and wrk measured one after the other), then their median:
-        # single rounds swing by 0.80-1.11x on a 2-core machine.
-        pairs = list(zip(by_key[("driver", c)], by_key[("wrk", c)], strict=True))
-        ratio, spread = median_spread([d.rate / w.rate for d, w in pairs], "×")
-        goals.append(
-            Goal(
-                f"driver throughput vs wrk at concurrency {c}",
-                ratio,
-                0.9,
-                "×",
-                higher_is_better=True,
-                spread=spread,
-            )
-        )
+        cpu.append(statistics.median(r[2].client_ms for r in kept))
+        goals.append(judge(f"driver throughput vs wrk at concurrency {c}", found, rule, 0.9, "×", True))
         # CPU per call against wrk's in the same round (the OS's accounting of each): a ratio holds on
-        # another machine, where an absolute figure in ms would not.
-        ratio, spread = median_spread([d.client_ms / w.client_ms for d, w in pairs], "×")
-        goals.append(Goal(f"driver CPU per call vs wrk's at concurrency {c}", ratio, 3.0, "×", spread=spread))
-    cpu = [med("driver", c, "client_ms") for c in levels]
+        # another machine, where an absolute figure in ms would not. The same rounds, judged alike.
+        per_call = [dataclasses.replace(r, ratio=r.data[2].client_ms / r.data[0].client_ms) for r in found]
+        goals.append(judge(f"driver CPU per call vs wrk's at concurrency {c}", per_call, rule, 3.0))
     goals.append(
         Goal("driver CPU per call, flatness (max/min over concurrency 1-64)", max(cpu) / min(cpu), 1.5, "×")
     )
     sections.append(
         "## Throughput and CPU per call (no-op tool, JSON responses)\n\n"
-        f"Median of {rounds} rounds; a fresh `targets/noop` server per concurrency level, wrk and the\n"
-        "driver measured one after the other in each round; the goals are the medians of the rounds'\n"
-        "ratios. The driver runs on the event loop a run uses (uvloop; `MCP_CHAOS_LOOP`). wrk (C) is the\n"
-        "reference for the server's limit; `transport` is the driver's own keep-alive pool sending the\n"
-        "driver's request bytes with nothing else (no intents, history nor MCP: `bench/transport.py`), the\n"
-        "floor under the driver's cost; `sdk client` is the official SDK's `Client` in a loop, what a\n"
-        "user would write by hand. CPU per call is from the OS (wait4 / /proc), not wall clock.\n\n"
+        f"{rule.rounds} alternating rounds per concurrency level on a fresh `targets/noop` server (wrk\n"
+        "first, then last), judged by the rule above; the table has the medians of the rounds used, the\n"
+        "goals the medians of their ratios. The driver runs on the event loop a run uses (uvloop;\n"
+        "`MCP_CHAOS_LOOP`). wrk (C) is the reference for the server's limit; `transport` is the\n"
+        "driver's own keep-alive pool sending the driver's request bytes with nothing else (no intents,\n"
+        "history nor MCP: `bench/transport.py`), the floor under the driver's cost; `sdk client` is the\n"
+        "official SDK's `Client` in a loop, what a user would write by hand. CPU per call is from the OS\n"
+        "(wait4 / /proc), not wall clock.\n\n"
         + markdown_table(
             ["client", "concurrency", "calls/s", "× wrk", "client CPU ms/call", "server CPU ms/call"], rows
         )
@@ -423,7 +405,7 @@ def main() -> int:
     for name in chosen:
         print(f"== {name}", file=sys.stderr, flush=True)
         if name == "throughput":
-            bench_throughput(goals, sections, args.rounds)
+            bench_throughput(goals, sections, rule)
         elif name == "proxy":
             bench_proxy(goals, sections)
         elif name == "trace":

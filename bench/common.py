@@ -6,7 +6,6 @@ import asyncio
 import compileall
 import enum
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -181,11 +180,3 @@ def exit_code(goals: Sequence[Goal]) -> int:
     if Verdict.UNKNOWN in verdicts:
         return EXIT_UNKNOWN
     return 0
-
-
-def median_spread(values: list[float], unit: str = "") -> tuple[float, str]:
-    """The median of repeated measurements and how they spread: ``median of 3, 0.95-1.04``."""
-    middle = float(statistics.median(values))
-    if len(values) == 1:
-        return middle, "measured once"
-    return middle, f"median of {len(values)}, {min(values):.3g}-{max(values):.3g}{unit}"

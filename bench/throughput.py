@@ -4,8 +4,9 @@ wrk (C, the reference for "the server's limit") runs for a fixed time; the
 driver, its transport alone (``bench.transport``: the floor under the driver's
 cost) and the SDK loop make as many calls as wrk managed in that time, each
 in its own process, so calls/s and CPU per call (from the OS) are comparable.
-Each concurrency level gets a fresh server, and every client's run is also
-charged the server CPU it caused.
+Each concurrency level gets a fresh server, on which the four are measured in
+alternating rounds judged as every ratio goal is (:mod:`bench.rounds`), and
+every client's run is also charged the server CPU it caused.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import PeakRss, Server, cpu_seconds, server
+from bench.rounds import Round, Rule, run_rounds
 
 WRK_SCRIPT = """
 wrk.method = "POST"
@@ -119,21 +121,47 @@ def _run_python(
     return sample, peak_mb
 
 
-def measure(concurrencies: tuple[int, ...] = (1, 8, 32, 64), seconds: int = 3) -> list[Sample]:
-    samples: list[Sample] = []
-    with tempfile.TemporaryDirectory() as tmp:
+LEVELS = (1, 8, 32, 64)
+"""The concurrencies the driver is held against wrk at."""
+ThroughputRound = tuple[Sample, Sample, Sample, Sample]
+"""One round at one concurrency: wrk, the transport alone, the driver, the SDK's client."""
+
+
+def rounds_at(rule: Rule, concurrency: int, seconds: int = 3) -> list[Round[ThroughputRound]]:
+    """Alternating rounds at one concurrency on one fresh server (:mod:`bench.rounds`): wrk first on
+    even rounds, last on odd ones; a round's ratio is the driver's throughput over wrk's, wrk's calls/s
+    its reference. The Python clients make as many calls as wrk managed in the first round."""
+    calls = 0
+    with server("noop/server.py") as srv, tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "post.lua"
         script.write_text(WRK_SCRIPT)
-        for c in concurrencies:
-            with server("noop/server.py") as srv:
-                run_python("bench.drive", "driver", srv, c, 500)  # warm-up: imports, caches, JIT-free paths
-                wrk = run_wrk(srv, c, seconds, script)
-                calls = max(1000, int(wrk.rate * seconds))
-                samples.append(wrk)
-                samples.append(run_python("bench.drive", "driver", srv, c, calls))
-                samples.append(run_python("bench.transport", "transport", srv, c, calls))
-                samples.append(run_python("bench.sdk_loop", "sdk client", srv, c, max(500, calls // 4)))
-    return samples
+        run_python("bench.drive", "driver", srv, concurrency, 500)  # warm-up: imports, caches
+
+        def wrk() -> Sample:
+            nonlocal calls
+            sample = run_wrk(srv, concurrency, seconds, script)
+            calls = calls or max(1000, int(sample.rate * seconds))
+            return sample
+
+        def transport() -> Sample:
+            return run_python("bench.transport", "transport", srv, concurrency, calls)
+
+        def driver() -> Sample:
+            return run_python("bench.drive", "driver", srv, concurrency, calls)
+
+        def sdk() -> Sample:
+            return run_python("bench.sdk_loop", "sdk client", srv, concurrency, max(500, calls // 4))
+
+        def one(index: int) -> tuple[float, float, ThroughputRound]:
+            if index % 2 == 0:
+                ref = wrk()
+                floor, measured, by_hand = transport(), driver(), sdk()
+            else:
+                by_hand, measured, floor = sdk(), driver(), transport()
+                ref = wrk()
+            return measured.rate / ref.rate, ref.rate, (ref, floor, measured, by_hand)
+
+        return run_rounds(rule, one)
 
 
 def driver_peak_rss_mb(
