@@ -323,6 +323,7 @@ class _Run:
     @contextlib.asynccontextmanager
     async def _driver(self) -> AsyncIterator[None]:
         clients = self._clients
+        await self.wiring.mirror_marks([c for mine in clients for c in mine])
         self.driver = Driver(
             self.workload,
             clients[0],

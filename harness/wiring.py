@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +57,9 @@ from harness.scenario import Scenario
 from harness.services import Postgres
 from harness.sink import EffectSink
 from harness.template import TemplateError
+
+LIST_TIMEOUT_S = 10.0
+"""How long one ``tools/list`` page may take when a run learns its tool's ``x-mcp-header`` marks."""
 
 
 class TargetWiring:
@@ -402,6 +405,25 @@ class TargetWiring:
             )
             for i in range(count)
         ]
+
+    async def mirror_marks(self, clients: Sequence[McpClient]) -> None:
+        """2026-07-28 (SEP-2243): the workload's tool may mark arguments ``x-mcp-header``, which each call
+        mirrors in ``Mcp-Param-*`` headers (the SDK's server refuses a call that does not, whatever its
+        arguments). The tools are listed once, from replica 0 itself (past any fault proxy: the listing
+        is no attempt to fault), and every client of the run is given what the listing said. A
+        listing that fails leaves the calls without marks, as before: a server that wanted them
+        refuses them, and the run's attempts say so."""
+        modern = [c for c in clients if isinstance(c, McpHttpClient) and c.modern]
+        if not modern:
+            return
+        lister = self.clients()[0]
+        assert isinstance(lister, McpHttpClient)
+        try:
+            await lister.learn_marks(self.scenario.workload.tool, timeout=LIST_TIMEOUT_S)
+        finally:
+            await lister.aclose()
+        for client in modern:
+            client.adopt_marks(lister)
 
     async def request(
         self, client: McpClient, method: str, params: dict[str, Any], request_id: int, *, timeout: float

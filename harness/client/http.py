@@ -66,6 +66,9 @@ LISTEN_WAIT_S = 5.0
 AUTH_ROUNDS = 2
 """How many times one request is sent again after the OAuth flow answered its refusal: a server that
 refuses every token it is given (a step-up that never satisfies it) ends as ``auth_error``."""
+LIST_PAGES = 20
+"""How many ``tools/list`` pages a client reads looking for one tool's marks (a catalog larger than
+that is a finding of its own: ``contract``'s catalog check)."""
 DISCOVER_ID = 0
 """The request id of readiness probes; the driver's ids start at 1, handshakes count down from -1."""
 
@@ -224,6 +227,29 @@ class McpHttpClient:
         if method == "tools/list" and self.modern and res.result is not None:
             self._absorb_tools(res.result)
         return res
+
+    async def learn_marks(self, tool: str, *, timeout: float, pages: int = LIST_PAGES) -> bool:
+        """2026-07-28 (SEP-2243): list the tools until ``tool`` is listed (at most ``pages`` pages),
+        keeping each listed tool's ``x-mcp-header`` marks, which its calls mirror in ``Mcp-Param-*``
+        headers (a server refuses a call that does not). Whether ``tool`` was listed."""
+        cursor: object = None
+        for _ in range(pages):
+            params = {} if cursor is None else {"cursor": cursor}
+            res = await self.request("tools/list", params, DISCOVER_ID, timeout=timeout)
+            listed = res.result.get("tools") if res.result is not None else None
+            if not isinstance(listed, list):
+                return False
+            if any(isinstance(t, dict) and t.get("name") == tool for t in listed):
+                return True
+            cursor = res.result.get("nextCursor") if res.result is not None else None
+            if not isinstance(cursor, str):
+                return False
+        return False
+
+    def adopt_marks(self, lister: McpHttpClient) -> None:
+        """Mirror the ``x-mcp-header`` marks another client of the same endpoint learnt
+        (:meth:`learn_marks`): a run lists the tools once, not once per client."""
+        self._param_headers = lister._param_headers
 
     def _absorb_tools(self, listed: dict[str, Any]) -> None:
         """2026-07-28 (SEP-2243): keep which arguments of each listed tool its schema marks

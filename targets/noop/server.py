@@ -10,6 +10,9 @@ NOOP_SESSIONS ``stateless`` (default) or ``stateful`` (2025 clients get a sessio
 NOOP_LEDGER, when set, names a JSON-lines file each call appends ``{"memo", "n"}``
 to (buffered, no fsync): the fastest server with an effect a harness can count,
 for the tests of fault pacing against a server that answers in well under 1 ms.
+NOOP_PARAM_HEADER, when set, marks ``memo`` ``x-mcp-header`` with that token (SEP-2243): a
+2026-07-28 client must then mirror it in an ``Mcp-Param-<token>`` header, and the SDK refuses a
+call that does not (what a server routing on an argument does).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 
-def build_server(ledger: TextIO | None = None) -> MCPServer[Any]:
+def build_server(ledger: TextIO | None = None, param_header: str | None = None) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("reference-noop", version="1.0.0", log_level="WARNING")
 
     said = (
@@ -33,13 +37,15 @@ def build_server(ledger: TextIO | None = None) -> MCPServer[Any]:
         else "Records memo in the ledger and returns its argument n."
     )
 
-    @server.tool(description=said)
     async def noop(n: int = 0, memo: str = "") -> dict[str, int]:
         if ledger is not None:
             ledger.write(json.dumps({"memo": memo, "n": n}) + "\n")
             ledger.flush()  # in the kernel's hands before the answer: a kill cannot lose it
         return {"n": n}
 
+    if param_header:  # the annotation is a value, not a string: the module's annotations are postponed
+        noop.__annotations__["memo"] = Annotated[str, Field(json_schema_extra={"x-mcp-header": param_header})]
+    server.tool(description=said)(noop)
     return server
 
 
@@ -49,9 +55,10 @@ def main() -> int:
     transport = os.environ.get("NOOP_TRANSPORT", "json")
     sessions = os.environ.get("NOOP_SESSIONS", "stateless")
     path = os.environ.get("NOOP_LEDGER")
+    param_header = os.environ.get("NOOP_PARAM_HEADER") or None
     ledger = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115 (open while serving)
     if transport == "stdio":
-        asyncio.run(build_server(ledger).run_stdio_async())
+        asyncio.run(build_server(ledger, param_header).run_stdio_async())
         return 0
     loopback = host.startswith("127.") or host == "::1"
     if (
@@ -66,7 +73,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    server = build_server(ledger)
+    server = build_server(ledger, param_header)
     app = server.streamable_http_app(
         json_response=transport == "json", stateless_http=sessions == "stateless", host=host
     )
