@@ -236,12 +236,13 @@ class McpHttpClient:
         for _ in range(pages):
             params = {} if cursor is None else {"cursor": cursor}
             res = await self.request("tools/list", params, DISCOVER_ID, timeout=timeout)
-            listed = res.result.get("tools") if res.result is not None else None
+            page = res.result or {}
+            listed = page.get("tools")
             if not isinstance(listed, list):
                 return False
             if any(isinstance(t, dict) and t.get("name") == tool for t in listed):
                 return True
-            cursor = res.result.get("nextCursor") if res.result is not None else None
+            cursor = page.get("nextCursor")
             if not isinstance(cursor, str):
                 return False
         return False
