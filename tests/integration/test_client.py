@@ -4,6 +4,7 @@ transport alone against scripted loopback servers."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -309,3 +310,50 @@ def test_an_intent_gives_up_after_its_time_whatever_attempts_remain(tmp_path: Pa
     assert 3 <= row["attempts"] <= 8  # 1.5 s of 0.3 s attempts, not 1000
     ended = [e for e in read_history(result.run_dir / "history.jsonl") if e["type"] == "intent_ended"]
     assert ended[0]["reason"] == "gave up after 1.5s of attempts (client.give_up_after_s)"
+
+
+@pytest.mark.integration
+def test_the_marks_of_a_tool_listed_on_a_later_page_are_learnt() -> None:
+    """``learn_marks`` follows ``nextCursor`` until the tool is listed, then its calls mirror the marked
+    argument; a tool listed nowhere is not found, after the last page."""
+    marked = {"type": "object", "properties": {"memo": {"type": "string", "x-mcp-header": "Memo"}}}
+    pages: dict[str | None, dict[str, Any]] = {
+        None: {"tools": [{"name": "other", "inputSchema": {"type": "object"}}], "nextCursor": "p2"},
+        "p2": {"tools": [{"name": "noop", "inputSchema": marked}]},
+    }
+    seen: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                msg = json.loads(await reader.readexactly(length))
+                seen.append(head)
+                if msg["method"] == "tools/list":
+                    result: dict[str, Any] = pages[msg["params"].get("cursor")]
+                else:
+                    result = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+                body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> tuple[bool, bool, Any]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{port_of(server)}/mcp"
+        async with McpHttpClient(url) as lister, McpHttpClient(url) as caller:
+            missing = await lister.learn_marks("absent", timeout=5)
+            found = await lister.learn_marks("noop", timeout=5)
+            caller.adopt_marks(lister)
+            res = await caller.call_tool(ToolCall("noop", {"memo": "m-1"}, 1), timeout=5)
+        server.close()
+        return missing, found, res
+
+    missing, found, res = asyncio.run(main())
+    assert (missing, found, res.outcome) == (False, True, Outcome.OK)
+    assert b"Mcp-Param-Memo: m-1\r\n" in seen[-1]  # the call, by the client that adopted the marks
