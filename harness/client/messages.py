@@ -114,10 +114,12 @@ class SseParser:
     resuming a stream) is kept as :attr:`last_id`, what a client sends back as
     ``Last-Event-ID``, and a ``retry`` field as :attr:`retry_ms`, how long the server asked
     a client to wait before it reconnects. Comments (keep-alive pings) and other fields are
-    skipped.
+    skipped. A line ends at LF, CRLF or a lone CR, as the SSE spec says: a stream is normalised to LF
+    as it arrives, and a CR that ends one chunk makes an LF that starts the next its pair, not a
+    second, empty line (which would end an event early).
     """
 
-    __slots__ = ("_data", "_partial", "last_id", "retry_ms")
+    __slots__ = ("_cr", "_data", "_partial", "last_id", "retry_ms")
 
     def __init__(self) -> None:
         self._partial: list[bytes] = []
@@ -126,8 +128,17 @@ class SseParser:
         self._data: list[bytes] = []
         self.last_id: bytes | None = None
         self.retry_ms: int | None = None
+        self._cr = False
+        """The last chunk ended in CR: an LF that starts the next one is its pair."""
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if self._cr:
+            self._cr = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        if b"\r" in chunk:
+            self._cr = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\n" not in chunk:
             if chunk:
                 self._partial.append(chunk)
@@ -146,8 +157,6 @@ class SseParser:
                 break
             line = buf[start:nl]
             start = nl + 1
-            if line.endswith(b"\r"):
-                line = line[:-1]
             if not line:
                 if self._data:
                     events.append(b"\n".join(self._data))

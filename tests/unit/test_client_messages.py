@@ -20,16 +20,32 @@ EVENTS = [
 ]
 
 
-def sse_stream(line_end: bytes) -> bytes:
-    out = b": ping" + line_end + line_end
+LINE_ENDS = (b"\n", b"\r\n", b"\r")
+"""What ends a line in a stream, as the SSE spec lists them."""
+
+
+def sse_stream(line_ends: list[bytes]) -> bytes:
+    """The events as a stream whose n-th line ends with ``line_ends[n % len]`` (an empty line after a
+    lone CR ends with a CR: an LF there would pair with it, one CRLF, as the SSE spec reads it)."""
+    lines = [b": ping", b""]
     for ev in EVENTS:
-        out += b"event: message" + line_end + b"data: " + orjson.dumps(ev) + line_end + line_end
+        lines += [b"event: message", b"data: " + orjson.dumps(ev), b""]
+    out, before = b"", b""
+    for n, line in enumerate(lines):
+        end = line_ends[n % len(line_ends)]
+        if before == b"\r" and not line and end == b"\n":
+            end = b"\r"
+        out, before = out + line + end, end
     return out
 
 
-@given(st.sampled_from([b"\n", b"\r\n"]), st.lists(st.integers(1, 400), max_size=20))
-def test_sse_parser_is_independent_of_chunking(line_end: bytes, cuts: list[int]) -> None:
-    stream = sse_stream(line_end)
+@given(
+    st.lists(st.sampled_from(LINE_ENDS), min_size=1, max_size=7), st.lists(st.integers(1, 400), max_size=20)
+)
+def test_sse_parser_is_independent_of_chunking_and_line_ends(line_ends: list[bytes], cuts: list[int]) -> None:
+    """LF, CRLF and a lone CR each end a line, mixed in one stream, cut anywhere: a CRLF cut between
+    its two bytes is one line end, not an empty line that would end an event early."""
+    stream = sse_stream(line_ends)
     parser = SseParser()
     events: list[Any] = []
     pos = 0
@@ -253,8 +269,16 @@ def test_a_name_that_would_break_the_head_is_never_sent() -> None:
 
 def test_an_event_id_with_a_control_byte_is_ignored_not_sent_back() -> None:
     sse = SseParser()
-    sse.feed(b"id: 7\n\nid: 8\rX-Evil: 1\ndata: {}\n\n")
+    sse.feed(b"id: 7\n\nid: 8\x0bX-Evil: 1\ndata: {}\n\n")
     assert sse.last_id == b"7"
+
+
+def test_a_lone_cr_ends_a_line_so_an_event_id_cannot_carry_one() -> None:
+    """``id: 8<CR>X-Evil: 1``: two lines (an id and a field nobody knows), as the SSE spec reads them;
+    the id sent back is ``8``, and nothing after the CR."""
+    sse = SseParser()
+    assert sse.feed(b"id: 8\rX-Evil: 1\rdata: {}\r\r") == [b"{}"]
+    assert sse.last_id == b"8"
 
 
 def test_the_retry_field_is_kept_only_as_ascii_digits() -> None:
