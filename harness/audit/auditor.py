@@ -282,6 +282,9 @@ def judge(
                     rows_found, gone.vanished[findings], (across >= 0)[findings], cleared[findings]
                 )
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
+            # Seen by a read and gone since; not those lost across a restart (never seen stored), whose
+            # vanished_after names the restart too.
+            tally.vanished += int(gone.vanished.sum())
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.blamed.update(int(f) for f in across[across >= 0])
             tally.add(judged_chunk)

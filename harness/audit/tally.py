@@ -44,6 +44,8 @@ class Tally:
     attempts: int = 0
     attempts_hit: int = 0
     vanished: int = 0
+    """Intents a checkpoint read saw stored (more of than the final count) and later gone: the auditor's
+    count, from the reads (a loss across a restart, never seen stored, is not one)."""
     verdicts: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[Outcome] = field(default_factory=Counter)
     causes: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -73,7 +75,6 @@ class Tally:
         self.ended += n - _matching(chunk, "client_status", "in_progress")
         self.attempts += _total(chunk, "attempts")
         self.attempts_hit += _total(chunk, "attempts_hit_by_pod_fault")
-        self.vanished += n - _matching(chunk, "vanished_after", "")
         for count in pc.value_counts(chunk.column("verdict")).to_pylist():
             self.verdicts[str(count["values"])] += int(count["counts"])
         for o in Outcome:
