@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness import rundir
+from harness.audit.accumulators.checkpoint_reads import CheckpointRead
 from harness.audit.auditor import AuditResult
+from harness.audit.verdicts import ClientStatus, judge
 from harness.auditing import audit_and_report
 from harness.crashpoints.cost import TryCost, try_costs
 from harness.crashpoints.plan import labelled
@@ -232,6 +234,8 @@ class Exploration:
     clean_calls: Counter[str]
     """Verdicts of the intents held nowhere (the clean call, and those after the plan ran out)."""
     verdicts: dict[int, str]
+    """Each intent's verdict as its point reads it: the auditor's, or, for an intent a later try's crash
+    took effects of, judged on what the store held before (:func:`_taken`)."""
     effects: dict[int, int]
     audit: AuditResult
     seconds: float
@@ -363,15 +367,16 @@ def read_exploration(
     effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True)) if judged else {}
     events = list(read_history(run_dir / rundir.HISTORY))
     evidence = read_evidence(events)
-    wiped_by = _wiped(table, evidence.tries) if judged else {}
+    wiped_by, before_taken = _taken(table, evidence.tries, audit.checkpoints) if judged else ({}, {})
     answered = clean_call(evidence.windows)
     clean = clean_points(answered)
     details = {ev["point"]: {k: v for k, v in ev.items() if k in DETAILS} for ev in answered}
     clean_intent = evidence.clean_intent
-    if verdicts.get(clean_intent) != Verdict.EXACTLY_ONCE.value and clean_intent not in wiped_by:
+    clean_verdict = before_taken.get(clean_intent, verdicts.get(clean_intent))
+    if clean_verdict != Verdict.EXACTLY_ONCE.value:
         raise PreflightError(
             f"crashpoints: the clean call (intent {clean_intent}, nothing held) was "
-            f"{verdicts.get(clean_intent, 'never made')}, with {effects.get(clean_intent, 0)} effects; it "
+            f"{clean_verdict or 'never made'}, with {effects.get(clean_intent, 0)} effects; it "
             "must succeed and be counted once before crashes can be judged "
             f"(see {run_dir / rundir.REPORT_MD})"
         )
@@ -387,18 +392,20 @@ def read_exploration(
             results.setdefault(crashed.path_name, PointResult(crashed.path, repeat)).wiped.setdefault(
                 own, []
             ).append(intent)
-            own = Verdict.EXACTLY_ONCE.value
+        # Judged on what the store held before the later crash took it: twice is a duplicate still.
+        own = before_taken.get(intent) or own
         one = evidence.tries.get(intent)
         if one is None:
             clean_calls[own] += 1
             continue
         result = results.setdefault(one.path_name, PointResult(one.path, repeat))
         result.held[intent] = one.held
-        if one.why is None:
+        why = REFUSED if one.why is None and own == Verdict.REJECTED.value else one.why
+        if why is None:
             result.proven.append(intent)
             result.verdicts[own] += 1
         else:
-            result.unproven[intent] = one.why
+            result.unproven[intent] = why
             result.unproven_verdicts[own] += 1
     stuck = _unavailable_at(results, evidence.tries, audit)
     return Exploration(
@@ -409,7 +416,7 @@ def read_exploration(
         details=details,
         points=list(results.values()),
         clean_calls=clean_calls,
-        verdicts=verdicts,
+        verdicts={**verdicts, **before_taken},
         effects=effects,
         audit=audit,
         seconds=time.monotonic() - started,
@@ -427,30 +434,50 @@ def read_exploration(
 
 
 _KILL = re.compile(r"^kill#([0-9]+) ")
+REFUSED = "the server refused the retry after the crash, and nothing was stored: no retry was judged"
+"""Why a try whose crash the history proves proves nothing: its intent ended ``rejected``. Safe for the
+client (told, and nothing done), but what a retry after a crash there does was never seen; a server
+that refuses every call after a restart would otherwise read as safe at every point."""
 
 
-def _wiped(table: Any, tries: dict[int, Try]) -> dict[int, int]:
-    """Intents stored and then lost to the crash of a later proven try, each with that try's intent: the
-    auditor saw them stored (the exploration reads the store before each call) and blames their loss on
-    that try's kill (``vanished``, ``vanished_after``). An intent no read saw stored is not one: its loss
-    may be its own call's (a key recorded before an effect that never came)."""
+def _taken(
+    table: Any, tries: dict[int, Try], checkpoints: Sequence[CheckpointRead]
+) -> tuple[dict[int, int], dict[int, str]]:
+    """Intents whose effects a later proven try's crash took: ``wiped``, those stored and then lost
+    (with that try's intent), and each one's own verdict, judged on the most effects a reliable read
+    of the store saw before (the exploration reads it before each call). An intent seen stored twice
+    is a duplicate of its own point, whatever a later crash left of it; one no read saw stored (or saw
+    no more of than is left) is neither: its loss may be its own call's (a key recorded before an
+    effect that never came)."""
     if "vanished_after" not in table.columns or "cause" not in table.columns:
-        return {}
+        return {}, {}
     owners = {number: t.intent for t in tries.values() if t.why is None for number in t.kills}
-    wiped = {}
+    reliable = [read for read in checkpoints if read.reliable]
+    wiped: dict[int, int] = {}
+    own: dict[int, str] = {}
     rows = zip(
         table["intent"].tolist(),
         table["verdict"].tolist(),
         table["cause"].tolist(),
         table["vanished_after"].tolist(),
+        table["effects"].tolist(),
+        table["client_status"].tolist(),
         strict=True,
     )
-    for intent, verdict, cause, blamed in rows:
+    for intent, verdict, cause, blamed, left, status in rows:
         match = _KILL.match(str(blamed or ""))
         owner = owners.get(int(match[1])) if match else None
-        if verdict == Verdict.LOST.value and cause == "vanished" and owner is not None and owner != intent:
+        if owner is None or owner == intent:
+            continue
+        seen = max((read.count(int(intent)) for read in reliable), default=0)
+        if seen <= left:
+            continue
+        judged = judge(ClientStatus[str(status).upper()], seen)
+        if judged is not None:
+            own[int(intent)] = judged.value
+        if verdict == Verdict.LOST.value and cause == "vanished":
             wiped[int(intent)] = owner
-    return wiped
+    return wiped, own
 
 
 def _unavailable_at(results: dict[str, PointResult], tries: dict[int, Try], audit: AuditResult) -> bool:

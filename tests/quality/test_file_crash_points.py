@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from harness.crashpoints.advice import advice
-from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
+from harness.crashpoints.explore import REFUSED, Exploration, PointResult, explore, prepare
 from harness.crashpoints.render import render_markdown
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
@@ -182,3 +182,74 @@ def test_the_same_on_docker_a_container_s_data_mount_traced_from_the_host(
     point = by_name(found)["fs_write#1"]
     assert point.path[0].label == "invoices.db-wal"  # the mount's path, as the container names it
     assert "synchronous=FULL" in advice(found, by_name(found)["request@power_loss"])
+
+
+def test_a_duplicate_a_later_crash_wipes_is_still_a_duplicate_at_its_own_point(tmp_path: Path) -> None:
+    """``add_note`` has no key: a kill at ``response`` makes its retry a second note. The notes rewritten
+    in place, the later tries at ``fs_write#1`` (truncated, not yet written) wipe the file, and those
+    duplicates with it. The reads before each call saw them twice: the duplicate is ``response``'s, not
+    exactly once because a later crash left nothing of it (which the exploration once said)."""
+    data = notes_scenario({"NOTES_SAVE": "in_place"})
+    data["workload"].update(tool="add_note", arguments={"title": "{marker}", "body": "note {index}"})
+    data["audit"]["effects"]["jsonl"]["marker_field"] = "title"
+    found = crashpoints(data, tmp_path, ["response", "fs_write#1"])
+    points = by_name(found)
+    response = points["response"]
+    assert response.finding is not None, response.verdicts
+    assert response.finding.value == "duplicate", response.verdicts
+    assert response.verdicts["duplicate"] == R, response.verdicts
+    # ... and what the rewrite in place took is still fs_write#1's finding.
+    lost_everywhere(found, ["fs_write#1"])
+    assert set(found.audit.intents.set_index("intent").loc[response.proven, "verdict"]) == {"lost"}
+    assert "DUPLICATE" in render_markdown(found)
+
+
+REFUSER = '''
+"""Appends entries to a JSON-lines file; after its first restart it refuses every call."""
+import json, os
+from mcp.server.mcpserver import MCPServer
+
+LOG = os.path.join(os.environ["DATA"], "entries.jsonl")
+FLAG = os.path.join(os.environ["DATA"], "started")
+broken = os.path.exists(FLAG)
+open(FLAG, "a").close()
+mcp = MCPServer("refuser")
+
+
+@mcp.tool()
+def add_entry(text: str) -> str:
+    """Appends an entry."""
+    if broken:
+        raise RuntimeError("schema migration failed; refusing writes")
+    with open(LOG, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+mcp.run("stdio")
+'''
+
+
+def test_a_try_whose_every_retry_is_refused_proves_nothing(tmp_path: Path) -> None:
+    """A server that refuses every call once it has restarted: each try ends ``rejected``, nothing
+    stored. The client was told, so nothing is wrong with that intent, but no retry after a crash was
+    ever judged: the points are unproven and the exploration inconclusive, never clean (which it once
+    said of ``request`` and ``response``)."""
+    server = tmp_path / "refuser.py"
+    server.write_text(REFUSER)
+    data = {
+        "name": "refuser",
+        "seed": 5,
+        "target": {"command": ["{python}", str(server)], "transport": "stdio", "env": {"DATA": "{data_dir}"}},
+        "workload": {"intents": 3, "tool": "add_entry", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/entries.jsonl", "marker_field": "text"}}},
+    }
+    found = crashpoints(data, tmp_path / "runs", ["request", "response"])
+    assert found.inconclusive
+    for point in found.points:
+        if point.name in ("request", "response"):
+            assert not point.proven, (point.name, point.verdicts)
+            assert point.finding is None, (point.name, point.verdicts)
+            assert set(point.unproven.values()) == {REFUSED}
+            assert point.inconclusive is not None
+            assert "refused the retry" in point.inconclusive
