@@ -86,6 +86,12 @@ class AuditError(HarnessError):
     exit_code = 4
 
 
+class StoreNotMade(AuditError):
+    """The effect source's store is not there (no file, directory, database or table): a target that has
+    not written yet, or audit.effects naming another place. A read during a run or a contract check
+    takes it as no effects so far; any other AuditError is a read that failed, and proves nothing."""
+
+
 class ExportError(HarnessError):
     """``export-otlp``: the collector was not there, or did not take the spans."""
 

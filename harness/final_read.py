@@ -30,7 +30,7 @@ from harness.client.http import McpHttpClient
 from harness.client.messages import ToolCall
 from harness.client.oauth import OAuthTokens
 from harness.effects.base import EffectSource, Sample, write_collected
-from harness.errors import AuditError
+from harness.errors import AuditError, StoreNotMade
 from harness.history import Outcome
 
 
@@ -98,6 +98,8 @@ def _query_postgres(url: str, query: str) -> tuple[list[str], list[tuple[Any, ..
             cur = conn.execute(query)
             columns = [d.name for d in cur.description or ()]
             return columns, cur.fetchall()
+    except psycopg.errors.UndefinedTable as exc:  # the target has not made its table yet
+        raise StoreNotMade(f"audit query failed on {url}: {exc}".splitlines()[0]) from None
     except psycopg.Error as exc:
         raise AuditError(f"audit query failed on {url}: {exc}".splitlines()[0]) from None
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import rundir
 from harness.contract.judging import is_error
-from harness.errors import HarnessError, UsageError
+from harness.errors import AuditError, HarnessError, UsageError
 from harness.history import Outcome, excerpt
 
 if TYPE_CHECKING:
@@ -156,11 +156,18 @@ class Check:
 
     def errored(self, exc: Exception, session: ContractSession) -> CheckResult:
         what = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-        logs = session.run_dir / rundir.PODS
-        why = (
-            f"the check could not finish: {excerpt(what, 200)}; the target's log is in {logs}: fix what "
-            f"stopped it, then run this check again (--only {self.id})"
-        )
+        if isinstance(exc, AuditError):  # the effect source failed: nothing it would have counted holds
+            why = (
+                f"the check could not finish: the effect source could not be read: {excerpt(what, 200)}; "
+                "fix audit.effects (validate --preflight reads it), then run this check again "
+                f"(--only {self.id})"
+            )
+        else:
+            logs = session.run_dir / rundir.PODS
+            why = (
+                f"the check could not finish: {excerpt(what, 200)}; the target's log is in {logs}: fix what "
+                f"stopped it, then run this check again (--only {self.id})"
+            )
         return CheckResult(self.id, self.title, CheckVerdict.ERROR, why, {"error": type(exc).__name__})
 
 

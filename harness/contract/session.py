@@ -21,14 +21,15 @@ import contextlib
 import itertools
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness import rundir
 from harness.client import McpClient
-from harness.client.http import McpHttpClient
+from harness.client.http import LIST_PAGES, McpHttpClient
 from harness.client.messages import CallResult, ToolCall
-from harness.errors import AuditError, TargetError
+from harness.errors import StoreNotMade, TargetError
 from harness.history import HistoryWriter, Outcome
 from harness.scenario import Scenario
 from harness.wiring import TargetWiring
@@ -94,6 +95,9 @@ class ContractSession:
             (client,) = self.wiring.clients()
             self.client = client
             stack.push_async_callback(client.aclose)
+            await self.wiring.mirror_marks(
+                [client]
+            )  # its calls send the tool's Mcp-Param-* headers, as a run's
             yield self
 
     def variant(self, env: dict[str, str], name: str) -> ContractSession:
@@ -195,11 +199,13 @@ class ContractSession:
         return await send()
 
     async def effects(self) -> Counter[str]:
-        """Effects per marker now, through the scenario's effect source; none when the source cannot be
-        read (a store the server has not made yet: no file, no table), with why in :attr:`source_error`."""
+        """Effects per marker now, through the scenario's effect source; none when its store is not there
+        (a server that has not written yet: no file, no table), with why in :attr:`source_error`.
+        AuditError when the read failed otherwise (a command that exits non-zero, a locked database): a
+        check cannot judge on a count it never got, so it ends ERROR, never PASS or FAIL on "0 effects"."""
         try:
             counts = (await self.wiring.read_effects_now(self.namespace)).counts
-        except AuditError as exc:
+        except StoreNotMade as exc:
             self.source_error = exc.message
             return Counter()
         self.source_error = None
@@ -218,17 +224,38 @@ class ContractSession:
         await self.wait_ready()
 
     async def catalog(self) -> dict[str, Any]:
-        """The server's ``tools/list`` result (first page), as it sent it; TargetError if it will not."""
+        """The server's ``tools/list`` result, its pages followed (``nextCursor``, at most LIST_PAGES) and
+        their tools joined into the first page's result; a ``nextCursor`` left in it says the listing went
+        on past them. TargetError if the server will not list them."""
         client = self.client
         assert client is not None, "call inside started()"
-        res = await self._in_session(
-            lambda: self.wiring.request(client, "tools/list", {}, next(self._ids), timeout=30)
-        )
-        if res.result is None:
-            raise TargetError(f"the server did not list its tools: {res.outcome.value} {res.message or ''}")
-        return res.result
+        listed: dict[str, Any] = {}
+        tools: list[Any] = []
+        cursor: object = None
+        for _ in range(LIST_PAGES):
+            params = {} if cursor is None else {"cursor": cursor}
+            res = await self._in_session(partial(self._list, client, params))
+            if res.result is None:
+                raise TargetError(
+                    f"the server did not list its tools: {res.outcome.value} {res.message or ''}"
+                )
+            listed = listed or dict(res.result)
+            page = res.result.get("tools")
+            tools += page if isinstance(page, list) else []
+            cursor = res.result.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+        listed["tools"] = tools
+        listed.pop("nextCursor", None)
+        if isinstance(cursor, str):
+            listed["nextCursor"] = cursor
+        return listed
+
+    def _list(self, client: McpClient, params: dict[str, Any]) -> Awaitable[CallResult]:
+        """One ``tools/list`` request, a new id each time it is sent."""
+        return self.wiring.request(client, "tools/list", params, next(self._ids), timeout=30)
 
     async def tools(self) -> list[dict[str, Any]]:
-        """The server's tools (``tools/list``, first page)."""
+        """The server's tools (``tools/list``, every page :meth:`catalog` reads)."""
         tools = (await self.catalog()).get("tools")
         return [t for t in tools or [] if isinstance(t, dict)]

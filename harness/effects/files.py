@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.effects.base import Drafted, EffectSource, SeenStore, place
-from harness.errors import AuditError
+from harness.errors import AuditError, StoreNotMade
 from harness.scenario import FilesEffects
 from harness.workload import MARKER_SHAPE
 
@@ -42,7 +42,7 @@ def count_files(directory: Path, pattern: str, marker_in: str) -> Counter[str]:
     file whose name holds one (``name``)."""
     where = f"audit.effects.files.dir {directory}"
     if not directory.is_dir():
-        raise AuditError(f"{where} is not a directory (the target never made it, or another path)")
+        raise StoreNotMade(f"{where} is not a directory (the target never made it, or another path)")
     counts: Counter[str] = Counter()
     for path in sorted(directory.glob(pattern)):
         if not path.is_file():

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from harness.effects.base import Drafted, EffectSource, SeenStore, place
-from harness.errors import AuditError
+from harness.errors import AuditError, StoreNotMade
 from harness.scenario import JsonlEffects
 
 
@@ -48,7 +48,7 @@ def count_jsonl(
     if path.is_dir():
         raise AuditError(f"{where} is a directory; name the JSON-lines file the target writes")
     if not path.is_file():
-        raise AuditError(
+        raise StoreNotMade(
             f"no effects file at {where} (the target never wrote it: no effects, or another path)"
         )
     counts: Counter[str] = Counter()

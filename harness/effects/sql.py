@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.effects.base import Drafted, EffectSource, LiveIO, SeenStore, count_rows, place
 from harness.effects.sqlite_file import open_store
-from harness.errors import AuditError
+from harness.errors import AuditError, StoreNotMade
 from harness.scenario import SqlEffects
 
 SQL_TODO = "TODO: SELECT <column holding the marker> AS marker, COUNT(*) AS effects FROM <table> GROUP BY 1"
@@ -75,7 +75,9 @@ class SqliteSource(_Sql, kind="sqlite"):
                 cur = db.execute(self.query)
             return count_rows(columns, cur, str(path))
         except sqlite3.Error as exc:
-            raise AuditError(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
+            # "no such table": the target has not made its table yet (it does at its first write).
+            error = StoreNotMade if "no such table" in str(exc) else AuditError
+            raise error(f"audit query failed on {path}: {exc} (check audit.effects.sql.query)") from None
         finally:
             db.close()
 

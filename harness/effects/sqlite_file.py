@@ -8,7 +8,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from harness.errors import AuditError
+from harness.errors import AuditError, StoreNotMade
 
 SQLITE = "sqlite:///"
 
@@ -24,7 +24,7 @@ def open_store(url: str) -> tuple[Path, sqlite3.Connection]:
     """
     path = Path(url.removeprefix(SQLITE))
     if not path.is_file():
-        raise AuditError(
+        raise StoreNotMade(
             f"effects store {path} does not exist (did the target write to audit.effects.sql.url?)"
         )
     db: sqlite3.Connection | None = None

@@ -661,3 +661,119 @@ def test_a_check_that_cannot_finish_is_an_error_and_the_others_still_run(tmp_pat
     error = suite.find("testcase[@name='crash_window']/error")
     assert error is not None
     assert (error.get("message") or "").startswith("the check could not finish: ")
+
+
+def test_a_check_whose_effect_source_fails_is_an_error_never_a_pass(tmp_path: Path) -> None:
+    """The atomic design passes replay and key_reuse. With an effect source that cannot be read (a
+    command that fails: a locked database), no count holds: both end ERROR, naming the source, where
+    they once passed (key_reuse: the other payload "took no effect") or failed on "0 effects"."""
+    failing = tmp_path / "count.sh"
+    failing.write_text("#!/bin/sh\necho 'database is locked' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    data = target("atomic")
+    data["audit"]["effects"] = {"command": {"command": [str(failing)], "timeout_s": 10}}
+    proc, report = contract(tmp_path, data, "--only", "replay,key_reuse")
+    assert verdicts(report) == {"replay": "error", "key_reuse": "error"}, proc.stdout
+    for check in report["checks"]:
+        assert "the effect source could not be read" in check["why"], check
+        assert "database is locked" in check["why"], check
+    assert proc.returncode != 0
+
+
+LEDGER = '''
+"""A third party's ledger (the SDK's low-level server): record_entry appends to a JSON-lines file,
+once per key; it marks ``region`` x-mcp-header, and lists its tools two to a page, a filler first."""
+import fcntl, json, os
+import uvicorn
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+FILE = os.environ["LEDGER_FILE"]
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "memo": {"type": "string"},
+        "idempotency_key": {"type": "string", "description": "Reuse only to retry the same entry."},
+    },
+    "required": ["region", "memo", "idempotency_key"],
+}
+EMPTY = {"type": "object", "properties": {}}
+TOOLS = [
+    types.Tool(name=f"filler_{i}", description="Reads nothing.", input_schema=EMPTY,
+               annotations=types.ToolAnnotations(read_only_hint=True))
+    for i in range(int(os.environ.get("LEDGER_FILLER", "3")))
+] + [types.Tool(name="record_entry", description="Append an entry, once per idempotency_key.",
+                input_schema=SCHEMA, annotations=types.ToolAnnotations(idempotent_hint=True))]
+
+
+async def list_tools(ctx, params):
+    start = int(params.cursor) if params and params.cursor else 0
+    following = str(start + 2) if start + 2 < len(TOOLS) else None
+    return types.ListToolsResult(tools=TOOLS[start:start + 2], next_cursor=following)
+
+
+async def call_tool(ctx, params):
+    a = params.arguments or {}
+    with open(FILE, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        for line in f:
+            if json.loads(line)["key"] == a["idempotency_key"]:
+                return types.CallToolResult(content=[types.TextContent(type="text", text=line.strip())])
+        entry = json.dumps({"memo": a["memo"], "key": a["idempotency_key"]})
+        f.write(entry + "\\n")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=entry)])
+
+
+server = Server("acme-ledger", version="0.3.0", on_list_tools=list_tools, on_call_tool=call_tool,
+                get_tool_input_schema=lambda name: SCHEMA if name == "record_entry" else EMPTY)
+uvicorn.run(server.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+def ledger(tmp_path: Path, filler: int = 3) -> dict[str, Any]:
+    server = tmp_path / "ledger.py"
+    server.write_text(LEDGER)
+    return {
+        "name": "ledger",
+        "target": {
+            "command": ["{python}", str(server)],
+            "env": {"LEDGER_FILE": "{data_dir}/ledger.jsonl", "LEDGER_FILLER": str(filler)},
+        },
+        "workload": {
+            "intents": 20,
+            "tool": "record_entry",
+            "arguments": {"region": "eu-{index}", "memo": "{marker}", "idempotency_key": "{key}"},
+        },
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl", "marker_field": "memo"}}},
+    }
+
+
+def test_a_tool_that_marks_a_header_on_a_later_page_is_checked_as_a_run_calls_it(tmp_path: Path) -> None:
+    """The checks call the tool as a run does, with its Mcp-Param-Region header (the SDK's server
+    refuses a call without it: every check once failed on the harness's own protocol error), and read
+    every page of tools/list (annotations once said the tool was not listed, and catalog counted the
+    first page only)."""
+    proc, report = contract(
+        tmp_path, ledger(tmp_path), "--only", "replay,restart_keeps_keys,annotations,catalog"
+    )
+    assert "header is missing" not in proc.stdout, proc.stdout
+    got = verdicts(report)
+    assert got == {
+        "replay": "pass",
+        "restart_keeps_keys": "pass",
+        "annotations": "pass",
+        "catalog": "pass",
+    }, proc.stdout
+    catalog = next(c for c in report["checks"] if c["id"] == "catalog")
+    assert catalog["evidence"]["tools"] == 4
+
+
+def test_a_listing_past_its_pages_is_said_not_cut_silently(tmp_path: Path) -> None:
+    proc, report = contract(tmp_path, ledger(tmp_path, filler=41), "--only", "catalog")
+    (catalog,) = report["checks"]
+    assert catalog["verdict"] == "fail", proc.stdout
+    problems = catalog["evidence"]["problems"]
+    assert any(p.startswith("tools/list goes on past 20 pages (40 tools read") for p in problems), problems

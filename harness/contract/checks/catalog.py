@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.client.http import LIST_PAGES
 from harness.contract.framework import Check, CheckResult, Options, Seen, check
 from harness.contract.judging import (
     listing_problems,
@@ -39,6 +40,11 @@ async def catalog(c: Check, s: ContractSession, o: Options, seen: Seen) -> Check
             text = json.dumps(listed, indent=2, ensure_ascii=False) + "\n"
             o.snapshot.write_text(text, encoding="utf-8")
             evidence["snapshot"] = f"written to {o.snapshot}"
+    if isinstance(first.get("nextCursor"), str):
+        problems.append(
+            f"tools/list goes on past {LIST_PAGES} pages ({len(tools)} tools read, those judged): a catalog "
+            "that large costs every conversation that loads it"
+        )
     mine = [p for p in problems if p.startswith(f"{s.tool} ")]  # the workload's tool, first
     problems = mine + [p for p in problems if p not in mine]
     evidence["problems"] = problems
