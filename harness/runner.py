@@ -192,6 +192,7 @@ class _Run:
         )
         for supervisor in self.supervisors:
             supervisor.on_restart = self._restarted
+            supervisor.on_gone = self._gone
         self.injector = Injector(
             self.schedule,
             self.supervisors,
@@ -234,6 +235,12 @@ class _Run:
         self.liveness.restarted(pod, ready_seq)
         if self.checkpoints is not None:
             self.checkpoints.after_restart(pod, ready_seq)
+
+    def _gone(self, why: str) -> None:
+        """A pod did not come back from its death: the run stops on it, as on one that came back and
+        answered nothing (the liveness watch), and the audit leads with it."""
+        if self.driver is not None:
+            self.driver.stop(why)
 
     def _attempt_of(self, request_id: object) -> tuple[int, int] | None:
         return None if self.driver is None else self.driver.attempt_of(request_id)

@@ -160,11 +160,16 @@ class UnavailableRow:
     """Lock-like files written in its data directory since the last answer before the fault."""
     log: str
     """The pod log's last lines when it was found."""
+    came_back: bool = True
+    """False: it never became ready again after the fault, ``why`` (exited as it started, or silent)."""
+    why: str = ""
 
     @property
     def sentence(self) -> str:
         held = f"; lock-like files since the fault: {', '.join(self.locks[:5])}" if self.locks else ""
         said = f"; its log ends: {self.log!r}" if self.log else ""
+        if not self.came_back:
+            return f"{self.pod} did not come back after {self.after}: {self.why}{said}"
         return (
             f"{self.pod} was up again after {self.after} and answered none of {self.failed} calls in "
             f"{self.for_s:.0f}s{held}{said}"
@@ -421,7 +426,18 @@ def _unavailable(fold: Fold) -> list[UnavailableRow]:
     for found in fold.unavailable:
         before = [f for f in fold.pod_faults if f.pod == found.pod and f.seq < found.ready_seq]
         after = before[-1].label() if before else "a restart"
-        rows.append(UnavailableRow(found.pod, after, found.for_s, found.failed, found.locks, found.log))
+        rows.append(
+            UnavailableRow(
+                found.pod,
+                after,
+                found.for_s,
+                found.failed,
+                found.locks,
+                found.log,
+                found.came_back,
+                found.why,
+            )
+        )
     return rows
 
 

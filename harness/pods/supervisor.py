@@ -49,9 +49,17 @@ class Supervisor:
     on_started: Callable[[int], Awaitable[None]] | None = field(default=None, init=False)
     """Awaited with the pid of each instance as soon as it started, before its readiness is checked (the
     file tracer seizes it there, before it has written anything)."""
+    on_gone: Callable[[str], None] | None = field(default=None, init=False)
+    """Called with why, when the pod did not come back from a death (a restart that never became ready:
+    it exited as it started, or never answered): the run stops on it, a finding of its own (recorded as
+    ``pod_unavailable``). Unset (a contract check, init), that restart raises TargetNotReady."""
     before_restart: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
     """Awaited after an instance died and before the next starts (a power loss rolls the data back)."""
     kills: int = field(default=0, init=False)
+    started_seq: int = field(default=-1, init=False)
+    """The history seq of the pod's last ``pod_started``."""
+    _halted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """Set by :meth:`stop`: what a supervisor whose pod did not come back waits for."""
     _killed: bool = field(default=False, init=False)
     """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
     _power_loss: bool = field(default=False, init=False)
@@ -66,7 +74,9 @@ class Supervisor:
         """Start the pod and wait until it is ready; TargetNotReady (with its log tail) if it is not."""
         started = time.monotonic()
         pid = await self.pod.start()
-        self.history.emit(EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity())
+        self.started_seq = self.history.emit(
+            EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity()
+        )
         if self.on_started is not None:
             await self.on_started(pid)
         waiter = asyncio.ensure_future(self.pod.wait())
@@ -118,9 +128,12 @@ class Supervisor:
         answered = ""
         if readiness.last is not None and readiness.last.message:
             answered = f"; it last answered: {readiness.last.message}"
+        # Its first start: the command or the timeout may be wrong. A restart: the same command came up
+        # before, and the server is what did not.
+        hint = "" if self.restarts else " (raise target.ready_timeout_s or check the command)"
         raise TargetNotReady(
             f"target pod {self.pod.name} did not {self.ready_check.describe()} within "
-            f"{self.ready_timeout_s:g}s{answered} (raise target.ready_timeout_s or check the command)",
+            f"{self.ready_timeout_s:g}s{answered}{hint}",
             details=self.pod.log_tail(),
         )
 
@@ -153,9 +166,32 @@ class Supervisor:
             if self.stopping:
                 return
             self.restarts += 1
-            await self.start()
+            try:
+                await self.start()
+            except TargetNotReady as exc:
+                if self.on_gone is None:
+                    raise
+                self._gone(exc)
+                await self._halted.wait()  # the run stops on it; the pod stays as it is until then
+                return
             if self.on_restart is not None and self.ready.is_set():
                 self.on_restart(self.pod.name, self.ready_seq)
+
+    def _gone(self, exc: TargetNotReady) -> None:
+        """Record a pod that did not come back from its death, and tell the run (:attr:`on_gone`)."""
+        assert self.on_gone is not None
+        self.history.emit(
+            EventType.POD_UNAVAILABLE,
+            pod=self.pod.name,
+            ready_seq=self.started_seq,
+            came_back=False,
+            why=exc.message,
+            for_s=self.ready_timeout_s,
+            failed=0,
+            locks=[],
+            message=exc.details or "",
+        )
+        self.on_gone(f"{self.pod.name} did not come back after it died: {exc.message}")
 
     @property
     def stopping(self) -> bool:
@@ -239,6 +275,7 @@ class Supervisor:
 
     async def stop(self) -> None:
         self._stopping = True
+        self._halted.set()
         for timer in self._grace_timers.values():
             timer.cancel()
         self.resume()

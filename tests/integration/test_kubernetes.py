@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness.errors import TargetError, TargetNotReady, TargetStartError
+from harness.errors import TargetError, TargetStartError
 from harness.history import EventType, FaultKind, Verdict
 from tests.helpers.cli import CLI, mcp_chaos
 from tests.helpers.processes import alive
@@ -182,12 +182,16 @@ def test_chaos_mesh_kills_and_its_podchaos_is_deleted_after_the_run(
     assert not cluster.unexpected
 
 
-def test_podchaos_is_deleted_when_the_run_fails(cluster: FakeCluster, tmp_path: Path) -> None:
-    cluster.broken_replacements = True  # a replacement never becomes Ready
+def test_podchaos_is_deleted_when_the_pod_never_comes_back(cluster: FakeCluster, tmp_path: Path) -> None:
+    """A replacement that never becomes Ready: the run stops on it, UNAVAILABLE, and its PodChaos is
+    deleted all the same."""
+    cluster.broken_replacements = True
     data = kube_scenario(cluster, cluster.kubeconfig(tmp_path / "kubeconfig"), kill="chaos_mesh")
     data["target"]["ready_timeout_s"] = 2
-    with pytest.raises(TargetNotReady, match=r"0 of 1 pods matching app=invoices in namespace chaos Ready"):
-        run_scenario(data, tmp_path / "results")
+    result = run_scenario(data, tmp_path / "results")
+    (found,) = result.summary.unavailable
+    assert not found.came_back
+    assert "0 of 1 pods matching app=invoices in namespace chaos Ready" in found.sentence
     assert len(cluster.podchaos_created) == 1
     assert cluster.podchaos == {}
 

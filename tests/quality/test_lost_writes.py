@@ -237,3 +237,68 @@ def test_a_server_wedged_by_a_stale_lock_is_unavailable_and_ends_the_run(
     assert summary["status"] == "stopped"
     assert summary["unavailable"][0]["locks"] == ["notes.jsonl.lock"]
     assert "unavailable: pod-0 was up again" in "; ".join(summary["gate"]["violations"])
+
+
+NEVER_BACK = '''
+"""Records items in a JSON-lines file; every start after its first finds "corrupt state" and exits 1
+(NEVER_BACK=exit), or waits for a lock that never frees before it serves (NEVER_BACK=hang)."""
+import json, os, sys, time
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["ITEMS_FILE"]
+if os.path.exists(FILE + ".started"):
+    if os.environ["NEVER_BACK"] == "exit":
+        sys.exit("items: corrupt state, refusing to start")
+    print("items: waiting for a lock that never frees", file=sys.stderr, flush=True)
+    time.sleep(3600)
+open(FILE + ".started", "w").close()
+mcp = MCPServer("items")
+
+
+@mcp.tool()
+def add(text: str) -> str:
+    """Adds an item."""
+    with open(FILE, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+@pytest.mark.parametrize(("how", "said"), [("exit", "exited with code 1"), ("hang", "within 3s")])
+def test_a_server_that_never_comes_back_from_a_kill_is_unavailable_with_a_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str, said: str
+) -> None:
+    """Up once, then after the kill it exits as it starts, or never answers: the worst finding, audited
+    and reported like a pod that came back and answered nothing. It once ended the run with a
+    configuration error (exit 3, "check the command": the command had worked) and no report."""
+    server = tmp_path / "items.py"
+    server.write_text(NEVER_BACK)
+    data = {
+        "name": f"never-back-{how}",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "env": {"ITEMS_FILE": "{data_dir}/items.jsonl", "NEVER_BACK": how},
+            "ready_timeout_s": 3,
+        },
+        "workload": {"intents": 400, "concurrency": 4, "tool": "add", "arguments": {"text": "{marker}"}},
+        # Early, and new intents wait for it: most of the workload is left when the pod is gone.
+        "faults": {"kill": {"count": 1, "min_uptime_s": 0.2, "window": [0.2, 0.3], "hold_dispatch": True}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/items.jsonl", "marker_field": "text"}}},
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    headline = out.splitlines()[0]
+    assert headline.startswith("UNAVAILABLE: pod-0 did not come back after kill#1 pod-0 @"), out
+    assert said in headline
+    assert "check the command" not in headline
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+    (row,) = summary["unavailable"]
+    assert row["came_back"] is False
+    assert (run_dir / "report.md").is_file()

@@ -10,18 +10,23 @@ from harness.history import EventType
 
 @dataclass(frozen=True, slots=True)
 class Unavailable:
-    """A pod back from a fault that answered no call (``pod_unavailable``): the run stopped on it."""
+    """A pod back from a fault that answered no call, or that never came back (``pod_unavailable``):
+    the run stopped on it."""
 
     seq: int
     t: float
     pod: str
     ready_seq: int
-    """Its restart's ``pod_ready``: the pod fault before it is what it did not recover from."""
+    """Its restart's ``pod_ready`` (or ``pod_started``, of one never ready): the pod fault before it is
+    what it did not recover from."""
     for_s: float
     failed: int
     locks: list[str]
     log: str
     """The pod log's last lines when it was found (redacted, cut)."""
+    came_back: bool = True
+    """False: its restart never became ready (it exited as it started, or never answered), ``why``."""
+    why: str = ""
 
 
 class Unavailability(Accumulator):
@@ -43,5 +48,7 @@ class Unavailability(Accumulator):
                 failed=int(ev.get("failed", 0)),
                 locks=[str(x) for x in locks] if isinstance(locks, list) else [],
                 log=str(ev.get("message") or ""),
+                came_back=ev.get("came_back") is not False,
+                why=str(ev.get("why") or ""),
             )
         )
