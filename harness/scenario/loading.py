@@ -43,14 +43,20 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
 TODO_COMMENT = re.compile(r"(^|\s)#.*TODO")
 
 
+def _is_todo(text: str) -> bool:
+    """What ``mcp-chaos init`` leaves: ``TODO``, or ``TODO: what to do``; not a name that begins with
+    the word (``TODO_FILE``, a todo app's ``TODO list``)."""
+    return text == "TODO" or text.startswith("TODO:")
+
+
 def _first_todo(node: Any, path: str = "") -> str | None:
     """The first field whose value (or name) is a ``TODO`` that ``mcp-chaos init`` left for the user."""
     if isinstance(node, str):
-        return (path or "(top level)") if node.startswith("TODO") else None
+        return (path or "(top level)") if _is_todo(node) else None
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
     for key, value in items:
         here = f"{path}.{key}" if path else str(key)
-        if isinstance(key, str) and key.startswith("TODO"):
+        if isinstance(key, str) and _is_todo(key):
             return here
         found = _first_todo(value, here)
         if found is not None:

@@ -4,6 +4,7 @@ the name, and where init looks for a store."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -301,3 +302,18 @@ def test_a_probe_of_a_server_pointed_at_the_proxy_starts_it_with_no_upstream() -
     services = probe(spec, 10).services
     assert services.downstream is not None
     assert services.downstream.upstream is None  # init's own calls never reach the API
+
+
+def test_a_name_that_begins_with_todo_is_not_a_todo_left_by_init() -> None:
+    """A todo app's server has ``TODO_FILE`` and todos titled "TODO list": only ``TODO`` itself, or
+    ``TODO: what to do``, is what init left (a scenario with either once could not be described)."""
+    data: dict[str, Any] = {
+        "name": "todos",
+        "target": {"command": ["server"], "env": {"TODO_FILE": "{data_dir}/todos.json"}},
+        "workload": {"intents": 1, "tool": "add_todo", "arguments": {"text": "TODO list {marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/todos.jsonl", "marker_field": "text"}}},
+    }
+    assert parse_scenario(data).target.env["TODO_FILE"] == "{data_dir}/todos.json"
+    data["workload"]["arguments"]["text"] = "TODO"
+    with pytest.raises(ScenarioError, match=r"workload\.arguments\.text still says TODO"):
+        parse_scenario(data)
