@@ -99,7 +99,9 @@ def command(args: argparse.Namespace) -> int:
         + (f", in {jobs} copies of the target side by side\n" if jobs > 1 else "\n")
     )
     progress = None if args.quiet else 1.0
-    found = drive(crash_jobs.explore_jobs(planned, progress_interval_s=progress), [planned.run_dir])
+    # Each copy is a run of its own: an interrupted exploration names each one to audit.
+    runs = [copy.run_dir for copy in planned.copies]
+    found = drive(crash_jobs.explore_jobs(planned, progress_interval_s=progress), runs)
     report = crash_render.write_reports(found)
     say(crash_render.render_terminal(found))  # first: an output the disk refuses costs no table
     print(f"report: {report}", flush=True)

@@ -326,3 +326,35 @@ def test_a_sigkilled_audit_s_files_are_removed_by_the_next_audit_and_by_cleanup(
         for path in (stale, ours):
             if path.exists():
                 path.rmdir()
+
+
+def test_an_interrupted_exploration_in_copies_names_each_copy_s_run_to_audit(tmp_path: Path) -> None:
+    """``crashpoints --jobs 2`` explores in two runs (``job-1``, ``job-2``); Ctrl-C names each to audit
+    (it named their parent, which ``audit`` refuses: not a run directory), and each audits."""
+    data = invoice_scenario(mode="naive", intents=3)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    argv = [*CLI, "crashpoints", str(path), "--results", str(tmp_path / "r"), "--run-id", "x", "--jobs", "2"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        histories = [tmp_path / "r" / "x" / f"job-{k}" / "history.jsonl" for k in (1, 2)]
+        while not all(h.is_file() and h.stat().st_size > 0 for h in histories):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the copies never started"
+            time.sleep(0.05)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    named = [
+        line.rsplit("mcp-chaos audit ", 1)[1].rstrip(")") for line in err.splitlines() if "audit it" in line
+    ]
+    assert sorted(Path(n).name for n in named) == ["job-1", "job-2"], err
+    for run_dir in named:
+        audited = mcp_chaos("audit", run_dir, "--no-html")
+        assert audited.returncode in (0, 1), audited.stderr  # a finding or none; never "not a run"
