@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,7 +367,7 @@ NOTHING_MEASURED = 0.5
 a typo in the tool's name, credentials that expired, a server that refused the protocol."""
 
 
-def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally) -> list[str]:
+def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence[FaultRow]) -> list[str]:
     reasons = []
     started = tally.started
     refused = tally.verdicts[Verdict.REJECTED.value] + tally.verdicts[Verdict.UNFINISHED.value]
@@ -380,6 +380,13 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally) -> list[str]:
         if injected < planned:
             why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
             reasons.append(f"{planned - injected} of {planned} planned {kind.value}s did not happen ({why})")
+    for row in faults:
+        if row.kind in POD_FAULTS and row.injected and not row.intents_hit:
+            # Each struck an idle server: no attempt broke, so no retry after one was ever judged.
+            reasons.append(
+                f"{row.injected} {row.kind.value}{'s' if row.injected > 1 else ''} hit no attempt in "
+                "flight: none broke a call, so no retry after one was tested"
+            )
     for index, rule in enumerate(scenario.faults.stream):
         if rule.intent is not None and rule.probability is None and not fold.rule_hits.get(index):
             if rule.intent < started:
@@ -448,7 +455,7 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
     rates = {v: Rate(c, started) for v, c in verdicts.items()}
     causes = _causes(tally)
     faults = _fault_rows(tally, fold, scenario)
-    inconclusive = _inconclusive(fold, scenario, tally)
+    inconclusive = _inconclusive(fold, scenario, tally, faults)
     reads = fold.checkpoints
     total_attempts = tally.attempts
     by_outcome = {o: tally.outcomes[o] for o in Outcome}

@@ -203,3 +203,43 @@ def test_audit_exits_1_on_a_lost_intent_under_a_duplicate_threshold_and_says_los
     report = (run_dir / "report.md").read_text().splitlines()
     assert report[2].startswith("**LOST: 1 of 4 intents")
     assert yaml.safe_load((run_dir / "scenario.yaml").read_text())["gate"]["fail_on"] is None
+
+
+def _one_kill(scenario_data: dict[str, Any], *, during_a_call: bool) -> AuditResult:
+    """Two intents and one kill, struck while the first's attempt was in flight, or between calls."""
+    h = History(intents=2, faults_planned={"kill": 1})
+    for i in range(2):
+        h.start(i)
+        rid = h.attempt(i)
+        h.tick()
+        if i == 0 and during_a_call:
+            h.fault("kill", trigger="after 0 intents")
+            h.exited()
+            h.add("pod_ready", pod="pod-0", pid=2, after_s=0.1, protocol="2026-07-28")
+            h.tick()
+            h.end(i, rid, "transport_error")
+            rid = h.attempt(i, attempt=2)
+            h.tick()
+        h.end(i, rid, "ok")
+        h.finish(i, status="ok")
+        h.tick()
+        if i == 0 and not during_a_call:
+            h.fault("kill", trigger="after 1 intents")
+            h.exited()
+            h.add("pod_ready", pod="pod-0", pid=2, after_s=0.1, protocol="2026-07-28")
+            h.tick()
+    h.add("run_ended", status="completed")
+    return audit(h, {"ns-m0": 1, "ns-m1": 1}, parse_scenario(scenario_data))
+
+
+def test_a_kill_that_hit_no_attempt_makes_the_run_inconclusive(scenario_data: dict[str, Any]) -> None:
+    """Struck between calls, a kill broke nothing: the run's "exactly once" never saw a retry after a
+    crash, so it is inconclusive, never a pass (it passed: 1 of 1 planned kills happened)."""
+    idle = _one_kill(scenario_data, during_a_call=False)
+    assert idle.summary.inconclusive == [
+        "1 kill hit no attempt in flight: none broke a call, so no retry after one was tested"
+    ]
+    assert not idle.gate_passed
+    hit = _one_kill(scenario_data, during_a_call=True)
+    assert hit.summary.inconclusive == []
+    assert hit.gate_passed
