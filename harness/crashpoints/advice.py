@@ -111,7 +111,8 @@ def _file_advice(exploration: Exploration, result: PointResult) -> str | None:
     """What a loss at a file operation or after a power loss says about how the server writes its files."""
     point = result.path[-1]
     wiped = sum(len(v) for v in result.wiped.values())
-    earlier = f" and {wiped} intents acknowledged before it were lost" if wiped else ""
+    intents = "1 intent" if wiped == 1 else f"{wiped} intents"
+    earlier = f" and {intents} acknowledged before it {'was' if wiped == 1 else 'were'} lost" if wiped else ""
     if point.crash is Crash.POWER_LOSS:
         lost = earlier or " the call was lost"
         return f"After a power loss at {point.operation}{lost}: {_durability(exploration)}."
@@ -122,7 +123,7 @@ def _file_advice(exploration: Exploration, result: PointResult) -> str | None:
             f"the crash left as its whole state. {DURABLE_FIX}."
         )
     if wiped:
-        return f"A crash at {point.name} lost {wiped} intents acknowledged before it. {DURABLE_FIX}."
+        return f"A crash at {point.name} lost {intents} acknowledged before it. {DURABLE_FIX}."
     return None
 
 

@@ -97,6 +97,10 @@ def parse_scenario(
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, override and validate a scenario file; every failure is one ScenarioError line."""
     p = Path(path)
+    if p.is_dir():
+        raise ScenarioError(
+            f"{p} is a directory, not a scenario file (pass a YAML file, e.g. scenarios/pod-kill.yaml)"
+        )
     if not p.is_file():
         raise ScenarioError(f"scenario file not found: {p} (pass a YAML file, e.g. scenarios/pod-kill.yaml)")
     try:

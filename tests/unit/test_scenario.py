@@ -308,6 +308,15 @@ def test_an_override_makes_the_sections_it_needs() -> None:
     }
 
 
+def test_an_override_that_is_one_placeholder_is_its_text_not_a_mapping() -> None:
+    """``--set workload.arguments.priority={index}``: YAML reads ``{index}`` as {index: null}, sent as
+    an object and never rendered; it is the placeholder. A real flow mapping is still one."""
+    data: dict[str, Any] = {}
+    apply_override(data, "workload.arguments.priority={index}")
+    apply_override(data, "workload.arguments.meta={a: 1}")
+    assert data == {"workload": {"arguments": {"priority": "{index}", "meta": {"a": 1}}}}
+
+
 @pytest.mark.parametrize(
     ("assignment", "expected"),
     [
@@ -428,3 +437,9 @@ def test_the_client_secret_of_target_auth_is_a_secret_of_the_scenario(scenario_d
     assert "value-of-the-secret" in scenario.secrets({"OAUTH_SECRET": "value-of-the-secret"})
     assert scenario.target.auth is not None
     assert scenario.target.auth.client_secret == "${OAUTH_SECRET}"  # the name is kept, not the value
+
+
+def test_a_directory_named_as_the_scenario_is_said_to_be_one(tmp_path: Path) -> None:
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(ScenarioError, match=r"dir\.yaml is a directory, not a scenario file"):
+        load_scenario(tmp_path / "dir.yaml")

@@ -51,7 +51,8 @@ async def catalog(c: Check, s: ContractSession, o: Options, seen: Seen) -> Check
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return c.failed(problems[0] + more, evidence)
+    listed = f"{len(tools)} tool{'' if len(tools) == 1 else 's'}"
     return c.passed(
-        f"{len(tools)} tools, {total} tokens (budget {o.token_budget}), stable across calls and a restart",
+        f"{listed}, {total} tokens (budget {o.token_budget}), stable across calls and a restart",
         evidence,
     )
