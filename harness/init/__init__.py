@@ -24,7 +24,7 @@ from harness.client.messages import CallResult
 from harness.effects.base import SeenStore
 from harness.errors import HarnessError, UsageError
 from harness.history import Outcome, excerpt
-from harness.init.connect import connected, probe
+from harness.init.connect import MAX_PAGES, connected, probe
 from harness.init.draft import choose_source, downstream_of, refused, sample_arguments
 from harness.init.render import render
 from harness.init.values import draft_bounded
@@ -108,17 +108,25 @@ async def _pick(
     tools: Mapping[str, Mapping[str, Any]],
     asked: str | None,
     prompt: Prompt | None,
+    *,
+    cut: bool = False,
 ) -> str:
     """The tool the workload calls: the one asked for, else the one that best makes a record of each
     intent (a create/add/insert with free text and a key, over an update or a delete that takes an id,
     or a schema operation); ``prompt`` chooses among several at a terminal."""
+    # A listing cut short says so: the tool may be on a page never read.
+    read = (
+        f" (tools/list went on past {MAX_PAGES} pages; only their {len(tools)} tools were read)"
+        if cut
+        else ""
+    )
     if asked is not None:
         if asked not in tools:
-            raise UsageError(f"--tool {asked!r} is not one of the server's tools: {', '.join(tools)}")
+            raise UsageError(f"--tool {asked!r} is not one of the server's tools: {', '.join(tools)}{read}")
         return asked
     if not candidates:
         raise UsageError(
-            f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}); "
+            f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}){read}; "
             "name the one to test with --tool"
         )
     ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).suitability(), reverse=True)
@@ -194,7 +202,7 @@ async def _drafted(
     async with connected(spec, url=origin.url, ready_timeout_s=ready_timeout_s) as server:
         tools = {str(t["name"]): t for t in server.tools}
         classified = [classify(t) for t in server.tools]
-        chosen = await _pick([c for c in classified if c.changes_state], tools, tool, prompt)
+        chosen = await _pick([c for c in classified if c.changes_state], tools, tool, prompt, cut=server.cut)
         schema = tools[chosen].get("inputSchema")
         draft = await draft_bounded(schema if isinstance(schema, Mapping) else {})
         if origin.url is None and (missing := server.missing()):

@@ -64,6 +64,8 @@ class Server:
     protocol: str
     tools: list[dict[str, Any]]
     name: str | None = None
+    cut: bool = False
+    """Its tools/list went on past MAX_PAGES pages: ``tools`` are what those pages listed."""
     """The name it gives itself (``serverInfo.name``), if it gave one."""
     candidates: list[str] = field(default_factory=list)
     """Values of its command line and environment inside ``{data_dir}``, as written: where a store may be."""
@@ -196,6 +198,7 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
             wiring.protocol,
             listed.tools,
             name=listed.name or _initialized_name(wiring, client),
+            cut=listed.cut,
             candidates=store_candidates(scenario.target),
             data_dir=run_dir / rundir.DATA,
             _call=call,
@@ -227,6 +230,8 @@ def _name(info: object) -> str | None:
 class _Listed:
     tools: list[dict[str, Any]]
     name: str | None
+    cut: bool = False
+    """The listing went on past MAX_PAGES pages: ``tools`` are those of the pages read."""
 
 
 async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) -> Server:
@@ -245,7 +250,9 @@ async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) ->
             )
         finally:
             await client.end_session()
-    return Server(readiness.protocol, listed.tools, name=listed.name or _name(client.server_info))
+    return Server(
+        readiness.protocol, listed.tools, name=listed.name or _name(client.server_info), cut=listed.cut
+    )
 
 
 async def _list_tools(request: Request) -> _Listed:
@@ -266,8 +273,8 @@ async def _list_tools(request: Request) -> _Listed:
         ]
         cursor = res.result.get("nextCursor")
         if not isinstance(cursor, str) or not cursor:
-            break
-    return _Listed(tools, name)
+            return _Listed(tools, name)
+    return _Listed(tools, name, cut=True)
 
 
 def _file_store(value: str, path: Path) -> SeenStore | None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.helpers.cli import mcp_chaos
+from tests.helpers.ledger import LEDGER
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
 
@@ -678,59 +679,6 @@ def test_a_check_whose_effect_source_fails_is_an_error_never_a_pass(tmp_path: Pa
         assert "the effect source could not be read" in check["why"], check
         assert "database is locked" in check["why"], check
     assert proc.returncode != 0
-
-
-LEDGER = '''
-"""A third party's ledger (the SDK's low-level server): record_entry appends to a JSON-lines file,
-once per key; it marks ``region`` x-mcp-header, and lists its tools two to a page, a filler first."""
-import fcntl, json, os
-import uvicorn
-import mcp_types as types
-from mcp.server.lowlevel import Server
-
-FILE = os.environ["LEDGER_FILE"]
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "region": {"type": "string", "x-mcp-header": "Region"},
-        "memo": {"type": "string"},
-        "idempotency_key": {"type": "string", "description": "Reuse only to retry the same entry."},
-    },
-    "required": ["region", "memo", "idempotency_key"],
-}
-EMPTY = {"type": "object", "properties": {}}
-TOOLS = [
-    types.Tool(name=f"filler_{i}", description="Reads nothing.", input_schema=EMPTY,
-               annotations=types.ToolAnnotations(read_only_hint=True))
-    for i in range(int(os.environ.get("LEDGER_FILLER", "3")))
-] + [types.Tool(name="record_entry", description="Append an entry, once per idempotency_key.",
-                input_schema=SCHEMA, annotations=types.ToolAnnotations(idempotent_hint=True))]
-
-
-async def list_tools(ctx, params):
-    start = int(params.cursor) if params and params.cursor else 0
-    following = str(start + 2) if start + 2 < len(TOOLS) else None
-    return types.ListToolsResult(tools=TOOLS[start:start + 2], next_cursor=following)
-
-
-async def call_tool(ctx, params):
-    a = params.arguments or {}
-    with open(FILE, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.seek(0)
-        for line in f:
-            if json.loads(line)["key"] == a["idempotency_key"]:
-                return types.CallToolResult(content=[types.TextContent(type="text", text=line.strip())])
-        entry = json.dumps({"memo": a["memo"], "key": a["idempotency_key"]})
-        f.write(entry + "\\n")
-    return types.CallToolResult(content=[types.TextContent(type="text", text=entry)])
-
-
-server = Server("acme-ledger", version="0.3.0", on_list_tools=list_tools, on_call_tool=call_tool,
-                get_tool_input_schema=lambda name: SCHEMA if name == "record_entry" else EMPTY)
-uvicorn.run(server.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
-            port=int(os.environ["PORT"]), log_level="warning")
-'''
 
 
 def ledger(tmp_path: Path, filler: int = 3) -> dict[str, Any]:

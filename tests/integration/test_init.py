@@ -21,6 +21,7 @@ import yaml
 
 from harness.loopback import free_port
 from tests.helpers.cli import mcp_chaos
+from tests.helpers.ledger import LEDGER
 from tests.helpers.paths import INVOICES, PROVIDER, ROOT, TS_DIR
 
 pytestmark = pytest.mark.integration
@@ -164,6 +165,19 @@ def test_init_refuses_to_overwrite_and_names_unknown_tools(tmp_path: Path) -> No
     )
     assert unknown.returncode == 2
     assert "--tool 'nope' is not one of the server's tools: count_invoices, create_invoice" in unknown.stderr
+
+
+def test_a_listing_cut_after_its_pages_is_said_not_taken_for_the_whole(tmp_path: Path) -> None:
+    """A server with more tools than 20 pages list: init reads those pages and says so, where it said
+    "none of the server's tools seems to change state" and "--tool ... is not one of the server's
+    tools" of a tool on page 21 as if the listing were whole."""
+    server = tmp_path / "ledger.py"
+    server.write_text(LEDGER)
+    command = ("--command", f"{sys.executable} {server}", "--env", "LEDGER_FILE={data_dir}/ledger.jsonl")
+    for asked in ((), ("--tool", "record_entry")):
+        made = mcp_chaos("init", *command, "--env", "LEDGER_FILLER=41", *asked, "-o", "x.yaml", cwd=tmp_path)
+        assert made.returncode == 2, made.stderr
+        assert "(tools/list went on past 20 pages; only their 40 tools were read)" in made.stderr
 
 
 def test_init_against_a_server_that_will_not_start(tmp_path: Path) -> None:
