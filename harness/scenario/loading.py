@@ -25,9 +25,10 @@ from harness.scenario.placeholders import Place, map_strings, strings_at
 
 
 def _format_validation_error(source: str, exc: ValidationError) -> str:
-    """pydantic's first error as ``source: dotted.field: message`` (and how many more there are)."""
+    """pydantic's first error as ``source: dotted.field: message`` (and how many more there are); an
+    unknown field goes first: ``tol: add`` is why ``tool`` is missing, and the one to fix."""
     errors = exc.errors()
-    first = errors[0]
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":

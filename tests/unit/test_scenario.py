@@ -443,3 +443,12 @@ def test_a_directory_named_as_the_scenario_is_said_to_be_one(tmp_path: Path) -> 
     (tmp_path / "dir.yaml").mkdir()
     with pytest.raises(ScenarioError, match=r"dir\.yaml is a directory, not a scenario file"):
         load_scenario(tmp_path / "dir.yaml")
+
+
+def test_a_misspelt_field_is_named_before_the_field_it_leaves_missing(
+    scenario_data: dict[str, Any],
+) -> None:
+    data = copy.deepcopy(scenario_data)
+    data["workload"]["tol"] = data["workload"].pop("tool")
+    with pytest.raises(ScenarioError, match=r"workload\.tol: unknown field .*\(and 1 more\)"):
+        parse_scenario(data)
