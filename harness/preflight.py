@@ -141,9 +141,17 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
         last = attempts[-1] if attempts else {}
         said = f": {excerpt(str(last['message']), 200)}" if last.get("message") else ""
         what = f"{last.get('outcome', 'no answer')} ({last.get('detail', '')})" if last else "no answer"
+        check = "check workload.tool and workload.arguments"
+        if "Mcp-Param-" in str(last.get("message", "")):
+            # The headers come from the tool's listing (x-mcp-header): a listing that failed, or did
+            # not list the tool, left the call without them, whatever its arguments.
+            check = (
+                f"the server wants {tool}'s x-mcp-header arguments as Mcp-Param-* headers, which a call "
+                f"mirrors from tools/list: check that tools/list answers and lists {tool}"
+            )
         raise PreflightError(
             f"preflight: the call of {tool} did not succeed: {what}{said} "
-            f"(check workload.tool and workload.arguments; the preflight run is in {pf_dir})"
+            f"({check}; the preflight run is in {pf_dir})"
         )
     reply = next((str(a["reply"]) for a in attempts if a["outcome"] == Outcome.OK and "reply" in a), None)
     answered, blame = _blame(tool, reply, pf_dir)

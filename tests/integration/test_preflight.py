@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.helpers.cli import mcp_chaos
+from tests.helpers.ledger import LEDGER
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
 
@@ -105,6 +106,32 @@ def test_a_tool_that_rejects_the_arguments(tmp_path: Path) -> None:
     line = error_line(proc)
     assert "preflight: the call of create_invoice did not succeed: tool_error" in line
     assert "check workload.tool and workload.arguments" in line
+
+
+def test_a_call_refused_for_headers_the_listing_did_not_give_blames_the_listing(tmp_path: Path) -> None:
+    """The tool marks an argument x-mcp-header, and is listed past the pages a run reads: its call goes
+    without the Mcp-Param header and is refused. The arguments were right; the listing is to check."""
+    server = tmp_path / "ledger.py"
+    server.write_text(LEDGER)
+    data = {
+        "name": "ledger",
+        "target": {
+            "command": ["{python}", str(server)],
+            "env": {"LEDGER_FILE": "{data_dir}/ledger.jsonl", "LEDGER_FILLER": "41"},
+        },
+        "workload": {
+            "intents": 20,
+            "tool": "record_entry",
+            "arguments": {"region": "eu-{index}", "memo": "{marker}", "idempotency_key": "{key}"},
+        },
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl", "marker_field": "memo"}}},
+    }
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "Mcp-Param-Region header is missing" in line
+    assert "check that tools/list answers and lists record_entry" in line
+    assert "check workload.tool and workload.arguments" not in line
 
 
 def test_a_server_that_needs_a_token(tmp_path: Path) -> None:
