@@ -33,7 +33,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from harness.faults.pacing import LANDING_POLL_S, Landing, Load, Paced, hold_points
+from harness.faults.pacing import LANDING_BOUND_S, LANDING_POLL_S, Landing, Load, Paced, hold_points
 from harness.faults.schedule import PlannedFault
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.pods.supervisor import Supervisor
@@ -247,8 +247,19 @@ class Injector:
                 if window > 0:
                     self._release()
                 while not landing.ready(load.in_flight, load.planned - load.finished):
-                    if self._dispatched >= self._landing_cap and load.in_flight == 0:
-                        break  # the window's intents all ended before it woke: nothing more will come
+                    bound = landing.waited_s >= LANDING_BOUND_S
+                    if self._dispatched >= self._landing_cap or bound:
+                        if load.in_flight or bound:
+                            # The window is all out, and this wakes before any answer is read: strike on
+                            # what it put in flight (a fast server ends its first before its last leaves).
+                            break
+                        # It all ended before this woke: another window, while intents are left to send.
+                        outstanding = load.planned - load.finished
+                        more = min(landing.wanted(outstanding), load.planned - self._dispatched - 1)
+                        if more <= 0:
+                            break
+                        self._landing_cap = self._dispatched + more
+                        self._release()
                     self._progress.clear()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(LANDING_POLL_S):

@@ -14,8 +14,12 @@ no I/O) and tested without sleeping:
   end of the workload (enough left to land on). A run whose faults each happen before the
   next one is due never reaches such a point, so it runs exactly as it would without.
 - *When* a held fault strikes (:class:`Landing`): at once when enough is in flight;
-  otherwise dispatch re-opens and the fault waits, at most ``LANDING_BOUND_S``, until
-  ``min(concurrency, intents left)`` attempts are in flight (after the bound: one is enough).
+  otherwise dispatch re-opens for a window of ``min(concurrency, intents left)`` intents and the
+  fault waits, at most ``LANDING_BOUND_S``, until that many attempts are in flight (after the
+  bound: one is enough), or strikes on what is in flight once the window is all out (a fast
+  server answers the window's first before its last is sent). A window that all ended before the
+  fault looked is followed by another, within the bound: a fault never strikes an idle server
+  while there are intents left to send.
 
 And one estimate (:func:`estimate`), for ``validate --preflight`` and ``init``: with the
 server's measured call and start-up times, does the workload last long enough for every

@@ -179,6 +179,43 @@ def test_a_landing_lets_in_its_load_but_never_the_last_intent(
     assert paced["dispatched"] < 20  # the workload cannot end before the kill strikes
 
 
+def test_a_window_that_all_ended_unseen_is_followed_by_another_and_the_fault_lands_on_it(
+    scenario_data: dict[str, Any], tmp_path: Path
+) -> None:
+    """A fast server answers a whole window before the fault looks: it once struck then, on an idle
+    server (in flight 0: it broke no call). It opens another window, and strikes on what that one put
+    in flight, the moment the window is all out."""
+    scenario_data["workload"]["intents"] = 40
+    scenario_data["faults"]["kill"] = {"count": 1, "hold_dispatch": True}
+    scenario = parse_scenario(scenario_data)
+
+    async def land() -> dict[str, Any]:
+        with HistoryWriter(tmp_path / "history.jsonl") as history:
+            injector = Injector(build_schedule(scenario), [], history, workload_size=40, concurrency=4)
+            load = injector.load = Load(planned=40)
+            fault = injector._progress_faults[0]
+            assert fault.after_intents is not None
+            dispatched = fault.after_intents
+            for n in range(1, dispatched + 1):
+                injector.on_dispatch(n)
+            load.finished = dispatched
+            landing = asyncio.ensure_future(injector._land(fault))
+            for window in range(2):
+                while not injector.dispatch_gate.is_set() and not landing.done():
+                    await asyncio.sleep(0.001)
+                while injector.dispatch_gate.is_set() and not landing.done():
+                    dispatched += 1
+                    load.in_flight += 1
+                    injector.on_dispatch(dispatched)
+                if window == 0:  # the first window, answered before the fault looked
+                    load.finished, load.in_flight = dispatched, 0
+                await asyncio.sleep(0)
+            return dict(await asyncio.wait_for(landing, timeout=5))
+
+    paced = asyncio.run(land())
+    assert paced["in_flight"] == 4, paced
+
+
 # -- the estimate
 
 
