@@ -467,17 +467,21 @@ class _Run:
     async def _pod_back(self) -> None:
         """Wait until the pod a read tool or command may need is ready; TargetError at once when its
         supervisor gave up on it (the read waited ready_timeout_s + 60 s for a pod that never came)."""
-        ready = self.supervisor.ready
+        ready, gone = self.supervisor.ready, self.supervisor.gone
+        name = self.supervisor.pod.name
         if ready.is_set():
             return
         waiting = asyncio.create_task(ready.wait())
-        ends = {waiting} if self._supervise is None else {waiting, self._supervise}
+        given_up = asyncio.create_task(gone.wait())
+        ends = {waiting, given_up} if self._supervise is None else {waiting, given_up, self._supervise}
         try:
             await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiting.cancel()
+            given_up.cancel()
+        if gone.is_set():
+            raise TargetError(f"pod {name} is down for good (it did not come back after it died)")
         if not ready.is_set():
-            name = self.supervisor.pod.name
             raise TargetError(f"pod {name} is down for good (its supervisor gave up on it)")
 
     async def _final_read(self) -> None:

@@ -380,9 +380,12 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
         if injected < planned:
             why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
             reasons.append(f"{planned - injected} of {planned} planned {kind.value}s did not happen ({why})")
+    kill = scenario.faults.kill
+    abrupt = {FaultKind.PAUSE} | ({FaultKind.KILL} if kill is None or kill.signal == "SIGKILL" else set())
     for row in faults:
-        if row.kind in POD_FAULTS and row.injected and not row.intents_hit:
-            # Each struck an idle server: no attempt broke, so no retry after one was ever judged.
+        # A crash meant to break calls that struck an idle server each time: no attempt broke, so no retry
+        # after one was ever judged. (A graceful stop or a rollout lets its calls finish by design.)
+        if row.kind in abrupt and row.injected and not row.intents_hit:
             reasons.append(
                 f"{row.injected} {row.kind.value}{'s' if row.injected > 1 else ''} hit no attempt in "
                 "flight: none broke a call, so no retry after one was tested"

@@ -58,6 +58,8 @@ class Supervisor:
     kills: int = field(default=0, init=False)
     started_seq: int = field(default=-1, init=False)
     """The history seq of the pod's last ``pod_started``."""
+    gone: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """Set when the pod did not come back from a death (:attr:`on_gone`): it will not be ready again."""
     _halted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     """Set by :meth:`stop`: what a supervisor whose pod did not come back waits for."""
     _killed: bool = field(default=False, init=False)
@@ -191,6 +193,7 @@ class Supervisor:
             locks=[],
             message=exc.details or "",
         )
+        self.gone.set()
         self.on_gone(f"{self.pod.name} did not come back after it died: {exc.message}")
 
     @property

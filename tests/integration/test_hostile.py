@@ -465,7 +465,7 @@ def test_the_final_read_does_not_wait_for_a_pod_its_supervisor_gave_up_on(
     assert proc.returncode == 4, proc.stderr
     assert proc.stderr.splitlines()[-1] == (
         "mcp-chaos: error: the final read of effects failed: pod pod-0 is down for good "
-        "(its supervisor gave up on it)"
+        "(it did not come back after it died)"
     )
     assert took < 30
 
