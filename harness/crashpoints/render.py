@@ -139,7 +139,10 @@ def summary_line(exploration: Exploration) -> str:
         what = "; ".join([*stuck, *(["findings at " + at] if found else [])])
         if exploration.inconclusive:
             n = len(exploration.inconclusive)
-            what += f"; and {n} {'thing' if n == 1 else 'things'} it could not prove"
+            names = [reason.split(":", 1)[0] for reason in exploration.inconclusive]
+            shown = ", ".join(names[:5]) + (", ..." if n > 5 else "")
+            things = "thing" if n == 1 else "things"
+            what += f"; and {n} {things} it could not prove ({shown}: see the report)"
     elif exploration.inconclusive:
         what = "INCONCLUSIVE, no finding among what it proved: " + "; ".join(exploration.inconclusive)
     else:

@@ -21,8 +21,8 @@ import yaml
 
 from harness.loopback import free_port
 from tests.helpers.cli import mcp_chaos
-from tests.helpers.ledger import LEDGER
 from tests.helpers.paths import INVOICES, PROVIDER, ROOT, TS_DIR
+from tests.helpers.third_party import LEDGER
 
 pytestmark = pytest.mark.integration
 

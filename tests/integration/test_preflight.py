@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from tests.helpers.cli import mcp_chaos
-from tests.helpers.ledger import LEDGER
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
+from tests.helpers.third_party import LEDGER
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,10 @@ import pytest
 
 from harness.crashpoints.advice import advice
 from harness.crashpoints.explore import REFUSED, Exploration, PointResult, explore, prepare
-from harness.crashpoints.render import render_markdown
+from harness.crashpoints.render import render_markdown, summary_line
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
+from tests.helpers.third_party import NEVER_BACK, REFUSER
 
 pytestmark = pytest.mark.quality
 
@@ -204,32 +205,6 @@ def test_a_duplicate_a_later_crash_wipes_is_still_a_duplicate_at_its_own_point(t
     assert "DUPLICATE" in render_markdown(found)
 
 
-REFUSER = '''
-"""Appends entries to a JSON-lines file; after its first restart it refuses every call."""
-import json, os
-from mcp.server.mcpserver import MCPServer
-
-LOG = os.path.join(os.environ["DATA"], "entries.jsonl")
-FLAG = os.path.join(os.environ["DATA"], "started")
-broken = os.path.exists(FLAG)
-open(FLAG, "a").close()
-mcp = MCPServer("refuser")
-
-
-@mcp.tool()
-def add_entry(text: str) -> str:
-    """Appends an entry."""
-    if broken:
-        raise RuntimeError("schema migration failed; refusing writes")
-    with open(LOG, "a") as f:
-        f.write(json.dumps({"text": text}) + "\\n")
-    return "ok"
-
-
-mcp.run("stdio")
-'''
-
-
 def test_a_try_whose_every_retry_is_refused_proves_nothing(tmp_path: Path) -> None:
     """A server that refuses every call once it has restarted: each try ends ``rejected``, nothing
     stored. The client was told, so nothing is wrong with that intent, but no retry after a crash was
@@ -253,3 +228,31 @@ def test_a_try_whose_every_retry_is_refused_proves_nothing(tmp_path: Path) -> No
             assert set(point.unproven.values()) == {REFUSED}
             assert point.inconclusive is not None
             assert "refused the retry" in point.inconclusive
+
+
+def test_a_pod_that_never_comes_back_is_unavailable_at_its_point_and_the_rest_named(tmp_path: Path) -> None:
+    """The server exits as it starts again after the first kill: UNAVAILABLE at that point (it was a
+    run error, exit 3, with no table), and the one line names the points left unproven."""
+    server = tmp_path / "items.py"
+    server.write_text(NEVER_BACK)
+    data = {
+        "name": "never-back",
+        "seed": 5,
+        "target": {
+            "command": ["{python}", str(server)],
+            "env": {"ITEMS_FILE": "{data_dir}/items.jsonl", "NEVER_BACK": "exit"},
+            "ready_timeout_s": 10,
+        },
+        "workload": {"intents": 3, "tool": "add", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/items.jsonl", "marker_field": "text"}}},
+    }
+    found = crashpoints(data, tmp_path / "runs", ["request", "response"])
+    (stuck,) = found.unavailable
+    assert stuck.name == "request"
+    assert stuck.unavailable is not None
+    assert "did not come back after kill#1" in stuck.unavailable
+    line = summary_line(found)
+    assert line.split("; ")[1].startswith("UNAVAILABLE after a kill at request: pod-0 did not come back"), (
+        line
+    )
+    assert "1 thing it could not prove (response: see the report)" in line

@@ -22,6 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
+from tests.helpers.third_party import NEVER_BACK
 
 pytestmark = pytest.mark.quality
 
@@ -237,36 +238,6 @@ def test_a_server_wedged_by_a_stale_lock_is_unavailable_and_ends_the_run(
     assert summary["status"] == "stopped"
     assert summary["unavailable"][0]["locks"] == ["notes.jsonl.lock"]
     assert "unavailable: pod-0 was up again" in "; ".join(summary["gate"]["violations"])
-
-
-NEVER_BACK = '''
-"""Records items in a JSON-lines file; every start after its first finds "corrupt state" and exits 1
-(NEVER_BACK=exit), or waits for a lock that never frees before it serves (NEVER_BACK=hang)."""
-import json, os, sys, time
-import uvicorn
-from mcp.server.mcpserver import MCPServer
-
-FILE = os.environ["ITEMS_FILE"]
-if os.path.exists(FILE + ".started"):
-    if os.environ["NEVER_BACK"] == "exit":
-        sys.exit("items: corrupt state, refusing to start")
-    print("items: waiting for a lock that never frees", file=sys.stderr, flush=True)
-    time.sleep(3600)
-open(FILE + ".started", "w").close()
-mcp = MCPServer("items")
-
-
-@mcp.tool()
-def add(text: str) -> str:
-    """Adds an item."""
-    with open(FILE, "a") as f:
-        f.write(json.dumps({"text": text}) + "\\n")
-    return "ok"
-
-
-uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
-            port=int(os.environ["PORT"]), log_level="warning")
-'''
 
 
 @pytest.mark.parametrize(("how", "said"), [("exit", "exited with code 1"), ("hang", "within 3s")])

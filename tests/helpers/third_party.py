@@ -1,5 +1,5 @@
-"""A third party's MCP server, as the official SDK's low-level API writes one: the tests' stand-in for
-servers the harness did not write (paged tools/list, an ``x-mcp-header`` argument, a key)."""
+"""MCP servers as third parties write them on the official SDK: the tests' stand-ins for servers the
+harness did not write. Each is its source, written into a test's directory and started as its target."""
 
 LEDGER = '''
 """A third party's ledger (the SDK's low-level server): record_entry appends to a JSON-lines file,
@@ -51,4 +51,60 @@ server = Server("acme-ledger", version="0.3.0", on_list_tools=list_tools, on_cal
                 get_tool_input_schema=lambda name: SCHEMA if name == "record_entry" else EMPTY)
 uvicorn.run(server.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+NEVER_BACK = '''
+"""Records items in a JSON-lines file; every start after its first finds "corrupt state" and exits 1
+(NEVER_BACK=exit), or waits for a lock that never frees before it serves (NEVER_BACK=hang)."""
+import json, os, sys, time
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["ITEMS_FILE"]
+if os.path.exists(FILE + ".started"):
+    if os.environ["NEVER_BACK"] == "exit":
+        sys.exit("items: corrupt state, refusing to start")
+    print("items: waiting for a lock that never frees", file=sys.stderr, flush=True)
+    time.sleep(3600)
+open(FILE + ".started", "w").close()
+mcp = MCPServer("items")
+
+
+@mcp.tool()
+def add(text: str) -> str:
+    """Adds an item."""
+    with open(FILE, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+REFUSER = '''
+"""Appends entries to a JSON-lines file; after its first restart it refuses every call."""
+import json, os
+from mcp.server.mcpserver import MCPServer
+
+LOG = os.path.join(os.environ["DATA"], "entries.jsonl")
+FLAG = os.path.join(os.environ["DATA"], "started")
+broken = os.path.exists(FLAG)
+open(FLAG, "a").close()
+mcp = MCPServer("refuser")
+
+
+@mcp.tool()
+def add_entry(text: str) -> str:
+    """Appends an entry."""
+    if broken:
+        raise RuntimeError("schema migration failed; refusing writes")
+    with open(LOG, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+mcp.run("stdio")
 '''
