@@ -72,7 +72,9 @@ def command(args: argparse.Namespace) -> int:
     from harness.scenario import load_scenario
 
     jobs = job_count(args.jobs, crash_jobs.default_jobs())
-    scenario = load_scenario(args.scenario, overrides(args))
+    # An exploration makes one call at a time whatever the scenario says: a --set of its
+    # faults.crash_points is judged at that concurrency, not refused for the scenario's own.
+    scenario = load_scenario(args.scenario, ["workload.concurrency=1", *overrides(args)])
     json_path = output_file(args.json, "--json")
     emit = output_dir(args.emit, "--emit")
     if args.repeat < 1 or args.max_points < 1:

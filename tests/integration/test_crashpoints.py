@@ -663,3 +663,26 @@ def test_a_malformed_frame_is_answered_by_postgresql_not_by_a_traceback(
     assert unhandled == []
     assert b"R\x00\x00\x00\x08\x00\x00\x00\x00" in answer  # authenticated: the startup went through
     assert b"E" in answer.split(b"Z\x00\x00\x00\x05I", 1)[1]  # then PostgreSQL's own ErrorResponse
+
+
+def test_a_set_of_crash_points_is_judged_at_the_one_call_an_exploration_makes(tmp_path: Path) -> None:
+    """``--set faults.crash_points.files=false`` on a scenario run at concurrency 4: the exploration
+    makes one call at a time anyway, so the override is judged at that (here: no hold point left);
+    it was refused for the scenario's own concurrency ("needs workload.concurrency 1")."""
+    data = invoice_scenario(mode="naive")
+    data["workload"]["concurrency"] = 4
+    path = tmp_path / "sqlite.yaml"
+    path.write_text(yaml.safe_dump(data))
+    done = mcp_chaos(
+        "crashpoints",
+        path,
+        "--results",
+        tmp_path / "r",
+        "--jobs",
+        "1",
+        "--set",
+        "faults.crash_points.files=false",
+    )
+    assert done.returncode == 2
+    assert "no hold point" in done.stderr
+    assert "concurrency" not in done.stderr
