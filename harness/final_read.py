@@ -26,8 +26,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from harness.client.http import McpHttpClient
-from harness.client.messages import ToolCall
+from harness.client.messages import ToolCall, text_of
 from harness.client.oauth import OAuthTokens
 from harness.effects.base import EffectSource, Sample, write_collected
 from harness.errors import AuditError, StoreNotMade
@@ -56,7 +58,7 @@ class Reach:
         if res.outcome is not Outcome.OK or res.result is None:
             said = f": {res.message}" if res.message else ""
             raise AuditError(f"read tool {name!r} failed: {res.outcome.value} {res.detail}{said}")
-        return res.result.get("structuredContent")
+        return structured(res.result)
 
     async def query(self, url: str, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The query, on a connection of its own in a thread: a read abandoned (a checkpoint read when
@@ -119,3 +121,14 @@ async def final_read(source: EffectSource, run_dir: Path, reach: Reach) -> int:
     counts: Counter[str] = await source.read_live(run_dir, reach)
     write_collected(run_dir, counts, source.describe(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     return len(counts)
+
+
+def structured(result: dict[str, Any]) -> Any:
+    """A tool result's structured content; without any, its text read as JSON, as a tool that returns a
+    dict without an output schema sends it (the SDK puts it in a text block only), else None."""
+    if "structuredContent" in result:
+        return result["structuredContent"]
+    try:
+        return orjson.loads(text_of(result))
+    except orjson.JSONDecodeError:
+        return None

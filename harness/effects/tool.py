@@ -1,5 +1,6 @@
 """``audit.effects.tool``: a read-only tool of the target, called once at the end of the run, whose
-structured result holds ``effects``: an object marker -> count, or a list of ``{marker, effects}``."""
+structured result holds ``effects``: an object marker -> count, or a list of ``{marker, effects}`` (its
+``structuredContent``, or without one its text, a JSON object)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,6 @@ def effects_of(name: str, structured: Any) -> Counter[str]:
     except ValueError as exc:
         raise AuditError(f"read tool {name!r} answered {exc}") from None
     raise AuditError(
-        f"read tool {name!r} must return structured content with 'effects': "
+        f"read tool {name!r} must return structured content (or a JSON text) with 'effects': "
         "an object marker -> count, or a list of {marker, effects}"
     )

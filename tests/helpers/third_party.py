@@ -108,3 +108,32 @@ def add_entry(text: str) -> str:
 
 mcp.run("stdio")
 '''
+
+
+IN_MEMORY = '''
+"""Keeps items in memory; count_items answers a plain dict, which the SDK sends as JSON text only."""
+import os
+from collections import Counter
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+items = Counter()
+mcp = MCPServer("in-memory")
+
+
+@mcp.tool()
+def add_item(text: str) -> str:
+    """Adds an item."""
+    items[text] += 1
+    return "ok"
+
+
+@mcp.tool()
+def count_items(prefix: str) -> dict:
+    """Counts the items whose text starts with prefix."""
+    return {"effects": {k: n for k, n in items.items() if k.startswith(prefix)}}
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''

@@ -12,6 +12,7 @@ import yaml
 from harness.cli import main
 from tests.helpers.paths import INVOICES
 from tests.helpers.scenarios import invoice_scenario
+from tests.helpers.third_party import IN_MEMORY
 
 pytestmark = pytest.mark.integration
 
@@ -51,3 +52,24 @@ def test_a_read_tool_is_not_waited_for_once_its_pod_is_given_up(
     (collected,) = [e for e in events if e["type"] == "effects_collected"]
     assert collected["error"] == "pod pod-0 is down for good (it did not come back after it died)"
     assert took < data["target"]["ready_timeout_s"], took  # it waited ready_timeout_s + 60 s before
+
+
+def test_a_read_tool_that_answers_json_text_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool returning a plain dict has no output schema, so the SDK sends it as a JSON text block, no
+    structuredContent: it was refused ("must return structured content"); its JSON is read."""
+    server = tmp_path / "items.py"
+    server.write_text(IN_MEMORY)
+    data = {
+        "name": "in-memory",
+        "target": {"command": ["{python}", str(server)]},
+        "workload": {"intents": 10, "tool": "add_item", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"tool": {"tool": "count_items", "arguments": {"prefix": "{namespace}"}}}},
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code = main(["run", str(path), "--results", str(tmp_path / "r"), "--quiet", "--no-preflight"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.startswith("exactly once: 10 of 10 intents"), out
