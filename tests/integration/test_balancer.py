@@ -77,7 +77,8 @@ def test_nginx_by_default_leaves_the_retry_to_the_client(run: Run, nginx_server:
     assert events(result, "balancer_retry") == []
     row = result.intents.set_index("intent").loc[CRASHED]
     # nginx answered 502; the client retried (the outcome was unknown) and naive ran it again.
-    assert (row["verdict"], row["attempts"], row["cause"]) == ("duplicate", 2, "crash")
+    said = (result.summary.status, result.summary.status_reason, result.summary.unavailable)
+    assert (row["verdict"], row["attempts"], row["cause"]) == ("duplicate", 2, "crash"), (row.to_dict(), said)
     first = next(e for e in events(result, "attempt_ended") if e["intent"] == CRASHED)
     assert (first["outcome"], first["detail"], first["status"]) == ("transport_error", "gateway_error", 502)
 

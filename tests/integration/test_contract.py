@@ -214,6 +214,7 @@ def test_mrtr_restarts_an_image_between_the_rounds(
     data["target"]["image"] = docker_image
     data["target"].pop("command")
     proc, report = contract(tmp_path, data, "--only", "mrtr")
+    assert report is not None, proc.stderr  # the contract could not run at all: say why
     assert verdicts(report) == {"mrtr": verdict}, proc.stderr
 
 
