@@ -12,8 +12,8 @@ successful run.
     │   └── PreflightError        valid, but one real call shows it does not fit the target
     ├── TargetError               the system under test could not be run        (3)
     │   ├── TargetStartError      the pod's command could not be started
-    │   └── TargetNotReady        the pod never answered ``server/discover`` (at its first
-    │                             start; a restart that never does is a finding, not this)
+    │   └── TargetNotReady        the pod never answered ``server/discover`` (in a run, only at
+    │                             its first start: a restart that never does is a finding)
     ├── HistoryError              a history file that is not a valid history   (4)
     ├── AuditError                effects could not be read for a run          (4)
     │   └── StoreNotMade          the store is not there yet (no file, no table)
