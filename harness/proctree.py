@@ -64,11 +64,18 @@ def becoming(uid: int, gid: int, *, die_with_parent_too: bool) -> Callable[[], N
     """A ``preexec_fn`` that runs the child as ``uid``:``gid`` (and, if asked, dies with its parent), as
     ``subprocess``'s ``user`` and ``group`` do: uvloop's subprocesses take no ``user`` nor ``group``."""
 
+    parent = os.getpid()
+
     def become() -> None:  # pragma: no cover - runs in the child between fork and exec
-        if die_with_parent_too:
-            die_with_parent()
         os.setregid(gid, gid)
         os.setreuid(uid, uid)
+        if die_with_parent_too:
+            # After the change of user: the kernel clears a parent-death signal when the effective
+            # user or group changes (prctl(2)), so asked for before it, PostgreSQL outlived a
+            # SIGKILLed harness until it noticed its lock file gone (up to a minute).
+            die_with_parent()
+            if os.getppid() != parent:  # it died before the signal was asked for
+                os.kill(os.getpid(), signal.SIGKILL)
 
     return become
 

@@ -92,6 +92,9 @@ def interrupt(tmp_path: Path, data: dict[str, Any], sig: signal.Signals) -> tupl
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     if sig is signal.SIGKILL:
+        # Every process is gone with the harness (the kernel's parent-death signal, the watchdog),
+        # before any cleanup: PostgreSQL, run as its own user, once outlived it by up to a minute.
+        assert gone(pids, [], timeout=10), f"outlived the harness: {[p for p in pids if alive(p)]}"
         cleanup = mcp_chaos("cleanup")
         assert cleanup.returncode == 0, cleanup.stderr
     else:
