@@ -17,7 +17,7 @@ PostgreSQL modes (``$DB`` a postgresql:// URL; ``create_invoice`` inserts ``memo
 and with ``$SINK`` POSTs the call there with the token as its ``Idempotency-Key``), ``pg_leak``
 (after each call it opens connections until PostgreSQL refuses one, and keeps them), ``pg_lock``
 (after each call it takes an exclusive lock on ``invoices``, and keeps it until its next call),
-``pg_once`` (serves one life only: a restarted process exits at once, so its supervisor gives up).
+``pg_once`` (serves one life only: a restarted process exits at once, so it never comes back).
 stdio modes: ``stdio_huge`` (serves the reference tool, but answers its first
 call with a line of 70 MB, then behaves), ``stdio_catalog`` (lists the tools of the
 JSON file ``$CATALOG``, answers every call "ok"; with ``$NOISE`` it first prints that on
