@@ -59,7 +59,7 @@ class ScenarioError(HarnessError):
 
 
 class PreflightError(ScenarioError):
-    """The scenario's one preflight call failed, or its effect was not counted exactly once."""
+    """A preflight call failed, or its effect was not counted exactly once."""
 
 
 class TargetError(HarnessError):

@@ -1,13 +1,18 @@
-"""Preflight: one real call before a run, proving the audit sees exactly one effect for it.
+"""Preflight: two real calls before a run, proving the audit sees exactly one effect for each.
 
 A scenario that gets the tool's arguments, the marker's field or the effect
 query wrong costs a whole run and then reports every intent as lost. The
-preflight runs the scenario itself, cut to one intent without faults, into a
-small run directory of its own (``<run-id>.preflight/`` inside the run's, kept
-as evidence), and audits it: the call must succeed and the effect source must
-count exactly one effect under its marker. Anything else fails in seconds with
-what was seen. It is a real call with a real effect; its marker carries a
-namespace of its own, so it never mixes with the run's intents.
+preflight runs the scenario itself, cut to two intents one after the other and
+without faults, into a small run directory of its own (``<run-id>.preflight/``
+inside the run's, kept as evidence), and audits it: both calls must succeed and
+the effect source must count exactly one effect under each marker. Anything else
+fails in seconds with what was seen. They are real calls with real effects; their
+markers carry a namespace of their own, so they never mix with the run's intents.
+
+Two calls, not one: a source that counts an effect twice often does so only once
+the store holds more than one (a git repository logs its first commit nowhere
+else; a file that keeps the last write beside the records), and a workload whose
+calls overwrite each other (a fixed file name) shows only on the second call.
 
 When the call succeeded and the source found nothing, either may be wrong: the
 message quotes the reply (kept in the preflight's history, redacted and cut like
@@ -23,6 +28,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import rundir
 from harness.auditing import audit_and_report
@@ -42,7 +48,7 @@ class Preflight:
     """A preflight that passed: what it called and how long it took."""
 
     tool: str
-    marker: str
+    markers: tuple[str, ...]
     source: str
     run_dir: Path
     seconds: float
@@ -51,7 +57,8 @@ class Preflight:
 
     def describe(self) -> str:
         return (
-            f"preflight: 1 call of {self.tool}, 1 effect under its marker ({self.source}), "
+            f"preflight: {len(self.markers)} calls of {self.tool}, 1 effect under each marker "
+            f"({self.source}), "
             f"{self.seconds:.1f}s; kept in {self.run_dir}"
         ) + (f"\n{self.timing.describe()}" if self.timing is not None else "")
 
@@ -61,7 +68,7 @@ class Timing:
     """How fast the server is, from the preflight's history: one call, one start."""
 
     call_s: float
-    """The successful call's round trip (attempt_started to attempt_ended)."""
+    """The last successful call's round trip (attempt_started to attempt_ended)."""
     startup_s: float
     """The pod's start-up: from its start to ready (``pod_ready``'s ``after_s``)."""
     pacing: str | None = None
@@ -90,9 +97,9 @@ def measure(scenario: Scenario, history: Path) -> Timing | None:
 
 
 def preflight_scenario(scenario: Scenario) -> Scenario:
-    """The scenario cut to one intent, one worker, no faults and no gate."""
+    """The scenario cut to two intents, one worker, no faults and no gate."""
     data = scenario.model_dump(mode="json")
-    data["workload"].update(intents=1, concurrency=1)
+    data["workload"].update(intents=CALLS, concurrency=1)
     data["client"]["max_attempts"] = min(3, data["client"]["max_attempts"])
     data["faults"] = {}
     data["gate"] = {}
@@ -102,6 +109,9 @@ def preflight_scenario(scenario: Scenario) -> Scenario:
 def source_name(scenario: Scenario) -> str:
     return f"audit.effects.{scenario.audit.effects.chosen[0]}"
 
+
+CALLS = 2
+"""How many calls a preflight makes, one after the other (the module's docstring says why two)."""
 
 REPLY_LIMIT = 160
 """How much of the reply a preflight message quotes."""
@@ -132,27 +142,11 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
     await execute(single, pf_dir, out=io.StringIO(), progress_interval_s=None)
     source = source_name(scenario)
     tool = scenario.workload.tool
-    attempts = [e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.ATTEMPT_ENDED]
-    started_events = [
-        e for e in read_history(pf_dir / rundir.HISTORY) if e["type"] == EventType.INTENT_STARTED
-    ]
-    marker = str(started_events[0]["marker"]) if started_events else "?"
-    if not any(a["outcome"] == Outcome.OK for a in attempts):
-        last = attempts[-1] if attempts else {}
-        said = f": {excerpt(str(last['message']), 200)}" if last.get("message") else ""
-        what = f"{last.get('outcome', 'no answer')} ({last.get('detail', '')})" if last else "no answer"
-        check = "check workload.tool and workload.arguments"
-        if "Mcp-Param-" in str(last.get("message", "")):
-            # The headers come from the tool's listing (x-mcp-header): a listing that failed, or did
-            # not list the tool, left the call without them, whatever its arguments.
-            check = (
-                f"the server wants {tool}'s x-mcp-header arguments as Mcp-Param-* headers, which a call "
-                f"mirrors from tools/list: check that tools/list answers and lists {tool}"
-            )
-        raise PreflightError(
-            f"preflight: the call of {tool} did not succeed: {what}{said} "
-            f"({check}; the preflight run is in {pf_dir})"
-        )
+    events = list(read_history(pf_dir / rundir.HISTORY))
+    markers = {e["intent"]: str(e["marker"]) for e in events if e["type"] == EventType.INTENT_STARTED}
+    attempts = [e for e in events if e["type"] == EventType.ATTEMPT_ENDED]
+    for intent in range(CALLS):
+        _succeeded(tool, [a for a in attempts if a["intent"] == intent], pf_dir, intent)
     reply = next((str(a["reply"]) for a in attempts if a["outcome"] == Outcome.OK and "reply" in a), None)
     answered, blame = _blame(tool, reply, pf_dir)
     try:
@@ -160,29 +154,66 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
         counts: Counter[str] = source_of(single.audit.effects).count(pf_dir)
     except AuditError as exc:
         raise PreflightError(f"preflight: {answered}; but {source} failed: {exc.message}; {blame}") from None
-    found = counts.get(marker, 0)
-    if found == 1:
-        timing = measure(scenario, pf_dir / rundir.HISTORY)
-        return Preflight(tool, marker, source, pf_dir, time.monotonic() - started, timing)
-    if found == 0:
-        others = sorted(m for m in counts if counts[m])
-        seen = (
-            f"it counted effects only under other markers ({len(others)}, "
-            f"e.g. {excerpt(repr(others[0]), 60)})"
-            if others
-            else "it counted no effects at all"
-        )
+    ordered = tuple(markers.get(i, "?") for i in range(CALLS))
+    for nth, marker in enumerate(ordered, 1):
+        found = counts.get(marker, 0)
+        if found == 0:
+            seen = _seen(counts, ordered)
+            check = (
+                ": check the query (or path, or field) and that the argument holding {marker} is what the "
+                "store keeps"
+                if reply is None or not reads_as_failure(reply)
+                else ""
+            )
+            raise PreflightError(
+                f"preflight: {answered}; but {source} found 0 effects for the preflight marker "
+                f"{marker!r} (call {nth} of {CALLS}); {seen}; {blame}{check}"
+            )
+        if found != 1:
+            raise PreflightError(
+                f"preflight: call {nth} of {CALLS} of {tool} made {found} effects under marker {marker!r} by "
+                f"{source}; it must count one effect per call (group by the marker, count rows of the "
+                "business table; a files source must not read a copy of the record, as a log or a "
+                "journal beside the store keeps)"
+            )
+    timing = measure(scenario, pf_dir / rundir.HISTORY)
+    return Preflight(tool, ordered, source, pf_dir, time.monotonic() - started, timing)
+
+
+def _succeeded(tool: str, attempts: list[dict[str, Any]], pf_dir: Path, intent: int) -> None:
+    """PreflightError unless one of an intent's attempts was answered OK, naming the last answer."""
+    if any(a["outcome"] == Outcome.OK for a in attempts):
+        return
+    last = attempts[-1] if attempts else {}
+    said = f": {excerpt(str(last['message']), 200)}" if last.get("message") else ""
+    what = f"{last.get('outcome', 'no answer')} ({last.get('detail', '')})" if last else "no answer"
+    check = "check workload.tool and workload.arguments"
+    if last.get("outcome") in (Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT):
+        # Not an answer to the arguments: the server went down, closed the call or never answered.
+        check = f"the server did not answer the call: look at its log in {pf_dir / rundir.PODS}"
+    elif "Mcp-Param-" in str(last.get("message", "")):
+        # The headers come from the tool's listing (x-mcp-header): a listing that failed, or did
+        # not list the tool, left the call without them, whatever its arguments.
         check = (
-            ": check the query (or path, or field) and that the argument holding {marker} is what the "
-            "store keeps"
-            if reply is None or not reads_as_failure(reply)
-            else ""
+            f"the server wants {tool}'s x-mcp-header arguments as Mcp-Param-* headers, which a call "
+            f"mirrors from tools/list: check that tools/list answers and lists {tool}"
         )
-        raise PreflightError(
-            f"preflight: {answered}; but {source} found 0 effects for the preflight marker "
-            f"{marker!r}; {seen}; {blame}{check}"
-        )
+    which = "" if intent == 0 else f" (call {intent + 1} of {CALLS}, after the first succeeded)"
     raise PreflightError(
-        f"preflight: one call of {tool} made {found} effects under marker {marker!r} by {source}; "
-        "it must count one effect per call (group by the marker, count rows of the business table)"
+        f"preflight: the call of {tool} did not succeed{which}: {what}{said} "
+        f"({check}; the preflight run is in {pf_dir})"
     )
+
+
+def _seen(counts: Counter[str], ordered: tuple[str, ...]) -> str:
+    """What the source counted instead, when a call's marker has no effect."""
+    others = sorted(m for m in counts if counts[m] and m not in ordered)
+    if others:
+        example = excerpt(repr(others[0]), 60)
+        return f"it counted effects only under other markers ({len(others)}, e.g. {example})"
+    if any(counts.get(m) for m in ordered):
+        return (
+            "it counted the other call's effect but not this one's (does one call overwrite another: a "
+            "fixed file name or record id in workload.arguments?)"
+        )
+    return "it counted no effects at all"

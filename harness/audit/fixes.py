@@ -68,9 +68,12 @@ FIXES: dict[tuple[str, str], Fix] = {
         "and do not let the balancer re-send non-idempotent requests",
     ),
     (Verdict.DUPLICATE, "no_fault"): Fix(
-        "the effect happened twice though nothing was retried: the server repeats writes by itself",
-        "look for a double write in the handler (two inserts, a trigger, a retry inside the server); "
-        "compare with a control run (run --control)",
+        "the effect was counted twice though nothing was retried: the server repeats writes by itself, "
+        "or the effect source counts one write twice",
+        "count one such intent by hand (mcp-chaos explain RUN INTENT names its marker): if the store holds "
+        "it once, the source reads a copy (a log, a backup, a journal beside the records) and must not; "
+        "if twice, look for a double write in the handler (two inserts, a trigger, a retry inside the "
+        "server) and compare with a control run (run --control)",
     ),
     (Verdict.LOST, "no_fault"): Fix(
         "the server acknowledged the write and kept nothing, with no fault at all: concurrent writes "

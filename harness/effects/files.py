@@ -37,15 +37,24 @@ class FilesSource(EffectSource, field="files"):
             yield Drafted(section, None, f"the server writes files into the directory {folder.where}", rank=4)
 
 
+VERSION_CONTROL = frozenset({".git", ".hg", ".svn"})
+"""Directories of a version-control system's own records, which the files source passes over unless
+its pattern names them: they keep copies of what the store holds (a git repository logs every
+commit's message in ``.git/logs`` and the last in ``COMMIT_EDITMSG``), so a pattern such as ``**/*``
+counted every commit two or three times, and the audit blamed the server for duplicates it never
+made. A repository's commits are counted by a ``command`` source (``git log``)."""
+
+
 def count_files(directory: Path, pattern: str, marker_in: str) -> Counter[str]:
     """Markers in the files of a directory: each occurrence in a file's bytes (``content``), or each
-    file whose name holds one (``name``)."""
+    file whose name holds one (``name``); a version-control directory's records are not the store's."""
     where = f"audit.effects.files.dir {directory}"
     if not directory.is_dir():
         raise StoreNotMade(f"{where} is not a directory (the target never made it, or another path)")
+    named = VERSION_CONTROL & set(Path(pattern).parts)
     counts: Counter[str] = Counter()
     for path in sorted(directory.glob(pattern)):
-        if not path.is_file():
+        if not path.is_file() or (VERSION_CONTROL - named) & set(path.relative_to(directory).parts):
             continue
         if marker_in == "name":
             found = MARKER_SHAPE.findall(path.name.encode())

@@ -219,7 +219,12 @@ async def _drafted(
                 said = f": {excerpt(redactor.text(refusal), 160)}" if refusal else ""
                 say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
         api = [] if upstream is None else [SeenStore("api", upstream)]
-        source = choose_source([*server.stores(), *api], draft.marker, remote=origin.url is not None)
+        source = choose_source(
+            [*server.stores(), *api],
+            draft.marker,
+            remote=origin.url is not None,
+            stdio=spec.transport == "stdio",
+        )
         uses_postgres = server.postgres_tables is not None
     return render(
         name=name or origin.default_name(redactor.text(server.name) if server.name else None),

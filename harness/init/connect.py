@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -130,9 +131,12 @@ async def connected(
             yield server
     except TargetError as exc:
         guard.undirectory(tmp)
-        if str(tmp) not in exc.message:  # else it stays: the message names the server's log in it
+        if str(tmp) not in exc.message:
             shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            raise
+        # It stays, since the message names the server's log in it; and the message says so.
+        kept = f"{exc.message}; init kept {tmp} for that log (mcp-chaos cleanup removes it)"
+        raise type(exc)(kept, details=exc.details) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         guard.undirectory(tmp)
@@ -167,12 +171,17 @@ def probe(target: TargetSpec, ready_timeout_s: float) -> Scenario:
     )
 
 
+IN_DATA_DIR = re.compile(re.escape(DATA_DIR) + r"""(?:/[^\s'";&|)]*)?""")
+"""A path inside ``{data_dir}`` where it stands in a value: a whole argument, after ``--db=``, or a word
+of a shell line (``sh -c 'git init {data_dir} && exec server --repository {data_dir}'``: a server
+whose store must be made before it starts is often started so)."""
+
+
 def store_candidates(target: TargetSpec) -> list[str]:
-    """Values of the command line (``--db-path X``, ``--db=X``, a positional path) and the environment
-    that lie inside ``{data_dir}``, in that order, each once."""
-    values = [part.partition("=")[2] if part.startswith("-") else part for part in target.command or ()]
-    values += list(target.env.values())
-    found = [v for v in values if v == DATA_DIR or v.startswith(DATA_DIR + "/")]
+    """Paths inside ``{data_dir}`` in the command line (``--db-path X``, ``--db=X``, a positional path,
+    a shell line's words) and the environment, in that order, each once."""
+    values = [*(target.command or ()), *target.env.values()]
+    found = [path.rstrip("/") or DATA_DIR for value in values for path in IN_DATA_DIR.findall(value)]
     return list(dict.fromkeys(found))
 
 

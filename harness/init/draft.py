@@ -336,12 +336,15 @@ def downstream_of(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     return dict(env), None
 
 
-def choose_source(stores: Sequence[SeenStore], marker: Leaf | None, *, remote: bool = False) -> Drafted:
+def choose_source(
+    stores: Sequence[SeenStore], marker: Leaf | None, *, remote: bool = False, stdio: bool = False
+) -> Drafted:
     """Where the effects are counted: the most specific of every effect source's drafts (SQL over a
     table with a column named like the marker's field; a JSON-lines file by that field; a JSON
     document or a directory by the markers in their files; a SQL store whose query is left to
     write); else a source to fill in (for a ``remote`` server, one that already runs: its own store,
-    as the harness reaches it)."""
+    as the harness reaches it; a ``stdio`` server's list leaves out the read tool, called over HTTP)."""
+    others = "sink, command, jsonl, files" if stdio else "sink, tool, command, jsonl, files"
     field_name = marker.name.lower() if marker else None
     best = min(drafts(stores, field_name), key=lambda d: d.rank, default=None)
     if best is not None:
@@ -361,6 +364,6 @@ def choose_source(stores: Sequence[SeenStore], marker: Leaf | None, *, remote: b
     return Drafted(
         {"sql": {"url": "TODO: sqlite:///{data_dir}/<file> or {postgres_url}", "query": SQL_TODO}},
         "say where the server keeps its effects (a path inside {data_dir} in its command line or "
-        "environment is found by init; or use sink, tool, command, jsonl, files: see scenarios/README.md)",
+        f"environment is found by init; or use {others}: see scenarios/README.md)",
         "no store was visible in the server's command line or environment",
     )

@@ -115,9 +115,17 @@ class Supervisor:
                 self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
                 return
             self.history.emit(EventType.POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
+            # At its first start the store may be what is missing ({data_dir} starts empty); a restart
+            # came up with the same store before.
+            first = (
+                ""
+                if self.restarts
+                else "; if it needs its store made first, see README.md, 'A store made "
+                "before the server starts'"
+            )
             raise TargetNotReady(
                 f"target pod {self.pod.name} exited with code {rc} before it was ready "
-                f"(log: {getattr(self.pod, 'log_path', '?')})",
+                f"(log: {getattr(self.pod, 'log_path', '?')}){first}",
                 details=self.pod.log_tail(),
             )
         if self._stopping:

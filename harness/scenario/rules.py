@@ -171,7 +171,9 @@ def transport_fits(s: Scenario) -> None:
     if s.client.key_in == "header":
         raise ValueError("client.key_in: header needs an HTTP target; use meta or argument")
     if s.audit.effects.tool is not None:
-        raise ValueError("audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command")
+        raise ValueError(
+            "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl, files or command"
+        )
 
 
 def crash_points_fit(s: Scenario) -> None:

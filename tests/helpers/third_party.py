@@ -137,3 +137,30 @@ def count_items(prefix: str) -> dict:
 uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
 '''
+
+
+BACKED_UP = '''
+"""Keeps notes in a JSON document it rewrites whole, keeping the version before as notes.json.bak (as
+many editors and small servers do): a files source over the whole directory counts every note but the
+newest twice."""
+import json, os, shutil
+from mcp.server.mcpserver import MCPServer
+
+STORE = os.path.join(os.environ["DATA"], "notes.json")
+mcp = MCPServer("backed-up")
+
+
+@mcp.tool()
+def add_note(title: str) -> str:
+    """Adds a note."""
+    notes = json.load(open(STORE)) if os.path.exists(STORE) else []
+    if os.path.exists(STORE):
+        shutil.copyfile(STORE, STORE + ".bak")
+    notes.append({"title": title})
+    with open(STORE, "w") as f:
+        json.dump(notes, f)
+    return "ok"
+
+
+mcp.run("stdio")
+'''

@@ -47,7 +47,7 @@ def step(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProcess[str
 
 def crashing(tmp_path: Path) -> str:
     """The naive design crashing once right after its commit: one duplicate of three, every time."""
-    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     (tmp_path / "naive.yaml").write_text(yaml.safe_dump(data))
     return "naive.yaml"
 

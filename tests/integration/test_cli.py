@@ -66,7 +66,7 @@ def test_run_writes_the_run_directory_and_prints_the_table(tmp_path: Path) -> No
 
 
 def test_gate_fails_the_exit_code(tmp_path: Path) -> None:
-    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     path = write(tmp_path, data)
     proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--set", "gate.max_duplicates=0")
     assert proc.returncode == 1, proc.stderr
@@ -132,6 +132,9 @@ def test_target_that_exits_at_once(tmp_path: Path) -> None:
     proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"))
     assert proc.returncode == 3
     assert "exited with code 3 before it was ready" in proc.stderr
+    assert "if it needs its store made first, see README.md, 'A store made before the server starts'" in (
+        proc.stderr
+    )
     assert "boom: no config" in proc.stderr
 
 
@@ -218,7 +221,7 @@ def test_reproduce_puts_variants_beside_the_article(tmp_path: Path) -> None:
     run_dirs = sorted(d for d in tmp_path.iterdir() if (d / "summary.json").is_file())
     assert len(run_dirs) == 4
     assert proc.stderr.count("== naive: run") == 2
-    assert proc.stderr.count("preflight: 1 call of create_invoice") == 2  # once per variant
+    assert proc.stderr.count("preflight: 2 calls of create_invoice") == 2  # once per variant
     (pair,) = [line for line in proc.stdout.splitlines() if line.startswith("| naive vs atomic")]
     assert "intents per design to tell apart" in proc.stdout
     assert pair.split("|")[4].strip() in ("different", "not told apart")
@@ -280,8 +283,9 @@ def test_an_image_without_an_engine_is_one_line_and_exit_3(tmp_path: Path) -> No
 
 
 def gated(tmp_path: Path, mode: str, *flags: str) -> subprocess.CompletedProcess[str]:
-    # One duplicate for naive, deterministically: the target dies right after its 2nd commit.
-    data = invoice_scenario(mode=mode, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    # One duplicate for naive, deterministically: the target dies right after its 3rd commit (its count
+    # is kept in the store: the preflight's two calls commit in a store of their own and never reach it).
+    data = invoice_scenario(mode=mode, env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     path = str(write(tmp_path, data, f"{mode}-{len(flags)}.yaml"))
     env = {"GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")}
     return mcp_chaos("run", path, "--results", str(tmp_path / "r"), "--quiet", *flags, env=env)

@@ -23,7 +23,7 @@ from tests.helpers.containers import labelled_containers
 from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
-CRASH = {"INVOICES_FAILPOINT": "after_business_commit@2"}
+CRASH = {"INVOICES_FAILPOINT": "after_business_commit@3"}
 
 Run = Callable[[dict[str, Any]], AuditResult]
 
@@ -36,7 +36,7 @@ def image_scenario(image: str, mode: str, **kw: Any) -> dict[str, Any]:
 
 
 def test_crash_and_restart_of_the_same_container(run: Run, docker_image: str) -> None:
-    data = image_scenario(docker_image, "naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data = image_scenario(docker_image, "naive", env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     result = run(data)
     s = result.summary
     assert s.verdicts[Verdict.DUPLICATE] == 1

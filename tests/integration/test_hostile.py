@@ -195,7 +195,7 @@ def test_auditing_a_run_that_failed_says_why_it_failed(tmp_path: Path) -> None:
 
 
 def test_a_lost_session_does_not_use_up_the_attempts(run: Run) -> None:
-    data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     data["target"]["env"]["INVOICES_SESSIONS"] = "stateful"
     # The retry waits until the restarted pod is up (no jitter): it meets the server that forgot.
     # 3 s, and max_s with it: the default cap (1 s) made it 1 s, less than a restart on a loaded machine.
@@ -208,7 +208,7 @@ def test_a_lost_session_does_not_use_up_the_attempts(run: Run) -> None:
 
 
 def test_fault_rows_for_crashes_have_no_plan(run: Run) -> None:
-    data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data = invoice_scenario(mode="atomic", env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     result = run(data)
     assert fault_row(result.summary, FaultKind.CRASH).planned is None
     assert "| crash |       — |" in (result.run_dir / "report.md").read_text()

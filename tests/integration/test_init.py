@@ -44,7 +44,7 @@ def init_then_run(tmp_path: Path, *init: str, sets: tuple[str, ...] = ()) -> tup
     # drafted gate fails, and which is not what these tests check.
     ran = mcp_chaos("run", "drafted.yaml", "--quiet", "--allow-inconclusive", *overrides, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    assert "preflight: 1 call of create_invoice, 1 effect under its marker" in ran.stderr
+    assert "preflight: 2 calls of create_invoice, 1 effect under each marker" in ran.stderr
     assert "exactly_once |     150 |" in ran.stdout, ran.stdout
     return drafted, ran.stdout
 
@@ -193,6 +193,7 @@ def test_init_against_a_server_that_will_not_start(tmp_path: Path) -> None:
     log = Path(found[1])
     try:
         assert "no config" in log.read_text()
+        assert f"init kept {log.parents[2]} for that log (mcp-chaos cleanup removes it)" in failed.stderr
     finally:
         shutil.rmtree(log.parents[2])
 
@@ -228,7 +229,7 @@ def test_a_database_named_on_the_command_line_and_made_at_the_first_write(tmp_pa
     assert "idempotency key goes in" not in text
     checked = mcp_chaos("validate", "--preflight", "drafted.yaml", "--results", "r", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
-    assert "preflight: 1 call of add_note, 1 effect under its marker (audit.effects.sql)" in checked.stderr
+    assert "preflight: 2 calls of add_note, 1 effect under each marker (audit.effects.sql)" in checked.stderr
 
 
 def test_identifiers_the_server_refused_in_the_trial_call_are_left_as_todos(tmp_path: Path) -> None:
@@ -303,9 +304,11 @@ def test_an_api_base_url_in_the_environment_is_drafted_behind_the_downstream_pro
                 cwd=tmp_path,
             )
             assert ran.returncode == 0, ran.stderr
-            assert "preflight: 1 call of create_invoice, 1 effect under its marker" in ran.stderr
+            assert "preflight: 2 calls of create_invoice, 1 effect under each marker" in ran.stderr
             assert "exactly_once |      60 |" in ran.stdout, ran.stdout
             charges = httpx.get(f"http://127.0.0.1:{port}/v1/charges", trust_env=False).json()["data"]
-            assert len({c["marker"] for c in charges}) == len(charges) == 61  # the preflight's, and the run's
+            assert (
+                len({c["marker"] for c in charges}) == len(charges) == 62
+            )  # the preflight's two, and the run's
         finally:
             fake.kill()

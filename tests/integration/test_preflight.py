@@ -18,7 +18,7 @@ import yaml
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
-from tests.helpers.third_party import LEDGER
+from tests.helpers.third_party import BACKED_UP, LEDGER
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,8 @@ def with_query(query: str) -> dict[str, Any]:
 def test_a_scenario_that_fits_passes_and_keeps_its_evidence(tmp_path: Path) -> None:
     proc, took = validate_preflight(tmp_path, invoice_scenario(intents=100))
     assert proc.returncode == 0, proc.stderr
-    assert "preflight: 1 call of create_invoice, 1 effect under its marker (audit.effects.sql)" in proc.stderr
+    passed = "preflight: 2 calls of create_invoice, 1 effect under each marker (audit.effects.sql)"
+    assert passed in proc.stderr
     (kept,) = (tmp_path / "r").iterdir()
     assert kept.name.endswith(".preflight")
     assert (kept / "report.md").is_file()
@@ -70,7 +71,7 @@ def test_a_scenario_that_fits_passes_and_keeps_its_evidence(tmp_path: Path) -> N
         ),
         (
             with_query("SELECT memo AS marker FROM invoices UNION ALL SELECT memo FROM invoices"),
-            "one call of create_invoice made 2 effects under marker",
+            "call 1 of 2 of create_invoice made 2 effects under marker",
         ),
     ],
     ids=["wrong-column", "query-fails", "counts-twice"],
@@ -82,6 +83,41 @@ def test_a_query_that_does_not_count_one_effect_per_call(
     assert proc.returncode == 2, proc.stderr
     assert message in error_line(proc)
     assert took < 30
+
+
+def backed_up(tmp_path: Path, title: str) -> dict[str, Any]:
+    server = tmp_path / "backed_up.py"
+    server.write_text(BACKED_UP)
+    return {
+        "name": "backed-up",
+        "target": {"command": ["{python}", str(server)], "transport": "stdio", "env": {"DATA": "{data_dir}"}},
+        "workload": {"intents": 20, "tool": "add_note", "arguments": {"title": title}},
+        "audit": {"effects": {"files": {"dir": "{data_dir}", "pattern": "*", "marker_in": "content"}}},
+    }
+
+
+def test_a_source_that_counts_a_copy_only_once_the_store_holds_more_than_one(tmp_path: Path) -> None:
+    """The store keeps its version before each write beside it (notes.json.bak): the first call's
+    effect is counted once, and twice from the second call on. One call would have passed."""
+    proc, _ = validate_preflight(tmp_path, backed_up(tmp_path, "{marker}"))
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "call 1 of 2 of add_note made 2 effects under marker" in line
+    assert "a log or a journal beside the store" in line
+
+
+def test_calls_that_overwrite_each_other(tmp_path: Path) -> None:
+    """A workload whose calls write the same record: the second call's effect replaced the first's."""
+    data = backed_up(tmp_path, "{marker}")
+    data["audit"]["effects"]["files"]["pattern"] = "notes.json"
+    server = Path(data["target"]["command"][1])
+    server.write_text(BACKED_UP.replace("notes.append(", "notes = [];notes.append("))
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "found 0 effects for the preflight marker" in line
+    assert "(call 1 of 2)" in line
+    assert "it counted the other call's effect but not this one's" in line
 
 
 def test_a_marker_in_an_argument_the_store_does_not_keep(tmp_path: Path) -> None:
@@ -106,6 +142,16 @@ def test_a_tool_that_rejects_the_arguments(tmp_path: Path) -> None:
     line = error_line(proc)
     assert "preflight: the call of create_invoice did not succeed: tool_error" in line
     assert "check workload.tool and workload.arguments" in line
+
+
+def test_a_server_that_dies_on_the_second_call_is_named_not_the_arguments(tmp_path: Path) -> None:
+    data = invoice_scenario(intents=100, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "did not succeed (call 2 of 2, after the first succeeded): transport_error" in line
+    assert "the server did not answer the call: look at its log in" in line
+    assert "check workload.tool" not in line
 
 
 def test_a_call_refused_for_headers_the_listing_did_not_give_blames_the_listing(tmp_path: Path) -> None:

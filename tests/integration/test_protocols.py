@@ -25,7 +25,7 @@ from tests.helpers.scenarios import invoice_scenario
 pytestmark = pytest.mark.integration
 
 Run = Callable[[dict[str, Any]], AuditResult]
-CRASH_AFTER_COMMIT = {"INVOICES_FAILPOINT": "after_business_commit@2"}
+CRASH_AFTER_COMMIT = {"INVOICES_FAILPOINT": "after_business_commit@3"}
 
 
 def sessions(mode: str, intents: int = 3, concurrency: int = 1, **kw: Any) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def test_a_crash_loses_the_session_and_the_client_opens_another(run: Run, mode: 
 
 def test_a_session_per_worker(run: Run) -> None:
     data = sessions(
-        "atomic", intents=40, concurrency=4, env={"INVOICES_FAILPOINT": "after_business_commit@20"}
+        "atomic", intents=40, concurrency=4, env={"INVOICES_FAILPOINT": "after_business_commit@30"}
     )
     data["client"]["sessions"] = "per_worker"
     s = run(data).summary
@@ -185,7 +185,7 @@ def test_effects_from_a_json_lines_file(run: Run) -> None:
     data = invoice_scenario(
         # Killed after the ledger line is written (the ledger is written after the commit).
         mode="naive",
-        env={"INVOICES_FAILPOINT": "after_key_record@2", "INVOICES_LEDGER": "{data_dir}/ledger.jsonl"},
+        env={"INVOICES_FAILPOINT": "after_key_record@3", "INVOICES_LEDGER": "{data_dir}/ledger.jsonl"},
     )
     data["audit"] = {"effects": {"jsonl": {"path": "{data_dir}/ledger.jsonl", "marker_field": "marker"}}}
     s = run(data).summary

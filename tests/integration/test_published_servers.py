@@ -74,7 +74,7 @@ def test_the_filesystem_server_a_directory_store_and_a_naturally_idempotent_writ
     assert scenario["audit"] == {
         "effects": {"files": {"dir": "{data_dir}", "pattern": "**/*", "marker_in": "content"}}
     }
-    assert "preflight: 1 call of write_file, 1 effect under its marker (audit.effects.files)" in preflight
+    assert "preflight: 2 calls of write_file, 1 effect under each marker (audit.effects.files)" in preflight
     proc, report = contract(tmp_path, "--only", "replay,twins,key_reuse,restart_keeps_keys")
     verdicts = {c["id"]: c["verdict"] for c in report["checks"]}
     assert verdicts == {
@@ -99,7 +99,7 @@ def test_the_memory_server_a_store_made_at_the_first_write(tmp_path: Path, node_
         "effects": {"jsonl": {"path": "{data_dir}/memory.jsonl", "marker_field": "name"}}
     }
     assert (
-        "preflight: 1 call of create_entities, 1 effect under its marker (audit.effects.jsonl)" in preflight
+        "preflight: 2 calls of create_entities, 1 effect under each marker (audit.effects.jsonl)" in preflight
     )
     proc, report = contract(tmp_path)
     by_id = {c["id"]: c for c in report["checks"]}

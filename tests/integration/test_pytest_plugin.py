@@ -158,7 +158,7 @@ def test_usage_errors_name_the_option(pytester: pytest.Pytester) -> None:
 
 
 def test_the_fixture_runs_scenarios_and_contracts_from_users_tests(pytester: pytest.Pytester) -> None:
-    scenario(pytester, "naive", "naive", INVOICES_FAILPOINT="after_business_commit@2")
+    scenario(pytester, "naive", "naive", INVOICES_FAILPOINT="after_business_commit@3")
     scenario(pytester, "keyed", "keyed")
     pytester.makepyfile(
         test_users_server="""

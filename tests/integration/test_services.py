@@ -33,7 +33,7 @@ def on_postgres(mode: str, **kw: Any) -> dict[str, Any]:
 def test_postgres_store_keeps_the_ordering(
     run: Run, postgres_server: None, mode: str, duplicates: int
 ) -> None:
-    env = {"INVOICES_FAILPOINT": "after_business_commit@2"}
+    env = {"INVOICES_FAILPOINT": "after_business_commit@3"}
     result = run(on_postgres(mode, env=env))
     s = result.summary
     assert s.verdicts[Verdict.DUPLICATE] == duplicates
@@ -57,7 +57,7 @@ def test_a_postgres_run_can_be_re_audited_without_postgres(run: Run, postgres_se
 
 
 def test_effects_from_a_read_tool(run: Run) -> None:
-    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@3"})
     data["audit"] = {
         "effects": {"tool": {"tool": "count_invoices", "arguments": {"memo_prefix": "{namespace}"}}}
     }

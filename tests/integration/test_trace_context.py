@@ -37,7 +37,7 @@ Run = Callable[[dict[str, Any]], AuditResult]
 
 
 def traced_crash(**env: str) -> dict[str, Any]:
-    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@2", **env})
+    data = invoice_scenario(mode="naive", env={"INVOICES_FAILPOINT": "after_business_commit@3", **env})
     data["client"]["trace"] = True
     return data
 

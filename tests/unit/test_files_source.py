@@ -28,6 +28,21 @@ def test_every_file_holding_a_marker_is_an_effect(tmp_path: Path) -> None:
     assert count_files(tmp_path, "*.txt", "content") == {A: 2}  # only what the pattern names
 
 
+def test_a_version_control_directory_is_not_the_store(tmp_path: Path) -> None:
+    """A git repository as the store: its commit message lives in the tracked file and again in the
+    repository's own logs; only a pattern that names .git reads them."""
+    (tmp_path / "note.txt").write_text(A)
+    (tmp_path / ".git" / "logs" / "refs" / "heads").mkdir(parents=True)
+    (tmp_path / ".git" / "logs" / "HEAD").write_text(f"0000 1111 a <a> 1 +0000\tcommit: {A}\n")
+    (tmp_path / ".git" / "logs" / "refs" / "heads" / "main").write_text(f"commit: {A}\n")
+    (tmp_path / ".git" / "COMMIT_EDITMSG").write_text(A)
+    (tmp_path / "sub" / ".hg").mkdir(parents=True)
+    (tmp_path / "sub" / ".hg" / "last-message.txt").write_text(B)
+    assert count_files(tmp_path, "**/*", "content") == {A: 1}
+    assert count_files(tmp_path, ".git/COMMIT_EDITMSG", "content") == {A: 1}
+    assert count_files(tmp_path, ".git/**/*", "content") == {A: 3}
+
+
 def test_a_json_document_counts_each_record() -> None:
     records = [{"title": A}, {"title": B}, {"title": A}]
     text = json.dumps({"notes": records}).encode()

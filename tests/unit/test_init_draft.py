@@ -128,6 +128,11 @@ def test_nothing_visible_is_a_todo_for_the_url_and_the_query() -> None:
     source = choose_source([], None)
     assert source.section["sql"]["url"].startswith("TODO")
     assert source.todo is not None
+    assert "or use sink, tool, command, jsonl, files" in source.todo
+    # A stdio server cannot be read by a read tool (called over HTTP): the TODO does not offer it.
+    stdio = choose_source([], None, stdio=True)
+    assert stdio.todo is not None
+    assert "or use sink, command, jsonl, files" in stdio.todo
 
 
 def test_a_schema_that_says_nothing_drafts_no_arguments() -> None:
@@ -228,6 +233,12 @@ def test_the_marker_never_goes_into_an_identifier() -> None:
             ["{data_dir}/memory.jsonl"],
         ),
         (["server", "/elsewhere/app.db"], {}, []),  # outside {data_dir}: init cannot see it
+        (  # a store made before the server starts, in a shell line: each path once
+            ["sh", "-c", "git init -q {data_dir}/repo && exec server --repository {data_dir}/repo"],
+            {},
+            ["{data_dir}/repo"],
+        ),
+        (["sh", "-c", "cd '{data_dir}/' && exec server"], {}, ["{data_dir}"]),
     ],
 )
 def test_stores_named_in_the_command_line_or_the_environment(

@@ -62,7 +62,7 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         ),
         (
             ["target.transport=stdio", "audit.effects={tool: {tool: count}}"],
-            "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl or command",
+            "audit.effects.tool reads over HTTP; with a stdio target use sql, jsonl, files or command",
         ),
         (
             ["faults={crash_points: {holds: [{at: response}]}}"],
