@@ -123,9 +123,19 @@ class Point:
         return self.name
 
 
-_RANDOM = re.compile(r"[0-9a-fA-F]{8,}|[0-9]{6,}|(?<=tmp)[a-z0-9_]{8}(?![A-Za-z0-9_])")
+_RANDOM = re.compile(
+    r"[0-9a-fA-F]{8,}|[0-9]{6,}"
+    r"|(?<=tmp)[a-z0-9_]{8}(?![A-Za-z0-9_])"
+    r"|(?<=[A-Za-z._-])(?=[a-z]*[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
+    r"|(?<=tmp_obj_|tmp_idx_)[A-Za-z0-9]{6}|(?<=tmp_pack_)[A-Za-z0-9]{6}"
+    r"|(?<=objects/)[0-9a-f]{2}(?=/)"
+)
 """What a program puts in a temporary file's name to make it new each time: hex digests, timestamps and
-counters, Python's ``tempfile`` names (``tmpk3j_9x2a``)."""
+counters; Python's ``tempfile`` names, with its own prefix (``tmpk3j_9x2a``) or another (GitPython's
+``objp8kwwxvy``: eight letters, digits and underscores, a digit or an underscore among them, since a
+word of eight letters is more often a name); git's own (``tmp_obj_6FcNsW``), and the directory a
+loose object falls in by its hash (``objects/5f/``). A name starred that was not random costs only a
+shared label, told apart by its ``nth``; one left unstarred makes every try there "never reached"."""
 
 
 def file_label(path: str) -> str:

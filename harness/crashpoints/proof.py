@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.crashpoints.plan import labelled
 from harness.crashpoints.points import Crash, Point, parse_path
-from harness.history import EventType, FaultKind, Outcome
+from harness.history import EventType, FaultKind, Outcome, excerpt
 
 WITHHELD = frozenset({Outcome.TRANSPORT_ERROR.value, Outcome.TIMEOUT.value})
 """How an attempt whose answer was held ends: its connection dropped, or its client gave up."""
@@ -122,6 +122,8 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
     numbered = 0
     started: dict[tuple[int, int], int] = {}
     ended: dict[tuple[int, int], tuple[int, str]] = {}
+    refused: dict[int, str] = {}
+    """Per intent whose last answer was a tool error, that error: why a try may never reach its point."""
     intents_ended: dict[int, int] = {}
     rollbacks: list[int] = []
     plan: PlanSeen | None = None
@@ -152,6 +154,10 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
             started[(int(ev["intent"]), int(ev["attempt"]))] = int(ev["seq"])
         elif typ == EventType.ATTEMPT_ENDED and "intent" in ev:
             ended[(int(ev["intent"]), int(ev["attempt"]))] = (int(ev["seq"]), str(ev.get("outcome")))
+            if ev.get("outcome") == Outcome.TOOL_ERROR:
+                refused[int(ev["intent"])] = str(ev.get("message") or "")
+            else:
+                refused.pop(int(ev["intent"]), None)
         elif typ == EventType.INTENT_ENDED:
             intents_ended[int(ev["intent"])] = int(ev["seq"])
         elif typ == EventType.DATA_ROLLED_BACK:
@@ -170,7 +176,9 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
     labels = dict(plan.planned) if plan is not None else {}
     for one in tries.values():
         one.path = labelled(one.path, labels.get(one.path_name))
-        one.why = _unproven(one, kills, started, ended, intents_ended.get(one.intent), rollbacks)
+        one.why = _unproven(
+            one, kills, started, ended, intents_ended.get(one.intent), rollbacks, refused.get(one.intent)
+        )
     clean = plan.clean_intent if plan is not None else 0
     return Evidence(tries, plan, dict(unheld.get(clean, {})), status, reason, clean, untraced)
 
@@ -182,9 +190,11 @@ def _unproven(
     ended: Mapping[tuple[int, int], tuple[int, str]],
     over: int | None,
     rollbacks: list[int],
+    refusal: str | None = None,
 ) -> str | None:
     """Why the try's history does not prove its crash, or None when it does (``over``: the seq of the
-    try's end, None if it never ended; ``rollbacks``: the seqs of the power losses' rollbacks)."""
+    try's end, None if it never ended; ``rollbacks``: the seqs of the power losses' rollbacks;
+    ``refusal``: the tool error the try's intent was last answered with, if it was)."""
     if over is None:
         return "the run stopped before the try ended"
     if one.overlapped is not None:
@@ -195,6 +205,14 @@ def _unproven(
     for at, planned in enumerate(one.path):
         if at >= len(one.held):
             what = f" ({planned.label})" if planned.label else ""
+            if refusal is not None:
+                # A store an earlier crash left unusable (a stale lock file, a half-made record) refuses
+                # every call at its first step: not another path, and worth reading.
+                return (
+                    f"never reached {planned.name}{what}: the server refused the call "
+                    f"({excerpt(refusal, 120)!r}); an earlier crash may have left the store unable to "
+                    "take it"
+                )
             return f"never reached {planned.name}{what} (the call took another path)"
         held = one.held[at]
         if held.point.kind is not planned.kind or held.point.crash is not planned.crash:

@@ -137,12 +137,22 @@ def summary_line(exploration: Exploration) -> str:
     if found or stuck:
         at = ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
         what = "; ".join([*stuck, *(["findings at " + at] if found else [])])
-        if exploration.inconclusive:
-            n = len(exploration.inconclusive)
-            names = [reason.split(":", 1)[0] for reason in exploration.inconclusive]
+        # What is left unproven, counted as a person reads it: the points never tried are many points
+        # (not one "thing"), the rest one reason each.
+        skipped = exploration.skipped
+        others = [r for r in exploration.inconclusive if not (skipped and r.startswith("not tried:"))]
+        if others:
+            n = len(others)
+            names = [reason.split(":", 1)[0] for reason in others]
             shown = ", ".join(names[:5]) + (", ..." if n > 5 else "")
             things = "thing" if n == 1 else "things"
             what += f"; and {n} {things} it could not prove ({shown}: see the report)"
+        if skipped:
+            total = len(exploration.points) + len(skipped)
+            what += (
+                f"; and {len(skipped)} of its {total} points not tried (beyond --max-points "
+                f"{exploration.max_points}: raise it to try every point of the call)"
+            )
     elif exploration.inconclusive:
         what = "INCONCLUSIVE, no finding among what it proved: " + "; ".join(exploration.inconclusive)
     else:

@@ -22,7 +22,7 @@ import pytest
 from harness.crashpoints import jobs as crash_jobs
 from harness.crashpoints.cost import PHASES
 from harness.crashpoints.explore import Exploration
-from harness.crashpoints.render import as_json, render_markdown
+from harness.crashpoints.render import as_json, render_markdown, summary_line
 from harness.scenario import parse_scenario
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.processes import alive
@@ -83,6 +83,11 @@ def test_two_copies_of_a_file_store_give_the_table_of_one(tmp_path: Path) -> Non
     assert [f.name for f in two.findings] == [f.name for f in one.findings]
     assert [f.finding for f in two.findings] == [f.finding for f in one.findings]
     assert two.findings  # a point that loses notes was among those tried
+    # The points left out are counted as points, not as one thing it could not prove.
+    total = len(one.points) + len(one.skipped)
+    expected = f"and {len(one.skipped)} of its {total} points not tried (beyond --max-points 6"
+    assert expected in summary_line(one), summary_line(one)
+    assert "not tried:" not in summary_line(one)
 
 
 @pytest.mark.postgres

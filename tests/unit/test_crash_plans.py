@@ -542,6 +542,14 @@ def test_a_kill_is_no_power_loss(tmp_path: Path, controller: Controller) -> None
         ("notes.1733230000123.json", "notes.*.json"),  # a timestamp
         ("notes.jsonl.tmp", "notes.jsonl.tmp"),
         ("tasks.db-journal", "tasks.db-journal"),
+        # A git repository as the store, written by GitPython: each commit's objects are new files.
+        (".git/objects/objp8kwwxvy", ".git/objects/obj*"),  # tempfile.mkstemp(prefix="obj")
+        (".git/objects/obj_kwwxvya", ".git/objects/obj*"),
+        (".git/objects/a4/tmp_obj_6FcNsW", ".git/objects/*/tmp_obj_*"),  # git's own
+        (".git/objects/5f/3c9e2b01d4a7c8e9f0a1b2c3d4e5f60718293a", ".git/objects/*/*"),
+        (".git/logs/refs/heads/master.lock", ".git/logs/refs/heads/master.lock"),
+        ("settings.json", "settings.json"),
+        ("messages.jsonl", "messages.jsonl"),  # a word of eight letters is a name
     ],
 )
 def test_a_file_named_anew_each_call_is_the_same_point(path: str, label: str) -> None:

@@ -108,6 +108,33 @@ def test_a_point_the_call_never_reached_is_unproven_with_its_label() -> None:
     assert why(h) == "never reached db_commit#2 (INSERT audit) (the call took another path)"
 
 
+def test_a_point_never_reached_because_the_server_refused_the_call_quotes_the_refusal() -> None:
+    """An earlier try's crash left a lock file: every later call is refused before it writes anything.
+    That is not another path through the call, and the refusal is what a person needs to read."""
+    h = History(2)
+    h.add("crash_plan", planned=[{"path": "fs_rename#2", "labels": ["master.lock"]}], skipped=[], deferred=[])
+    h.start(1)
+    rid = h.attempt(1)
+    h.add("crash_point", intent=1, attempt=1, point="request", held=False, path="fs_rename#2")
+    h.end(1, rid, "tool_error", attempt=1, message="Unable to create 'master.lock': File exists.")
+    h.finish(1)
+    assert why(h) == (
+        'never reached fs_rename#2 (master.lock): the server refused the call ("Unable to create '
+        "'master.lock': File exists.\"); an earlier crash may have left the store unable to take it"
+    )
+    # Refused once, then answered: the refusal is not why the point was missed.
+    later = History(2)
+    later.add("crash_plan", planned=[{"path": "fs_rename#2", "labels": ["x"]}], skipped=[], deferred=[])
+    later.start(1)
+    first = later.attempt(1)
+    later.add("crash_point", intent=1, attempt=1, point="request", held=False, path="fs_rename#2")
+    later.end(1, first, "tool_error", attempt=1, message="busy")
+    second = later.attempt(1, 2)
+    later.end(1, second, "ok", attempt=2)
+    later.finish(1, attempts=2)
+    assert why(later) == "never reached fs_rename#2 (x) (the call took another path)"
+
+
 def test_a_try_the_run_did_not_finish_is_unproven() -> None:
     h = History(2)
     h.start(1)
