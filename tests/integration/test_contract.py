@@ -16,7 +16,7 @@ import yaml
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
-from tests.helpers.third_party import LEDGER
+from tests.helpers.third_party import IN_MEMORY, LEDGER
 
 pytestmark = pytest.mark.integration
 
@@ -588,6 +588,26 @@ def test_error_contract_reads_errors_as_models_do(
     }
     if verdict == "fail":
         assert by_id["replay"]["why"].startswith("a failure reported as success: it answered OK with")
+
+
+def test_error_contract_says_when_no_error_in_the_servers_own_words_was_seen(tmp_path: Path) -> None:
+    """A tool that takes any text, the empty one too: only its SDK's schema refusals were seen, and the
+    pass says that rather than that the server's errors keep the contract."""
+    server = tmp_path / "in_memory.py"
+    server.write_text(IN_MEMORY)
+    data = {
+        "name": "in-memory",
+        "target": {"command": ["{python}", str(server)]},
+        "workload": {"intents": 10, "tool": "add_item", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"tool": {"tool": "count_items", "arguments": {"prefix": "{namespace}"}}}},
+    }
+    proc, report = contract(tmp_path, data, "--only", "error_contract")
+    (check,) = report["checks"]
+    assert check["verdict"] == "pass", proc.stdout
+    assert check["why"].startswith(
+        "no error in the server's own words was seen (the checks provoked none), so only its schema's "
+        "refusals were judged; 2 call(s) its schema refuses were clearly refused"
+    ), check["why"]
 
 
 def test_error_contract_judges_its_own_provoked_calls(tmp_path: Path) -> None:
