@@ -244,7 +244,8 @@ def judge(
             counted_effects = effects.lookup(chunk.column("marker"), hashes)
             matched += int(counted_effects.sum())
             status = chunk.column("client_status").to_numpy()
-            codes = verdict_codes(status, counted_effects)
+            failing = chunk.column("reply_reads_as_failure").to_numpy(zero_copy_only=False)
+            codes = verdict_codes(status, counted_effects, failing)
             intents = chunk.column("intent").to_numpy()
             gone = vanishing(fold.checkpoints, fold.pod_faults, intents, counted_effects)
             # Acknowledged and not found at the end: when, to tell a loss across a restart from one

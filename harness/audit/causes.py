@@ -15,7 +15,8 @@ lost                      ``vanished`` (seen by a checkpoint read, lost across a
                           a failure); fault kind; ``lost_across_restart``
                           (acknowledged, then a pod fault, never seen stored, and no
                           read in between showed it absent); ``no_fault``
-applied_despite_error     fault kind; ``no_fault``
+applied_despite_error     fault kind; ``error_as_success`` (its ok reply reads as a
+                          failure); ``no_fault``
 unfinished,               fault kind; retry reason; ``gave_up``
 applied_after_giving_up
 rejected                  fault kind; ``refused`` (the code is in its own column)
@@ -137,7 +138,9 @@ def causes(
                 ),
             ),
         ),
-        Verdict.APPLIED_DESPITE_ERROR: either(fault, Cause.NO_FAULT),
+        Verdict.APPLIED_DESPITE_ERROR: either(
+            fault, np.where(failure_reply, Cause.ERROR_AS_SUCCESS.value, Cause.NO_FAULT.value)
+        ),
         Verdict.UNFINISHED: either(fault_or_retry, Cause.GAVE_UP),
         Verdict.APPLIED_AFTER_GIVING_UP: either(fault_or_retry, Cause.GAVE_UP),
         Verdict.REJECTED: either(fault, Cause.REFUSED),

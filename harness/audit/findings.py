@@ -28,7 +28,8 @@ EXACTLY_ONCE = Verdict.EXACTLY_ONCE.value
 
 WHAT = {
     Verdict.LOST: "acknowledged, and no effect in the store",
-    Verdict.APPLIED_DESPITE_ERROR: "the server answered an error and the effect happened",
+    Verdict.APPLIED_DESPITE_ERROR: "the server answered an error (or an ok saying it failed) and the effect "
+    "happened",
     Verdict.DUPLICATE: "the effect happened more than once",
 }
 SHOWN_CAUSES = 4

@@ -107,6 +107,12 @@ FIXES: dict[tuple[str, str], Fix] = {
         "that never committed",
         "record the key only in the effect's transaction, so a replay always has an effect behind it",
     ),
+    (Verdict.APPLIED_DESPITE_ERROR, "error_as_success"): Fix(
+        "the server answered ok (isError false) with a text that says the call failed, and the effect "
+        "happened: a model reads the text, and believes it failed",
+        "answer a failure with isError true only when nothing was done; a retry of a call already done "
+        "gets its original result, not an error",
+    ),
     (Verdict.APPLIED_DESPITE_ERROR, ANY): Fix(
         "the server answered an error and the effect happened: the caller believes it failed",
         "a retry must get the original result, not an error ('already exists' teaches callers that "

@@ -1,7 +1,9 @@
 """Verdicts: the auditor's judgement of each intent (its cause is ``harness.audit.causes``).
 
-The rules are a pure function of two facts per intent: the client's final
-status (from the history) and the number of effects (from the store).
+The rules are a pure function of three facts per intent: the client's final
+status (from the history), whether its final ok reply reads as a failure
+(:func:`harness.replies.reads_as_failure`), and the number of effects (from the
+store).
 
 =========================  =================  ==========  ===============================
 verdict                    client saw         effects     meaning
@@ -12,7 +14,9 @@ lost                       ok                 0           success reported, noth
 unfinished                 gave up            0           retries ran out; nothing done
 applied_after_giving_up    gave up            1           done, but the client never knew
 rejected                   final error        0           a clean, definitive failure
-applied_despite_error      final error        1           the server said no, and did it
+applied_despite_error      final error, or    1           the server said no, and did it
+                           an ok reading as
+                           a failure
 incomplete                 (no end recorded)  0 or 1      the run stopped mid-intent
 =========================  =================  ==========  ===============================
 """
@@ -42,8 +46,10 @@ STATUS_BY_NAME: dict[str, ClientStatus] = {s.value: ClientStatus[s.name] for s i
 STATUS_NAMES = np.array([s.name.lower() for s in ClientStatus], dtype=object)
 
 
-def judge(status: ClientStatus, effects: int) -> Verdict | None:
-    """The verdict for one intent; None for an intent that was never started."""
+def judge(status: ClientStatus, effects: int, reads_as_failure: bool = False) -> Verdict | None:
+    """The verdict for one intent; None for an intent that was never started. An ok whose reply says the
+    call failed ("Database error: UNIQUE constraint failed", isError false) is what a model reads as a
+    failure: with its effect made, the caller believes it failed, as after an error."""
     if status is ClientStatus.NOT_STARTED:
         return None
     if effects >= 2:
@@ -52,7 +58,9 @@ def judge(status: ClientStatus, effects: int) -> Verdict | None:
         return Verdict.INCOMPLETE
     applied = effects == 1
     if status is ClientStatus.OK:
-        return Verdict.EXACTLY_ONCE if applied else Verdict.LOST
+        if applied:
+            return Verdict.APPLIED_DESPITE_ERROR if reads_as_failure else Verdict.EXACTLY_ONCE
+        return Verdict.LOST
     if status is ClientStatus.GAVE_UP:
         return Verdict.APPLIED_AFTER_GIVING_UP if applied else Verdict.UNFINISHED
     return Verdict.APPLIED_DESPITE_ERROR if applied else Verdict.REJECTED
@@ -73,7 +81,14 @@ VERDICT_ORDER: tuple[Verdict | None, ...] = (
 EXACTLY_ONCE_CODE = VERDICT_ORDER.index(Verdict.EXACTLY_ONCE)
 
 
-def verdict_codes(status: npt.NDArray[np.int8], effects: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
+APPLIED_DESPITE_ERROR_CODE = VERDICT_ORDER.index(Verdict.APPLIED_DESPITE_ERROR)
+
+
+def verdict_codes(
+    status: npt.NDArray[np.int8],
+    effects: npt.NDArray[np.int64],
+    reads_as_failure: npt.NDArray[np.bool_] | None = None,
+) -> npt.NDArray[np.int8]:
     """:func:`judge` over whole columns at once, as indices into ``VERDICT_ORDER`` (no Python object
     per intent: a million in milliseconds)."""
     applied = effects == 1
@@ -90,4 +105,6 @@ def verdict_codes(status: npt.NDArray[np.int8], effects: npt.NDArray[np.int64]) 
     codes: npt.NDArray[np.int8] = np.select(
         conditions, np.arange(len(conditions), dtype=np.int8), default=np.int8(len(conditions))
     ).astype(np.int8)
+    if reads_as_failure is not None and reads_as_failure.any():
+        codes[(codes == EXACTLY_ONCE_CODE) & reads_as_failure] = APPLIED_DESPITE_ERROR_CODE
     return codes

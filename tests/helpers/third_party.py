@@ -164,3 +164,32 @@ def add_note(title: str) -> str:
 
 mcp.run("stdio")
 '''
+
+
+UNIQUE_ROWS = '''
+"""Runs the query it is given against SQLite and answers every failure as a success, as the archived
+reference SQLite server (mcp-server-sqlite) does: "Database error: UNIQUE constraint failed: ...",
+isError false. The table's key column is UNIQUE, so a retry of an insert already made is refused."""
+import os, sqlite3
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+DB = os.path.join(os.environ["DATA"], "app.db")
+with sqlite3.connect(DB) as db:
+    db.execute("CREATE TABLE IF NOT EXISTS payments (intent TEXT, idem TEXT UNIQUE)")
+mcp = MCPServer("unique-rows")
+
+
+@mcp.tool()
+def write_query(query: str) -> str:
+    """Executes an INSERT, UPDATE or DELETE query."""
+    try:
+        with sqlite3.connect(DB) as db:
+            return f"{db.execute(query).rowcount} row(s) affected"
+    except sqlite3.Error as exc:
+        return f"Database error: {exc}"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''

@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from harness import rundir
 from harness.history import MESSAGE_LIMIT, EventType, Outcome, Verdict, read_history
+from tests.helpers.cli import mcp_chaos
 from tests.helpers.scenarios import run_scenario
+from tests.helpers.third_party import UNIQUE_ROWS
 from tests.integration.test_checkpoints import notes_scenario
 
 pytestmark = pytest.mark.integration
@@ -60,3 +63,44 @@ def test_ok_replies_are_kept_and_failures_flagged(
     assert len(stored) == MESSAGE_LIMIT
     assert stored.endswith("…")
     assert SECRET.encode() not in (result.run_dir / rundir.HISTORY).read_bytes()
+
+
+def test_an_ok_that_says_the_call_failed_after_the_effect_was_made_fails_the_gate(tmp_path: Path) -> None:
+    """Every first response is cut after the server finished: the retry, with the same key, hits the
+    UNIQUE key and is answered ok with "Database error: UNIQUE constraint failed". The payment was made
+    once, and the caller was told it failed: not exactly once, and a finding the gate fails on."""
+    server = tmp_path / "unique_rows.py"
+    server.write_text(UNIQUE_ROWS)
+    data = {
+        "name": "unique-rows",
+        "seed": 1,
+        "target": {"command": ["{python}", str(server)], "env": {"DATA": "{data_dir}"}},
+        "workload": {
+            "intents": 6,
+            "tool": "write_query",
+            "arguments": {"query": "INSERT INTO payments VALUES ('{marker}', '{key}')"},
+        },
+        "faults": {
+            "stream": [{"fault": "sever_response", "attempt": 1, "probability": 1, "wait_for_server": True}]
+        },
+        "audit": {
+            "effects": {
+                "sql": {
+                    "url": "sqlite:///{data_dir}/app.db",
+                    "query": "SELECT intent AS marker, COUNT(*) AS effects FROM payments GROUP BY intent",
+                }
+            }
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = mcp_chaos("run", str(path), "--results", str(tmp_path / "r"), "--quiet", "--no-preflight")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    headline = proc.stdout.splitlines()[0]
+    assert headline.startswith("APPLIED DESPITE ERROR: 6 of 6 intents"), proc.stdout
+    assert "causes: sever_response 6" in headline
+    assert "gate: FAILED" in proc.stdout
+    (report,) = (tmp_path / "r").glob("*/report.md")
+    text = report.read_text()
+    assert "- **Fix:** a retry must get the original result, not an error" in text
+    assert "ok: 'Database error: UNIQUE constraint failed: payments.idem' (an ok reply that reads as" in text

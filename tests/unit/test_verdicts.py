@@ -40,11 +40,33 @@ def test_judge(status: ClientStatus, effects: int, verdict: Verdict | None) -> N
     assert judge(status, effects) == verdict
 
 
-@given(st.lists(st.tuples(st.sampled_from(list(ClientStatus)), st.integers(0, 4)), min_size=1, max_size=200))
-def test_vector_form_agrees_with_scalar_rules(rows: list[tuple[ClientStatus, int]]) -> None:
-    status = np.array([int(s) for s, _ in rows], dtype=np.int8)
-    effects = np.array([e for _, e in rows], dtype=np.int64)
-    assert [VERDICT_ORDER[c] for c in verdict_codes(status, effects)] == [judge(s, e) for s, e in rows]
+@pytest.mark.parametrize(
+    ("status", "effects", "verdict"),
+    [
+        # An ok whose text says it failed ("Database error: UNIQUE constraint failed"): done, and the
+        # caller believes it failed.
+        (S.OK, 1, Verdict.APPLIED_DESPITE_ERROR),
+        (S.OK, 0, Verdict.LOST),  # nothing done: lost (its cause is error_as_success)
+        (S.OK, 2, Verdict.DUPLICATE),
+    ],
+)
+def test_an_ok_reply_that_reads_as_a_failure(status: ClientStatus, effects: int, verdict: Verdict) -> None:
+    assert judge(status, effects, reads_as_failure=True) == verdict
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(list(ClientStatus)), st.integers(0, 4), st.booleans()),
+        min_size=1,
+        max_size=200,
+    )
+)
+def test_vector_form_agrees_with_scalar_rules(rows: list[tuple[ClientStatus, int, bool]]) -> None:
+    status = np.array([int(s) for s, _, _ in rows], dtype=np.int8)
+    effects = np.array([e for _, e, _ in rows], dtype=np.int64)
+    failing = np.array([f for _, _, f in rows], dtype=bool)
+    expected = [judge(s, e, f) for s, e, f in rows]
+    assert [VERDICT_ORDER[c] for c in verdict_codes(status, effects, failing)] == expected
 
 
 def table(*rows: tuple[str, str, int, int, int, bool]) -> pa.Table:
@@ -67,6 +89,8 @@ def table(*rows: tuple[str, str, int, int, int, bool]) -> pa.Table:
         (("lost", "", 1, 0, 0, False), False, "no_fault"),  # a timeout is no fault: no retry loses a write
         (("applied_despite_error", "", 0, 0, 2, False), False, "no_fault"),
         (("applied_despite_error", "sever_response", 0, 1, 1, False), False, "sever_response"),
+        (("applied_despite_error", "", 0, 0, 0, True), False, "error_as_success"),
+        (("applied_despite_error", "kill", 0, 1, 0, True), False, "kill"),  # the retry after it hit the key
         (("unfinished", "", 3, 0, 0, False), False, "timeout"),
         (("unfinished", "", 0, 0, 0, False), False, "gave_up"),
         (("applied_after_giving_up", "kill", 0, 9, 0, False), False, "kill"),
