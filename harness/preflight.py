@@ -68,7 +68,7 @@ class Timing:
     """How fast the server is, from the preflight's history: one call, one start."""
 
     call_s: float
-    """The last successful call's round trip (attempt_started to attempt_ended)."""
+    """The second (warm) call's round trip (attempt_started to attempt_ended): a first call may be slower."""
     startup_s: float
     """The pod's start-up: from its start to ready (``pod_ready``'s ``after_s``)."""
     pacing: str | None = None

@@ -182,7 +182,7 @@ def advise(scenario: Scenario, *, call_s: float, startup_s: float) -> str | None
         window=kill.window,
     )
     head = (
-        f"pacing: the first call took {call_s * 1000:.1f} ms and the server started in {startup_s:.1f}s: "
+        f"pacing: a call took {call_s * 1000:.1f} ms and the server started in {startup_s:.1f}s: "
         f"{workload.intents} intents serve for about {fit.workload_s:.1f}s at {workload.concurrency} "
         f"at a time; {kill.count} kills keep it down about {fit.downtime_s:.1f}s"
     )
@@ -194,6 +194,4 @@ def advise(scenario: Scenario, *, call_s: float, startup_s: float) -> str | None
             f"{head}; with hold_dispatch false some kills may come late or never (an inconclusive run): "
             f"set faults.kill.hold_dispatch: auto, or {more}"
         )
-    return (
-        f"{head}; their min_uptime_s waits outlast the workload, so dispatch will be held for them ({more})"
-    )
+    return f"{head}; their min_uptime_s waits outlast the workload, so dispatch may be held for them ({more})"

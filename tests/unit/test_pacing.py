@@ -254,12 +254,12 @@ def test_advice_names_the_way_out_when_kills_would_be_missed(scenario_data: dict
     scenario_data["faults"]["kill"] = {"count": 4, "min_uptime_s": 0.2, "hold_dispatch": False}
     advice = advise(parse_scenario(scenario_data), call_s=0.0005, startup_s=1.0)
     assert advice is not None
-    assert "the first call took 0.5 ms and the server started in 1.0s" in advice
+    assert "a call took 0.5 ms and the server started in 1.0s" in advice
     assert "set faults.kill.hold_dispatch: auto, or workload.intents: 7112" in advice
     scenario_data["faults"]["kill"]["hold_dispatch"] = "auto"
     advice = advise(parse_scenario(scenario_data), call_s=0.0005, startup_s=1.0)
     assert advice is not None
-    assert "dispatch will be held for them" in advice
+    assert "dispatch may be held for them" in advice
     del scenario_data["faults"]
     assert advise(parse_scenario(scenario_data), call_s=0.0005, startup_s=1.0) is None
 
