@@ -43,10 +43,10 @@ def drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
 
 
 def preflight_call(scenario: Scenario, parent: Path, run_id: str, run_dirs: Sequence[Path]) -> None:
-    """One real call whose effect must be counted once; PreflightError (exit 2) otherwise."""
-    from harness.preflight import preflight
+    """Two real calls, each of whose effects must be counted once; PreflightError (exit 2) otherwise."""
+    from harness.preflight import CALLS, preflight
 
-    sys.stderr.write(f"preflight: one call of {scenario.workload.tool} ...\n")
+    sys.stderr.write(f"preflight: {CALLS} calls of {scenario.workload.tool} ...\n")
     sys.stderr.flush()
     done = drive(preflight(scenario, parent, run_id), run_dirs)
     say(done.describe(), err=True)

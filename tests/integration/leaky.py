@@ -11,9 +11,10 @@ next to ESC sequences (clear screen, an OSC 8 link, a window title),
 ``<img src=x onerror=...>``, ``![x](http://127.0.0.1/x)``, ``|``, line breaks,
 C0 controls, U+FFFE and (``big``) a code of 1 MB.
 
-Modes: ``echo`` (the tool records each call in ``$LEDGER`` and answers the even
-calls with a tool error, the odd ones OK), ``big`` (as ``echo``, with a 1 MB
-code), ``deny`` (401 to everything, quoting the token, after logging it).
+Modes: ``echo`` (the tool records each call in ``$LEDGER`` and answers every
+third call with a tool error, the others OK: a preflight's two calls succeed),
+``big`` (as ``echo``, with a 1 MB code), ``deny`` (401 to everything, quoting
+the token, after logging it).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Handler(BaseHTTPRequestHandler):
         with open(os.environ["LEDGER"], "a") as f:
             f.write(json.dumps({"marker": arguments.get("memo")}) + "\n")
         Handler.calls += 1
-        if Handler.calls % 2 == 0:
+        if Handler.calls % 3 == 0:
             code = leak() + ("x" * (1 << 20) if MODE == "big" else "")
             return {
                 "content": [{"type": "text", "text": f"refused: {leak()}"}],

@@ -133,7 +133,7 @@ def test_kills_through_the_api_replace_pods_and_the_run_is_audited(
     )
 
 
-CRASH = {"env": {"INVOICES_MODE": "naive", "INVOICES_FAILPOINT": "after_business_commit@3"}}
+CRASH = {"env": {"INVOICES_MODE": "naive", "INVOICES_FAILPOINT": "after_business_commit@2"}}
 
 
 @pytest.mark.parametrize("cluster", [CRASH], indirect=True)
