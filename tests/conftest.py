@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import functools
 import os
+import signal
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,15 @@ settings.register_profile(
 settings.register_profile("dev", deadline=None)
 settings.register_profile("slow", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if "CI" in os.environ else "dev"))
+
+# A shell starts a background job (`make test &`, `nohup`) with SIGINT and SIGQUIT ignored, and what it
+# starts inherits that: the harness (rightly) keeps an ignored SIGINT ignored, so every test that
+# presses Ctrl-C on a run found it still running, and the run went on, its 100,000 intents long. The
+# tests press it on purpose: they take SIGINT back here, before the workers and every run they start
+# (exec resets a handler, not an ignore).
+for _sig, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, _default)
 
 CONTAINER_FIXTURES = {"docker_image", "ts_image"}
 
