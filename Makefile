@@ -74,6 +74,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/deptry . --no-ansi
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(XDIST) $(PYTEST_ARGS)

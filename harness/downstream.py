@@ -23,7 +23,8 @@ exists for every answer the target saw. The auditor counts effects from those li
 that carried a marker (the ``downstream`` point: the upstream did the work, the server never hears).
 
 HTTP/1.1 is parsed with h11 (the sans-I/O parser httpx's own stack uses); calls are forwarded with
-httpx, which never reads the proxy variables meant for the target (``trust_env=False``).
+httpx2 (the SDK's fork of httpx, already a dependency for OAuth), which never reads the proxy
+variables meant for the target (``trust_env=False``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import h11
-import httpx
+import httpx2
 import orjson
 import trustme
 
@@ -96,7 +97,7 @@ class DownstreamProxy(LoopbackServer):
         """Set by the wiring when crash points run."""
         self._ca = trustme.CA(organization_name="mcp-chaos downstream proxy")
         self._contexts: dict[str, ssl.SSLContext] = {}
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx2.AsyncClient | None = None
         self._file: BinaryIO | None = None
         self._ids = itertools.count(1)
         self._answered: dict[str, bytes] = {}
@@ -143,7 +144,7 @@ class DownstreamProxy(LoopbackServer):
         verify: ssl.SSLContext | bool = True
         if self.service.ca is not None:
             verify = ssl.create_default_context(cafile=self.service.ca)
-        self._client = httpx.AsyncClient(
+        self._client = httpx2.AsyncClient(
             verify=verify, trust_env=False, timeout=self.service.timeout_s, follow_redirects=False
         )
         self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
@@ -234,7 +235,7 @@ class DownstreamProxy(LoopbackServer):
         target = request.target.decode("latin-1")
         path = target
         if "://" in target:  # absolute-form: a plain-HTTP call through HTTP_PROXY names its host
-            absolute = httpx.URL(target)
+            absolute = httpx2.URL(target)
             path, tunnel = absolute.raw_path.decode("latin-1"), absolute.host
         headers = [(k, v) for k, v in request.headers if k.lower() not in HOP_BY_HOP]
         key = next((v.decode("latin-1") for k, v in request.headers if k.lower() == b"idempotency-key"), None)
@@ -288,10 +289,10 @@ class DownstreamProxy(LoopbackServer):
                 content = b"".join([chunk async for chunk in answer.aiter_raw()])
                 kept = [(k, v) for k, v in answer.headers.raw if k.lower() not in HOP_BY_HOP]
                 return answer.status_code, kept, content, None
-        except httpx.TimeoutException:
+        except httpx2.TimeoutException:
             why = f"the upstream did not answer in {self.service.timeout_s:g} s"
             return 504, [(b"content-type", b"text/plain")], why.encode(), why
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             why = f"the upstream could not be reached: {type(exc).__name__}: {exc}"
             return 502, [(b"content-type", b"text/plain")], why.encode(), why
 
