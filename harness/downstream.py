@@ -19,7 +19,8 @@ Each call is forwarded, and once the upstream has answered, one line is written 
 path and body, the idempotency key, whether the upstream said it replayed an earlier answer with
 ``Idempotent-Replayed: true``, as Stripe does). Only then is the answer passed on, so the line
 exists for every answer the target saw. The auditor counts effects from those lines
-(``audit.effects.downstream``). With crash points, a hold controller may hold the answer of a call
+(``audit.effects.downstream``). Each call that carried a marker is the ``downstream`` point of the run's
+decision router (:mod:`harness.crashpoints.router`); with crash points it may hold the answer of a call
 that carried a marker (the ``downstream`` point: the upstream did the work, the server never hears).
 
 HTTP/1.1 is parsed with h11 (the sans-I/O parser httpx's own stack uses); calls are forwarded with
@@ -45,9 +46,12 @@ import orjson
 import trustme
 
 from harness import rundir
+from harness.crashpoints.decisions import Connection, Decision, Reached, Site
+from harness.crashpoints.points import PointKind
+from harness.crashpoints.router import Router
 from harness.loopback import LoopbackServer
 from harness.scenario import DownstreamService
-from harness.sink import KEY_FIELD, DownstreamHold
+from harness.sink import KEY_FIELD
 from harness.workload import MARKER_SHAPE
 
 CA_IN_CONTAINER = "/run/mcp-chaos/downstream-ca.pem"
@@ -86,6 +90,7 @@ class DownstreamProxy(LoopbackServer):
         port: int = 0,
         *,
         redact: Callable[[str], str] = str,
+        router: Router | None = None,
     ) -> None:
         super().__init__(port)
         self.service = service
@@ -93,8 +98,7 @@ class DownstreamProxy(LoopbackServer):
         self.path = run_dir / rundir.DOWNSTREAM
         self.ca_path = run_dir / rundir.DOWNSTREAM_CA
         """The proxy's CA, then the system's roots: what the target trusts (``{downstream_ca}``)."""
-        self.hold: DownstreamHold | None = None
-        """Set by the wiring when crash points run."""
+        self.router = router
         self._ca = trustme.CA(organization_name="mcp-chaos downstream proxy")
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._client: httpx2.AsyncClient | None = None
@@ -170,7 +174,7 @@ class DownstreamProxy(LoopbackServer):
         return context
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        generation = None if self.hold is None else self.hold.connection()
+        generation = None if self.router is None else self.router.connection()
         with contextlib.suppress(h11.ProtocolError, ssl.SSLError):
             await self._calls(reader, writer, generation, tunnel=None)
 
@@ -178,7 +182,7 @@ class DownstreamProxy(LoopbackServer):
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        generation: int | None,
+        generation: Connection | None,
         tunnel: str | None,
     ) -> None:
         """Serve the calls of one connection (or of one ``CONNECT`` tunnel to ``tunnel``, after TLS)."""
@@ -210,9 +214,9 @@ class DownstreamProxy(LoopbackServer):
                 await writer.start_tls(context)
                 await self._calls(reader, writer, generation, tunnel=host)
                 return
-            if self.hold is not None and self.hold.cut(generation):
+            if self.router is not None and self.router.cut(generation):
                 return  # a call from a pod killed at a crash point: it never reached the upstream
-            status, headers, content, held = await self._forward(request, bytes(body), tunnel)
+            status, headers, content, held = await self._forward(request, bytes(body), tunnel, generation)
             if held:
                 await reader.read()  # held: no answer; the pod dies and its connection with it
                 return
@@ -228,7 +232,7 @@ class DownstreamProxy(LoopbackServer):
             conn.start_next_cycle()
 
     async def _forward(
-        self, request: h11.Request, body: bytes, tunnel: str | None
+        self, request: h11.Request, body: bytes, tunnel: str | None, connection: Connection | None
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
         """Forward one call and record it: the answer's status, headers and body, and whether to hold it."""
         method = request.method.decode("ascii", "replace")
@@ -263,7 +267,16 @@ class DownstreamProxy(LoopbackServer):
             line["error"] = error
         if self._file is not None:
             self._file.write(orjson.dumps(line) + b"\n")
-        held = bool(markers) and self.hold is not None and self.hold.downstream(key, replayed)
+        held = False
+        if markers and self.router is not None:
+            point = Reached(
+                Site.DOWNSTREAM,
+                PointKind.DOWNSTREAM,
+                connection=connection,
+                detail={"key": key, "replayed": replayed},
+                payload=path.encode("latin-1") + b"\n" + body,
+            )
+            held = await self.router.reached(point) is not Decision.PASS
         return status, answer_headers, content, held
 
     def _stub(self, key: str | None) -> tuple[int, list[tuple[bytes, bytes]], bytes, str | None]:

@@ -33,13 +33,15 @@ import itertools
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
 from harness.client import CallResult, McpClient, ToolCall
 from harness.client.balance import Balancer
+from harness.crashpoints.router import Router
 from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
 from harness.retry import Answer, Attempts, End, Step
 from harness.scenario import ClientPolicy
@@ -93,6 +95,7 @@ class Driver:
         on_attempt: Callable[[Outcome, float], None] | None = None,
         stats: DriverStats | None = None,
         before_intent: Callable[[], Awaitable[None]] | None = None,
+        router: Router | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -114,6 +117,9 @@ class Driver:
         """Told each attempt's outcome and how long it took (the liveness watch)."""
         self.before_intent = before_intent
         """Awaited before each intent starts (an exploration's read of the store, one call at a time)."""
+        self.router = router
+        """Told of each attempt as it starts and ends; what the points it reached were goes into its
+        ``attempt_ended``."""
         self.stopped: str | None = None
         """Why the run stopped starting intents and retrying (:meth:`stop`)."""
         self.stats = DriverStats(planned=len(workload)) if stats is None else stats
@@ -257,18 +263,24 @@ class Driver:
         stats.attempts += 1
         stats.in_flight += 1
         self._in_flight[call.request_id] = (intent.index, attempt)
+        router = self.router
+        if router is not None:
+            router.started(intent.index, attempt)
         sent = time.monotonic()
         try:
             res = await client.call_tool(call, timeout=self.policy.attempt_timeout_s)
         finally:
             stats.in_flight -= 1
             del self._in_flight[call.request_id]
-        self._record(intent, attempt, call.request_id, res)
+        points = router.ended(intent.index, attempt) if router is not None else None
+        self._record(intent, attempt, call.request_id, res, points)
         if self.on_attempt is not None:
             self.on_attempt(res.outcome, time.monotonic() - sent)
         return res
 
-    def _record(self, intent: Intent, attempt: int, request_id: int, res: CallResult) -> None:
+    def _record(
+        self, intent: Intent, attempt: int, request_id: int, res: CallResult, points: Mapping[str, Any] | None
+    ) -> None:
         self.stats.outcomes[res.outcome] += 1
         if res.outcome in _AMBIGUOUS and res.detail not in NEVER_SENT:
             self.stats.ambiguous += 1
@@ -296,4 +308,6 @@ class Driver:
         if res.resumed is not None:
             fields["resumed"] = res.resumed
             fields["reconnections"] = res.reconnections
+        if points:
+            fields.update(points)
         self.history.hold(_ATTEMPT_ENDED, intent=intent.index, attempt=attempt, id=request_id, **fields)

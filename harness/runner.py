@@ -206,8 +206,8 @@ class _Run:
         )
         # With stream faults, one fault proxy in front of each replica, on the port the wiring kept for
         # it (its draws are per attempt, so which replica an attempt went to does not change whether
-        # it is hit). With crash points, one in front of the pod that tells the hold points of each call.
-        hooks = self.wiring.holds
+        # it is hit). With crash points, one in front of the pod that reports each call to the router.
+        router = self.wiring.router if self.wiring.crashes else None
         self.proxies = [
             FaultProxy(
                 port,
@@ -218,7 +218,7 @@ class _Run:
                 default_hold_s=scenario.client.attempt_timeout_s + 0.5,
                 key_meta=scenario.client.key_meta,
                 key_header=scenario.client.key_header,
-                hooks=hooks,
+                router=router,
                 upstream_host=host,
                 host=host_header,
             )
@@ -343,7 +343,8 @@ class _Run:
             on_dispatch=self.injector.on_dispatch,
             dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
-            enough=self.wiring.holds.exhausted if self.wiring.holds is not None else None,
+            enough=self.wiring.router.exhausted if self.wiring.crashes else None,
+            router=self.wiring.router,
             on_attempt=self.liveness.attempt,
             stats=self.stats,
             before_intent=self._before_call(),

@@ -13,8 +13,8 @@ header, else an ``idempotency_key`` field of the body), the way a payment
 provider sees it. With ``dedupe_by_key`` the sink behaves like one: a call whose
 key it has seen is answered as the first was and recorded as a replay, which is
 not an effect. So a server that forwards its key downstream is told apart from
-one that does not. For crash points, a hold controller may hold the reply after
-a call is recorded (the ``downstream`` point; see ``harness.crashpoints.holds``).
+one that does not. Each recorded call is the ``downstream`` point of the run's decision router
+(``harness.crashpoints.router``): for crash points its reply may be held.
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 import httptools
 import orjson
 
 from harness import rundir
+from harness.crashpoints.decisions import Decision, Reached, Site
+from harness.crashpoints.points import PointKind
+from harness.crashpoints.router import Router
 from harness.loopback import LoopbackServer
 
 _OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
@@ -38,22 +41,6 @@ _BAD = b'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-L
 
 KEY_HEADER = b"idempotency-key"
 KEY_FIELD = "idempotency_key"
-
-
-class DownstreamHold(Protocol):
-    """What a hold controller offers the sink (``harness.crashpoints.holds.HoldPoints``)."""
-
-    def connection(self) -> int | None:
-        """A new connection's generation; None: it can only be from a pod killed at a point."""
-        ...
-
-    def cut(self, generation: int | None) -> bool:
-        """Whether a connection of ``generation`` is from a pod killed at a point since."""
-        ...
-
-    def downstream(self, key: str | None, replayed: bool) -> bool:
-        """A call was recorded; True: hold its reply (the pod is being killed)."""
-        ...
 
 
 class _Request:
@@ -85,6 +72,7 @@ class EffectSink(LoopbackServer):
         *,
         dedupe_by_key: bool = False,
         redact: Callable[[str], str] = str,
+        router: Router | None = None,
     ) -> None:
         super().__init__(port)
         self.redact = redact
@@ -92,8 +80,8 @@ class EffectSink(LoopbackServer):
         self.path = run_dir / rundir.SINK
         self.marker_field = marker_field
         self.dedupe_by_key = dedupe_by_key
-        self.hold: DownstreamHold | None = None
-        """Set by the wiring when crash points run."""
+        self.router = router
+        """Where each recorded call is reported (the ``downstream`` point), and may be held."""
         self._keys: set[str] = set()
         self._file: BinaryIO | None = None
         self._t0 = time.monotonic()
@@ -136,7 +124,8 @@ class EffectSink(LoopbackServer):
         return key, replayed
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        generation = None if self.hold is None else self.hold.connection()
+        router = self.router
+        connection = None if router is None else router.connection()
         with contextlib.suppress(httptools.HttpParserError):
             while True:
                 request = _Request()
@@ -145,11 +134,20 @@ class EffectSink(LoopbackServer):
                     if not data:
                         return
                     request.parser.feed_data(data)
-                if self.hold is not None and self.hold.cut(generation):
+                if router is not None and router.cut(connection):
                     return  # a call from a pod killed at a crash point: it never reached us
                 recorded = self._record(request)
-                if recorded is not None and self.hold is not None and self.hold.downstream(*recorded):
-                    await reader.read()  # held: no reply; the pod dies and its connection with it
-                    return
+                if recorded is not None and router is not None:
+                    key, replayed = recorded
+                    point = Reached(
+                        Site.SINK,
+                        PointKind.DOWNSTREAM,
+                        connection=connection,
+                        detail={"key": key, "replayed": replayed},
+                        payload=bytes(request.body),
+                    )
+                    if await router.reached(point) is not Decision.PASS:
+                        await reader.read()  # held: no reply; the pod dies and its connection with it
+                        return
                 writer.write(_OK if recorded is not None else _BAD)
                 await writer.drain()

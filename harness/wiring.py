@@ -10,13 +10,15 @@ will sit in front of the replicas: nginx and the clients are pointed there.
 ``${VAR}`` values and passwords in URLs go into the redactor, which is also
 applied to the logs the target and services wrote once they have stopped.
 
-With ``faults.crash_points`` the wiring also holds the run's hold points
-(``harness.crashpoints.holds``): ``{postgres_url}`` then names a PostgreSQL proxy
-that can hold commits, the sink and the downstream proxy report each call to them, the file tracer each
-file operation on the pod's data directory (``harness.crashpoints.fsholds``, a
-service that seizes each instance of the pod as it starts and rolls the data
-back after a power loss), and they kill replica 0 through its supervisor. A run
-puts a fault proxy in front of the pod that reports each tool call.
+Every run has a decision router (``harness.crashpoints.router``) with the plan of
+its ``faults.crash_points`` (observe, where there are none): ``{postgres_url}``
+names a PostgreSQL proxy that reports each commit to it, and the sink and the
+downstream proxy report each call, so every attempt's ``attempt_ended`` says which
+points it reached. With crash points the file tracer also reports each file
+operation on the pod's data directory (``harness.crashpoints.fsholds``, a service
+that seizes each instance of the pod as it starts and rolls the data back after a
+power loss), a run puts a fault proxy in front of the pod that reports each tool
+call, and the router kills replica 0 through its supervisor.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.oauth import OAuthTokens, make_provider
 from harness.client.stdio import StdioClient
-from harness.crashpoints.fsholds import FileHolds, FileTracer, NoHolds
-from harness.crashpoints.holds import HoldPoints
+from harness.crashpoints.fsholds import FileTracer, PowerLosses
 from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.plans import plan_for
+from harness.crashpoints.router import Router
 from harness.downstream import DownstreamProxy, ca_path_for
 from harness.effects.base import Sample
 from harness.effects.registry import source_of
@@ -100,16 +103,16 @@ class TargetWiring:
             self.effects = source_of(scenario.audit.effects)
             """Where the run's effects are counted (``audit.effects``)."""
             crash = scenario.faults.crash_points
-            self.holds = None if crash is None else HoldPoints(crash)
-            """The hold points of ``faults.crash_points``, or None."""
+            self.router = Router(plan_for(crash))
+            """Where every hold site reports its points: the plan of ``faults.crash_points``, else observe."""
+            self.crashes = crash is not None
+            """Whether a plan holds points (the fault proxy and the stdio host then report calls too)."""
             pg = scenario.services.postgres
             self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
             self.pg_proxy: PostgresProxy | None = None
             if self.postgres is not None:
-                urls["postgres_url"] = self.postgres.url
-                if self.holds is not None:
-                    self.pg_proxy = PostgresProxy(self.postgres.port, self.holds, free_port())
-                    urls["postgres_url"] = self.pg_proxy.url(self.postgres.database)
+                self.pg_proxy = PostgresProxy(self.postgres.port, self.router, free_port())
+                urls["postgres_url"] = self.pg_proxy.url(self.postgres.database)
             sink = scenario.audit.effects.sink
             self.sink = (
                 EffectSink(
@@ -118,24 +121,25 @@ class TargetWiring:
                     free_port(),
                     dedupe_by_key=sink.dedupe_by_key,
                     redact=self.redactor.text,
+                    router=self.router,
                 )
                 if sink is not None
                 else None
             )
             if self.sink is not None:
                 urls["sink_url"] = self.sink.url
-                self.sink.hold = self.holds
             downstream = scenario.services.downstream
             self.downstream = (
                 None
                 if downstream is None
-                else DownstreamProxy(run_dir, downstream, free_port(), redact=self.redactor.text)
+                else DownstreamProxy(
+                    run_dir, downstream, free_port(), redact=self.redactor.text, router=self.router
+                )
             )
             """The recording, holding proxy in front of the API the target calls, if there is one."""
             handed: dict[str, str] = {}
             mounts: dict[Path, str] = {}
             if self.downstream is not None:
-                self.downstream.hold = self.holds
                 ca = ca_path_for(target.runtime, self.downstream.write_ca())
                 if target.runtime == "docker":
                     mounts[self.downstream.ca_path.resolve()] = ca
@@ -163,7 +167,7 @@ class TargetWiring:
             # these ports.
             self.proxy_ports = (
                 [free_port() for _ in self.ports]
-                if target.transport == "http" and (scenario.faults.stream or self.holds is not None)
+                if target.transport == "http" and (scenario.faults.stream or self.crashes)
                 else []
             )
             balancer = scenario.services.balancer
@@ -221,30 +225,32 @@ class TargetWiring:
         self.supervisor = self.supervisors[0]
         crash = self.scenario.faults.crash_points
         kill = self.scenario.faults.kill
-        holds: FileHolds | None = None
-        if self.holds is not None and crash is not None and crash.traces_files() and self._local():
-            holds = self.holds
+        losses: PowerLosses | None = None
+        if crash is not None and crash.traces_files() and self._local():
+            losses = self.router
         elif kill is not None and kill.power_loss:  # an ordinary run: the tracer only keeps what is durable
-            holds = NoHolds(self.supervisor)
-        if holds is not None:
+            losses = self.supervisor
+        if losses is not None:
             target = self.scenario.target
             self.files = FileTracer(
                 self.run_dir / rundir.DATA,
-                holds,
+                self.router,
+                losses,
                 history,
                 self.run_dir.name,
                 seen_as=target.data_mount if target.runtime == "docker" else None,
             )
             self.supervisor.on_started = self.files.attach
             self.supervisor.before_restart = self.files.after_crash
-        if self.holds is not None:
-            supervisor = self.supervisor
-            self.holds.attach(
-                history,
-                lambda *, trigger, point: supervisor.kill(trigger=trigger, counted=False, point=point),
-                supervisor.ready.is_set,
-                lambda: supervisor.pod.pid,
-            )
+        supervisor = self.supervisor
+        self.router.attach(
+            history,
+            (lambda *, trigger, point: supervisor.kill(trigger=trigger, counted=False, point=point))
+            if crash is not None and crash.kills()
+            else None,
+            supervisor.ready.is_set,
+            lambda: supervisor.pod.pid,
+        )
         return self.supervisor
 
     def _local(self) -> bool:
@@ -275,8 +281,7 @@ class TargetWiring:
                 await self.downstream.start()
                 proxy = self.downstream
                 self._emit(EventType.SERVICE_STARTED, service="downstream", port=proxy.port, url=proxy.url)
-            if self.holds is not None:
-                stack.callback(self.holds.record_missed)  # once no call can reach a point any more
+            stack.callback(self.router.record_missed)  # once no call can reach a point any more
             if self.files is not None:
                 (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
                 await stack.enter_async_context(self.files.running())
@@ -385,8 +390,8 @@ class TargetWiring:
         policy = self.scenario.client
         if isinstance(self.ready_check, StdioReady):
             ready = self.ready_check
-            holds = self.holds if lookup is not None else None
-            return [StdioClient(lambda: ready.channel, holds=holds, lookup=lookup)]
+            router = self.router if lookup is not None and self.crashes else None
+            return [StdioClient(lambda: ready.channel, router=router, lookup=lookup)]
         assert isinstance(self.ready_check, HttpReady)
         prefix = "" if len(self.pods) == 1 else f"pod-{replica}/"
         return [

@@ -49,7 +49,8 @@ History = Callable[[], Iterable[Sequence[Mapping[str, Any]]]]
 
 @dataclass(frozen=True, slots=True)
 class Passed:
-    """A hold point an attempt passed (a ``crash_point`` event of a run with ``faults.crash_points``)."""
+    """A hold point an attempt passed: a ``crash_point`` event of a run with ``faults.crash_points``, or
+    one its ``attempt_ended`` names (every run observes the points of each attempt)."""
 
     point: str
     """``request``, ``db_commit#N``, ``downstream#N``, ``response``."""
@@ -65,6 +66,11 @@ class Passed:
     """The idempotency key a downstream call carried."""
     replayed: bool = False
     """The sink deduplicated the downstream call by its key."""
+    label: str | None = None
+    """What the point commits or touches (``INSERT invoices``), as an ordinary run observes it."""
+    ambiguous: bool = False
+    """Observed while several attempts were open, none of which it could be told to belong to: this
+    attempt may have reached it, or another."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,7 @@ class Step:
     faults: list[str]
     """What landed on it: pod faults while it was in flight, stream faults that named it."""
     points: list[Passed] = field(default_factory=list)
-    """The hold points it passed, in order (runs with ``faults.crash_points``)."""
+    """The hold points it passed, in order."""
     span_id: str | None = None
     """The span its ``traceparent`` named (``client.trace``): the parent of the server's own span."""
 
@@ -192,6 +198,8 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     text=ev.get("reply") if ev.get("outcome") == "ok" else ev.get("message"),
                     failure=bool(ev.get("reads_as_failure")),
                 )
+                if not step["points"]:  # observed (a crash point run has them as events of their own)
+                    step["points"] = observed(ev.get("points"))
             elif typ == fault and ev.get("id") in open_attempts and ev.get("fault") not in POD_FAULT_KINDS:
                 open_attempts[ev["id"]]["faults"].append(fault_label(ev))
             elif typ == crash_point and (ev.get("intent"), ev.get("attempt")) in attempts:
@@ -212,6 +220,22 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                 if not remaining and not open_attempts:
                     return steps
     return steps
+
+
+def observed(points: object) -> list[Passed]:
+    """An ``attempt_ended``'s points ([name, label], or [name, label, "ambiguous"]) as points passed."""
+    if not isinstance(points, list):
+        return []
+    return [
+        Passed(
+            point=str(p[0]),
+            held=False,
+            label=None if p[1] is None else str(p[1]),
+            ambiguous=len(p) > 2,
+        )
+        for p in points
+        if isinstance(p, list) and len(p) >= 2
+    ]
 
 
 def _pod_faults_during(step: Mapping[str, Any], pod_faults: Sequence[PodFault]) -> list[PodFault]:

@@ -362,6 +362,8 @@ def _stream_plan(scenario: Scenario) -> dict[FaultKind, int]:
     return planned
 
 
+HOLD = "hold"
+"""What a ``fault_missed`` of a plan's hold (an order never made) names as its fault."""
 NOTHING_MEASURED = 0.5
 """A run is inconclusive when more than this share of its intents never took effect (rejected or given up):
 a typo in the tool's name, credentials that expired, a server that refused the protocol."""
@@ -380,6 +382,9 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
         if injected < planned:
             why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
             reasons.append(f"{planned - injected} of {planned} planned {kind.value}s did not happen ({why})")
+    for missed in fold.missed:
+        if missed.kind == HOLD:  # a plan's order the target never let happen: no pod fault to count
+            reasons.append(f"{missed.trigger} was not made: {missed.reason}")
     kill = scenario.faults.kill
     abrupt = {FaultKind.PAUSE} | ({FaultKind.KILL} if kill is None or kill.signal == "SIGKILL" else set())
     for row in faults:

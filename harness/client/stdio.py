@@ -27,18 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from harness._version import __version__
 from harness.client.messages import SESSION_VERSIONS, CallResult, ToolCall, interpret_message, refused_version
+from harness.crashpoints.decisions import Decision, Reached, Site
+from harness.crashpoints.points import PointKind
+from harness.crashpoints.router import Router
 from harness.history import Detail, EventType, HistoryWriter, Outcome, excerpt
 
 _FORM = "stdio"
 HANDSHAKE_ID = -1
+Gate = Callable[[], Awaitable[bool]]
+"""Asked when a call's answer comes, before the caller gets it: True drops it (the pod was killed there)."""
 SALVAGE_TRIES = 8
 """Braces of a line that is not JSON from which a message is tried (noise before a message)."""
 
@@ -81,7 +86,6 @@ class StdioChannel:
     garbled: str | None = field(default=None, init=False)
     """A line that mentions ``jsonrpc`` and is not JSON (an answer the server broke), as an excerpt."""
     _pending: dict[Any, asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict, init=False)
-    _gates: dict[Any, Callable[[], bool]] = field(default_factory=dict, init=False)
     """Request id -> asked when its answer comes; True: the answer is dropped (the pod was killed)."""
     _progress: dict[Any, int] = field(default_factory=dict, init=False)
     _reading: asyncio.Future[None] = field(init=False)
@@ -139,9 +143,8 @@ class StdioChannel:
     def _dispatch(self, msg: dict[str, Any]) -> None:
         if "method" not in msg:
             fut = self._pending.pop(msg.get("id"), None)
-            gate = self._gates.pop(msg.get("id"), None)
             if fut is not None and not fut.done():
-                fut.set_result(None if gate is not None and gate() else msg)
+                fut.set_result(msg)
             return
         if "id" not in msg:  # a notification: progress is counted for the request it is about
             params = msg.get("params")
@@ -173,18 +176,17 @@ class StdioChannel:
         *,
         timeout: float,
         progress: bool = False,
-        gate: Callable[[], bool] | None = None,
+        gate: Gate | None = None,
     ) -> CallResult:
         """One request and its response, classified like any other transport's. ``gate`` is asked when the
-        answer comes, before the caller gets it: True drops it (the pod was killed there)."""
+        answer comes, before the caller gets it: True drops it (the pod was killed there). It may wait
+        (a hold): it is asked outside the call's timeout."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[dict[str, Any] | None] = loop.create_future()
         if progress:
             params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
             self._progress[request_id] = 0
         self._pending[request_id] = fut
-        if gate is not None:
-            self._gates[request_id] = gate
         try:
             if not self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
                 return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
@@ -205,8 +207,9 @@ class StdioChannel:
                 return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
         finally:
             self._pending.pop(request_id, None)
-            self._gates.pop(request_id, None)
             notifications = self._progress.pop(request_id, 0)
+        if msg is not None and gate is not None and await gate():
+            msg = None  # the pod was killed with the answer here: the client gets none of it
         if msg is None:  # the process went away with the request in flight: outcome unknown
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
         res = interpret_message(msg, request_id, status=None, form=_FORM)
@@ -234,9 +237,7 @@ class StdioChannel:
             self.history.emit(EventType.SESSION_OPENED, session=None, version=self.protocol, client=self.name)
         return None
 
-    async def call_tool(
-        self, call: ToolCall, *, timeout: float, gate: Callable[[], bool] | None = None
-    ) -> CallResult:
+    async def call_tool(self, call: ToolCall, *, timeout: float, gate: Gate | None = None) -> CallResult:
         params = call.params()
         if call.key is not None and self.key_meta is not None:
             params["_meta"] = {self.key_meta: call.key}
@@ -252,31 +253,20 @@ class StdioChannel:
             await self._reading
 
 
-class Holds(Protocol):
-    """What a hold controller is told of each tool call (``harness.faults.proxy.ExchangeHooks``)."""
-
-    def serving(self) -> bool: ...
-
-    def request(self, intent: int, attempt: int) -> bool: ...
-
-    def response(self, intent: int, attempt: int, answer: str | None = None) -> bool: ...
-
-    def ended(self, intent: int, attempt: int) -> None: ...
-
-
 class StdioClient:
     """The driver's client for a stdio target: each call goes to the pod's current channel; with crash
-    points, through the hold points (``holds``; ``lookup`` gives a request id's intent and attempt)."""
+    points, the host is the call's hold site (``router``; ``lookup`` gives a request id's intent and
+    attempt), as the fault proxy is an HTTP pod's."""
 
     def __init__(
         self,
         channel: Callable[[], StdioChannel | None],
         *,
-        holds: Holds | None = None,
+        router: Router | None = None,
         lookup: Callable[[object], tuple[int, int] | None] | None = None,
     ) -> None:
         self._channel = channel
-        self._holds = holds
+        self._router = router
         self._lookup = lookup
 
     async def call_tool(self, call: ToolCall, *, timeout: float) -> CallResult:
@@ -285,20 +275,24 @@ class StdioClient:
             # No process to write to (it is down): the call certainly did not reach a server.
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
         where = self._lookup(call.request_id) if self._lookup is not None else None
-        holds = self._holds
-        if holds is None or where is None:
+        router = self._router
+        if router is None or where is None:
             return await channel.call_tool(call, timeout=timeout)
-        intent, attempt = where
-        if not holds.serving():  # killed before it was ready, the run would end: as a proxy, refuse it
+        if not router.serving():  # killed before it was ready, the run would end: as a proxy, refuse it
             return CallResult(Outcome.TRANSPORT_ERROR, Detail.CONNECT_REFUSED, form=_FORM)
+        router.opened(*where)
         try:
-            if holds.request(intent, attempt):  # the pod was killed at the door: nothing was sent
+            door = Reached(Site.PROXY, PointKind.REQUEST, attempt=where)
+            if await router.reached(door) is not Decision.PASS:  # killed at the door: nothing was sent
                 return CallResult(Outcome.TRANSPORT_ERROR, Detail.CLOSED_BEFORE_RESPONSE, form=_FORM)
-            return await channel.call_tool(
-                call, timeout=timeout, gate=lambda: holds.response(intent, attempt)
-            )
+
+            async def gate() -> bool:
+                back = Reached(Site.PROXY, PointKind.RESPONSE, attempt=where)
+                return await router.reached(back) is not Decision.PASS
+
+            return await channel.call_tool(call, timeout=timeout, gate=gate)
         finally:
-            holds.ended(intent, attempt)
+            router.closed(*where)
 
     async def aclose(self) -> None:
         return None

@@ -2,7 +2,7 @@
 
 The exploration is one ordinary run of the user's scenario, changed so that
 its hold points explore (``faults.crash_points.explore``, planned by
-``harness.crashpoints.plan``): intent 0 is a clean call whose points become the
+``harness.crashpoints.paths``): intent 0 is a clean call whose points become the
 plan; every later intent is one try, held at its point, killed there,
 restarted and retried by the client with the same key and a new request id.
 The run directory is a run like any other, audited by the ordinary auditor;
@@ -38,7 +38,7 @@ from harness.audit.auditor import AuditResult
 from harness.audit.verdicts import ClientStatus, judge
 from harness.auditing import audit_and_report
 from harness.crashpoints.cost import TryCost, try_costs
-from harness.crashpoints.plan import labelled
+from harness.crashpoints.paths import labelled
 from harness.crashpoints.points import FILE_KINDS, MAX_DEPTH, Point, PointKind, parse_path, path_name
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError, UsageError

@@ -5,10 +5,11 @@ A run whose crash points trace files starts one tracer for its pod's data direct
 supervisor starts the pod, the tracer seizes it before anything else happens
 (:meth:`FileTracer.attach`, the supervisor's ``on_started``). Every durable file
 operation the pod then makes there comes in as an event while the pod waits at its
-entry; it is told to the hold points (``fs_write#3``, labelled by its path), which
-count it in the call's window and may kill the pod right there, as at a held commit.
-The tracer is then answered ``killed`` (the pod died before the operation), else
-``go``.
+entry; it is reported to the run's decision router (``fs_write#3``, labelled by its
+path), which counts it in the call's window and may kill the pod right there, as at
+a held commit. The tracer is then answered ``killed`` (the pod died before the
+operation), else ``go``. In an ordinary run (``faults.kill.power_loss``) nothing is
+held: the tracer only keeps its model of what is durable.
 
 A crash planned as a power loss (``...@power_loss``) is a kill at the point and
 then, before the supervisor starts the pod again (its ``before_restart``), the data
@@ -30,6 +31,9 @@ from typing import Any, Protocol
 import orjson
 
 from harness import leftovers
+from harness.crashpoints.decisions import Decision, Reached, Site
+from harness.crashpoints.points import PointKind, file_label
+from harness.crashpoints.router import Router
 from harness.errors import TargetStartError
 from harness.history import EventType, HistoryWriter
 from harness.pods.watchdog import guard
@@ -43,37 +47,25 @@ ANSWER_TIMEOUT_S = 30.0
 """How long the harness waits for the tracer to attach or roll back before it gives up on it."""
 
 
-class FileHolds(Protocol):
-    """What the tracer asks the hold points (``harness.crashpoints.holds.HoldPoints``)."""
-
-    def fs_op(self, kind: str, paths: list[str]) -> bool:
-        """A durable file operation is about to run; True: the pod was killed before it."""
-        ...
-
-    def take_power_loss(self) -> bool:
-        """Whether the last crash was planned as a power loss (once: it is taken)."""
-        ...
-
-
 class PowerLosses(Protocol):
-    """Who knows whether a kill was a power loss, in an ordinary run (``Supervisor.take_power_loss``)."""
-
-    def take_power_loss(self) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class NoHolds:
-    """The tracer's holds in an ordinary run with ``faults.kill.power_loss``: no file operation is held
-    (the tracer only keeps its model of what is durable); a kill the injector made as a power loss is
-    rolled back."""
-
-    losses: PowerLosses
-
-    def fs_op(self, kind: str, paths: list[str]) -> bool:
-        return False
+    """Who knows whether the last kill was a power loss: the router (a kill at a point planned so) or, in
+    an ordinary run, the supervisor (``faults.kill.power_loss``)."""
 
     def take_power_loss(self) -> bool:
-        return self.losses.take_power_loss()
+        """Whether the last crash was a power loss (once: it is taken)."""
+        ...
+
+
+def file_point(op: str, paths: list[str]) -> Reached:
+    """A durable file operation (``write``, ``fsync``, ...) on ``paths`` of the data directory as the point it
+    is: labelled by its paths with their random parts starred (a temporary file named anew each call), so
+    the same operation is found in every call."""
+    return Reached(
+        Site.FILES,
+        PointKind(f"fs_{op}"),
+        label=" -> ".join(file_label(p) for p in paths),
+        detail={"paths": paths},
+    )
 
 
 def remove_stale_shadows(run_id: str | None = None) -> list[Path]:
@@ -86,7 +78,8 @@ class FileTracer:
     """One run's file tracer: started once, attached to each pod as it starts."""
 
     data_dir: Path
-    holds: FileHolds
+    router: Router
+    losses: PowerLosses
     history: HistoryWriter
     run_id: str
     _: KW_ONLY
@@ -100,6 +93,7 @@ class FileTracer:
     _pump: asyncio.Task[None] | None = field(default=None, init=False)
     _answers: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue, init=False)
     _shadow: Path | None = field(default=None, init=False)
+    _deciding: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FileTracer]:
@@ -115,7 +109,7 @@ class FileTracer:
             "--shadow",
             str(self._shadow / "durable"),
             *(["--seen-as", self.seen_as] if self.seen_as is not None else []),
-            *(["--no-holds"] if isinstance(self.holds, NoHolds) else []),
+            *(["--no-holds"] if not self.router.plan.decides else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -152,7 +146,7 @@ class FileTracer:
     async def after_crash(self) -> None:
         """Before the pod starts again (the supervisor's ``before_restart``): a crash planned as a power
         loss rolls the data directory back to what was durable."""
-        if not self.holds.take_power_loss() or self.refused is not None:
+        if not self.losses.take_power_loss() or self.refused is not None:
             return
         answer = await self._ask({"cmd": "rollback"})
         if "error" in answer:
@@ -177,8 +171,18 @@ class FileTracer:
                 await self._answers.put(message)
                 continue
             self.events += 1
-            killed = self.holds.fs_op(str(message["op"]), [str(p) for p in message["paths"]])
-            self._send({"cmd": "killed" if killed else "go", "event": message["event"]})
+            self._deciding.add(asyncio.create_task(self._decide(message)))  # a hold must not stop the pump
+
+    async def _decide(self, message: dict[str, Any]) -> None:
+        """Tell the router the file operation the pod stopped at; answer the tracer with its decision."""
+        point = file_point(str(message["op"]), [str(p) for p in message["paths"]])
+        task = asyncio.current_task()
+        try:
+            killed = await self.router.reached(point) is not Decision.PASS
+        finally:
+            if task is not None:
+                self._deciding.discard(task)
+        self._send({"cmd": "killed" if killed else "go", "event": message["event"]})
 
     async def _line(self) -> dict[str, Any]:
         assert self._proc is not None
@@ -193,9 +197,10 @@ class FileTracer:
         proc.stdin.write(orjson.dumps(command) + b"\n")
 
     async def _stop(self) -> None:
-        if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.gather(self._pump, return_exceptions=True)
+        for task in [self._pump, *self._deciding]:
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         proc = self._proc
         if proc is not None and proc.returncode is None:
             self._send({"cmd": "quit"})

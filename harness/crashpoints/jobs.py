@@ -5,7 +5,7 @@ time: the only way to make an exploration faster than its restarts is more copie
 Each copy is a run of its own (``<run-dir>/job-K``), so it has what a run has of
 its own: its pod and data directory, its PostgreSQL cluster, its effect sink, its
 proxies and ports, its history and audit. Nothing is shared but the plan's rule
-(:mod:`harness.crashpoints.plan`): every copy makes the clean call, and copy K
+(:mod:`harness.crashpoints.paths`): every copy makes the clean call, and copy K
 tries the clean call's paths at places K, K+N, ... of the plan, with the paths of
 two its retries lead to.
 

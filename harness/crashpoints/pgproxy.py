@@ -1,20 +1,33 @@
-"""The PostgreSQL proxy: the target's database connections pass it, and it can hold a commit's reply.
+"""The PostgreSQL proxy: the target's database connections pass it, and each statement and commit is a point.
 
-When crash points run, ``{postgres_url}`` names this proxy instead of the
-harness's cluster. It relays every byte both ways, framing each direction
-(``pgwire``) to follow the connection's transactions, and when a transaction
-has committed (any transaction that ran a statement, labelled with whether it
-wrote) it asks the hold controller whether to hold. Held, the
-reply stops before the message that tells the commit (a ``COMMIT`` tag, or the
-ReadyForQuery that ends an implicit transaction): the database has committed, the
-server waits, and the controller kills it. The harness's own connections (the
-final read, start-up checks) go to the cluster directly and are never held or
-counted.
+``{postgres_url}`` names this proxy, not the harness's cluster. It relays every
+byte both ways, framing each direction (``pgwire``) to follow the connection's
+transactions, and is a hold site of the run's decision router
+(:mod:`harness.crashpoints.router`) at two moments:
+
+* ``db_statement``: a message that makes the server run a statement (a Query, an
+  Execute) is about to be forwarded. Held, the database has not seen it: another
+  attempt's statements can run first, and the statement goes on when released.
+  (Reported only to plans that ask for statements: a crash there leaves nothing
+  a crash at the commit before it does not.)
+* ``db_commit``: a transaction has committed (any transaction that ran a
+  statement, labelled with whether it wrote). Held, the reply stops before the
+  message that tells the commit (a ``COMMIT`` tag, or the ReadyForQuery that ends
+  an implicit transaction): the database has committed, the server waits.
+
+A decision to kill leaves what was held here: nothing after it reaches the other
+side, and the connection's generation is cut, so nothing the dying pod sends later
+passes either. The harness's own connections (the final read, start-up checks) go
+to the cluster directly and are never points.
+
+What each connection asked since its last commit (Query and Bind bodies, bounded)
+goes with the commit as its payload: where several attempts are open at once, the
+marker a statement carried tells the router whose commit it is.
 
 SSL and GSS encryption requests are answered ``N`` here: the proxy must read
 the messages, and on loopback the cluster refuses TLS anyway, so clients with
 ``sslmode=prefer`` (libpq's default) go on in clear. A stream the framer cannot
-read is relayed untouched from there on, without holds.
+read is relayed untouched from there on, without points.
 """
 
 from __future__ import annotations
@@ -22,27 +35,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from harness.crashpoints.holds import HoldPoints
-from harness.crashpoints.pgwire import ENCRYPTION_REQUESTS, REFUSED, Framer, Message, Transactions
+from harness.crashpoints.decisions import Connection, Decision, Reached, Site
+from harness.crashpoints.pgwire import (
+    ENCRYPTION_REQUESTS,
+    REFUSED,
+    Commit,
+    Framer,
+    Message,
+    Run,
+    Transactions,
+    Wrote,
+)
+from harness.crashpoints.points import PointKind
+from harness.crashpoints.router import Router
 from harness.loopback import LoopbackServer
 
 _READ = 65536
+ASKED_LIMIT = 16384
+"""Bytes of what a connection asked since its last commit kept to find markers in."""
 
 
 class PostgresProxy(LoopbackServer):
     """Relays the target's PostgreSQL connections to the cluster at ``upstream_port``."""
 
-    def __init__(self, upstream_port: int, holds: HoldPoints, port: int = 0) -> None:
+    def __init__(self, upstream_port: int, router: Router, port: int = 0) -> None:
         super().__init__(port)
         self.upstream_port = upstream_port
-        self.holds = holds
+        self.router = router
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        generation = self.holds.connection()
-        if generation is None:
+        connection = self.router.connection()
+        if connection is None:
             return  # the fence: only the pod killed at a point can be connecting now
         framer = Framer(startup=True)
         first: list[Message] = []
@@ -59,13 +85,13 @@ class PostgresProxy(LoopbackServer):
                 return  # not a PostgreSQL client
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         try:
-            transactions = Transactions()
+            link = _Link(self.router, connection)
             for message in first:
-                transactions.client(message)
+                link.transactions.client(message)
             up_writer.write(b"".join(m.raw for m in first))  # a partial message stays in the framer
             sides = [
-                asyncio.ensure_future(self._from_client(reader, up_writer, framer, transactions, generation)),
-                asyncio.ensure_future(self._from_server(up_reader, writer, transactions, generation)),
+                asyncio.ensure_future(link.from_client(reader, up_writer, framer)),
+                asyncio.ensure_future(link.from_server(up_reader, writer)),
             ]
             try:
                 await asyncio.wait(sides, return_when=asyncio.FIRST_COMPLETED)
@@ -76,51 +102,95 @@ class PostgresProxy(LoopbackServer):
         finally:
             up_writer.transport.abort()
 
-    def _cut(self, generation: int) -> bool:
-        """The pod this connection belongs to is being killed: nothing more of it gets through."""
-        return self.holds.cut(generation)
 
-    async def _from_client(
-        self,
-        reader: asyncio.StreamReader,
-        up_writer: asyncio.StreamWriter,
-        framer: Framer,
-        transactions: Transactions,
-        generation: int,
+class _Link:
+    """One client connection relayed to the cluster: its transactions and its points."""
+
+    def __init__(self, router: Router, connection: Connection) -> None:
+        self.router = router
+        self.connection = connection
+        self.transactions = Transactions()
+        self.asked = bytearray()
+        """Query and Bind bodies since the last commit (bounded): the markers the commit carries."""
+        self.statements = PointKind.DB_STATEMENT in router.plan.kinds
+
+    async def from_client(
+        self, reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter, framer: Framer
     ) -> None:
+        router, connection = self.router, self.connection
         while data := await reader.read(_READ):
-            if self._cut(generation):
+            if router.cut(connection):
                 continue
             if framer.broken:
                 up_writer.write(data)
             else:
-                messages = framer.feed(data)
-                for message in messages:
-                    transactions.client(message)
-                up_writer.write(b"".join(m.raw for m in messages) + framer.spill())
+                out = bytearray()
+                for message in framer.feed(data):
+                    run = self.transactions.client(message)
+                    if message.type in (b"Q", b"B") and len(self.asked) < ASKED_LIMIT:
+                        self.asked += message.body[: ASKED_LIMIT - len(self.asked)]
+                    if run is not None and self.statements:
+                        up_writer.write(out)  # what came before it goes on; the statement waits
+                        out.clear()
+                        if await self._statement(run) is not Decision.PASS:
+                            break  # the pod is dying: nothing more of it reaches the database
+                    out += message.raw
+                else:
+                    out += framer.spill()
+                up_writer.write(out)
             with contextlib.suppress(ConnectionError):
                 await up_writer.drain()
 
-    async def _from_server(
-        self,
-        up_reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        transactions: Transactions,
-        generation: int,
-    ) -> None:
+    async def _statement(self, run: Run) -> Decision:
+        detail = {"statements": [run.statement]} if run.statement is not None else {}
+        point = Reached(
+            Site.POSTGRES,
+            PointKind.DB_STATEMENT,
+            connection=self.connection,
+            label=run.label,
+            detail=detail,
+            payload=bytes(self.asked),
+        )
+        return await self.router.reached(point)
+
+    async def from_server(self, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        router, connection = self.router, self.connection
         framer = Framer()
         while data := await up_reader.read(_READ):
-            if self._cut(generation):
+            if router.cut(connection):
                 continue
             if framer.broken:
                 writer.write(data)
                 continue
             relayed = bytearray()
             for message in framer.feed(data):
-                commit = transactions.server(message)
-                if commit is not None and self.holds.db_commit(commit):
-                    break  # held: this message and everything after it stay here; the pod is dying
+                commit = self.transactions.server(message)
+                if commit is not None and await self._commit(commit) is not Decision.PASS:
+                    break  # killed: this message and everything after it stay here; the pod is dying
+                if message.type == b"Z" and message.body[:1] == b"I":
+                    router.idle(connection)  # out of any transaction: free to serve another call
                 relayed += message.raw
             relayed += framer.spill()
             writer.write(relayed)
             await writer.drain()
+
+    async def _commit(self, commit: Commit) -> Decision:
+        asked, self.asked = bytes(self.asked), bytearray()
+        return await self.router.reached(commit_point(commit, self.connection, asked))
+
+
+def commit_point(commit: Commit, connection: Connection | None, asked: bytes = b"") -> Reached:
+    """A committed transaction as the point it is: labelled by what it wrote, with its statements."""
+    return Reached(
+        Site.POSTGRES,
+        PointKind.DB_COMMIT,
+        connection=connection,
+        label=commit.label,
+        detail={
+            "statements": [str(s) for s in commit.statements],
+            "wrote": commit.wrote.value,
+            "autocommit": commit.autocommit,
+        },
+        payload=asked,
+        reads=commit.wrote is Wrote.NO,
+    )

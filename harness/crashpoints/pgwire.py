@@ -380,6 +380,18 @@ class Commit:
         return "; ".join(dict.fromkeys(labels))
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A message of the client's that makes the server run a statement (a Query, an Execute)."""
+
+    statement: str | None
+    """Its text (cut), when the proxy saw it prepared; None for a portal of a statement it did not."""
+
+    @property
+    def label(self) -> str | None:
+        return None if self.statement is None else statement_label(self.statement)
+
+
 @dataclass(slots=True)
 class _Pending:
     """Something the client asked for whose completion the server has yet to report."""
@@ -423,14 +435,16 @@ class Transactions:
         self._portals: dict[str, str | None] = {}
 
     # -- the client's side: what was asked, so a commit can say what it ran
-    def client(self, message: Message) -> None:
+    def client(self, message: Message) -> Run | None:
+        """Follow what the client asks; a message that makes the server run a statement (a simple Query,
+        an Execute) is told, with the statement, as where to hold it before the server sees it."""
         kind, body = message.type, message.body
         if kind == b"Q":
             (sql,) = _cstrings(body, 1)
-            self._pending.append(
-                _Pending(statement_text(sql), simple=True, sync=True, rollbacks=_rollbacks(sql))
-            )
-        elif kind == b"P":
+            statement = statement_text(sql)
+            self._pending.append(_Pending(statement, simple=True, sync=True, rollbacks=_rollbacks(sql)))
+            return Run(statement)
+        if kind == b"P":
             name, sql = _cstrings(body, 2)
             self._statements[name] = statement_text(sql)
         elif kind == b"B":
@@ -438,12 +452,15 @@ class Transactions:
             self._portals[portal] = self._statements.get(name)
         elif kind == b"E":
             (portal,) = _cstrings(body, 1)
-            self._pending.append(_Pending(self._portals.get(portal)))
+            prepared = self._portals.get(portal)
+            self._pending.append(_Pending(prepared))
+            return Run(prepared)
         elif kind == b"S":
             self._pending.append(_Pending(None, sync=True))
         elif kind == b"C" and body[:1] in (b"S", b"P"):
             (name,) = _cstrings(body[1:], 1)
             (self._statements if body[:1] == b"S" else self._portals).pop(name, None)
+        return None
 
     def _completed(self) -> str | None:
         """The statement a CommandComplete (or empty result, or suspended portal) reports on."""

@@ -37,6 +37,9 @@ class PointKind(enum.StrEnum):
     REQUEST = "request"
     """The request is at the server's door: held, it never reaches it. The control point: whatever the
     design, a try held here must take effect exactly once."""
+    DB_STATEMENT = "db_statement"
+    """A statement the server sent the harness's PostgreSQL, before the database runs it: held, the
+    database has not seen it yet, so another attempt's statements can go first."""
     DB_COMMIT = "db_commit"
     """A transaction committed in the harness's PostgreSQL (whatever it wrote); its reply is held."""
     DOWNSTREAM = "downstream"
@@ -60,7 +63,7 @@ FILE_KINDS = frozenset(k for k in PointKind if k.value.startswith("fs_"))
 BOUNDARIES = frozenset(FILE_KINDS - {PointKind.FS_WRITE})
 """File operations that change what a crash leaves (what is durable, which name means what); an
 exploration tries them before the writes between them."""
-COUNTED = frozenset({PointKind.DB_COMMIT, PointKind.DOWNSTREAM, *FILE_KINDS})
+COUNTED = frozenset({PointKind.DB_STATEMENT, PointKind.DB_COMMIT, PointKind.DOWNSTREAM, *FILE_KINDS})
 """Kinds that can happen several times in one attempt, so their names carry an index."""
 
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.crashpoints.plan import labelled
+from harness.crashpoints.paths import labelled
 from harness.crashpoints.points import Crash, Point, parse_path
 from harness.history import EventType, FaultKind, Outcome, excerpt
 

@@ -26,11 +26,12 @@ with the request id it hit, before it acts (so it precedes the attempt's end).
 The proxy handles one request at a time per connection (no pipelining, which the
 driver never does).
 
-With crash points (``faults.crash_points``) the proxy also tells a hold
-controller (``ExchangeHooks``) when a call's request is at the server's door
-(before it is forwarded: held there, it never arrives) and when the server's
-JSON-RPC answer to it is back, and withholds that answer when told: the pod has
-been killed at the ``response`` point, so the client sees the stream break and
+With crash points (``faults.crash_points``) the proxy is a hold site of the
+run's decision router (:mod:`harness.crashpoints.router`): it opens the call's
+window, reports the ``request`` point when the call is at the server's door
+(before it is forwarded: held there, it never arrives) and the ``response`` point
+when the server's JSON-RPC answer to it is back, and withholds that answer when
+the pod has been killed there, so the client sees the stream break and
 none of the answer. For a JSON reply that is the whole response (nothing of it is
 relayed before it is complete); for an event stream, the event that carries the
 answer and everything after it, while the events before it (progress, a
@@ -46,12 +47,15 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import httptools
 import orjson
 
 from harness.client.messages import SseParser
+from harness.crashpoints.decisions import Decision, Reached, Site
+from harness.crashpoints.points import PointKind
+from harness.crashpoints.router import Router
 from harness.history import EventType, HistoryWriter
 from harness.loopback import LoopbackServer
 from harness.scenario import StreamFault
@@ -60,28 +64,6 @@ AttemptLookup = Callable[[Any], tuple[int, int] | None]
 """Request id -> (intent, attempt) for requests the driver has in flight."""
 
 _READ = 65536
-
-
-class ExchangeHooks(Protocol):
-    """What a hold controller (``harness.crashpoints.holds.HoldPoints``) is told of each tool call."""
-
-    def serving(self) -> bool:
-        """Whether the pod is ready; a call to a pod that is not gets its connection dropped, as behind
-        a health-checked balancer (a pod killed before it is ready would end the run)."""
-        ...
-
-    def request(self, intent: int, attempt: int) -> bool:
-        """The attempt's request was written to the server; True: the pod was killed there."""
-        ...
-
-    def response(self, intent: int, attempt: int, answer: str | None = None) -> bool:
-        """Its JSON-RPC answer is here (``answer`` None), or what came instead; True: the pod was killed,
-        and the client must not get the answer."""
-        ...
-
-    def ended(self, intent: int, attempt: int) -> None:
-        """The exchange is over."""
-        ...
 
 
 @dataclass(slots=True)
@@ -350,7 +332,7 @@ class FaultProxy(LoopbackServer):
     default_hold_s: float
     key_meta: str | None = None
     key_header: str | None = None
-    hooks: ExchangeHooks | None = None
+    router: Router | None = None
     upstream_host: str = "127.0.0.1"
     """Where the server listens: a pod the harness runs is on this machine; a ``target.url`` anywhere."""
     host: str | None = None
@@ -453,10 +435,28 @@ class FaultProxy(LoopbackServer):
     ) -> bool:
         """Carry one exchange; returns whether both connections stay usable for the next one."""
         ex = self._identify(request)
+        router = self.router
+        if router is None or ex.intent is None or ex.attempt is None:
+            return await self._carry(request, reader, writer, upstream, ex)
+        router.opened(ex.intent, ex.attempt)  # what the server does for it from now on is its attempt's
+        try:
+            return await self._carry(request, reader, writer, upstream, ex)
+        finally:
+            router.closed(ex.intent, ex.attempt)
+
+    async def _carry(
+        self,
+        request: _Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        ex: Exchange,
+    ) -> bool:
         chosen = choose_fault(self.rules, self.seed, ex)
         up_reader, up_writer = upstream
-        if chosen is None and self.hooks is not None and ex.intent is not None and ex.attempt is not None:
-            return await self._hooked(request, writer, upstream, self.hooks, ex)
+        router = self.router
+        if chosen is None and router is not None and ex.intent is not None and ex.attempt is not None:
+            return await self._hooked(request, writer, upstream, router, ex)
         if chosen is None:
             up_writer.write(self._outgoing(request))
             return await self._relay(up_reader, writer)
@@ -481,45 +481,46 @@ class FaultProxy(LoopbackServer):
         request: _Request,
         writer: asyncio.StreamWriter,
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-        hooks: ExchangeHooks,
+        router: Router,
         ex: Exchange,
     ) -> bool:
-        """A tool call under crash points: the controller hears of its request before it is forwarded,
-        and of its answer before any of the answer is relayed (``AnswerWatch``)."""
+        """A tool call under crash points: the router hears of its request before it is forwarded, and of
+        its answer before any of the answer is relayed (``AnswerWatch``)."""
         intent, attempt = ex.intent, ex.attempt
         assert intent is not None
         assert attempt is not None
         up_reader, up_writer = upstream
-        if not hooks.serving():
+        if not router.serving():
             return False
-        try:
-            if hooks.request(intent, attempt):
-                return False  # killed at the server's door: the request never reaches it
-            up_writer.write(self._outgoing(request))
-            watch = AnswerWatch(ex.request_id)
-            relayed = 0
-            asked = False
-            while True:
-                data = await up_reader.read(_READ)
-                if data:
-                    watch.feed(data)
-                else:
-                    watch.eof()
-                if (watch.found or watch.complete) and not asked:
-                    asked = True
-                    if hooks.response(intent, attempt, watch.refused):
-                        return False  # held: the pod was killed; none of the answer goes out
-                safe = len(watch.raw) if asked or not data else watch.safe
-                if safe > relayed:
-                    writer.write(watch.raw[relayed:safe])
-                    relayed = safe
-                    await writer.drain()
-                if not data:
-                    return False  # the server's side closed before the response ended
-                if watch.complete:
-                    return True
-        finally:
-            hooks.ended(intent, attempt)
+        door = Reached(Site.PROXY, PointKind.REQUEST, attempt=(intent, attempt))
+        if await router.reached(door) is not Decision.PASS:
+            return False  # killed at the server's door: the request never reaches it
+        up_writer.write(self._outgoing(request))
+        watch = AnswerWatch(ex.request_id)
+        relayed = 0
+        asked = False
+        while True:
+            data = await up_reader.read(_READ)
+            if data:
+                watch.feed(data)
+            else:
+                watch.eof()
+            if (watch.found or watch.complete) and not asked:
+                asked = True
+                back = Reached(
+                    Site.PROXY, PointKind.RESPONSE, attempt=(intent, attempt), answer=watch.refused
+                )
+                if await router.reached(back) is not Decision.PASS:
+                    return False  # held: the pod was killed; none of the answer goes out
+            safe = len(watch.raw) if asked or not data else watch.safe
+            if safe > relayed:
+                writer.write(watch.raw[relayed:safe])
+                relayed = safe
+                await writer.drain()
+            if not data:
+                return False  # the server's side closed before the response ended
+            if watch.complete:
+                return True
 
     async def _relay(
         self,
@@ -615,6 +616,7 @@ class FaultProxy(LoopbackServer):
                     await self._read_whole(up_reader)  # let the server finish; nobody is listening
                     return False
                 return await self._relay(up_reader, writer)
+            up_writer.write(self._outgoing(request))  # the server runs it; its answer is what waits
             raw, complete = await self._read_whole(up_reader)
             await asyncio.wait({client_gone}, timeout=hold_s)
             if client_gone.done() or not complete:

@@ -55,10 +55,25 @@ def _passed(passed: Passed) -> str:
             f"with key {bounded(passed.key)!r}" if passed.key else "without a key"
         )
         what += ", deduplicated by it" if passed.replayed else ""
+    elif passed.label is not None:
+        what = f"reached ({bounded(passed.label)})"
     else:
         what = PASSED.get(passed.point, "passed")
+    if passed.ambiguous:
+        what += ", or another attempt open then did (it could not be told whose)"
     held = ": HELD, the pod SIGKILLed here" if passed.held else ""
     return f"    {passed.point}: {what}{held}"
+
+
+def _where(step: Step) -> str:
+    """Where an attempt a fault hit had got to: its last point, and whether its answer came."""
+    mine = [p for p in step.points if not p.ambiguous]
+    if not mine or any(p.held for p in mine):  # a crash point's own line says where it was held
+        return ""
+    last = mine[-1]
+    label = f" ({bounded(last.label)})" if last.label else ""
+    after = "" if last.point == "response" or step.outcome == "ok" else ", before its answer"
+    return f" after {last.point}{label}{after}"
 
 
 def _attempt_lines(steps: Sequence[Step]) -> list[str]:
@@ -94,7 +109,7 @@ def _attempt_lines(steps: Sequence[Step]) -> list[str]:
                 f"  attempt {step.attempt} (request {step.request_id}{where}{span}) "
                 f"{_seconds(step.start_t)} → {_seconds(step.end_t)}: {_said(step)}"
             )
-            lines.append(line + (f"; hit by {', '.join(step.faults)}" if step.faults else ""))
+            lines.append(line + (f"; hit by {', '.join(step.faults)}{_where(step)}" if step.faults else ""))
             lines += [_passed(p) for p in step.points]
         k = last + 1
     return lines

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path
+from harness.crashpoints.points import FILE_KINDS, Crash, PointKind, parse_path, parse_point
 from harness.scenario.section import Section
 
 
@@ -54,13 +54,15 @@ MAX_POINTS = 64
 """Paths an exploration explores at most (``--max-points``)."""
 
 
+MAX_ORDERED = 8
+"""Attempts an order holds at one point at most."""
 MAX_JOBS = 256
 """Copies of the target an exploration runs side by side at most (``--jobs``)."""
 
 
 class CrashExplore(Section):
     """Explore instead of a fixed plan: a clean call, then every point it passed (see
-    ``harness.crashpoints.plan``)."""
+    ``harness.crashpoints.paths``)."""
 
     repeat: int = Field(default=3, ge=1, le=MAX_REPEAT)
     """Tries per point."""
@@ -73,7 +75,7 @@ class CrashExplore(Section):
     the data directory rolled back to what was durable (``fs_write#3@power_loss``)."""
     job: int = Field(default=1, ge=1, le=MAX_JOBS)
     """Which of ``jobs`` copies of the target this run is (``crashpoints --jobs``): it tries the planned
-    paths whose place in the plan is ``job`` modulo ``jobs`` (see ``harness.crashpoints.plan``)."""
+    paths whose place in the plan is ``job`` modulo ``jobs`` (see ``harness.crashpoints.paths``)."""
     jobs: int = Field(default=1, ge=1, le=MAX_JOBS)
     """How many copies explore the plan side by side, each in a run of its own."""
 
@@ -91,12 +93,45 @@ class CrashExplore(Section):
         return self
 
 
+class CrashOrder(Section):
+    """Hold the first attempts that reach one point, then let them go in a chosen order: an original and
+    its retry held at the same statement, released retry first (``order: [2, 1]``). Each goes once the one
+    released before it has reached its next point or ended. Needs attempts that run side by side there:
+    ``workload.concurrency`` of 2 or more, or a retry beside its original (a ``stall`` stream fault)."""
+
+    at: str
+    """The point (``db_statement#1``, ``db_commit#1``, ``downstream#1``, a file operation), without
+    ``@power_loss``: nothing is crashed."""
+    order: list[Annotated[int, Field(ge=1, le=MAX_ORDERED)]] = Field(min_length=2, max_length=MAX_ORDERED)
+    """The release order, by arrival: 1 is the first attempt to reach the point."""
+    hold_limit_s: float = Field(default=30.0, gt=0, le=600)
+    """How long the first may wait for the others; then they are released as they came (a target that
+    serializes its work cannot run them side by side there), and the run says the order was not made."""
+
+    @field_validator("at")
+    @classmethod
+    def _point(cls, v: str) -> str:
+        if parse_point(v).crash is not Crash.KILL or "@" in v:
+            raise ValueError(f"{v!r}: an order holds and releases, it crashes nothing; drop the @")
+        return v
+
+    @model_validator(mode="after")
+    def _each_once(self) -> CrashOrder:
+        if sorted(self.order) != list(range(1, len(self.order) + 1)):
+            raise ValueError(
+                f"faults.crash_points.order.order {self.order}: name each arrival once, "
+                f"1 to {len(self.order)}"
+            )
+        return self
+
+
 class CrashPoints(Section):
     """Hold points wired into the run: every attempt's points are recorded (``crash_point`` events),
     and the holds listed kill the pod at theirs. The first hold that names an intent applies to it."""
 
     holds: list[CrashHold] = Field(default_factory=list)
     explore: CrashExplore | None = None
+    order: CrashOrder | None = None
     files: bool = True
     """Trace the pod's file operations on its data directory (ptrace, from outside the server): each is
     a hold point (``fs_write#N``, ``fs_rename#N``, ...), and a crash there can be a power loss. For a
@@ -109,10 +144,16 @@ class CrashPoints(Section):
             return False
         if self.explore is not None:
             return True
+        if self.order is not None:
+            return parse_point(self.order.at).kind in FILE_KINDS
         return any(hold.kinds() & FILE_KINDS or "@" in hold.at for hold in self.holds)
 
     @model_validator(mode="after")
     def _one_plan(self) -> CrashPoints:
-        if self.explore is not None and self.holds:
-            raise ValueError("faults.crash_points: give holds or explore, not both")
+        if sum(1 for plan in (self.holds, self.explore, self.order) if plan) > 1:
+            raise ValueError("faults.crash_points: give one of holds, explore or order")
         return self
+
+    def kills(self) -> bool:
+        """Whether its plan kills the pod at points (holds, explore), rather than only ordering them."""
+        return self.order is None

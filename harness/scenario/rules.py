@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path
+from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path, parse_point
 from harness.scenario.placeholders import DOWNSTREAM_PLACEHOLDERS
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def url_fits(s: Scenario) -> None:
         for name, fault in (
             ("faults.kill", f.kill),
             ("faults.rollout", f.rollout),
-            ("faults.crash_points", f.crash_points),
+            ("faults.crash_points", f.crash_points if f.crash_points and f.crash_points.kills() else None),
         )
         if fault is not None
     ]
@@ -177,35 +177,31 @@ def transport_fits(s: Scenario) -> None:
 
 
 def crash_points_fit(s: Scenario) -> None:
-    """Crash points count the points of one call at a time, on one pod the harness kills (itself, or
-    with ``target.kill_command``), and hold only where the harness stands (its PostgreSQL, its sink,
-    its downstream proxy, the pod's file operations)."""
+    """What each plan of ``faults.crash_points`` needs of the other sections. Holds and an exploration
+    count the points of one call at a time, on one pod the harness kills (itself, or with
+    ``target.kill_command``): concurrency 1, no other fault. An order holds several attempts at once and
+    kills nothing. Every plan holds only where the harness stands (its PostgreSQL, its sink, its
+    downstream proxy, the pod's file operations)."""
     crash = s.faults.crash_points
     if crash is None:
         return
     target = s.target
-    if (
-        s.workload.concurrency != 1
-        or target.replicas != 1
-        or target.kubernetes is not None
-        or s.services.balancer is not None
-    ):
-        raise ValueError(
-            "faults.crash_points counts the points of one call at a time: it needs "
-            "workload.concurrency 1 and one pod the harness runs (no replicas, balancer or "
-            "Kubernetes target)"
-        )
-    f = s.faults
-    if f.kill is not None or f.pause is not None or f.rollout is not None or f.stream:
-        raise ValueError(
-            "faults.crash_points kills the pod itself, at its points; it does not mix with "
-            "faults.kill, pause, rollout or stream"
-        )
+    if crash.kills():
+        _one_call_at_a_time(s)
     kinds: set[PointKind] = set().union(*(hold.kinds() for hold in crash.holds))
     if crash.explore is not None and crash.explore.only:
         kinds |= {p.kind for name in crash.explore.only for p in parse_path(name)}
-    if PointKind.DB_COMMIT in kinds and s.services.postgres is None:
-        raise ValueError("a db_commit hold point needs services.postgres (the harness holds its commits)")
+    if crash.order is not None:
+        kinds.add(parse_point(crash.order.at).kind)
+        if s.workload.concurrency < 2 and not s.faults.stream:
+            raise ValueError(
+                "faults.crash_points.order holds attempts that run side by side: give workload.concurrency "
+                "2 or more, or a stall stream fault that sends a retry beside its original"
+            )
+    if kinds & {PointKind.DB_COMMIT, PointKind.DB_STATEMENT} and s.services.postgres is None:
+        raise ValueError(
+            "a db_commit or db_statement point needs services.postgres (the harness holds its statements)"
+        )
     if PointKind.DOWNSTREAM in kinds and s.audit.effects.sink is None and s.services.downstream is None:
         raise ValueError(
             "a downstream hold point needs audit.effects.sink or services.downstream (which hold the "
@@ -221,6 +217,29 @@ def crash_points_fit(s: Scenario) -> None:
         raise ValueError(
             "file hold points and power losses need the pod's file operations traced "
             "(faults.crash_points.files: true)"
+        )
+
+
+def _one_call_at_a_time(s: Scenario) -> None:
+    """What crash points' holds and explorations need: their points are counted per attempt, one call at a
+    time, and the pod is killed only at them."""
+    target = s.target
+    if (
+        s.workload.concurrency != 1
+        or target.replicas != 1
+        or target.kubernetes is not None
+        or s.services.balancer is not None
+    ):
+        raise ValueError(
+            "faults.crash_points holds and explore count the points of one call at a time: they need "
+            "workload.concurrency 1 and one pod the harness runs (no replicas, balancer or "
+            "Kubernetes target)"
+        )
+    f = s.faults
+    if f.kill is not None or f.pause is not None or f.rollout is not None or f.stream:
+        raise ValueError(
+            "faults.crash_points kills the pod itself, at its points; it does not mix with "
+            "faults.kill, pause, rollout or stream"
         )
 
 

@@ -28,6 +28,8 @@ PGCLIENTS_TRANSPORT   json (default) | sse: a progress notification before the w
                       the second event of an event stream
 PGCLIENTS_SESSIONS    stateless (default) | stateful: 2025 clients get a session in this process's
                       memory (a restarted server answers 404 to the old one)
+PGCLIENTS_POOL        1 (default) | 2 | 4 | 8: connections in asyncpg's pool (one serializes the calls'
+                      statements; more let two calls run side by side, as a race needs)
 PGCLIENTS_LOCK        none (default) | row: every call takes a lock as a row (committed before the
                       work, deleted after it) and waits while another holds it, as a lease without
                       an expiry does: a kill while it is held leaves the row, and after the restart
@@ -181,14 +183,15 @@ class _PsycopgAsyncUnit:
 class AsyncpgStore:
     """asyncpg's pool: each statement commits on its own (autocommit), unless in a transaction."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, size: int = 1) -> None:
         self.url = url
+        self.size = size
         self.pool: Any = None
 
     async def open(self) -> None:
         import asyncpg
 
-        self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=1)
+        self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.size)
 
     @contextlib.asynccontextmanager
     async def unit(self, atomic: bool = False) -> AsyncIterator[Unit]:
@@ -289,12 +292,17 @@ def config(env: dict[str, str]) -> dict[str, Any]:
         "sse": choice("PGCLIENTS_TRANSPORT", ("json", "sse"), "json") == "sse",
         "stateful": choice("PGCLIENTS_SESSIONS", ("stateless", "stateful"), "stateless") == "stateful",
         "lock": choice("PGCLIENTS_LOCK", ("none", "row"), "none") == "row",
+        "pool": int(choice("PGCLIENTS_POOL", ("1", "2", "4", "8"), "1")),
     }
 
 
 async def open_store(cfg: dict[str, Any]) -> Store:
     """The store, connected, with its schema (a lock keeps two starting servers from racing on it)."""
-    store: Store = STORES[cfg["driver"]](cfg["url"])
+    store: Store = (
+        AsyncpgStore(cfg["url"], cfg["pool"])
+        if cfg["driver"] == "asyncpg"
+        else STORES[cfg["driver"]](cfg["url"])
+    )
     await store.open()
     async with store.unit(atomic=True) as unit:
         await unit.execute("SELECT pg_advisory_xact_lock(7282027)")

@@ -32,12 +32,14 @@ import pytest
 import yaml
 
 from harness.crashpoints import advice, emit, render
+from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
-from harness.crashpoints.holds import HoldPoints
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.crashpoints.pgwire import STARTUP_V3
-from harness.crashpoints.points import parse_path
+from harness.crashpoints.plans import plan_for
+from harness.crashpoints.points import PointKind, parse_path
 from harness.crashpoints.render import as_json, render_markdown
+from harness.crashpoints.router import Router
 from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.scenario import CrashPoints, load_scenario, parse_scenario
@@ -104,7 +106,7 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
         pg = Postgres(tmp_path, "held", free_port())
         # Held by what it commits: the read-only transaction before it is a commit too, and is passed.
         plan = {"holds": [{"at": "db_commit#1", "commits": ["INSERT t"]}]}
-        holds = HoldPoints(CrashPoints.model_validate(plan))
+        holds = Router(plan_for(CrashPoints.model_validate(plan)))
         killed: list[str] = []
 
         def kill(*, trigger: str, point: str) -> bool:
@@ -119,7 +121,7 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
             try:
                 conn = await psycopg.AsyncConnection.connect(proxy.url("held"), autocommit=True)
                 await conn.execute("CREATE TABLE t (memo TEXT)")  # no call in flight: not a point
-                holds.request(0, 1)  # as the fault proxy does when a call reaches the server
+                holds.opened(0, 1)  # as the fault proxy does when a call reaches the server
                 async with conn.transaction():  # a commit that only read: db_commit#1, not the planned one
                     await conn.execute("SELECT count(*) FROM t")
 
@@ -461,26 +463,27 @@ def test_a_hold_that_leaks_the_answer_is_never_counted(
         request: Any,
         writer: asyncio.StreamWriter,
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-        hooks: proxy.ExchangeHooks,
+        router: Router,
         ex: proxy.Exchange,
     ) -> bool:
         assert ex.intent is not None
         assert ex.attempt is not None
-        try:
-            if not hooks.serving() or hooks.request(ex.intent, ex.attempt):
+        where = (ex.intent, ex.attempt)  # its window is the exchange's, opened before this is called
+        if not router.serving():
+            return False
+        if await router.reached(Reached(Site.PROXY, PointKind.REQUEST, attempt=where)) is not Decision.PASS:
+            return False
+        upstream[1].write(request.raw)
+        watch = proxy.AnswerWatch(ex.request_id)
+        while not watch.complete:
+            data = await upstream[0].read(65536)
+            if not data:
                 return False
-            upstream[1].write(request.raw)
-            watch = proxy.AnswerWatch(ex.request_id)
-            while not watch.complete:
-                data = await upstream[0].read(65536)
-                if not data:
-                    return False
-                watch.feed(data)
-                writer.write(data)  # the answer too, before the hold is asked
-            await writer.drain()
-            return not hooks.response(ex.intent, ex.attempt, watch.refused)
-        finally:
-            hooks.ended(ex.intent, ex.attempt)
+            watch.feed(data)
+            writer.write(data)  # the answer too, before the hold is asked
+        await writer.drain()
+        back = Reached(Site.PROXY, PointKind.RESPONSE, attempt=where, answer=watch.refused)
+        return await router.reached(back) is Decision.PASS
 
     monkeypatch.setattr(proxy.FaultProxy, "_hooked", leaky)
     found = crashpoints(on_postgres("naive"), tmp_path, repeat=1, only=["response"])
@@ -634,7 +637,7 @@ def test_a_malformed_frame_is_answered_by_postgresql_not_by_a_traceback(
 
     async def go() -> tuple[bytes, list[dict[str, Any]]]:
         pg = Postgres(tmp_path, "malformed", free_port())
-        holds = HoldPoints(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]}))
+        holds = Router(plan_for(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]})))
         proxy = PostgresProxy(pg.port, holds)
         unhandled: list[dict[str, Any]] = []
         asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))

@@ -6,8 +6,10 @@ run, with a real history file and a kill that only counts: what it records and w
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,12 @@ import orjson
 import pytest
 import yaml
 
-from harness.crashpoints.holds import HoldPoints
+from harness.crashpoints.decisions import At, Decision, Reached, Site
+from harness.crashpoints.fsholds import file_point
+from harness.crashpoints.paths import ExplorePlan, FixedPlan
+from harness.crashpoints.pgproxy import commit_point
 from harness.crashpoints.pgwire import Commit, Statement
-from harness.crashpoints.plan import ExplorePlan, FixedPlan
+from harness.crashpoints.plans import ObservePlan, OrderPlan, Plan, plan_for
 from harness.crashpoints.points import (
     Crash,
     Point,
@@ -28,6 +33,7 @@ from harness.crashpoints.points import (
     path_name,
     reached,
 )
+from harness.crashpoints.router import Router
 from harness.errors import ScenarioError
 from harness.history import HistoryWriter
 from harness.scenario import CrashPoints, parse_scenario
@@ -124,18 +130,52 @@ class Kills:
         return self.works
 
 
-Controller = Callable[[dict[str, Any], Kills], HoldPoints]
+class Sites:
+    """The router driven as the hold sites drive it in a run: the fault proxy's request and response, a
+    commit of the PostgreSQL proxy, a call of the sink, a file operation of the tracer. Each returns
+    whether the pod was killed there."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def _reach(self, point: Reached) -> bool:
+        return asyncio.run(self.router.reached(point)) is not Decision.PASS
+
+    def request(self, intent: int, attempt: int) -> bool:
+        self.router.opened(intent, attempt)
+        return self._reach(Reached(Site.PROXY, PointKind.REQUEST, attempt=(intent, attempt)))
+
+    def response(self, intent: int, attempt: int, answer: str | None = None) -> bool:
+        back = Reached(Site.PROXY, PointKind.RESPONSE, attempt=(intent, attempt), answer=answer)
+        return self._reach(back)
+
+    def ended(self, intent: int, attempt: int) -> None:
+        self.router.closed(intent, attempt)
+
+    def db_commit(self, commit: Commit) -> bool:
+        return self._reach(commit_point(commit, None))
+
+    def downstream(self, key: str, replayed: bool) -> bool:
+        detail = {"key": key, "replayed": replayed}
+        return self._reach(Reached(Site.SINK, PointKind.DOWNSTREAM, detail=detail))
+
+    def fs_op(self, op: str, paths: list[str]) -> bool:
+        return self._reach(file_point(op, paths))
+
+
+Controller = Callable[[dict[str, Any], Kills], Sites]
 
 
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[Controller]:
-    """Hold points writing to a real history (closed at the end), killing with ``kills``."""
+    """A router with the crash points' plan, writing to a real history (closed at the end), killing with
+    ``kills``."""
     history = HistoryWriter(tmp_path / "history.jsonl")
 
-    def make(crash: dict[str, Any], kills: Kills) -> HoldPoints:
-        holds = HoldPoints(CrashPoints.model_validate(crash))
-        holds.attach(history, kills, lambda: True)
-        return holds
+    def make(crash: dict[str, Any], kills: Kills) -> Sites:
+        router = Router(plan_for(CrashPoints.model_validate(crash)))
+        router.attach(history, kills, lambda: True)
+        return Sites(router)
 
     yield make
     history.close()
@@ -160,10 +200,10 @@ def test_points_are_counted_per_attempt_and_the_planned_one_kills(
     assert holds.db_commit(COMMIT) is False  # no call in flight (the pod's start-up): not a point
     assert holds.request(0, 1) is False
     assert holds.db_commit(COMMIT) is False
-    generation = holds.generation
+    generation = holds.router.generation
     assert holds.db_commit(COMMIT) is True
     assert kills.points == ["db_commit#2"]
-    assert holds.generation == generation + 1  # the pod's connections are cut off
+    assert holds.router.generation == generation + 1  # the pod's connections are cut off
     assert holds.downstream("k", False) is False  # the window closed with the kill
     holds.ended(0, 1)
     holds.request(0, 2)  # the retry counts from 1 again, and is not held a second time
@@ -193,13 +233,18 @@ def test_every_commit_is_a_point_and_a_planned_one_is_found_by_what_it_commits(
     holds = controller({"explore": {"repeat": 1, "max_points": 8}}, kills)
     holds.request(0, 1)
     assert [holds.db_commit(READ), holds.db_commit(COMMIT), holds.response(0, 1)] == [False] * 3
+    holds.ended(0, 1)
     assert holds.request(1, 1) is True  # the plan's first path: the control point
+    holds.ended(1, 1)
     holds.request(1, 2)
     holds.response(1, 2)
+    holds.ended(1, 2)
     holds.request(2, 1)  # db_commit#1: the read (reads are points too: a label, never a filter)
     assert holds.db_commit(READ) is True
+    holds.ended(2, 1)
     holds.request(2, 2)
     holds.response(2, 2)
+    holds.ended(2, 2)
     holds.request(3, 1)  # db_commit#2, planned as 'INSERT invoices'
     assert holds.db_commit(AUDIT) is False
     assert holds.db_commit(READ) is False
@@ -221,6 +266,7 @@ def test_an_answer_that_is_no_answer_to_the_tool_is_never_a_point(
     holds = controller({"holds": [{"at": "response"}]}, kills)
     holds.request(0, 1)
     assert holds.response(0, 1, "HTTP 404") is False  # a session the restarted pod does not know
+    holds.ended(0, 1)
     holds.request(0, 2)
     assert holds.response(0, 2) is True
     assert kills.points == ["response"]
@@ -233,27 +279,29 @@ def test_the_fence_keeps_out_what_the_dying_pod_connects_with_until_another_has_
 ) -> None:
     pid = [100]
     with HistoryWriter(tmp_path / "history.jsonl") as history:
-        holds = HoldPoints(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]}))
-        holds.attach(history, Kills(), lambda: True, lambda: pid[0])
-        before = holds.connection()
+        router = Router(plan_for(CrashPoints.model_validate({"holds": [{"at": "db_commit#1"}]})))
+        router.attach(history, Kills(), lambda: True, lambda: pid[0])
+        holds = Sites(router)
+        before = holds.router.connection()
         holds.request(0, 1)
         assert holds.db_commit(COMMIT) is True
-        assert holds.cut(before)  # its connections are cut off
-        assert holds.connection() is None  # and a new one is the dying pod's own: it gets nowhere
-        assert holds.cut(None)
+        assert holds.router.cut(before)  # its connections are cut off
+        assert holds.router.connection() is None  # and a new one is the dying pod's own: it gets nowhere
+        assert holds.router.cut(None)
         pid[0] = 101  # restarted
-        after = holds.connection()
+        after = holds.router.connection()
         assert after is not None
-        assert not holds.cut(after)
+        assert not holds.router.cut(after)
 
 
 def test_a_point_never_reached_is_a_missed_kill(tmp_path: Path, controller: Controller) -> None:
     holds = controller({"holds": [{"at": "response/db_commit#3"}]}, Kills())
     holds.request(4, 1)
     assert holds.response(4, 1) is True
+    holds.ended(4, 1)
     holds.request(4, 2)
     holds.response(4, 2)  # the retry replayed: no commit at all
-    holds.record_missed()
+    holds.router.record_missed()
     (missed,) = [e for e in events(tmp_path) if e["type"] == "fault_missed"]
     assert missed["fault"] == "kill"
     assert missed["counted"] is False  # planned, so the run is inconclusive
@@ -263,7 +311,7 @@ def test_a_point_never_reached_is_a_missed_kill(tmp_path: Path, controller: Cont
 def test_a_pod_that_cannot_be_killed_is_not_held(controller: Controller) -> None:
     holds = controller({"holds": [{"at": "request"}]}, Kills(works=False))
     assert holds.request(0, 1) is False
-    assert holds.generation == 0
+    assert holds.router.generation == 0
 
 
 def test_the_scenario_refuses_crash_points_it_cannot_count() -> None:
@@ -276,7 +324,7 @@ def test_the_scenario_refuses_crash_points_it_cannot_count() -> None:
     with pytest.raises(ScenarioError, match=r"needs services\.postgres"):
         parse_scenario(data)
     data["faults"] = {"crash_points": {"explore": {}, "holds": [{"at": "request"}]}}
-    with pytest.raises(ScenarioError, match="holds or explore"):
+    with pytest.raises(ScenarioError, match="one of holds, explore or order"):
         parse_scenario(data)
     data["faults"] = {"crash_points": {"holds": [{"at": "db_commit#0"}]}}
     with pytest.raises(ScenarioError, match="not a hold point"):
@@ -521,8 +569,8 @@ def test_a_file_operation_is_held_by_what_it_writes_and_a_power_loss_is_taken_on
     assert holds.fs_op("write", ["notes.jsonl"]) is False
     assert holds.fs_op("write", ["notes.jsonl"]) is True  # the second write: the pod killed before it
     assert kills.points == ["fs_write#2@power_loss"]
-    assert holds.take_power_loss()
-    assert not holds.take_power_loss()  # once: the rollback takes it
+    assert holds.router.take_power_loss()
+    assert not holds.router.take_power_loss()  # once: the rollback takes it
     held = [e for e in events(tmp_path) if e["type"] == "crash_point" and e["held"]]
     assert (held[-1]["point"], held[-1]["paths"]) == ("fs_write#2@power_loss", ["notes.jsonl"])
 
@@ -531,7 +579,7 @@ def test_a_kill_is_no_power_loss(tmp_path: Path, controller: Controller) -> None
     holds = controller({"holds": [{"at": "fs_rename#1", "intents": [0]}]}, Kills())
     holds.request(0, 1)
     assert holds.fs_op("rename", ["a.tmp", "a"]) is True
-    assert not holds.take_power_loss()
+    assert not holds.router.take_power_loss()
 
 
 @pytest.mark.parametrize(
@@ -554,3 +602,99 @@ def test_a_kill_is_no_power_loss(tmp_path: Path, controller: Controller) -> None
 )
 def test_a_file_named_anew_each_call_is_the_same_point(path: str, label: str) -> None:
     assert file_label(path) == label
+
+
+# -- the router's own work, with plans fed scripted points (no process)
+
+
+def at(intent: int, attempt: int, point: Point, ticket: int) -> At:
+    return At(intent, attempt, point, (point,), Site.POSTGRES, ticket)
+
+
+def test_an_order_holds_the_first_arrivals_and_releases_them_in_its_order() -> None:
+    """Two attempts of one intent at the same statement: the second to arrive goes first, the first once
+    the second has gone on to its next point."""
+    statement = Point(PointKind.DB_STATEMENT, 1, "INSERT invoices")
+    plan = OrderPlan(parse_point("db_statement#1"), [2, 1])
+    assert plan.decide(at(0, 1, statement, 1)) is Decision.HOLD
+    assert plan.releases() == []  # one of two there: nothing goes yet
+    assert plan.decide(at(0, 2, statement, 2)) is Decision.HOLD
+    assert plan.releases() == [(2, Decision.PASS)]
+    assert plan.releases() == []  # the first waits for the second to go on
+    plan.applied(at(0, 2, statement, 2), Decision.PASS)  # its own release: not yet gone on
+    assert plan.releases() == []
+    plan.applied(at(0, 2, Point(PointKind.DB_COMMIT, 1), 3), Decision.PASS)
+    assert plan.releases() == [(1, Decision.PASS)]
+    assert plan.released_order == [(0, 2), (0, 1)]
+    assert plan.decide(at(1, 1, statement, 4)) is Decision.PASS  # the order was made: the rest pass
+    assert plan.missed() == []
+
+
+def test_an_order_the_target_cannot_run_side_by_side_is_released_as_it_came_and_said() -> None:
+    statement = Point(PointKind.DB_STATEMENT, 1)
+    plan = OrderPlan(statement, [2, 1])
+    assert plan.decide(at(0, 1, statement, 1)) is Decision.HOLD
+    plan.blocked(1)  # the second never came while the first was held
+    assert plan.releases() == [(1, Decision.PASS)]
+    (missed,) = plan.missed()
+    assert (missed.fault, missed.trigger) == ("hold", "order db_statement#1")
+    assert "only 1 of 2 attempts reached db_statement#1 while the first was held" in missed.reason
+
+
+def test_observe_counts_each_attempts_points_and_tells_them_at_its_end(tmp_path: Path) -> None:
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        router = Router(ObservePlan())
+        router.attach(history, None, lambda: True)
+        router.started(0, 1)
+        commit = asyncio.run(router.reached(commit_point(COMMIT, None)))
+        assert commit is Decision.PASS
+        assert router.ended(0, 1) == {"points": [["db_commit#1", "INSERT invoices"]]}
+        assert router.ended(0, 1) == {}  # taken once
+    assert not [e for e in events(tmp_path) if e["type"] == "crash_point"]  # observe records no events
+
+
+def test_a_point_several_attempts_may_own_is_placed_by_its_marker_else_said_ambiguous(tmp_path: Path) -> None:
+    router = Router(ObservePlan())
+    router.started(3, 1)
+    router.started(7, 1)
+    marked = replace(commit_point(COMMIT, None), payload=b"...\x00abc123-m0000007\x00...")
+    asyncio.run(router.reached(marked))
+    asyncio.run(router.reached(commit_point(AUDIT, None)))  # no marker, no connection: either's
+    seven = router.ended(7, 1)["points"]
+    three = router.ended(3, 1)["points"]
+    assert seven == [["db_commit#1", "INSERT invoices"], ["db_commit", "INSERT audit", "ambiguous"]]
+    assert three == [["db_commit", "INSERT audit", "ambiguous"]]
+
+
+def test_a_connection_serves_one_attempt_per_transaction_and_a_pool_one_call_per_connection(
+    tmp_path: Path,
+) -> None:
+    """An original and its retry (one marker) open at once: the connection inside a transaction serves
+    the attempt it began it for; a connection no attempt holds serves the one no other connection does;
+    once neither tells, the point is either's."""
+    router = Router(Plan())  # passes every point, statements included
+    first, second = router.connection(), router.connection()
+    assert first is not None
+    assert second is not None
+    router.opened(1, 1)
+    statement = Reached(Site.POSTGRES, PointKind.DB_STATEMENT, connection=first, label="BEGIN")
+    asyncio.run(router.reached(statement))  # the only call open: the first connection serves it
+    router.opened(1, 2)  # its retry, beside it
+    asyncio.run(router.reached(replace(commit_point(COMMIT, second), payload=b"k-m0000001")))
+    asyncio.run(router.reached(replace(commit_point(COMMIT, first), payload=b"k-m0000001")))
+    router.idle(first)
+    router.idle(second)  # both transactions over: nothing tells whose the next one is
+    asyncio.run(router.reached(commit_point(AUDIT, first)))
+    router.closed(1, 1)
+    router.closed(1, 2)
+    assert [p[0] for p in router.points_of(1, 2)["points"]] == ["db_commit#1", "db_commit"]
+    assert [p[0] for p in router.points_of(1, 1)["points"]] == ["db_statement#1", "db_commit#1", "db_commit"]
+
+
+def test_an_attempt_ended_by_the_client_before_its_exchange_keeps_no_points_behind(tmp_path: Path) -> None:
+    router = Router(ObservePlan())
+    router.started(0, 1)
+    asyncio.run(router.reached(commit_point(COMMIT, None)))
+    assert router.points_of(0, 1)["points"][0][0] == "db_commit#1"  # a break: the client is done first
+    router.closed(0, 1)
+    assert router.points_of(0, 1) == {}
