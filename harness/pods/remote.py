@@ -14,7 +14,9 @@ later verdict about kills wrong.
 Each command is a child of the harness in a session of its own (so a timeout,
 Ctrl-C or the end of the run kills its whole group, and the watchdog does if the
 harness is SIGKILLed), with the harness's environment, its output appended to the
-pod's log in the run directory. A command that exits 0 may leave a process behind
+pod's log in the run directory. Its values are data
+(:func:`harness.pods.factory.user_command`): an argv list gets each as one word, a
+shell line refers to each through its environment. A command that exits 0 may leave a process behind
 on purpose (a restart that starts the server detached): only a command still
 running is killed. The kill is started synchronously, so the fault's event
 precedes what it breaks; it is waited for asynchronously, so the driver goes on
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -59,6 +62,8 @@ class UserCommand:
     """``target.kill_command`` or ``target.restart_command``."""
     argv: list[str]
     written: str
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """What a shell line's references hold (its values: the line itself holds none)."""
 
 
 class UrlPod:
@@ -109,7 +114,7 @@ class UrlPod:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=self.env,
+                    env={**self.env, **command.env},
                     start_new_session=True,
                     preexec_fn=die_with_parent,
                 )

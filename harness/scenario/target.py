@@ -60,7 +60,7 @@ def http_endpoint(v: str, field: str, what: str) -> str:
 
 UserCommand = list[str] | str
 """A command the harness runs for the user (a kill, a restart): an argv list, or one string that
-``/bin/sh -c`` runs."""
+``/bin/sh -c`` runs. Its values are data either way (:func:`harness.pods.factory.user_command`)."""
 
 
 def _user_command(v: UserCommand | None, field: str) -> UserCommand | None:
