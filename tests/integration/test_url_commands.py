@@ -1,18 +1,25 @@
 """The commands of a server the harness does not start (``target.kill_command``, ``restart_command``), run
-by real shells: the values they are given are data, never code."""
+by real shells: the values they are given are data, never code; what a command leaves in its process group
+is ended when it exits (but for a restart that succeeded: it may leave its server running)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import select
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.errors import TargetError, TargetStartError
 from harness.pods.factory import user_command
 from harness.pods.remote import UrlPod
+from tests.helpers.processes import alive
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +101,81 @@ def test_an_argv_command_gets_each_value_as_one_word(in_tmp: Path) -> None:
     where = str(run_dir.resolve())
     assert json.loads((in_tmp / "seen").read_text()) == [where, CODE, f"x{where}"]
     assert pwned(in_tmp) == []
+
+
+def ended(pid: int, timeout: float = 30) -> bool:
+    """Whether process ``pid`` ends within ``timeout`` (told by the kernel, through a pidfd)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        return bool(readable)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def children() -> Iterator[list[int]]:
+    """The pids of the children commands left (the body adds them), killed if they still run after it."""
+    pids: list[int] = []
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+BACKGROUND = "sleep 300 & echo $! > child.pid"
+"""A command that leaves a child running in its process group."""
+
+
+def test_a_kill_commands_background_child_is_ended_when_it_exits(in_tmp: Path) -> None:
+    """It outlived the run: a kill command's child could strike the server later, unrecorded."""
+    pod = url_pod(in_tmp, BACKGROUND)
+    with children() as pids:
+        assert asyncio.run(kill_once(pod)) == -1
+        pids.append(int((in_tmp / "child.pid").read_text()))
+        assert ended(pids[0])
+
+
+def test_a_failed_kill_commands_child_is_ended_too(in_tmp: Path) -> None:
+    pod = url_pod(in_tmp, f"{BACKGROUND}; exit 3")
+    with children() as pids:
+        with pytest.raises(TargetError, match=r"exited with code 3"):
+            asyncio.run(kill_once(pod))
+        pids.append(int((in_tmp / "child.pid").read_text()))
+        assert ended(pids[0])
+
+
+def test_a_restart_that_succeeded_may_leave_its_server_running(in_tmp: Path) -> None:
+    """``server &`` is how a restart starts a server in the background: it runs on after the restart."""
+    pod = url_pod(in_tmp, "true", BACKGROUND)
+
+    async def kill_and_restart() -> None:
+        await kill_once(pod)
+        await pod.start()
+
+    with children() as pids:
+        asyncio.run(kill_and_restart())
+        pids.append(int((in_tmp / "child.pid").read_text()))
+        assert alive(pids[0])
+
+
+def test_a_failed_restart_leaves_nothing_running(in_tmp: Path) -> None:
+    pod = url_pod(in_tmp, "true", f"{BACKGROUND}; exit 4")
+
+    async def kill_and_restart() -> None:
+        await kill_once(pod)
+        await pod.start()
+
+    with children() as pids:
+        with pytest.raises(TargetStartError, match=r"exited with code 4"):
+            asyncio.run(kill_and_restart())
+        pids.append(int((in_tmp / "child.pid").read_text()))
+        assert ended(pids[0])
 
 
 def test_the_python_placeholder_runs_the_harness_interpreter_in_a_shell_line(in_tmp: Path) -> None:
