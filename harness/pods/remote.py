@@ -9,7 +9,9 @@ that command exits 0, and the next :meth:`UrlPod.start` runs
 ``target.restart_command``, if there is one, before the supervisor waits for the
 URL to answer again. A command that fails or outlives ``target.command_timeout_s``
 fails the run with its output: a kill that did not happen would make every
-later verdict about kills wrong.
+later verdict about kills wrong. A kill command still running when the run ends
+is killed, and the kill is a fault that did not finish (:class:`FaultUnfinished`:
+the supervisor records it, and the run is inconclusive), never a kill that happened.
 
 Each command is a child of the harness in a session of its own, with the
 harness's environment, its output appended to the pod's log in the run
@@ -46,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import TargetError, TargetStartError
+from harness.errors import FaultUnfinished, TargetError, TargetStartError
 from harness.pods.process import append_log
 from harness.pods.watchdog import guard
 from harness.proctree import die_with_parent
@@ -112,6 +114,8 @@ class UrlPod:
         """The kill command while it runs, with when it started."""
         self._running: set[subprocess.Popen[bytes]] = set()
         """Every command still running: what :meth:`stop` kills."""
+        self._cut: set[subprocess.Popen[bytes]] = set()
+        """Commands :meth:`stop` killed before they exited: they did not finish."""
         self._stopped = asyncio.Event()
         """Set by :meth:`stop`: the supervisor's wait ends (the server itself runs on)."""
 
@@ -161,14 +165,15 @@ class UrlPod:
     async def _finish(
         self, proc: subprocess.Popen[bytes], command: UserCommand, since: float, *, may_leave: bool = False
     ) -> None:
-        """Until ``proc`` exits 0; TargetError with its log's tail if it fails or outlives the timeout.
+        """Until ``proc`` exits 0; TargetError with its log's tail if it fails, outlives the timeout or is
+        ended by :meth:`stop` first.
 
         Once it exits, what it left in its group is killed, unless ``may_leave`` and it exited 0 (a
         restart may start the server in the background)."""
         try:
             rc = await self._exited(proc, command, since)
         except BaseException:
-            self._end(proc)  # timed out, cancelled (Ctrl-C, the run ending): the command must not outlive it
+            self._end(proc)  # timed out, ended by stop, cancelled (Ctrl-C): the command must not outlive it
             raise
         if proc.returncode is None and not (may_leave and rc == 0):
             _kill_group(proc)
@@ -183,8 +188,16 @@ class UrlPod:
             )
 
     async def _exited(self, proc: subprocess.Popen[bytes], command: UserCommand, since: float) -> int:
-        """Its exit code once it exited, the leader left unreaped; TargetError if it is timed out first."""
+        """Its exit code once it exited, the leader left unreaped; TargetError if it is first timed out
+        or ended by :meth:`stop`."""
         while True:
+            if proc in self._cut:
+                self._cut.discard(proc)
+                raise TargetError(
+                    f"{command.field} ({command.written}) had not finished when the run ended; it was "
+                    f"killed (log: {self.log_path})",
+                    details=self.log_tail(),
+                )
             if proc.returncode is not None:  # it had exited when stop() reaped it
                 return proc.returncode
             if (rc := _exit_code(proc)) is not None:
@@ -238,6 +251,8 @@ class UrlPod:
         assert self.kill_command is not None, "a kill runs only with a kill command"
         try:
             await self._finish(proc, self.kill_command, since)
+        except TargetError as exc:
+            raise FaultUnfinished(exc.message, details=exc.details) from None
         finally:
             self._killing = None
         return -1
@@ -249,8 +264,9 @@ class UrlPod:
         (the server is down, and the user must know)."""
         self._stopped.set()
         for proc in list(self._running):
+            if proc.returncode is None and _exit_code(proc) is None:
+                self._cut.add(proc)  # it did not finish: its wait() or start() says so
             self._end(proc)
-        self._killing = None
         if self._down and self.restart_command is not None:
             await self.start()
 

@@ -1,6 +1,7 @@
 """The commands of a server the harness does not start (``target.kill_command``, ``restart_command``), run
 by real shells: the values they are given are data, never code; what a command leaves in its process group
-is ended when it exits (but for a restart that succeeded: it may leave its server running)."""
+is ended when it exits (but for a restart that succeeded: it may leave its server running); a kill command
+that never finished is a fault that did not happen, and the run is inconclusive, never a pass."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TargetError, TargetStartError
+from harness.errors import FaultUnfinished, TargetStartError
+from harness.history import EventType, FaultKind, read_history
 from harness.pods.factory import user_command
 from harness.pods.remote import UrlPod
-from tests.helpers.processes import alive
+from harness.rundir import HISTORY
+from tests.helpers.processes import RemoteTarget, alive
+from tests.helpers.scenarios import EFFECTS_QUERY, invoice_scenario, run_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +148,7 @@ def test_a_kill_commands_background_child_is_ended_when_it_exits(in_tmp: Path) -
 def test_a_failed_kill_commands_child_is_ended_too(in_tmp: Path) -> None:
     pod = url_pod(in_tmp, f"{BACKGROUND}; exit 3")
     with children() as pids:
-        with pytest.raises(TargetError, match=r"exited with code 3"):
+        with pytest.raises(FaultUnfinished, match=r"exited with code 3"):
             asyncio.run(kill_once(pod))
         pids.append(int((in_tmp / "child.pid").read_text()))
         assert ended(pids[0])
@@ -176,6 +180,61 @@ def test_a_failed_restart_leaves_nothing_running(in_tmp: Path) -> None:
             asyncio.run(kill_and_restart())
         pids.append(int((in_tmp / "child.pid").read_text()))
         assert ended(pids[0])
+
+
+def test_a_kill_still_running_when_the_pod_stops_did_not_finish(in_tmp: Path) -> None:
+    """What the end of a run does to a kill command that hangs: ended, with its child, and said so."""
+    pod = url_pod(in_tmp, f"{BACKGROUND}; sleep 300")
+
+    async def kill_then_stop() -> None:
+        await pod.start()
+        assert pod.kill()
+        waiting = asyncio.ensure_future(pod.wait())
+        async with asyncio.timeout(30):
+            while not (in_tmp / "child.pid").exists() or not (in_tmp / "child.pid").read_text():
+                await asyncio.sleep(0.01)  # until the command has started its child
+        await pod.stop(5)
+        await waiting
+
+    with children() as pids:
+        with pytest.raises(FaultUnfinished, match=r"had not finished when the run ended; it was killed"):
+            asyncio.run(kill_then_stop())
+        pids.append(int((in_tmp / "child.pid").read_text()))
+        assert ended(pids[0])
+
+
+@pytest.fixture
+def remote(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RemoteTarget]:
+    target = RemoteTarget(tmp_path, INVOICES_MODE=request.param)
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+@pytest.mark.parametrize("remote", ["atomic"], indirect=True)
+def test_a_kill_command_that_never_finished_makes_the_run_inconclusive(
+    tmp_path: Path, remote: RemoteTarget
+) -> None:
+    """It passed "with 1 kills, 0 pod exits": the kill command still ran when the workload ended, was
+    killed then, and its kill counted as one that happened."""
+    data = invoice_scenario(intents=6, concurrency=2, faults={"kill": {"count": 1, "hold_dispatch": True}})
+    data["target"] = {"url": remote.url, "kill_command": "sleep 300", "command_timeout_s": 600}
+    data["audit"] = {"effects": {"sql": {"url": f"sqlite:///{remote.db}", "query": EFFECTS_QUERY}}}
+    result = run_scenario(data, tmp_path / "results")
+    events = list(read_history(result.run_dir / HISTORY))
+    (fault,) = [e for e in events if e["type"] == EventType.FAULT]
+    (unfinished,) = [e for e in events if e["type"] == EventType.FAULT_UNFINISHED]
+    assert unfinished["fault_seq"] == fault["seq"]
+    assert unfinished["fault"] == FaultKind.KILL
+    assert "target.kill_command (sleep 300) had not finished when the run ended" in unfinished["reason"]
+    summary = result.summary
+    assert summary.injected(FaultKind.KILL) == 0
+    assert any(
+        r.startswith("a kill did not finish, so whether it happened is not known")
+        for r in summary.inconclusive
+    )
+    assert not result.gate_passed
 
 
 def test_the_python_placeholder_runs_the_harness_interpreter_in_a_shell_line(in_tmp: Path) -> None:
