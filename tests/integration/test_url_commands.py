@@ -205,7 +205,7 @@ def test_a_kill_still_running_when_the_pod_stops_did_not_finish(in_tmp: Path) ->
 
 @pytest.fixture
 def remote(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RemoteTarget]:
-    target = RemoteTarget(tmp_path, INVOICES_MODE=request.param)
+    target = RemoteTarget(tmp_path, INVOICES_MODE=request.param, INVOICES_PRE_COMMIT_MS="100")
     try:
         yield target
     finally:
@@ -242,3 +242,26 @@ def test_the_python_placeholder_runs_the_harness_interpreter_in_a_shell_line(in_
     pod = url_pod(in_tmp, "{python} -c 'import sys; print(sys.executable)' > seen")
     asyncio.run(kill_once(pod))
     assert (in_tmp / "seen").read_text().strip() == sys.executable
+
+
+@pytest.mark.parametrize("remote", ["atomic"], indirect=True)
+def test_a_kill_command_that_outlives_its_timeout_fails_the_run_and_its_fault(
+    tmp_path: Path, remote: RemoteTarget
+) -> None:
+    """Timed out during the run, the kill fails the run as before, and the history says which fault it
+    was (an audit of the run directory counts no kill for it)."""
+    # Each call takes 0.1 s or more: the kill, early, times out with most of the workload still to run.
+    data = invoice_scenario(intents=40, faults={"kill": {"count": 1, "window": [0.05, 0.1]}})
+    data["target"] = {"url": remote.url, "kill_command": "sleep 300", "command_timeout_s": 0.5}
+    data["audit"] = {"effects": {"sql": {"url": f"sqlite:///{remote.db}", "query": EFFECTS_QUERY}}}
+    results = tmp_path / "results"
+    with pytest.raises(
+        FaultUnfinished, match=r"target.kill_command \(sleep 300\) was still running after 0.5s"
+    ):
+        run_scenario(data, results)
+    (run_dir,) = results.iterdir()
+    events = list(read_history(run_dir / HISTORY))
+    (unfinished,) = [e for e in events if e["type"] == EventType.FAULT_UNFINISHED]
+    assert "was still running after 0.5s (target.command_timeout_s)" in unfinished["reason"]
+    assert events[-1]["type"] == EventType.RUN_ENDED
+    assert events[-1]["status"] == "failed"
