@@ -67,8 +67,8 @@ class UserCommand:
     """``target.kill_command`` or ``target.restart_command``."""
     argv: list[str]
     written: str
-    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """What a shell line's references hold (its values: the line itself holds none)."""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    """What a shell line's references hold (its values, secrets among them: the line holds none)."""
 
 
 def _exit_code(proc: subprocess.Popen[bytes]) -> int | None:
