@@ -12,8 +12,10 @@ successful run.
     │   └── PreflightError        valid, but one real call shows it does not fit the target
     ├── TargetError               the system under test could not be run        (3)
     │   ├── TargetStartError      the pod's command could not be started
-    │   └── TargetNotReady        the pod never answered ``server/discover`` (in a run, only at
-    │                             its first start: a restart that never does is a finding)
+    │   ├── TargetNotReady        the pod never answered ``server/discover`` (in a run, only at
+    │   │                         its first start: a restart that never does is a finding)
+    │   └── FaultUnfinished       a kill begun that did not finish (a url target's kill command
+    │                             failed, timed out, or still ran when the run ended)
     ├── HistoryError              a history file that is not a valid history   (4)
     ├── AuditError                effects could not be read for a run          (4)
     │   └── StoreNotMade          the store is not there yet (no file, no table)
@@ -74,6 +76,12 @@ class TargetStartError(TargetError):
 
 class TargetNotReady(TargetError):
     """The pod started but never answered a readiness probe in time."""
+
+
+class FaultUnfinished(TargetError):
+    """A kill was begun and did not finish: whether the server died is not known. Raised by the pod's
+    ``wait``; the supervisor records it (``fault_unfinished``), and a run that ends with one is
+    inconclusive."""
 
 
 class HistoryError(HarnessError):

@@ -53,6 +53,9 @@ fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [s
                    a rollout step also step (0 .. replicas-1); for stream
                    faults id, intent, attempt, tool, key and what was done
 fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
+fault_unfinished   fault, pod, pid, trigger, fault_seq (its fault event), reason: a kill begun that
+                   did not finish (a url target's kill command failed, timed out, or still ran when
+                   the run ended): whether the pod died is not known, and it counts as not injected
 effects_collected  markers (or null and error): the final read of a live effect source
 effects_checkpoint when (a CheckpointWhen), pod, fault_seq (the seq of the fault event a
                    before_fault read precedes: the next event; or of the pod_ready event an
@@ -113,6 +116,7 @@ class EventType(enum.StrEnum):
     SESSION_LOST = "session_lost"
     FAULT = "fault"
     FAULT_MISSED = "fault_missed"
+    FAULT_UNFINISHED = "fault_unfinished"
     EFFECTS_COLLECTED = "effects_collected"
     EFFECTS_CHECKPOINT = "effects_checkpoint"
     SERVICE_STARTED = "service_started"

@@ -115,6 +115,11 @@ def env_refs_in(text: str) -> list[str]:
     return _ENV_REF.findall(text)
 
 
+def split_env_refs(text: str) -> list[str]:
+    """``text`` split at its ``${NAME}`` references: literal text at even positions, names at odd."""
+    return _ENV_REF.split(text)
+
+
 def expand_env(text: str, environ: Mapping[str, str], where: str) -> str:
     """Replace each ``${NAME}`` by its value in ``environ``; TemplateError naming a missing one."""
 

@@ -87,6 +87,8 @@ class Fold:
     faults_planned: Counter[str] = field(default_factory=Counter)
     """Pod faults planned: the counted ones from run_started, plus timed ones that came due."""
     missed: list[MissedFault] = field(default_factory=list)
+    unfinished: list[MissedFault] = field(default_factory=list)
+    """Pod faults begun that did not finish (``fault_unfinished``), not counted in ``faults``."""
     paced: list[tuple[float | None, int]] = field(default_factory=list)
     """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
     rule_hits: Counter[int] = field(default_factory=Counter)
@@ -168,6 +170,7 @@ class Record:
             faults=self.plan.injected,
             faults_planned=self.plan.planned,
             missed=self.plan.missed,
+            unfinished=self.plan.unfinished,
             paced=self.plan.paced,
             rule_hits=rule_hits,
             pod_exits=self.disruptions.exits,

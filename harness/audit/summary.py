@@ -379,12 +379,15 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
         reasons.append(f"{refused} of {started} intents never took effect (rejected or given up){said}")
     for kind in POD_FAULTS:
         planned, injected = fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0)
-        if injected < planned:
+        missed = planned - injected - sum(u.kind == kind for u in fold.unfinished)
+        if missed > 0:
             why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
-            reasons.append(f"{planned - injected} of {planned} planned {kind.value}s did not happen ({why})")
-    for missed in fold.missed:
-        if missed.kind == HOLD:  # a plan's order the target never let happen: no pod fault to count
-            reasons.append(f"{missed.trigger} was not made: {missed.reason}")
+            reasons.append(f"{missed} of {planned} planned {kind.value}s did not happen ({why})")
+    for fault in fold.unfinished:
+        reasons.append(f"a {fault.kind} did not finish, so whether it happened is not known: {fault.reason}")
+    for lost in fold.missed:
+        if lost.kind == HOLD:  # a plan's order the target never let happen: no pod fault to count
+            reasons.append(f"{lost.trigger} was not made: {lost.reason}")
     kill = scenario.faults.kill
     abrupt = {FaultKind.PAUSE} | ({FaultKind.KILL} if kill is None or kill.signal == "SIGKILL" else set())
     for row in faults:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,10 +14,11 @@ from harness.pods.container import DockerPod
 from harness.pods.pod import Pod
 from harness.pods.process import ProcessPod
 from harness.pods.remote import UrlPod, UserCommand
+from harness.pods.shellline import Ref, shell_line
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
 from harness.scenario.headers import HEADER_VALUE_CONTROL
 from harness.scenario.placeholders import COMMAND_PLACEHOLDERS
-from harness.template import TemplateError, expand_env, render_text
+from harness.template import TemplateError, expand_env, parse_text, render_text, split_env_refs
 
 if TYPE_CHECKING:
     from harness.client.oauth import OAuthSettings
@@ -131,22 +132,50 @@ def _kubernetes(
     )
 
 
+COMMAND_VARIABLES = {
+    "python": "MCP_CHAOS_PYTHON",
+    "run_dir": "MCP_CHAOS_RUN_DIR",
+    "scenario_dir": "MCP_CHAOS_SCENARIO_DIR",
+}
+"""The environment variable a shell line's placeholder becomes (:mod:`harness.pods.shellline`);
+``${NAME}`` becomes ``MCP_CHAOS_ENV_NAME`` (the shell sets some names itself: ``PWD``, ``IFS``)."""
+
+
 def user_command(
     command: str | list[str] | None, field: str, run_dir: Path, environ: Mapping[str, str]
 ) -> UserCommand | None:
-    """A url target's kill or restart command, ready to run: ``{python}`` and ``{run_dir}`` filled in,
-    ``${VAR}`` expanded from ``environ`` (in the shell line too: the words as written go to ``sh -c``)."""
+    """A url target's kill or restart command, ready to run, its values data that no shell parses.
+
+    An argv list gets ``{python}``, ``{run_dir}`` and ``${VAR}`` (from ``environ``) filled into its
+    words, each word one argument. A shell line gets each as an environment variable it refers to,
+    quoted for where it stands (:func:`~harness.pods.shellline.shell_line`)."""
     if command is None:
         return None
     values = {"python": sys.executable, "run_dir": str(run_dir.resolve()), "scenario_dir": "{scenario_dir}"}
-    words = [command] if isinstance(command, str) else command
-    argv = [
-        expand_env(render_text(word, values, COMMAND_PLACEHOLDERS, field, env_refs=True), environ, field)
-        for word in words
-    ]
-    if isinstance(command, str):
-        argv = ["/bin/sh", "-c", argv[0]]
-    return UserCommand(field, argv, command if isinstance(command, str) else " ".join(command))
+    if isinstance(command, list):
+        argv = [
+            expand_env(render_text(word, values, COMMAND_PLACEHOLDERS, field, env_refs=True), environ, field)
+            for word in command
+        ]
+        return UserCommand(field, argv, " ".join(command))
+    line, env = shell_line(list(_shell_pieces(command, values, field, environ)))
+    return UserCommand(field, ["/bin/sh", "-c", line], command, env)
+
+
+def _shell_pieces(
+    command: str, values: Mapping[str, str], field: str, environ: Mapping[str, str]
+) -> Iterator[str | Ref]:
+    """A shell line's text and, where it holds a placeholder or ``${VAR}``, the value as a :class:`Ref`."""
+    text = parse_text(command, COMMAND_PLACEHOLDERS, field, env_refs=True)
+    for i, part in enumerate(text.parts):
+        if i % 2:
+            yield Ref(COMMAND_VARIABLES[part], values[part])
+            continue
+        for j, bit in enumerate(split_env_refs(part)):
+            if j % 2:
+                yield Ref(f"MCP_CHAOS_ENV_{bit}", expand_env(f"${{{bit}}}", environ, field))
+            elif bit:
+                yield bit
 
 
 def _url(target: TargetSpec, run_dir: Path, pod: Rendered, environ: Mapping[str, str], seed: int) -> Pod:

@@ -9,17 +9,24 @@ that command exits 0, and the next :meth:`UrlPod.start` runs
 ``target.restart_command``, if there is one, before the supervisor waits for the
 URL to answer again. A command that fails or outlives ``target.command_timeout_s``
 fails the run with its output: a kill that did not happen would make every
-later verdict about kills wrong.
+later verdict about kills wrong. A kill command still running when the run ends
+is killed, and the kill is a fault that did not finish (:class:`FaultUnfinished`:
+the supervisor records it, and the run is inconclusive), never a kill that happened.
 
-Each command is a child of the harness in a session of its own (so a timeout,
-Ctrl-C or the end of the run kills its whole group, and the watchdog does if the
-harness is SIGKILLed), with the harness's environment, its output appended to the
-pod's log in the run directory. A command that exits 0 may leave a process behind
-on purpose (a restart that starts the server detached): only a command still
-running is killed. The kill is started synchronously, so the fault's event
-precedes what it breaks; it is waited for asynchronously, so the driver goes on
-meanwhile (an attempt in flight when the server dies is broken by the kill, and
-the history says so).
+Each command is a child of the harness in a session of its own, with the
+harness's environment, its output appended to the pod's log in the run
+directory. Its values are data (:func:`harness.pods.factory.user_command`): an
+argv list gets each as one word, a shell line refers to each through its
+environment. When a command exits, what it left in its process group is killed:
+a kill's background child must not strike later, unrecorded. A restart that
+exits 0 is the one exception: it may leave the server it started running in the
+background (``server &``, or detached in a session of its own, which no group
+kill reaches anyway). A timeout, Ctrl-C or the end of the run kills the whole
+group of a command still running, and the watchdog does if the harness is
+SIGKILLed. The kill is started synchronously, so the fault's event precedes what
+it breaks; it is waited for asynchronously, so the driver goes on meanwhile (an
+attempt in flight when the server dies is broken by the kill, and the history
+says so).
 
 What the harness cannot see here is a server that dies on its own: it has no
 process to watch. A server that stops answering after a fault is still caught by
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -40,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import TargetError, TargetStartError
+from harness.errors import FaultUnfinished, TargetError, TargetStartError
 from harness.pods.process import append_log
 from harness.pods.watchdog import guard
 from harness.proctree import die_with_parent
@@ -59,6 +67,23 @@ class UserCommand:
     """``target.kill_command`` or ``target.restart_command``."""
     argv: list[str]
     written: str
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    """What a shell line's references hold (its values, secrets among them: the line holds none)."""
+
+
+def _exit_code(proc: subprocess.Popen[bytes]) -> int | None:
+    """A command's exit code (negative: the signal that ended it) once it exited, None while it runs;
+    its leader stays unreaped (``WNOWAIT``), so its group's id stays its own."""
+    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL what is left of a command's process group (its leader not reaped yet)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class UrlPod:
@@ -89,6 +114,8 @@ class UrlPod:
         """The kill command while it runs, with when it started."""
         self._running: set[subprocess.Popen[bytes]] = set()
         """Every command still running: what :meth:`stop` kills."""
+        self._cut: set[subprocess.Popen[bytes]] = set()
+        """Commands :meth:`stop` killed before they exited: they did not finish."""
         self._stopped = asyncio.Event()
         """Set by :meth:`stop`: the supervisor's wait ends (the server itself runs on)."""
 
@@ -109,7 +136,7 @@ class UrlPod:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=self.env,
+                    env={**self.env, **command.env},
                     start_new_session=True,
                     preexec_fn=die_with_parent,
                 )
@@ -122,10 +149,11 @@ class UrlPod:
         return proc
 
     def _end(self, proc: subprocess.Popen[bytes]) -> None:
-        """Kill what is left of a command's group (a timeout, Ctrl-C, the end of the run) and reap it."""
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        """Kill a command's whole group and reap it (a timeout, Ctrl-C, the end of the run).
+
+        Its leader is reaped last: until then its pid, the group's id, is given to no other process."""
+        if proc.returncode is None:
+            _kill_group(proc)
             proc.wait()
         self._forget(proc)
 
@@ -134,22 +162,22 @@ class UrlPod:
             self._running.discard(proc)
             guard.ungroup(proc.pid)
 
-    async def _finish(self, proc: subprocess.Popen[bytes], command: UserCommand, since: float) -> None:
-        """Until ``proc`` exits 0; TargetError with its log's tail if it fails or outlives the timeout."""
+    async def _finish(
+        self, proc: subprocess.Popen[bytes], command: UserCommand, since: float, *, may_leave: bool = False
+    ) -> None:
+        """Until ``proc`` exits 0; TargetError with its log's tail if it fails, outlives the timeout or is
+        ended by :meth:`stop` first.
+
+        Once it exits, what it left in its group is killed, unless ``may_leave`` and it exited 0 (a
+        restart may start the server in the background)."""
         try:
-            while (rc := proc.poll()) is None:
-                if time.monotonic() - since > self.timeout_s:
-                    self._end(proc)
-                    raise TargetError(
-                        f"{command.field} ({command.written}) was still running after "
-                        f"{self.timeout_s:g}s (target.command_timeout_s); it was killed "
-                        f"(log: {self.log_path})",
-                        details=self.log_tail(),
-                    )
-                await asyncio.sleep(POLL_S)
+            rc = await self._exited(proc, command, since)
         except BaseException:
-            self._end(proc)  # cancelled (Ctrl-C, the run ending): the command must not outlive it
+            self._end(proc)  # timed out, ended by stop, cancelled (Ctrl-C): the command must not outlive it
             raise
+        if proc.returncode is None and not (may_leave and rc == 0):
+            _kill_group(proc)
+        proc.wait()
         self._forget(proc)
         with append_log(self.log_path) as log:
             log.write(f"--- exit {rc}\n".encode())
@@ -159,13 +187,37 @@ class UrlPod:
                 details=self.log_tail(),
             )
 
+    async def _exited(self, proc: subprocess.Popen[bytes], command: UserCommand, since: float) -> int:
+        """Its exit code once it exited, the leader left unreaped; TargetError if it is first timed out
+        or ended by :meth:`stop`."""
+        while True:
+            if proc in self._cut:
+                self._cut.discard(proc)
+                raise TargetError(
+                    f"{command.field} ({command.written}) had not finished when the run ended; it was "
+                    f"killed (log: {self.log_path})",
+                    details=self.log_tail(),
+                )
+            if proc.returncode is not None:  # it had exited when stop() reaped it
+                return proc.returncode
+            if (rc := _exit_code(proc)) is not None:
+                return rc
+            if time.monotonic() - since > self.timeout_s:
+                raise TargetError(
+                    f"{command.field} ({command.written}) was still running after "
+                    f"{self.timeout_s:g}s (target.command_timeout_s); it was killed "
+                    f"(log: {self.log_path})",
+                    details=self.log_tail(),
+                )
+            await asyncio.sleep(POLL_S)
+
     # -- the Pod protocol
     async def start(self) -> int:
         """Nothing the first time (the server runs); after a kill, the restart command, if any."""
         if self._down and self.restart_command is not None:
             proc = self._spawn(self.restart_command, "restart")
             try:
-                await self._finish(proc, self.restart_command, time.monotonic())
+                await self._finish(proc, self.restart_command, time.monotonic(), may_leave=True)
             except TargetError as exc:
                 raise TargetStartError(exc.message, details=exc.details) from None
         self._down = False
@@ -199,6 +251,8 @@ class UrlPod:
         assert self.kill_command is not None, "a kill runs only with a kill command"
         try:
             await self._finish(proc, self.kill_command, since)
+        except TargetError as exc:
+            raise FaultUnfinished(exc.message, details=exc.details) from None
         finally:
             self._killing = None
         return -1
@@ -210,8 +264,9 @@ class UrlPod:
         (the server is down, and the user must know)."""
         self._stopped.set()
         for proc in list(self._running):
+            if proc.returncode is None and _exit_code(proc) is None:
+                self._cut.add(proc)  # it did not finish: its wait() or start() says so
             self._end(proc)
-        self._killing = None
         if self._down and self.restart_command is not None:
             await self.start()
 

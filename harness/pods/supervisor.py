@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from harness.client.readiness import Readiness
-from harness.errors import TargetError, TargetNotReady
+from harness.errors import FaultUnfinished, TargetError, TargetNotReady
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.pods.pod import Pod
 from harness.pods.ready import ReadyCheck
@@ -64,6 +64,8 @@ class Supervisor:
     """Set by :meth:`stop`: what a supervisor whose pod did not come back waits for."""
     _killed: bool = field(default=False, init=False)
     """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
+    _last_kill: dict[str, object] = field(default_factory=dict, init=False)
+    """The last kill's fault event (kind, pid, trigger, seq): what ``fault_unfinished`` names."""
     _power_loss: bool = field(default=False, init=False)
     """The last kill was a power loss, and the file tracer has not rolled the data back yet."""
     paused: bool = field(default=False, init=False)
@@ -151,7 +153,13 @@ class Supervisor:
         """Restart the pod whenever it exits, until :meth:`stop`. Raises TargetError if it cannot."""
         while True:
             pid = self.pod.pid
-            rc = await self.pod.wait()
+            try:
+                rc = await self.pod.wait()
+            except FaultUnfinished as exc:
+                self._unfinished(exc)
+                if self._stopping:
+                    return  # the run ended while its kill ran: it is inconclusive, not failed
+                raise
             self.ready.clear()
             if pid is not None and (timer := self._grace_timers.pop(pid, None)) is not None:
                 timer.cancel()  # it stopped within its grace period: no SIGKILL for its successor
@@ -186,6 +194,13 @@ class Supervisor:
                 return
             if self.on_restart is not None and self.ready.is_set():
                 self.on_restart(self.pod.name, self.ready_seq)
+
+    def _unfinished(self, exc: FaultUnfinished) -> None:
+        """Record that the last kill did not finish (``fault_unfinished``): its exit will not come."""
+        self._killed = False
+        self.history.emit(
+            EventType.FAULT_UNFINISHED, pod=self.pod.name, reason=exc.message, **self._last_kill
+        )
 
     def _gone(self, exc: TargetNotReady) -> None:
         """Record a pod that did not come back from its death, and tell the run (:attr:`on_gone`)."""
@@ -270,7 +285,10 @@ class Supervisor:
             details = {"power_loss": True, **details}
         if before is not None:
             before()
-        self.history.emit(EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
+        seq = self.history.emit(
+            EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details
+        )
+        self._last_kill = {"fault": kind, "pid": pid, "trigger": trigger, "fault_seq": seq}
         return True
 
     def take_power_loss(self) -> bool:

@@ -43,6 +43,28 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
 
 TODO_COMMENT = re.compile(r"(^|\s)#.*TODO")
 
+SHELL_LINES: tuple[Place, ...] = (("target", "kill_command"), ("target", "restart_command"))
+"""Where a string is a line ``/bin/sh -c`` runs."""
+SHELL_CODE = re.compile(r"[`$\\\"';&|<>()\n\r]")
+"""What a shell may read as code, or as the end of a quote, wherever in a line it stands."""
+
+
+def _shell_safe_scenario_dir(data: Any, scenario_dir: Path, source: str) -> None:
+    """ScenarioError if a shell line holds ``{scenario_dir}`` and the directory holds :data:`SHELL_CODE`.
+
+    ``{scenario_dir}`` is written into the line when the file is loaded (so a copy of the scenario run
+    elsewhere still names it); what the line is then run with cannot tell it from the user's text."""
+    bad = SHELL_CODE.search(str(scenario_dir))
+    if bad is None:
+        return
+    for place, text in strings_at(data):
+        if place in SHELL_LINES and "{scenario_dir}" in text:
+            raise ScenarioError(
+                f"{source}: {'.'.join(map(str, place))} is a shell line with {{scenario_dir}}, and the "
+                f"scenario's directory {str(scenario_dir)!r} holds {bad.group()!r}, which a shell would "
+                "read as code: write the command as a list of words (each one argument), or move the scenario"
+            )
+
 
 def _is_todo(text: str) -> bool:
     """What ``mcp-chaos init`` leaves: ``TODO``, or ``TODO: what to do``; not a name that begins with
@@ -81,6 +103,7 @@ def parse_scenario(
         apply_override(data, assignment)
     written: dict[Place, str] = {}
     if scenario_dir is not None:
+        _shell_safe_scenario_dir(data, scenario_dir, source)
         written = {place: text for place, text in strings_at(data) if "{scenario_dir}" in text}
         data = map_strings(data, lambda s: s.replace("{scenario_dir}", str(scenario_dir)))
     todo = _first_todo({k: v for k, v in data.items() if k != "description"})

@@ -60,7 +60,7 @@ def http_endpoint(v: str, field: str, what: str) -> str:
 
 UserCommand = list[str] | str
 """A command the harness runs for the user (a kill, a restart): an argv list, or one string that
-``/bin/sh -c`` runs."""
+``/bin/sh -c`` runs. Its values are data either way (:func:`harness.pods.factory.user_command`)."""
 
 
 def _user_command(v: UserCommand | None, field: str) -> UserCommand | None:
@@ -250,11 +250,13 @@ class TargetSpec(Section):
     kill_command: UserCommand | None = None
     """With ``url``: what kills the server (``[docker, compose, kill, app]``), for every pod fault of a run,
     crash points and the contract's restart check. Its exit status must be 0; it should return once the
-    server is down. Without it, nothing can kill the server: pod faults are refused."""
+    server is down (what it leaves running in its process group is killed then). Without it, nothing can
+    kill the server: pod faults are refused."""
     restart_command: UserCommand | None = None
     """With ``url``: what starts the server again after a kill (``[docker, compose, start, app]``); leave
     it out when something else restarts it (a restart policy, systemd). Either way the harness then
-    waits until the URL answers MCP again, for at most ``ready_timeout_s``."""
+    waits until the URL answers MCP again, for at most ``ready_timeout_s``. One that exits 0 may leave
+    the server running in the background (``server &``)."""
     command_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     """How long ``kill_command`` and ``restart_command`` may each run before they are killed (and the
     run fails, saying so)."""

@@ -15,6 +15,7 @@ import yaml
 from harness.audit.auditor import AuditResult
 from harness.cli import main
 from harness.errors import ScenarioError
+from harness.history import FaultKind
 from harness.report.junit import run_junit
 from harness.scenario import parse_scenario
 from tests.unit.histories import History, audit
@@ -243,3 +244,33 @@ def test_a_kill_that_hit_no_attempt_makes_the_run_inconclusive(scenario_data: di
     hit = _one_kill(scenario_data, during_a_call=True)
     assert hit.summary.inconclusive == []
     assert hit.gate_passed
+
+
+def test_a_kill_that_did_not_finish_makes_the_run_inconclusive(scenario_data: dict[str, Any]) -> None:
+    """A url target's kill command still running when the run ended: the kill is not known to have
+    happened, so it is not counted, and the run is inconclusive (it passed "with 1 kills, 0 pod exits")."""
+    h = History(intents=1, faults_planned={"kill": 1})
+    h.start(0)
+    rid = h.attempt(0)
+    h.fault("kill", trigger="after 0 intents")
+    h.tick()
+    h.end(0, rid, "ok")
+    h.finish(0, status="ok")
+    reason = "target.kill_command (sleep 300) had not finished when the run ended; it was killed"
+    h.add(
+        "fault_unfinished",
+        fault="kill",
+        pod="pod-0",
+        pid=0,
+        trigger="after 0 intents",
+        fault_seq=3,
+        reason=reason,
+    )
+    h.add("run_ended", status="completed")
+    result = audit(h, {"ns-m0": 1}, parse_scenario(scenario_data))
+    assert result.summary.inconclusive == [
+        f"a kill did not finish, so whether it happened is not known: {reason}"
+    ]
+    assert result.summary.injected(FaultKind.KILL) == 0
+    assert result.summary.headline.sentence.endswith("with 0 of 1 planned kills, 0 pod exits")
+    assert not result.gate_passed

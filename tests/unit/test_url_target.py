@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from harness.errors import ScenarioError
 from harness.faults.proxy import with_host
 from harness.pods.factory import make_pod, user_command
 from harness.pods.remote import UrlPod
-from harness.scenario import parse_scenario
+from harness.scenario import load_scenario, parse_scenario
 from harness.scenario.target import http_endpoint
 
 URL: dict[str, Any] = {
@@ -126,8 +127,61 @@ def test_commands_are_argv_or_a_shell_line_with_placeholders_and_variables(tmp_p
     assert argv.written == "{python} stop.py ${APP} {run_dir}"  # what the log shows: no expanded value
     line = user_command("cloud kill --token ${TOKEN} $HOME", "target.kill_command", tmp_path, env)
     assert line is not None
-    assert line.argv == ["/bin/sh", "-c", "cloud kill --token s3cr3t-value $HOME"]
+    # The shell line refers to the value, which its environment holds: no shell ever parses it.
+    assert line.argv == ["/bin/sh", "-c", 'cloud kill --token "${MCP_CHAOS_ENV_TOKEN}" $HOME']
+    assert line.env == {"MCP_CHAOS_ENV_TOKEN": "s3cr3t-value"}
     assert "s3cr3t" not in line.written
+
+
+@pytest.mark.parametrize(
+    ("written", "line"),
+    [
+        ("stop {run_dir}", 'stop "${R}"'),
+        ('stop "{run_dir}/x"', 'stop "${R}/x"'),
+        ("stop '{run_dir}/x'", "stop ''\"${R}\"'/x'"),
+        ("stop x{run_dir}y ${TOKEN}", 'stop x"${R}"y "${T}"'),
+        ("echo it\\'s {run_dir}", 'echo it\\\'s "${R}"'),  # an escaped quote opens nothing
+        ('echo "it\\"s" {run_dir}', 'echo "it\\"s" "${R}"'),
+        ("echo \"$(cat '{run_dir}')\" '$(' {run_dir}", "echo \"$(cat ''\"${R}\"'')\" '$(' \"${R}\""),
+        ('echo "$( (cd {run_dir}) )" {run_dir}', 'echo "$( (cd "${R}") )" "${R}"'),
+        ('x=`ls {run_dir}`; echo "`ls {run_dir}`"', 'x=`ls "${R}"`; echo "`ls "${R}"`"'),
+        ("stop # it's {run_dir}\necho {run_dir}", 'stop # it\'s ${R}\necho "${R}"'),
+        ("stop{run_dir}#'{run_dir}'", "stop\"${R}\"#''\"${R}\"''"),  # a # inside a word starts no comment
+    ],
+)
+def test_a_shell_line_refers_to_each_value_as_its_quoting_needs(written: str, line: str) -> None:
+    """Outside quotes a reference is one double-quoted word, inside double quotes a bare reference, inside
+    single quotes one with the quotes closed around it; command substitutions have quoting of their own,
+    comments none. (The shells' own reading of these lines: tests/integration/test_url_commands.py.)"""
+    env = {"TOKEN": "t"}
+    command = user_command(written, "target.kill_command", Path("/r"), env)
+    assert command is not None
+    short = command.argv[2].replace("MCP_CHAOS_RUN_DIR", "R").replace("MCP_CHAOS_ENV_TOKEN", "T")
+    assert short == line
+
+
+def test_a_scenario_directory_a_shell_would_read_as_code_is_refused_in_a_shell_line(tmp_path: Path) -> None:
+    """``{scenario_dir}`` is written into the line as the file is loaded, where it cannot be told from the
+    user's own text: a directory holding ``$(...)`` would run it. In a list of words it is one argument."""
+    folder = tmp_path / "scenarios $(touch pwned)"
+    folder.mkdir()
+    data = with_("target.kill_command", "{scenario_dir}/kill.sh app")
+    (folder / "s.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(folder / "s.yaml")
+    assert info.value.message == (
+        f"{folder / 's.yaml'}: target.kill_command is a shell line with {{scenario_dir}}, and the scenario's "
+        f"directory {str(folder.resolve())!r} holds '$', which a shell would read as code: write the command "
+        "as a list of words (each one argument), or move the scenario"
+    )
+    data["target"]["kill_command"] = ["{scenario_dir}/kill.sh", "app"]
+    (folder / "s.yaml").write_text(yaml.safe_dump(data))
+    assert load_scenario(folder / "s.yaml").target.kill_command == [f"{folder.resolve()}/kill.sh", "app"]
+    plain = tmp_path / "my scenarios"
+    plain.mkdir()
+    data["target"]["kill_command"] = "'{scenario_dir}/kill.sh' app"
+    (plain / "s.yaml").write_text(yaml.safe_dump(data))
+    assert load_scenario(plain / "s.yaml").target.kill_command == f"'{plain.resolve()}/kill.sh' app"
 
 
 def test_the_variables_of_its_commands_are_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

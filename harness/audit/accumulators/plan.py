@@ -17,18 +17,20 @@ class MissedFault:
 
 
 class FaultPlan(Accumulator):
-    """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned``, ``Fold.missed``
-    and ``Fold.paced``.
+    """Planned vs injected faults; fills ``Fold.faults``, ``Fold.faults_planned``, ``Fold.missed``,
+    ``Fold.unfinished`` and ``Fold.paced``.
 
     Planned: the counted pod faults of ``run_started``, plus timed ones (``counted``
     false) that came due, injected or missed. Injected: every fault event by
-    :func:`fault_label`, and every ``balancer_retry``.
+    :func:`fault_label`, and every ``balancer_retry``, but a kill that did not
+    finish (``fault_unfinished``): whether it happened is not known.
     """
 
     def __init__(self) -> None:
         self.injected: Counter[str] = Counter()
         self.planned: Counter[str] = Counter()
         self.missed: list[MissedFault] = []
+        self.unfinished: list[MissedFault] = []
         self.paced: list[tuple[float | None, int]] = []
         """(held_s or None, attempts in flight) of each pod fault event that says how it was paced."""
 
@@ -50,6 +52,13 @@ class FaultPlan(Accumulator):
         self.missed.append(MissedFault(ev["fault"], ev.get("trigger", ""), ev.get("reason", "")))
         if ev.get("counted") is False:
             self.planned[ev["fault"]] += 1
+
+    @reads(EventType.FAULT_UNFINISHED)
+    def fault_unfinished(self, ev: Event) -> None:
+        kind = ev["fault"]
+        self.unfinished.append(MissedFault(kind, ev.get("trigger", ""), ev.get("reason", "")))
+        if self.injected[kind] > 0:
+            self.injected[kind] -= 1
 
     @reads(EventType.BALANCER_RETRY)
     def balancer_retry(self, ev: Event) -> None:
