@@ -10,23 +10,24 @@ output (:mod:`harness.crashpoints.fsholds` is the harness's side). The tracees a
 ``PTRACE_O_EXITKILL``: a tracer that dies takes them down with it, never leaving them stopped.
 
 What it reports: before each durable operation on a watched path (its *entry*), the tracee is kept
-stopped and the operation sent as an event: ``create`` (a file or directory made), ``truncate`` (a
-file cut: ``ftruncate``, or an open with ``O_TRUNC``, which makes the file if it is not there, so
-that ``open(path, "w")`` is one point in every call), ``write``, ``fsync`` (``fdatasync`` too; of
-a file or a directory), ``rename`` and ``unlink``, each with its path relative to the data
-directory. The harness answers ``go`` (the operation runs) or ``killed`` (it killed the pod there:
-the crash point). A kill at an operation's entry leaves everything before it and nothing of it.
+stopped and the operation sent as an event: ``create`` (a name made: a file, a directory, a hard or
+symbolic link, a FIFO; an open with ``O_TMPFILE`` names its directory), ``truncate`` (a file cut:
+``ftruncate``, or an open with ``O_TRUNC``, which makes the file if it is not there, so that
+``open(path, "w")`` is one point in every call), ``write``, ``fsync`` (``fdatasync`` and
+``msync(MS_SYNC)`` of a mapped file too; of a directory; ``sync``/``syncfs``, labelled ``.``),
+``rename`` and ``unlink``, each with its path relative to the data directory (a path outside it, the
+other end of a rename, whole). The harness answers ``go`` (the operation runs) or ``killed`` (it
+killed the pod there: the crash point). A kill at an operation's entry leaves everything before it
+and nothing of it.
 
-What a power loss leaves (the model, as LazyFS and ALICE take it): a file's contents as of its last
-``fsync``/``fdatasync``; a directory's names as of its last ``fsync``; everything as it was when the
-tracer first attached (or last rolled back). The tracer keeps that as it goes: at the exit of each
-``fsync`` of a file it copies the file's bytes (the tracee still stopped, so they are the bytes the
-call made durable), at each ``fsync`` of a directory it takes its names. ``rollback`` then rebuilds
-the data directory as that: names that were never made durable are gone, and files hold their
-durable bytes. Contents are kept per file (inode), so a rename carries them and a name made durable
-before its file's bytes were holds none of them.
+What a power loss leaves is :mod:`harness.crashpoints.durable`'s model, kept here as the pod runs: at
+the return of each operation that changes it (the tracee still stopped, so nothing has moved since)
+the tracer tells it what the call made durable (a file's bytes, a directory's names, everything) or
+made anew (an inode, a rename across directories or across the data directory's edge, a hard link
+from outside). ``rollback`` then makes the data directory what the model says.
 
-Linux only; x86_64 and aarch64 system call numbers; regular writes (``mmap``'d writes are not seen).
+Linux only; x86_64 and aarch64 system call numbers. Writes through ``mmap`` are not points, but their
+``msync(MS_SYNC)`` is, and an fsync keeps them as every write.
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ import errno
 import json
 import os
 import platform
+import re
 import select
-import shutil
 import signal
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.crashpoints.durable import Durable, RollbackRefused
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _ptrace = _libc.ptrace
@@ -75,6 +78,10 @@ SYSCALL_ENTRY, SYSCALL_EXIT = 1, 2
 STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
 AT_FDCWD = -100
 O_CREAT, O_TRUNC = 0o100, 0o1000
+O_TMPFILE = 0o20000000
+"""``__O_TMPFILE``, the same on both machines (``O_DIRECTORY``, the rest of ``O_TMPFILE``, is not)."""
+RENAME_EXCHANGE = 2
+MS_SYNC = 4
 
 
 class _SyscallInfo(ctypes.Structure):
@@ -97,14 +104,18 @@ _X86_64 = {
     2: "open", 85: "creat", 257: "openat", 437: "openat2",
     1: "write", 18: "pwrite64", 20: "writev", 296: "pwritev", 328: "pwritev2",
     74: "fsync", 75: "fdatasync", 76: "truncate", 77: "ftruncate",
+    26: "msync", 162: "sync", 306: "syncfs",
     82: "rename", 264: "renameat", 316: "renameat2",
     87: "unlink", 263: "unlinkat", 84: "rmdir", 83: "mkdir", 258: "mkdirat",
+    86: "link", 265: "linkat", 88: "symlink", 266: "symlinkat", 133: "mknod", 259: "mknodat",
 }  # fmt: skip
 _AARCH64 = {
     56: "openat", 437: "openat2",
     64: "write", 68: "pwrite64", 66: "writev", 70: "pwritev", 287: "pwritev2",
     82: "fsync", 83: "fdatasync", 45: "truncate", 46: "ftruncate",
+    227: "msync", 81: "sync", 267: "syncfs",
     38: "renameat", 276: "renameat2", 35: "unlinkat", 34: "mkdirat",
+    37: "linkat", 36: "symlinkat", 33: "mknodat",
 }  # fmt: skip
 SYSCALLS = {"x86_64": _X86_64, "aarch64": _AARCH64}
 
@@ -116,107 +127,31 @@ def _check(result: int, what: str) -> int:
     return result
 
 
+@dataclass(frozen=True)
+class _Op:
+    """A watched operation at its entry: what the harness is told, and what the model takes at its return."""
+
+    kind: str
+    """What the harness is told: create, truncate, write, fsync, rename or unlink."""
+    labels: list[str]
+    """Its paths, relative to the data directory (whole outside it)."""
+    after: str | None = None
+    """What the model takes when it has returned: ``opened`` (the file an open made, by the descriptor
+    it returned), ``made`` (the inode made at ``paths[0]``), ``synced`` (the file or directory of
+    ``fd``), ``mapped`` (the files of ``paths``, msync'd), ``synced_all``, ``renamed`` or ``exchanged``
+    (``paths``: old, new), ``linked`` (``paths``: a file from outside, or not known, and its new name);
+    None: nothing."""
+    fd: int | None = None
+    paths: tuple[str, ...] = ()
+    """The paths the model reads at the return, as this process finds them."""
+
+
 @dataclass
 class _Stopped:
-    """A tracee kept stopped at an operation's entry until the harness answers."""
+    """A tracee kept stopped at an operation's entry until the harness answers (or at its return)."""
 
     tid: int
-    op: str
-    fd: int | None = None
-
-
-@dataclass
-class Durable:
-    """What a power loss would leave of the watched directory: names per directory, bytes per file."""
-
-    root: Path
-    shadow: Path
-    names: dict[str, dict[str, tuple[int, bool]]] = field(default_factory=dict)
-    """Directory (relative, ``.`` the root) -> name -> (content key, is a directory), as last made durable."""
-    keys: dict[int, int] = field(default_factory=dict)
-    """A live inode -> the key its durable bytes are kept under (a new key when an inode is reused)."""
-    _next: int = 0
-
-    def baseline(self) -> None:
-        """Everything as it is now is durable (the first attach, or after a rollback)."""
-        shutil.rmtree(self.shadow, ignore_errors=True)
-        self.shadow.mkdir(parents=True)
-        self.names.clear()
-        self.keys.clear()
-        for directory, dirs, files in os.walk(self.root):
-            rel = os.path.relpath(directory, self.root)
-            listing: dict[str, tuple[int, bool]] = {}
-            for name in dirs:
-                listing[name] = (self._key(os.lstat(os.path.join(directory, name)).st_ino, new=True), True)
-            for name in files:
-                path = os.path.join(directory, name)
-                info = os.lstat(path)
-                if not stat.S_ISREG(info.st_mode):
-                    continue
-                key = self._key(info.st_ino, new=True)
-                listing[name] = (key, False)
-                shutil.copyfile(path, self.shadow / str(key))
-            self.names[rel] = listing
-
-    def _key(self, ino: int, *, new: bool = False) -> int:
-        if new or ino not in self.keys:
-            self._next += 1
-            self.keys[ino] = self._next
-        return self.keys[ino]
-
-    def created(self, ino: int) -> None:
-        """A file or directory was made: its inode, if reused, is another file's now."""
-        self._key(ino, new=True)
-
-    def synced_file(self, fd_path: str, ino: int) -> None:
-        """A file's fsync returned: its bytes now are durable."""
-        shutil.copyfile(fd_path, self.shadow / str(self._key(ino)))
-
-    def synced_dir(self, directory: Path) -> None:
-        """A directory's fsync returned: its names now are durable (with the files they name)."""
-        rel = os.path.relpath(directory, self.root)
-        listing: dict[str, tuple[int, bool]] = {}
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
-                    listing[entry.name] = (self._key(info.st_ino), stat.S_ISDIR(info.st_mode))
-        self.names[rel] = listing
-
-    def rollback(self) -> list[str]:
-        """Rebuild the directory as a power loss would leave it; the paths whose state changed."""
-        before = _state(self.root)
-        for entry in list(self.root.iterdir()):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        self._rebuild(".", self.root)
-        after = _state(self.root)
-        self.baseline()
-        return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-
-    def _rebuild(self, rel: str, directory: Path) -> None:
-        for name, (key, is_dir) in self.names.get(rel, {}).items():
-            target = directory / name
-            if is_dir:
-                target.mkdir()
-                self._rebuild(os.path.normpath(os.path.join(rel, name)), target)
-            else:
-                durable = self.shadow / str(key)
-                if durable.exists():
-                    shutil.copyfile(durable, target)
-                else:
-                    target.touch()  # the name was made durable, its bytes never were
-
-
-def _state(root: Path) -> dict[str, bytes | None]:
-    found: dict[str, bytes | None] = {}
-    for directory, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(directory, name)
-            found[os.path.relpath(path, root)] = Path(path).read_bytes()
-    return found
+    op: _Op
 
 
 class Tracer:
@@ -287,7 +222,7 @@ class Tracer:
 
     def _go(self, held: _Stopped) -> None:
         """Let an operation run; its exit is stopped at only where the model needs it (:meth:`_after`)."""
-        if held.op == "fsync" or (held.op in ("create", "truncate") and held.fd == -1):
+        if held.op.after is not None:
             self.in_syscall[held.tid] = held
         self._resume(held.tid)
 
@@ -405,84 +340,198 @@ class Tracer:
         if op is None:
             self._resume(tid)
             return
-        kind, paths, fd = op
         self.events += 1
         if not self.holds:  # only the model is kept: on to the operation's exit if it matters, unasked
-            self._go(_Stopped(tid, kind, fd))
+            self._go(_Stopped(tid, op))
             return
-        self.stopped[self.events] = _Stopped(tid, kind, fd)
-        self._emit({"event": self.events, "op": kind, "paths": paths, "call": name, "tid": tid})
+        self.stopped[self.events] = _Stopped(tid, op)
+        self._emit({"event": self.events, "op": op.kind, "paths": op.labels, "call": name, "tid": tid})
 
-    def _after(self, tid: int, inside: _Stopped, rval: int) -> None:
-        """An operation the tracee was let do has returned: what it made durable, or made anew."""
-        pid = self.pids.get(tid, tid)
+    def _after(self, tid: int, held: _Stopped, rval: int) -> None:
+        """An operation the tracee was let do has returned: the model takes what it made durable, or made
+        anew (the tracee still stopped, so nothing has moved since)."""
+        pid, op, model = self.pids.get(tid, tid), held.op, self.durable
         try:
-            if inside.op == "fsync" and inside.fd is not None:
-                fd_path = f"/proc/{pid}/fd/{inside.fd}"
-                info = os.stat(fd_path)
-                if stat.S_ISDIR(info.st_mode):
-                    self.durable.synced_dir(self.host_root / self._rel(os.readlink(fd_path)))
-                elif stat.S_ISREG(info.st_mode):
-                    self.durable.synced_file(fd_path, info.st_ino)
-            elif (
-                inside.op in ("create", "truncate") and rval >= 0 and inside.fd == -1
-            ):  # an open that made one
-                self.durable.created(os.stat(f"/proc/{pid}/fd/{rval}").st_ino)
+            if op.after == "opened":
+                model.created(os.stat(f"/proc/{pid}/fd/{rval}"))
+            elif op.after == "made":
+                model.created(os.lstat(op.paths[0]))
+            elif op.after == "synced" and op.fd is not None:
+                self._synced(f"/proc/{pid}/fd/{op.fd}")
+            elif op.after == "mapped":
+                for path in op.paths:
+                    model.synced_file(path)
+            elif op.after == "synced_all":
+                model.synced_all()
+            elif op.after in ("renamed", "exchanged"):
+                model.renamed(*op.paths)
+                if op.after == "exchanged":  # both names moved: each the other way too
+                    model.renamed(op.paths[1], op.paths[0])
+            elif op.after == "linked":
+                model.linked(*op.paths)
         except OSError:
-            pass  # the process went away meanwhile
+            pass  # the process, or the file, went away meanwhile
+
+    def _synced(self, fd_path: str) -> None:
+        """An fsync of a descriptor returned: a directory's names, or a file's bytes, are durable now."""
+        info = os.stat(fd_path)
+        if stat.S_ISDIR(info.st_mode):
+            self.durable.synced_dir(self.host_root / self._rel(os.readlink(fd_path)))
+        elif stat.S_ISREG(info.st_mode):
+            self.durable.synced_file(fd_path)
 
     # -- what a system call is
-    def _operation(self, tid: int, name: str, args: list[int]) -> tuple[str, list[str], int | None] | None:
+    def _operation(self, tid: int, name: str, args: list[int]) -> _Op | None:
+        """What a system call's entry is to the harness and the model; None: nothing (not a watched
+        path, or nothing that lasts)."""
         pid = self.pids.get(tid, tid)
         if name in ("write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync", "ftruncate"):
-            path = self._fd_path(pid, _fd(args[0]))
-            if path is None:
-                return None
-            kind = {"fsync": "fsync", "fdatasync": "fsync", "ftruncate": "truncate"}.get(name, "write")
-            if kind == "write" and not os.path.isfile(_inside(pid, path)):
-                return None
-            return kind, [self._rel(path)], _fd(args[0])
+            return self._on_fd(pid, name, _fd(args[0]))
         if name in ("open", "creat", "openat", "openat2"):
-            if name == "open":
-                dirfd, addr, flags = AT_FDCWD, args[0], args[1]
-            elif name == "creat":
-                dirfd, addr, flags = AT_FDCWD, args[0], O_CREAT | O_TRUNC
-            elif name == "openat":
-                dirfd, addr, flags = _fd(args[0]), args[1], args[2]
-            else:  # openat2: flags are the first field of struct open_how
-                dirfd, addr = _fd(args[0]), args[1]
-                flags = int.from_bytes(_read(pid, args[2], 8) or b"\0" * 8, "little")
-            if not flags & (O_CREAT | O_TRUNC):
-                return None
-            path = self._path(pid, dirfd, addr)
-            if path is None:
-                return None
-            exists = os.path.lexists(_inside(pid, path))
-            if flags & O_TRUNC:  # ``open(path, "w")``: one point whether the file was there or not
-                return "truncate", [self._rel(path)], None if exists else -1
-            return None if exists else ("create", [self._rel(path)], -1)
-        if name in ("mkdir", "mkdirat"):
-            dirfd, addr = (AT_FDCWD, args[0]) if name == "mkdir" else (_fd(args[0]), args[1])
-            path = self._path(pid, dirfd, addr)
-            return None if path is None else ("create", [self._rel(path) + "/"], None)
-        if name == "truncate":
-            path = self._path(pid, AT_FDCWD, args[0])
-            return None if path is None else ("truncate", [self._rel(path)], None)
-        if name in ("unlink", "rmdir", "unlinkat"):
+            return self._open(pid, name, args)
+        if name in ("mkdir", "mkdirat", "symlink", "symlinkat", "mknod", "mknodat"):
+            return self._made(pid, name, args)
+        if name in ("truncate", "unlink", "rmdir", "unlinkat"):
             dirfd, addr = (_fd(args[0]), args[1]) if name == "unlinkat" else (AT_FDCWD, args[0])
             path = self._path(pid, dirfd, addr)
-            return None if path is None else ("unlink", [self._rel(path)], None)
+            kind = "truncate" if name == "truncate" else "unlink"
+            return None if path is None else _Op(kind, [self._rel(path)])
         if name in ("rename", "renameat", "renameat2"):
-            if name == "rename":
-                old = self._path(pid, AT_FDCWD, args[0], watched=False)
-                new = self._path(pid, AT_FDCWD, args[1], watched=False)
-            else:
-                old = self._path(pid, _fd(args[0]), args[1], watched=False)
-                new = self._path(pid, _fd(args[2]), args[3], watched=False)
-            if old is None or new is None or not (self._watched(old) or self._watched(new)):
-                return None
-            return "rename", [self._rel(old), self._rel(new)], None
+            return self._rename(pid, name, args)
+        if name in ("link", "linkat"):
+            return self._link(pid, name, args)
+        if name == "msync":
+            return self._msync(pid, args) if args[2] & MS_SYNC else None
+        if name in ("sync", "syncfs"):
+            return self._sync(pid, None if name == "sync" else _fd(args[0]))
         return None
+
+    def _on_fd(self, pid: int, name: str, fd: int) -> _Op | None:
+        """A write, truncation or fsync through a descriptor."""
+        path = self._fd_path(pid, fd)
+        if path is None:
+            return None
+        kind = {"fsync": "fsync", "fdatasync": "fsync", "ftruncate": "truncate"}.get(name, "write")
+        if kind == "write" and not os.path.isfile(_inside(pid, path)):
+            return None
+        return _Op(kind, [self._rel(path)], "synced" if kind == "fsync" else None, fd=fd)
+
+    def _open(self, pid: int, name: str, args: list[int]) -> _Op | None:
+        """An open that may make a file, or cut one."""
+        if name == "open":
+            dirfd, addr, flags = AT_FDCWD, args[0], args[1]
+        elif name == "creat":
+            dirfd, addr, flags = AT_FDCWD, args[0], O_CREAT | O_TRUNC
+        elif name == "openat":
+            dirfd, addr, flags = _fd(args[0]), args[1], args[2]
+        else:  # openat2: flags are the first field of struct open_how
+            dirfd, addr = _fd(args[0]), args[1]
+            flags = int.from_bytes(_read(pid, args[2], 8) or b"\0" * 8, "little")
+        if not flags & (O_CREAT | O_TRUNC | O_TMPFILE):
+            return None
+        path = self._path(pid, dirfd, addr)
+        if path is None:
+            return None
+        if flags & O_TMPFILE:  # a file with no name yet, in that directory
+            return _Op("create", [self._rel(path)], "opened")
+        exists = os.path.lexists(_inside(pid, path))
+        if flags & O_TRUNC:  # ``open(path, "w")``: one point whether the file was there or not
+            return _Op("truncate", [self._rel(path)], None if exists else "opened")
+        return None if exists else _Op("create", [self._rel(path)], "opened")
+
+    def _made(self, pid: int, name: str, args: list[int]) -> _Op | None:
+        """A directory, a symbolic link, a FIFO or a device made (``mkfifo`` is ``mknodat``)."""
+        if name in ("mkdir", "mknod"):
+            dirfd, addr = AT_FDCWD, args[0]
+        elif name == "symlink":
+            dirfd, addr = AT_FDCWD, args[1]
+        elif name == "symlinkat":
+            dirfd, addr = _fd(args[1]), args[2]
+        else:  # mkdirat, mknodat
+            dirfd, addr = _fd(args[0]), args[1]
+        path = self._path(pid, dirfd, addr)
+        if path is None:
+            return None
+        label = self._rel(path) + ("/" if name.startswith("mkdir") else "")
+        return _Op("create", [label], "made", paths=(self._host(pid, path),))
+
+    def _rename(self, pid: int, name: str, args: list[int]) -> _Op | None:
+        """A rename with either end in the data directory (``RENAME_EXCHANGE``: both move)."""
+        if name == "rename":
+            old = self._path(pid, AT_FDCWD, args[0], watched=False)
+            new = self._path(pid, AT_FDCWD, args[1], watched=False)
+        else:
+            old = self._path(pid, _fd(args[0]), args[1], watched=False)
+            new = self._path(pid, _fd(args[2]), args[3], watched=False)
+        if old is None or new is None or not (self._watched(old) or self._watched(new)):
+            return None
+        after = "exchanged" if name == "renameat2" and args[4] & RENAME_EXCHANGE else "renamed"
+        hosts = (self._host(pid, old), self._host(pid, new))
+        return _Op("rename", [self._rel(old), self._rel(new)], after, paths=hosts)
+
+    def _link(self, pid: int, name: str, args: list[int]) -> _Op | None:
+        """A hard link made in the data directory: to a file from outside, the model takes it in."""
+        if name == "link":
+            old = self._path(pid, AT_FDCWD, args[0], watched=False)
+            new = self._path(pid, AT_FDCWD, args[1])
+        else:  # linkat(fd, "", ...) with AT_EMPTY_PATH names the descriptor's file: its path
+            old = self._path(pid, _fd(args[0]), args[1], watched=False)
+            new = self._path(pid, _fd(args[2]), args[3])
+        if new is None:
+            return None
+        source = "" if old is None else self._descriptor(pid, old)
+        if self._watched(source):  # another name of a file the model knows
+            return _Op("create", [self._rel(new)])
+        named = source and not source.endswith(" (deleted)")  # an O_TMPFILE's has no name to go back to
+        hosts = (self._host(pid, source) if named else "", self._host(pid, new))
+        return _Op("create", [self._rel(new)], "linked", paths=hosts)
+
+    def _msync(self, pid: int, args: list[int]) -> _Op | None:
+        """An ``msync(MS_SYNC)``: an fsync of the watched files mapped in its range."""
+        start, end = args[0], args[0] + args[1]
+        mapped: list[str] = []
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", errors="replace") as maps:
+            for line in maps:  # start-end perms offset device inode path
+                fields = line.rstrip("\n").split(maxsplit=5)
+                low, _, high = fields[0].partition("-")
+                path = fields[5] if len(fields) == 6 else ""
+                overlaps = int(low, 16) < end and start < int(high, 16)
+                if overlaps and self._watched(path) and path not in mapped:
+                    mapped.append(path)
+        if not mapped:
+            return None
+        hosts = tuple(self._host(pid, path) for path in mapped)
+        return _Op("fsync", [self._rel(path) for path in mapped], "mapped", paths=hosts)
+
+    def _sync(self, pid: int, fd: int | None) -> _Op | None:
+        """A ``sync`` (``fd`` None), or a ``syncfs`` of the data directory's file system: everything."""
+        if fd is not None:
+            try:
+                if os.stat(f"/proc/{pid}/fd/{fd}").st_dev != os.stat(self.host_root).st_dev:
+                    return None
+            except OSError:
+                return None
+        return _Op("fsync", ["."], "synced_all")
+
+    def _host(self, pid: int, path: str) -> str:
+        """A path the tracee names, as this process finds it after the tracee is gone: the data
+        directory's through its host path, any other through the tracee's root (a chroot's; a
+        container's renames cannot leave its data mount)."""
+        if self._watched(path):
+            return str(self.host_root / self._rel(path))
+        root = "/"
+        with contextlib.suppress(OSError):
+            root = os.readlink(f"/proc/{pid}/root")
+        return os.path.join(root, path.lstrip("/"))
+
+    def _descriptor(self, pid: int, path: str) -> str:
+        """The file a path names where it names a descriptor (``/proc/self/fd/3``, as a file made with
+        ``O_TMPFILE`` is linked): the descriptor's file's path; else the path."""
+        match = re.fullmatch(r"/proc/[^/]+/fd/([0-9]+)", path)
+        if match is not None:
+            with contextlib.suppress(OSError):
+                return os.readlink(f"/proc/{pid}/fd/{match[1]}")
+        return path
 
     def _watched(self, path: str) -> bool:
         return path == str(self.root) or path.startswith(str(self.root) + os.sep)
@@ -640,8 +689,11 @@ def serve(root: Path, shadow: Path, seen_as: str | None = None, *, holds: bool =
                 try:
                     changed = tracer.durable.rollback()
                     tracer._emit({"rolled_back": changed})
+                except RollbackRefused as exc:
+                    tracer._emit({"error": str(exc)})
                 except OSError as exc:
-                    tracer._emit({"error": f"cannot roll the data directory back: {exc.strerror or exc}"})
+                    why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+                    tracer._emit({"error": f"cannot roll the data directory back: {why}"})
             elif what == "quit":
                 return
 

@@ -8,6 +8,8 @@ unsynced one acknowledged since it started, and nothing of the durable one.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +77,34 @@ def test_the_same_kill_loses_nothing_when_the_save_is_durable_or_no_power_is_los
     assert killed.summary.verdicts[Verdict.EXACTLY_ONCE] == 40, killed.summary.verdicts
     assert events(killed.run_dir, "data_rolled_back") == []
     assert not any(e["service"] == "file_tracer" for e in events(killed.run_dir, "service_started"))
+
+
+LAYOUT = """
+d="$1"; shift
+if [ ! -d "$d/v1" ]; then  # a fresh store: its version, the link to it, a FIFO and a socket, made durable
+  mkdir "$d/v1" && ln -s v1 "$d/current" && mkfifo "$d/pipe" &&
+  (cd "$d" && "$1" -c 'import socket; socket.socket(socket.AF_UNIX).bind("ctl.sock")') &&
+  sync "$d" || exit 1
+fi
+exec "$@"
+"""
+
+
+def test_a_store_behind_a_link_beside_a_fifo_and_a_socket_loses_nothing_durable(tmp_path: Path) -> None:
+    """The rollback keeps a link, a FIFO and a socket as entries and never opens them: a FIFO used to
+    block it (the run failed after 30 s), a socket to fail it, and a link to be deleted, so that the
+    notes saved durably behind it read as lost."""
+    layout = tmp_path / "layout.sh"
+    layout.write_text(LAYOUT)
+    data = notes_under_power_losses("durable")
+    data["target"]["command"] = ["sh", str(layout), "{data_dir}", "{python}", str(NOTES)]
+    data["target"]["env"]["NOTES_FILE"] = "{data_dir}/current/notes.jsonl"
+    data["audit"]["effects"]["jsonl"]["path"] = "{data_dir}/current/notes.jsonl"
+    result = run_scenario(data, tmp_path / "results")
+    assert result.summary.verdicts[Verdict.EXACTLY_ONCE] == 40, result.summary.verdicts
+    (rollback,) = events(result.run_dir, "data_rolled_back")
+    assert not {"current", "pipe", "ctl.sock"} & set(rollback["changed"])
+    store = result.run_dir / "data"
+    assert os.readlink(store / "current") == "v1"
+    assert stat.S_ISFIFO((store / "pipe").lstat().st_mode)
+    assert stat.S_ISSOCK((store / "ctl.sock").lstat().st_mode)
