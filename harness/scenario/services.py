@@ -4,6 +4,7 @@ downstream proxy."""
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -69,6 +70,7 @@ class DownstreamService(Section):
             check_placeholders(v, frozenset(), "services.downstream.upstream")
             if not v.startswith(("http://", "https://")):
                 raise ValueError("must be an http:// or https:// URL (where the API's calls go)")
+            _check_upstream_url(v)
         return v
 
     @field_validator("ca")
@@ -85,3 +87,13 @@ class Services(Section):
     postgres: PostgresService | None = None
     balancer: BalancerService | None = None
     downstream: DownstreamService | None = None
+
+
+def _check_upstream_url(url: str) -> None:
+    """Refuse an upstream no call could be sent to (the proxy sends each call there, path appended)."""
+    try:
+        host, _ = urlsplit(url).hostname, urlsplit(url).port
+    except ValueError as exc:
+        raise ValueError(f"is not a URL ({exc}): write http://HOST[:PORT][/BASE]") from None
+    if not host or not url.isascii() or not url.isprintable() or " " in url:
+        raise ValueError("must name a host in ASCII (punycode), no spaces: http://HOST[:PORT][/BASE]")
