@@ -21,6 +21,10 @@ path and body, the idempotency key, whether the upstream said it replayed an ear
 exists for every answer the target saw. The auditor counts effects from those lines
 (``audit.effects.downstream``). With crash points, a hold controller may hold the answer of a call
 that carried a marker (the ``downstream`` point: the upstream did the work, the server never hears).
+A request the proxy refuses (not HTTP/1.1 it can parse, a target that is not a path, too large, too
+slow) is answered and recorded as well, with ``error``; where the target was told something other
+than the upstream's status (an answer too large or too slow), ``status`` stays the upstream's and
+``answered`` says what the target got.
 
 HTTP/1.1 is parsed with h11 (the sans-I/O parser httpx's own stack uses); calls are forwarded with
 httpx2 (the SDK's fork of httpx, already a dependency for OAuth), which never reads the proxy
@@ -81,7 +85,8 @@ MAX_ANSWER = 16 * 1024 * 1024
 hold point needs that order): a larger one is cut off there and the target told 502."""
 REQUEST_TIMEOUT_S = 30.0
 """The header timeout, and the body's: once a request's first byte has come, the rest must come within
-this (else 408), and its answer be taken within it (else the connection is dropped)."""
+this (else 408), and its answer be taken within it (else the connection is dropped); a tunnel's TLS
+handshake too."""
 IDLE_TIMEOUT_S = 60.0
 """A client connection with no request begun (before its first, between two) is closed after this: longer
 than the keep-alive of httpx's and Node's pools (5 s), so that a client closes its idle connections first."""
@@ -461,7 +466,7 @@ class DownstreamProxy(LoopbackServer):
         if answer.said is not None:
             line["answered"] = answer.status
         if answer.error is not None:
-            line["error"] = answer.error
+            line["error"] = self.redact(answer.error)  # it may quote what the upstream said
         self._record(line)
         held = bool(markers) and self.hold is not None and self.hold.downstream(key, answer.replayed)
         return answer, held

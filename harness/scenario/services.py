@@ -61,7 +61,8 @@ class DownstreamService(Section):
     """Hand the target ``HTTPS_PROXY``/``HTTP_PROXY`` (with ``NO_PROXY`` for loopback) and the CA
     variables; ``target.env`` wins where it names the same variable."""
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    """How long the upstream may take to answer a call (a 504 to the target after that)."""
+    """How long the upstream may take to answer a call, in all: connecting, sending and reading the
+    whole answer (a 504 to the target after that, however steadily it trickles)."""
 
     @field_validator("upstream")
     @classmethod

@@ -145,19 +145,29 @@ def test_a_target_that_is_not_a_path_is_refused_recorded_and_sent_nowhere(
         reached.append(0)
         await answer_ok(reader, writer)
 
-    async def run() -> bytes:
+    async def run() -> tuple[bytes, bytes]:
         async with listening(other) as other_port, listening(upstream) as upstream_port:
             service = DownstreamService(upstream=f"http://127.0.0.1:{upstream_port}")
             async with proxying(tmp_path, service) as proxy:
                 sent = target.format(other=other_port)
-                return await exchange(proxy.port, f"GET {sent} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                refused = await exchange(proxy.port, f"GET {sent} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                assert reached == []
+                path = await exchange(proxy.port, b"GET /v1/charges HTTP/1.1\r\nHost: x\r\n\r\n")
+                return refused, path
 
-    answer = asyncio.run(run())
-    assert status_of(answer) == 400
-    assert reached == []
-    [line] = records(tmp_path)
-    assert (line["method"], line["status"]) == ("GET", 400)
-    assert line["error"]
+    refused, path = asyncio.run(run())
+    assert status_of(refused) == 400
+    assert status_of(path) == 200  # a path reaches the upstream, and only it
+    assert path.endswith(b"upstream")
+    assert reached == [0]
+    refusal, call = records(tmp_path)
+    assert (refusal["method"], refusal["status"], call["path"], call["status"]) == (
+        "GET",
+        400,
+        "/v1/charges",
+        200,
+    )
+    assert refusal["error"]
 
 
 # -- every wait bounded
@@ -189,7 +199,7 @@ def test_an_upstream_that_trickles_its_answer_is_cut_at_timeout_s_in_all(
 
     async def run() -> bytes:
         async with listening(upstream) as port:
-            service = DownstreamService(upstream=f"http://127.0.0.1:{port}", timeout_s=1.0)
+            service = DownstreamService(upstream=f"http://127.0.0.1:{port}", timeout_s=2.0)
             async with proxying(tmp_path, service) as proxy:
                 call = b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nab-m0000001"
                 return await exchange(proxy.port, call)
@@ -199,16 +209,15 @@ def test_an_upstream_that_trickles_its_answer_is_cut_at_timeout_s_in_all(
     [line] = records(tmp_path)
     if trickled == "head":
         assert (line["status"], "answered" in line) == (504, False)
-        assert line["error"] == "the upstream did not answer in 1 s"
+        assert line["error"] == "the upstream did not answer in 2 s"
     else:
         assert (line["status"], line["answered"]) == (200, 504)
-        assert line["error"] == "the upstream did not finish its answer in 1 s"
+        assert line["error"] == "the upstream did not finish its answer in 2 s"
 
 
-def test_requests_that_never_finish_and_idle_connections_are_closed(tmp_path: Path) -> None:
-    """300 half-sent heads, a body that stops short and a TLS tunnel whose handshake never comes each end
-    at the request timeout (the first two answered 408 and recorded); an idle connection, a new one or
-    one after an answered call, is closed at the idle timeout, with nothing recorded."""
+def test_requests_that_never_finish_are_answered_408_and_closed(tmp_path: Path) -> None:
+    """300 half-sent heads and a body that stops short each end at the request timeout, answered 408 and
+    recorded; a TLS tunnel whose handshake never comes is closed at it."""
 
     async def tunnel_left_silent(port: int) -> bytes:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -218,35 +227,43 @@ def test_requests_that_never_finish_and_idle_connections_are_closed(tmp_path: Pa
         finally:
             writer.close()
 
-    async def run() -> tuple[list[bytes], bytes, bytes, bytes, bytes]:
-        async with proxying(
-            tmp_path, DownstreamService(), request_timeout_s=0.5, idle_timeout_s=0.5
-        ) as proxy:
-            port = proxy.port
+    async def run() -> tuple[list[bytes], bytes, bytes]:
+        async with proxying(tmp_path, DownstreamService(), request_timeout_s=0.5) as proxy:
             head = b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nContent-Le"
-            heads = [exchange(port, head, half_close=False) for _ in range(300)]
             body = b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{}"
-            keep = b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
-            *half, short, tunnel, idle, kept = await asyncio.gather(
-                *heads,
-                exchange(port, body, half_close=False),
-                tunnel_left_silent(port),
-                exchange(port, b"", half_close=False),
-                exchange(port, keep, half_close=False),
+            *half, short, tunnel = await asyncio.gather(
+                *[exchange(proxy.port, head, half_close=False) for _ in range(300)],
+                exchange(proxy.port, body, half_close=False),
+                tunnel_left_silent(proxy.port),
             )
-            return half, short, tunnel, idle, kept
+            return half, short, tunnel
 
-    half, short, tunnel, idle, kept = asyncio.run(run())
+    half, short, tunnel = asyncio.run(run())
     assert {status_of(answer) for answer in half} == {408}
     assert status_of(short) == 408
     assert tunnel == b"HTTP/1.1 200 \r\n\r\n"  # then closed, no TLS having come
+    lines = records(tmp_path)
+    assert sorted((r["method"], r["status"]) for r in lines) == [("", 408)] * 300 + [("POST", 408)]
+
+
+def test_an_idle_connection_is_closed(tmp_path: Path) -> None:
+    """A connection that sends nothing, and one kept alive after an answered call, are closed at the idle
+    timeout, with nothing recorded but the call."""
+
+    async def run() -> tuple[bytes, bytes]:
+        async with proxying(tmp_path, DownstreamService(), idle_timeout_s=1.0) as proxy:
+            call = b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+            idle, kept = await asyncio.gather(
+                exchange(proxy.port, b"", half_close=False),
+                exchange(proxy.port, call, half_close=False),
+            )
+            return idle, kept
+
+    idle, kept = asyncio.run(run())
     assert idle == b""
     assert status_of(kept) == 200
-    lines = records(tmp_path)
-    assert sorted((r["method"], r["status"]) for r in lines) == [("", 408)] * 300 + [
-        ("POST", 200),
-        ("POST", 408),
-    ]
+    assert kept.endswith(b'{"id":"ds_1","ok":true}')  # one answer, then the close
+    assert [(r["method"], r["status"]) for r in records(tmp_path)] == [("POST", 200)]
 
 
 # -- every answer held bounded
