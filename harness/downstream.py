@@ -157,7 +157,11 @@ class _Tls:
         self._incoming.write(early)
 
     async def handshake(self) -> None:
-        await self._pump(self._tls.do_handshake)
+        try:
+            await self._pump(self._tls.do_handshake)
+        except ssl.SSLError:
+            await self._flush()  # the alert that says why, for the client to read
+            raise
 
     async def read(self) -> bytes:
         try:
@@ -401,8 +405,12 @@ class DownstreamProxy(LoopbackServer):
         host, context = self._connect(request)
         await _send(conn, stream, h11.Response(status_code=200, headers=[]))
         tls = _Tls(stream.raw, context, conn.trailing_data[0])
-        async with asyncio.timeout(self.request_timeout_s):
-            await tls.handshake()
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                await tls.handshake()
+        except (ssl.SSLError, TimeoutError):  # not TLS, a CA it does not trust, or nothing in time
+            await _linger(stream)
+            return
         await self._calls(tls, generation, tunnel=host)
 
     def _upstream_url(self, request: h11.Request, path: str) -> httpx2.URL | None:

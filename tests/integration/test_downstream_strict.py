@@ -512,54 +512,61 @@ def statuses(data: bytes, method: bytes) -> list[int]:
 TCHAR = string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~"
 VCHAR = "".join(map(chr, range(0x21, 0x7F)))
 token = st.text(TCHAR, min_size=1, max_size=12)
-methods = st.one_of(
-    st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]),
-    token,
-).map(str.encode) | st.binary(max_size=8)
-targets = st.one_of(
-    st.text(VCHAR, max_size=40).map(lambda path: "/" + path),
-    st.sampled_from(
-        [
-            "*",
-            ":1/x",
-            "@127.0.0.1:1/steal",
-            "//127.0.0.1:1/x",
-            "http://[::1/x",
-            "http:///x",
-            "http://ledger.example/v1/entries?memo=ab-m0000001",
-            "api.example:443",
-            "[::1]:443",
-            "bad..host:443",
-            "api.example:0",
-            "/a#b",
-        ]
+
+
+def mostly(good: st.SearchStrategy[_T], wild: st.SearchStrategy[_T]) -> st.SearchStrategy[_T]:
+    """``good`` nine times in ten, else ``wild``: most requests are well formed in most parts, so that
+    many reach the upstream and the rest are refused for one fault at a time."""
+    return st.integers(0, 9).flatmap(lambda n: good if n else wild)
+
+
+methods = mostly(
+    st.sampled_from([b"GET", b"POST", b"PUT", b"PATCH", b"DELETE", b"HEAD", b"OPTIONS", b"CONNECT"]),
+    token.map(str.encode) | st.binary(max_size=8),
+)
+targets = mostly(
+    st.text(VCHAR.replace("#", ""), max_size=40).map(lambda path: b"/" + path.encode()),
+    st.one_of(
+        st.sampled_from(
+            [
+                "*",
+                ":1/x",
+                "@127.0.0.1:1/steal",
+                "//127.0.0.1:1/x",
+                "http://[::1/x",
+                "http:///x",
+                "http://ledger.example/v1/entries?memo=ab-m0000001",
+                "api.example:443",
+                "[::1]:443",
+                "bad..host:443",
+                "api.example:0",
+                "/a#b",
+            ]
+        ),
+        st.builds(
+            lambda scheme, host, path: f"{scheme}://{host}/{path}",
+            st.sampled_from(["http", "https", "HTTP", "ftp"]),
+            st.text(VCHAR, max_size=20),
+            st.text(VCHAR, max_size=20),
+        ),
+        st.builds(lambda host, port: f"{host}:{port}", st.text(VCHAR, max_size=20), st.integers(-1, 70_000)),
+        st.text(VCHAR, min_size=1, max_size=40),
+    ).map(str.encode)
+    | st.binary(max_size=40),
+)
+versions = mostly(
+    st.just(b"HTTP/1.1"), st.sampled_from([b"HTTP/1.0", b"HTTP/2.0", b"http/1.1", b"HTTP/1.1 x", b""])
+)
+named = st.sampled_from(
+    [b"Content-Length", b"Transfer-Encoding", b"Connection", b"Expect", b"Upgrade", b"Idempotency-Key"]
+)
+headers = mostly(
+    st.tuples(token.map(str.encode), st.text(VCHAR + " ", max_size=30).map(lambda v: v.strip().encode())),
+    st.tuples(
+        named | st.binary(max_size=10),
+        st.text(VCHAR + " \t", max_size=30).map(str.encode) | st.binary(max_size=20),
     ),
-    st.builds(
-        lambda scheme, host, path: f"{scheme}://{host}/{path}",
-        st.sampled_from(["http", "https", "HTTP", "ftp"]),
-        st.text(VCHAR, max_size=20),
-        st.text(VCHAR, max_size=20),
-    ),
-    st.builds(lambda host, port: f"{host}:{port}", st.text(VCHAR, max_size=20), st.integers(-1, 70_000)),
-    st.text(VCHAR, min_size=1, max_size=40),
-).map(str.encode) | st.binary(max_size=40)
-versions = st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"http/1.1", b"HTTP/1.1 x", b""])
-names = st.one_of(
-    st.sampled_from(
-        [
-            "Content-Length",
-            "Transfer-Encoding",
-            "Connection",
-            "Expect",
-            "Idempotency-Key",
-            "Upgrade",
-            "Content-Type",
-            "Host",
-        ]
-    ),
-    token,
-).map(str.encode) | st.binary(max_size=10)
-values = st.text(VCHAR + " \t", max_size=30).map(str.encode) | st.binary(max_size=20)
+)
 bodies = st.binary(max_size=300) | st.builds(
     lambda index: orjson.dumps({"memo": f"ab-m{index:07d}", "idempotency_key": "k"}),
     st.integers(0, 9_999_999),
@@ -596,8 +603,8 @@ def request(
     method=methods,
     target=targets,
     version=versions,
-    host=st.booleans(),
-    headers=st.lists(st.tuples(names, values), max_size=5),
+    host=mostly(st.just(True), st.just(False)),
+    headers=st.lists(headers, max_size=4),
     body=bodies,
     framing=st.sampled_from(FRAMINGS),
 )
