@@ -4,6 +4,7 @@ downstream proxy."""
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -60,7 +61,8 @@ class DownstreamService(Section):
     """Hand the target ``HTTPS_PROXY``/``HTTP_PROXY`` (with ``NO_PROXY`` for loopback) and the CA
     variables; ``target.env`` wins where it names the same variable."""
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    """How long the upstream may take to answer a call (a 504 to the target after that)."""
+    """How long the upstream may take to answer a call, in all: connecting, sending and reading the
+    whole answer (a 504 to the target after that, however steadily it trickles)."""
 
     @field_validator("upstream")
     @classmethod
@@ -69,6 +71,7 @@ class DownstreamService(Section):
             check_placeholders(v, frozenset(), "services.downstream.upstream")
             if not v.startswith(("http://", "https://")):
                 raise ValueError("must be an http:// or https:// URL (where the API's calls go)")
+            _check_upstream_url(v)
         return v
 
     @field_validator("ca")
@@ -85,3 +88,13 @@ class Services(Section):
     postgres: PostgresService | None = None
     balancer: BalancerService | None = None
     downstream: DownstreamService | None = None
+
+
+def _check_upstream_url(url: str) -> None:
+    """Refuse an upstream no call could be sent to (the proxy sends each call there, path appended)."""
+    try:
+        host, _ = urlsplit(url).hostname, urlsplit(url).port
+    except ValueError as exc:
+        raise ValueError(f"is not a URL ({exc}): write http://HOST[:PORT][/BASE]") from None
+    if not host or not url.isascii() or not url.isprintable() or " " in url:
+        raise ValueError("must name a host in ASCII (punycode), no spaces: http://HOST[:PORT][/BASE]")

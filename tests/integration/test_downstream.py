@@ -246,7 +246,7 @@ def test_a_container_trusts_the_proxy_s_ca_mounted_read_only(tmp_path: Path, doc
 
 def test_what_a_hostile_target_sends_ends_its_own_connection_only(tmp_path: Path) -> None:
     """A CONNECT to a name no certificate can carry, a head larger than the proxy reads, a body over its
-    limit: each is answered or dropped on its own connection, and the next call is served."""
+    limit: each is refused on its own connection and recorded as no effect, and the next call is served."""
 
     async def exchange(port: int, data: bytes) -> bytes:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -277,7 +277,13 @@ def test_what_a_hostile_target_sends_ends_its_own_connection_only(tmp_path: Path
 
     bad_host, huge, large, after = asyncio.run(run())
     assert bad_host.startswith(b"HTTP/1.1 400 ")
-    assert huge == b""  # a head over 64 KiB: the connection is dropped
+    assert huge.startswith(b"HTTP/1.1 431 ")  # a head over 64 KiB, refused before it was all read
     assert large.startswith(b"HTTP/1.1 413 ")
     assert after == 200
-    assert [r["markers"] for r in records(tmp_path)] == [["ab-m0000001"]]  # nothing else was recorded
+    assert [(r["method"], r["status"], r["markers"]) for r in records(tmp_path)] == [
+        ("CONNECT", 400, []),
+        ("", 431, []),  # no method: the head was never parsed
+        ("POST", 413, []),
+        ("POST", 200, ["ab-m0000001"]),
+    ]
+    assert DownstreamSource(DownstreamEffects()).count(tmp_path) == {"ab-m0000001": 1}
