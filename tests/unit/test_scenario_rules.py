@@ -66,8 +66,8 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         ),
         (
             ["faults={crash_points: {holds: [{at: response}]}}"],
-            "faults.crash_points counts the points of one call at a time: it needs workload.concurrency 1 "
-            "and one pod the harness runs (no replicas, balancer or Kubernetes target)",
+            "faults.crash_points holds and explore count the points of one call at a time: they need "
+            "workload.concurrency 1 and one pod the harness runs (no replicas, balancer or Kubernetes target)",
         ),
         (
             ["workload.concurrency=1", "faults.crash_points={holds: [{at: response}]}"],
@@ -76,7 +76,15 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         ),
         (
             ["workload.concurrency=1", "faults={crash_points: {explore: {only: ['db_commit#1']}}}"],
-            "a db_commit hold point needs services.postgres (the harness holds its commits)",
+            "a db_commit or db_statement point needs services.postgres (the harness holds its statements)",
+        ),
+        (
+            [
+                "workload.concurrency=1",
+                "faults={crash_points: {order: {at: 'db_statement#1', order: [2, 1]}}}",
+            ],
+            "faults.crash_points.order holds attempts that run side by side: give workload.concurrency 2 or "
+            "more, or a stall stream fault that sends a retry beside its original",
         ),
         (
             ["workload.concurrency=1", "faults={crash_points: {holds: [{at: 'request/downstream#1'}]}}"],
