@@ -251,3 +251,37 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     assert proc.stderr.startswith(f"mcp-chaos: error: {flag} {target}: ")
     assert proc.stderr.count("\n") == 1
     assert not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_a_downstream_call_s_query_keeps_no_credential_in_its_record(tmp_path: Path) -> None:
+    """The downstream proxy records each call's path through the run's redactor: a declared secret the
+    target's client sent partly URL-encoded (only ``<`` and ``>``, as many clients do), and the value of
+    a query parameter named like a credential that no scenario declared, are masked there."""
+    import asyncio
+
+    import orjson
+
+    from harness.downstream import DownstreamProxy
+    from harness.redaction import Redactor
+    from harness.scenario import DownstreamService
+
+    partly = TOKEN.replace("<", "%3C").replace(">", "%3E")
+    api_key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    target = f"/v1/charges?memo=ab-m0000001&q={partly}&api_key={api_key}&n=2"
+
+    async def call() -> bytes:
+        proxy = DownstreamProxy(tmp_path, DownstreamService(), redact=Redactor([TOKEN]).text)
+        await proxy.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            writer.write(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            answer = await reader.read()
+            writer.close()
+            return answer
+        finally:
+            await proxy.close()
+
+    assert asyncio.run(call()).startswith(b"HTTP/1.1 200")
+    (record,) = [orjson.loads(line) for line in (tmp_path / "downstream.jsonl").read_bytes().splitlines()]
+    assert record["markers"] == ["ab-m0000001"]
+    assert record["path"] == "/v1/charges?memo=ab-m0000001&q=***&api_key=***&n=2"
