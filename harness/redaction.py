@@ -232,6 +232,21 @@ def mask_credential_params(text: str, mask: str = MASK) -> str:
     return CREDENTIAL_PARAM.sub(masked, text) if "=" in text else text
 
 
+def mask_literal_credentials(entries: Mapping[str, str]) -> dict[str, str]:
+    """Env entries or headers as a scenario is shown (the scenario as run, in the run directory and the
+    reports): the value of each named like a credential and written out, where ``${VAR}`` was meant,
+    masked (``Bearer ***`` for a token after a scheme). Values of fewer than MIN_DERIVED characters
+    stay (``TOKEN_TTL: 60``), as :func:`collect` leaves them."""
+    return {name: _masked_literal(name, value) for name, value in entries.items()}
+
+
+def _masked_literal(name: str, value: str) -> str:
+    if not SECRET_NAME.search(name) or env_refs_in(value) or len(value) < MIN_DERIVED:
+        return value
+    scheme, _, token = value.strip().partition(" ")
+    return f"{scheme} {MASK}" if token.strip() and scheme.isalpha() else MASK
+
+
 def literal_credential(name: str, value: str) -> bool:
     """Whether a header or env value named like a credential holds one written out, where ``${VAR}``
     was meant (a shell expanded ``"Bearer ${TOKEN}"`` in double quotes): a scenario must name the
