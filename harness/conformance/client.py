@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult, ToolCall
-from harness.client.oauth import OAuthSettings, OAuthTokens, make_provider
+from harness.client.oauth import OAuthSettings, OAuthTokens
 from harness.errors import ConformanceFailure, UsageError
 from harness.history import Outcome
 from harness.scenario.target import http_endpoint
@@ -303,7 +303,7 @@ async def act(url: str, scenario: str, context_json: str | None, version: str | 
     if script is None:
         known = ", ".join(SCENARIOS)
         raise ConformanceFailure(f"unknown conformance scenario {scenario!r}; known: {known}, auth/*")
-    auth = None if settings is None else OAuthTokens(url, make_provider(settings, url))
+    auth = None if settings is None else OAuthTokens(url, settings)
     client = McpHttpClient(
         url,
         protocol=VERSION if version is None or scenario in LEGACY else version,
