@@ -7,9 +7,12 @@ and passwords written into URLs (``scheme://user:password@`` and
 ``?password=``). A server under test is untrusted: it may echo a token in an
 error, a log line, a handle or a header it quotes, and in whatever encoding its
 framework chose. So each secret is expanded into the forms such text carries it
-in (raw, JSON- and repr-escaped, URL-encoded in both styles, base64 alone or
-inside ``user:secret`` at any alignment, HTML entities, hex, and each of those
-of the UTF-8 bytes read as Latin-1) and every form is replaced by ``***``.
+in (raw, JSON- and repr-escaped, URL-encoded in both styles or only in part,
+base64 alone or inside ``user:secret`` at any alignment, also of the URL-encoded
+secret as OAuth's HTTP Basic sends it, HTML entities, hex, and each of those of
+the UTF-8 bytes read as Latin-1) and every form is replaced by ``***``. The value
+of a query parameter named like a credential (``?api_key=``) is masked in any
+text, declared or not.
 
 Redaction comes first, before text is clipped, collapsed or escaped for an
 output (see :mod:`harness.sanitize`): a cut or a collapsed space must never
@@ -41,11 +44,18 @@ URL_PASSWORD = re.compile(
 SECRET_NAME = re.compile(r"token|secret|passw|pwd|api[_-]?key|credential|^authorization$|^cookie$", re.I)
 """Env and header names whose values are secrets even when written literally (of MIN_DERIVED
 characters or more: ``TOKEN_TTL: 60`` must not hide every 60)."""
+CREDENTIAL_PARAM = re.compile(r"(?P<head>[?&;](?P<name>[\w.~%-]+)=)(?P<value>[^&#\s]+)")
+"""A query parameter (``?name=value``, ``&``, ``;``), for :func:`mask_credential_params`."""
+CREDENTIAL_PARAM_NAME = re.compile(rf"{SECRET_NAME.pattern}|signature|^(?:key|auth|sig)$", re.I)
+"""Query parameter names whose values are credentials (``api_key``, ``access_token``, ``password``,
+Google's ``key``, a signed URL's ``signature``), when of MIN_DERIVED characters or more."""
 ERROR_LIMIT = 1000
 """How much of an error's one-line message a terminal shows once a server's text is in it."""
 MIN_DERIVED = 4
 """Secrets shorter than this are hidden only as written: a base64 or hex fragment of one or two
 characters would hide ordinary text everywhere."""
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*")
+"""RFC 3986's unreserved characters: what a client sends as it is in a URL."""
 _PASSES = 3
 """A secret made of the mask's characters could reappear next to a mask; a few passes settle it."""
 
@@ -77,8 +87,32 @@ def _base64_cores(raw: bytes) -> set[str]:
     return forms | {f.replace("+", "-").replace("/", "_") for f in forms}
 
 
+def _percent_pattern(secret: str) -> str:
+    """A regular expression of ``secret`` URL-encoded as any client may have done it: each character as
+    it is or as the ``%XX`` of its UTF-8 bytes (either case), a space also as ``+``. A client that
+    encodes only what it must (``<`` and ``>``, not ``"``) makes a form no list of whole encodings has."""
+
+    def digit(n: int) -> str:
+        d = f"{n:X}"
+        return f"[{d}{d.lower()}]" if d.isalpha() else d
+
+    def character(c: str) -> str:
+        encoded = "".join(f"%{digit(b >> 4)}{digit(b & 15)}" for b in c.encode("utf-8", "surrogatepass"))
+        return f"(?:{re.escape(c)}|{encoded}{'|[+]' if c == ' ' else ''})"
+
+    return "".join(map(character, secret))
+
+
+def _encodable(secret: str) -> bool:
+    """Whether a client may send ``secret`` partly URL-encoded: it holds a character other than
+    RFC 3986's unreserved ones (which no client encodes), and is long enough to be hidden in derived
+    forms. A token of the unreserved alphabet (a JWT, a refresh token) is sent as it is."""
+    return len(secret) >= MIN_DERIVED and _UNRESERVED.fullmatch(secret) is None
+
+
 def forms_of(secret: str) -> set[str]:
-    """Every form of ``secret`` the redactor hides (see the module docstring)."""
+    """Every form of ``secret`` the redactor hides as a string (see the module docstring; the mixed
+    URL-encodings are a pattern, :func:`_percent_pattern`)."""
     forms: set[str] = set()
     for read in {secret, secret.encode("utf-8", "surrogatepass").decode("latin-1")}:
         forms |= {
@@ -92,6 +126,9 @@ def forms_of(secret: str) -> set[str]:
     if len(secret) >= MIN_DERIVED:
         raw = secret.encode("utf-8", "surrogatepass")
         forms |= _base64_cores(raw) | {raw.hex(), raw.hex().upper()}
+        # HTTP Basic as RFC 6749 2.3.1 has an OAuth client send it: base64 of id:secret, both URL-encoded.
+        for encoded in _percent(secret) - {secret}:
+            forms |= _base64_cores(encoded.encode("ascii"))
     # Quoted once more: a message quoting a server's JSON (``{...!r}`` of an escaped body).
     forms |= {escaped for form in forms for escaped in (json.dumps(form)[1:-1], repr(form)[1:-1])}
     return forms - {""}
@@ -109,6 +146,8 @@ class Redactor:
         self.mask = mask
         self._forms: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._encodings: set[str] = set()
+        self._encoded: re.Pattern[str] | None = None
         self.add(*values)
 
     def add(self, *values: str) -> None:
@@ -119,15 +158,22 @@ class Redactor:
         self._forms |= forms
         ordered = sorted(self._forms, key=len, reverse=True)  # the longest form wins where two start together
         self._pattern = re.compile("|".join(map(re.escape, ordered)))
+        self._encodings |= {_percent_pattern(value) for value in values if _encodable(value)}
+        if self._encodings:
+            self._encoded = re.compile("|".join(sorted(self._encodings, key=len, reverse=True)))
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def text(self, value: str) -> str:
-        if self._pattern is None:
-            return value
+        """``value`` with every form of every secret, and every credential-named query parameter's
+        value (:func:`mask_credential_params`), replaced by the mask."""
         for _ in range(_PASSES):
-            redacted = self._pattern.sub(self.mask, value)
+            redacted = value if self._pattern is None else self._pattern.sub(self.mask, value)
+            # After the whole forms (it matches the raw secret inside them); only where a URL-encoding is.
+            if self._encoded is not None and ("%" in redacted or "+" in redacted):
+                redacted = self._encoded.sub(self.mask, redacted)
+            redacted = mask_credential_params(redacted, self.mask)
             if redacted == value:
                 break
             value = redacted
@@ -169,6 +215,36 @@ def mask_url_passwords(text: str) -> str:
         return f"{match['qhead']}{MASK}"
 
     return URL_PASSWORD.sub(mask, text)
+
+
+def mask_credential_params(text: str, mask: str = MASK) -> str:
+    """``text`` with the value of every query parameter named like a credential (``?api_key=…``,
+    ``&access_token=…``) replaced by ``mask``: a server's downstream call or an error quoting a URL
+    carries its key there, declared or not."""
+
+    def masked(match: re.Match[str]) -> str:
+        value = match["value"]
+        named = CREDENTIAL_PARAM_NAME.search(unquote_plus(match["name"])) is not None
+        if not named or len(value) < MIN_DERIVED or value == mask:
+            return match[0]
+        return match["head"] + mask
+
+    return CREDENTIAL_PARAM.sub(masked, text) if "=" in text else text
+
+
+def mask_literal_credentials(entries: Mapping[str, str]) -> dict[str, str]:
+    """Env entries or headers as a scenario is shown (the scenario as run, in the run directory and the
+    reports): the value of each named like a credential and written out, where ``${VAR}`` was meant,
+    masked (``Bearer ***`` for a token after a scheme). Values of fewer than MIN_DERIVED characters
+    stay (``TOKEN_TTL: 60``), as :func:`collect` leaves them."""
+    return {name: _masked_literal(name, value) for name, value in entries.items()}
+
+
+def _masked_literal(name: str, value: str) -> str:
+    if not SECRET_NAME.search(name) or env_refs_in(value) or len(value) < MIN_DERIVED:
+        return value
+    scheme, _, token = value.strip().partition(" ")
+    return f"{scheme} {MASK}" if token.strip() and scheme.isalpha() else MASK
 
 
 def literal_credential(name: str, value: str) -> bool:

@@ -36,7 +36,7 @@ from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
-from harness.client.oauth import OAuthTokens, make_provider
+from harness.client.oauth import OAuthTokens
 from harness.client.stdio import StdioClient
 from harness.crashpoints.fsholds import FileTracer, PowerLosses
 from harness.crashpoints.pgproxy import PostgresProxy
@@ -93,9 +93,8 @@ class TargetWiring:
                 assert parts.port is not None  # the scenario's url has both
                 self.upstreams = [(parts.hostname, parts.port, parts.netloc.rpartition("@")[2])]
             self.pod_url = self.pod_urls[0]
-            provider = None if oauth is None else make_provider(oauth, self.pod_url)
             self.auth = (
-                None if provider is None else OAuthTokens(self.pod_url, provider, on_secret=self.redactor.add)
+                None if oauth is None else OAuthTokens(self.pod_url, oauth, on_secret=self.redactor.add)
             )
             """``target.auth``: the run's tokens, shared by its clients, probes and reads (the pod's own
             URL is the resource they are for, whatever proxy a client goes through)."""

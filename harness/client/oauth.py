@@ -22,25 +22,46 @@ A token is a secret: each one the flow yields is handed to ``on_secret`` (the
 run's redactor) before it is used. A token replaced during a run (it expired, the
 server refused it, a step-up) is an event (``token_refreshed``), never a failed
 attempt: the refused request is sent again with the new one.
+
+The client's credentials go to the pinned authorization server only
+(``target.auth.issuer``, :mod:`harness.client.issuer`): with one pinned,
+authorization server metadata whose endpoints (or issuer) are on another origin
+ends the flow before any request goes there, and so does any request of the flow
+but discovery bound elsewhere.
+What the authorization server answers is bounded (:data:`MAX_ANSWER_BYTES`,
+:data:`MAX_TOKEN_BYTES`), and a flow that fails says why in one line
+(:attr:`OAuthTokens.failure`): the SDK's own log of it, a traceback, is not printed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
+import pydantic
 
-from harness.errors import TargetError
+from harness.client.issuer import metadata_off_issuer, plain, request_off_issuer
+from harness.errors import HarnessError, TargetError
 from harness.history import EventType, HistoryWriter, clip
 
 AUTH_TIMEOUT_S = 30.0
 """How long one request of the flow (metadata, registration, token) may take."""
+MAX_ANSWER_BYTES = 1024 * 1024
+"""The most of one answer of the authorization server the flow reads: metadata, a registration and
+tokens are kilobytes, and a server that sends more ends the flow, said so, not the harness's memory."""
+MAX_TOKEN_BYTES = 16 * 1024
+"""The longest ``Authorization`` header taken from a flow: every request carries it, and servers refuse
+longer heads (Node's and h11's limit is 16 KiB for the whole head, nginx's 8 KiB a line), which a
+run would only see as a target that never answers."""
 REFRESH_AHEAD_S = 5.0
 """A token this close to its expiry (or to the last quarter of its life, if shorter) is refreshed
 before the next call, not after a 401."""
@@ -69,8 +90,8 @@ class HeadlessApproval:
         self._answer: dict[str, list[str]] | None = None
 
     async def redirect(self, authorization_url: str) -> None:
-        response = await self._http.get(authorization_url, follow_redirects=False)
-        location = response.headers.get("location")
+        async with self._http.stream("GET", authorization_url, follow_redirects=False) as response:
+            location = response.headers.get("location")  # the answer's body is never read
         if response.status_code not in (301, 302, 303, 307, 308) or not location:
             raise TargetError(
                 f"the authorization server answered HTTP {response.status_code} to the authorization "
@@ -104,18 +125,17 @@ class OAuthTokens:
     """
 
     def __init__(
-        self,
-        url: str,
-        make_provider: Callable[[httpx2.AsyncClient], httpx2.Auth],
-        *,
-        on_secret: Callable[[str], None] | None = None,
+        self, url: str, settings: OAuthSettings, *, on_secret: Callable[[str], None] | None = None
     ) -> None:
         """``url``: the MCP endpoint the tokens are for (the pod's own, not a fault proxy's: the
-        protected resource metadata names it). ``make_provider``: the SDK provider, given the client
-        its own requests go through. ``on_secret``: called with each token before it is used."""
+        protected resource metadata names it). ``settings``: how the client gets them (its
+        ``issuer``, when set, is the only authorization server its requests go to). ``on_secret``:
+        called with each token before it is used."""
+        _quiet_sdk_logs()
         self.url = url
+        self.issuer = settings.issuer
         self._http = httpx2.AsyncClient(timeout=AUTH_TIMEOUT_S)
-        self._provider = make_provider(self._http)
+        self._provider = make_provider(settings, url)(self._http)
         self._on_secret = on_secret
         self._lock = asyncio.Lock()
         self.header: str | None = None
@@ -158,17 +178,23 @@ class OAuthTokens:
                 context.token_expiry_time = min(context.token_expiry_time, time.time() - 0.001)
             try:
                 await self._run(request, challenge)
-            except httpx2.HTTPError as exc:
-                self.failure = clip(f"a request to the authorization server failed: {exc}")
-                return False
             except Exception as exc:  # the SDK's OAuthFlowError and its kin: the flow's own verdict
-                self.failure = clip(f"{type(exc).__name__}: {exc}")
+                self.failure = clip(_reason(exc))
                 return False
             header = request.headers.get("Authorization")
             if header is None or header == before:
                 self.failure = "the flow ended without a token"
                 if challenge is None:
                     self._unrefreshable = before  # not again for this token: the server's 401 will say
+                return False
+            if len(header) > MAX_TOKEN_BYTES:
+                self.failure = (
+                    f"the authorization server issued a token of {len(header):,} bytes: the harness takes "
+                    f"up to {MAX_TOKEN_BYTES:,}, since every request carries it in a header and servers "
+                    "refuse longer heads"
+                )
+                if context is not None:
+                    context.clear_tokens()  # never sent: the next challenge asks for another
                 return False
             self.failure = None
             self._found(header)
@@ -208,15 +234,100 @@ class OAuthTokens:
         outgoing: httpx2.Request,
         request: httpx2.Request,
     ) -> httpx2.Request:
-        """Send the flow's own requests until it yields the request being authenticated."""
+        """Send the flow's own requests until it yields the request being authenticated; each one
+        checked against the pinned issuer before it goes, each answer read within bounds."""
         while outgoing is not request:
-            response = await self._http.send(outgoing)
-            await response.aread()
+            if self.issuer is not None:
+                credentials = "authorization" in outgoing.headers
+                _refuse(
+                    request_off_issuer(
+                        outgoing.method, str(outgoing.url), self.issuer, credentials=credentials
+                    )
+                )
+            response = await self._send(outgoing)
             outgoing = await flow.asend(response)
         return outgoing
 
+    async def _send(self, outgoing: httpx2.Request) -> httpx2.Response:
+        """The authorization server's answer to ``outgoing``, read whole up to
+        :data:`MAX_ANSWER_BYTES` (TargetError beyond), and, for metadata with an issuer pinned,
+        checked: every endpoint it names is on the issuer's origin."""
+        streamed = await self._http.send(outgoing, stream=True)
+        try:
+            body = await _bounded(streamed)
+        finally:
+            await streamed.aclose()
+        if self.issuer is not None and outgoing.method == "GET" and streamed.status_code == 200:
+            metadata = _json_object(body)
+            if metadata is not None and "issuer" in metadata:
+                _refuse(metadata_off_issuer(metadata, self.issuer))
+        kept = [(k, v) for k, v in streamed.headers.raw if k.lower() not in _FRAMING]
+        answer = httpx2.Response(streamed.status_code, headers=kept, content=body, request=outgoing)
+        answer.next_request = streamed.next_request  # a redirect the SDK may follow within the origin
+        return answer
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+_FRAMING = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
+"""Headers of an answer as it was framed on the wire: the flow is handed its body decoded and whole."""
+_SDK_LOGGER = "mcp.client.auth"
+
+
+def _quiet_sdk_logs() -> None:
+    """Keep the SDK's OAuth flows from printing: each failed flow is logged with its traceback
+    (``logger.exception``), which Python's last-resort handler writes on stderr, once per probe of a
+    target, before the harness's one-line error says the same. The reason reaches :attr:`failure`."""
+    logger = logging.getLogger(_SDK_LOGGER)
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+
+
+def _reason(exc: Exception) -> str:
+    """Why a flow failed, as one line can say it: the harness's own refusal as it is, a request that
+    failed, a document of the authorization server that is not valid (its first error, without the
+    values, which may be secrets), the SDK's verdict with its kind."""
+    if isinstance(exc, HarnessError):
+        return exc.message
+    if isinstance(exc, httpx2.HTTPError):
+        return f"a request to the authorization server failed: {type(exc).__name__}: {exc}"
+    if isinstance(exc, pydantic.ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "it"
+        return f"the authorization server's answer is not a valid {exc.title}: {where}: {first['msg']}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _bounded(response: httpx2.Response) -> bytes:
+    """The body of a streamed answer of the authorization server, decoded; TargetError past
+    :data:`MAX_ANSWER_BYTES`."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            request = response.request
+            raise TargetError(
+                f"the authorization server's answer to {request.method} {plain(str(request.url))} is over "
+                f"{MAX_ANSWER_BYTES // 1024} KiB, which no metadata, registration or token is"
+            )
+    return bytes(body)
+
+
+def _refuse(why: str | None) -> None:
+    """End the flow with ``why``, if there is one."""
+    if why is not None:
+        raise TargetError(why)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object; None when it is not one."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _why(challenge: Challenge | None) -> str:

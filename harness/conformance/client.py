@@ -17,9 +17,10 @@ from typing import Any
 
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult, ToolCall
-from harness.client.oauth import OAuthSettings, OAuthTokens, make_provider
-from harness.errors import ConformanceFailure
+from harness.client.oauth import OAuthSettings, OAuthTokens
+from harness.errors import ConformanceFailure, UsageError
 from harness.history import Outcome
+from harness.scenario.target import http_endpoint
 
 VERSION = "2025-11-25"
 """The version the client offers when the suite names none (``MCP_CONFORMANCE_PROTOCOL_VERSION``, from
@@ -220,8 +221,56 @@ class AcceptDefaults:
         return {"action": "accept", "content": content}
 
 
+CONTEXT_TYPES: dict[str, type] = {
+    "client_id": str,
+    "client_secret": str,
+    "private_key_pem": str,
+    "signing_algorithm": str,
+    "toolCalls": list,
+}
+"""The context's entries the client reads, and the JSON type each must have."""
+
+
+def endpoint(url: str) -> str:
+    """``url`` if it is a scenario server's ``http://HOST:PORT/PATH``; else a one-line UsageError."""
+    try:
+        return http_endpoint(url, "conformance-client: the URL", "the scenario server's MCP endpoint")
+    except ValueError as exc:
+        raise UsageError(f"{exc}, got {url!r}") from None
+
+
+def context_of(text: str | None) -> dict[str, Any]:
+    """``MCP_CONFORMANCE_CONTEXT`` as the suite sets it: a JSON object whose entries the client reads
+    have their types. A one-line UsageError otherwise, not a traceback in the suite's log."""
+    if not text:
+        return {}
+    try:
+        context = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError
+        raise UsageError(f"conformance-client: MCP_CONFORMANCE_CONTEXT is not JSON ({exc})") from None
+    if not isinstance(context, dict):
+        raise UsageError(
+            f"conformance-client: MCP_CONFORMANCE_CONTEXT must be a JSON object, not {_kind(context)}"
+        )
+    for name, kind in CONTEXT_TYPES.items():
+        value = context.get(name)
+        if value is not None and not isinstance(value, kind):
+            raise UsageError(
+                f"conformance-client: MCP_CONFORMANCE_CONTEXT's {name} must be a JSON "
+                f"{'string' if kind is str else 'array'}, not {_kind(value)}"
+            )
+    return context
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's type as the JSON specification names it."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return "null" if value is None else names.get(type(value), "a number")
+
+
 def oauth_settings(scenario: str, context: Mapping[str, Any]) -> OAuthSettings | None:
-    """The OAuth settings an auth scenario's context asks for; None outside ``auth/``."""
+    """The OAuth settings an auth scenario's context (:func:`context_of`) asks for; None outside
+    ``auth/``."""
     if not scenario.startswith("auth/"):
         return None
     client_id = context.get("client_id")
@@ -234,7 +283,7 @@ def oauth_settings(scenario: str, context: Mapping[str, Any]) -> OAuthSettings |
             client_secret=secret,
             auth_method="private_key_jwt" if key else None,
             private_key=key,
-            signing_algorithm=str(context.get("signing_algorithm") or "ES256"),
+            signing_algorithm=context.get("signing_algorithm") or "ES256",
         )
     return OAuthSettings(
         grant="authorization_code",
@@ -245,14 +294,16 @@ def oauth_settings(scenario: str, context: Mapping[str, Any]) -> OAuthSettings |
 
 
 async def act(url: str, scenario: str, context_json: str | None, version: str | None = None) -> None:
-    """Do what ``scenario`` asks of a client against the suite's server at ``url``."""
-    context: dict[str, Any] = json.loads(context_json) if context_json else {}
+    """Do what ``scenario`` asks of a client against the suite's server at ``url``; a UsageError for a
+    URL or a context the client cannot act on."""
+    url = endpoint(url)
+    context = context_of(context_json)
     settings = oauth_settings(scenario, context)
     script = SCENARIOS.get(scenario, _first_tool if settings is not None else None)
     if script is None:
         known = ", ".join(SCENARIOS)
         raise ConformanceFailure(f"unknown conformance scenario {scenario!r}; known: {known}, auth/*")
-    auth = None if settings is None else OAuthTokens(url, make_provider(settings, url))
+    auth = None if settings is None else OAuthTokens(url, settings)
     client = McpHttpClient(
         url,
         protocol=VERSION if version is None or scenario in LEGACY else version,

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import Field, PrivateAttr, model_validator
 
-from harness.redaction import MIN_DERIVED, collect, mask_url_passwords
+from harness.redaction import MIN_DERIVED, collect, mask_literal_credentials, mask_url_passwords
 from harness.scenario.client import ClientPolicy
 from harness.scenario.effects import Audit
 from harness.scenario.faults import Faults
@@ -88,11 +88,15 @@ class Scenario(Section):
     def dump_yaml(self) -> str:
         """The scenario as run, loadable again (placeholders other than scenario_dir kept).
 
-        Passwords in URLs are replaced with ``***`` (:mod:`harness.redaction`): this text goes into the run
-        directory and the report. The audit never needs them again, since live
-        stores are read once, at the end of the run, into ``effects.json``.
+        Passwords in URLs and credentials written out in the target's env and headers are replaced
+        with ``***`` (:mod:`harness.redaction`): this text goes into the run directory and the report.
+        The audit never needs them again, since live stores are read once, at the end of the run,
+        into ``effects.json``, and the target is not started from it.
         """
-        return scenario_yaml(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        for entries in ("env", "headers"):
+            data["target"][entries] = mask_literal_credentials(data["target"][entries])
+        return scenario_yaml(data)
 
     def secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """What no file or terminal may show (:func:`harness.redaction.collect`): the target's

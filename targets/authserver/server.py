@@ -15,7 +15,14 @@ refreshes them. Each token issued is appended to ``--issued`` (one per line): wh
 in a run's outputs, where none may appear. Codes and refresh tokens are kept in memory: the
 authorization server is not what the harness kills.
 
+What a hostile or broken authorization server does, each switched on for the tests of the client:
+``--endpoint NAME=URL`` puts an endpoint of its metadata elsewhere (``token_endpoint`` on another
+host: the client's credentials would go there); ``--quote-credentials`` quotes the credentials a
+refused client sent (its ``Authorization`` header) in the error it answers; ``--token-bytes N``
+issues access tokens of at least N bytes.
+
     python server.py PORT --key KEY --client ID:SECRET [--client ...] [--ttl S] [--scope S] [--issued FILE]
+                     [--endpoint NAME=URL ...] [--quote-credentials] [--token-bytes N]
 """
 
 from __future__ import annotations
@@ -42,7 +49,17 @@ class Issuer:
     """The server's state: its clients, the codes and refresh tokens it handed out."""
 
     def __init__(
-        self, url: str, key: str, clients: dict[str, str], ttl_s: float, scope: str, issued: str | None
+        self,
+        url: str,
+        key: str,
+        clients: dict[str, str],
+        ttl_s: float,
+        scope: str,
+        issued: str | None,
+        *,
+        endpoints: dict[str, str] | None = None,
+        quote_credentials: bool = False,
+        token_bytes: int = 0,
     ) -> None:
         self.url = url
         self.key = key
@@ -50,6 +67,9 @@ class Issuer:
         self.ttl_s = ttl_s
         self.scope = scope
         self.issued = issued
+        self.endpoints = endpoints or {}
+        self.quote_credentials = quote_credentials
+        self.token_bytes = token_bytes
         self.codes: dict[str, dict[str, Any]] = {}
         self.refresh: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
@@ -65,7 +85,7 @@ class Issuer:
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
             "scopes_supported": self.scope.split(),
             "authorization_response_iss_parameter_supported": True,
-        }
+        } | self.endpoints
 
     def token(self, client: str, resource: str | None, scope: str, *, refreshable: bool) -> dict[str, Any]:
         # Exact expiries (a NumericDate may have a fraction): a whole-second exp would end a token up to
@@ -73,6 +93,8 @@ class Issuer:
         now = time.time()
         claims = {"iss": self.url, "sub": client, "scope": scope, "iat": now, "exp": now + self.ttl_s}
         claims["jti"] = secrets.token_hex(8)
+        if self.token_bytes:
+            claims["pad"] = "x" * self.token_bytes
         if resource:
             claims["aud"] = resource
         access = jwt.encode(claims, self.key, algorithm="HS256")
@@ -121,6 +143,9 @@ def app(issuer: Issuer) -> Starlette:
         form = await request.form()
         client, secret = _client(request, form)
         if client is None or issuer.clients.get(client) != secret:
+            if issuer.quote_credentials:
+                said = f"refused credentials: {request.headers.get('authorization', 'none')}"
+                return JSONResponse({"error": "invalid_client", "error_description": said}, status_code=401)
             return _error("invalid_client", 401)
         grant = form.get("grant_type")
         if grant == "client_credentials":
@@ -176,9 +201,22 @@ def main() -> int:
     parser.add_argument("--ttl", type=float, default=300, help="seconds an access token lives")
     parser.add_argument("--scope", default="invoices", help="the scopes it grants (space-separated)")
     parser.add_argument("--issued", help="append each token issued to this file")
+    parser.add_argument("--endpoint", action="append", default=[], help="NAME=URL: a metadata entry replaced")
+    parser.add_argument("--quote-credentials", action="store_true", help="a refusal quotes the credentials")
+    parser.add_argument("--token-bytes", type=int, default=0, help="access tokens of at least N bytes")
     args = parser.parse_args()
     clients = dict(entry.split(":", 1) for entry in args.client)
-    issuer = Issuer(f"http://127.0.0.1:{args.port}", args.key, clients, args.ttl, args.scope, args.issued)
+    issuer = Issuer(
+        f"http://127.0.0.1:{args.port}",
+        args.key,
+        clients,
+        args.ttl,
+        args.scope,
+        args.issued,
+        endpoints=dict(entry.split("=", 1) for entry in args.endpoint),
+        quote_credentials=args.quote_credentials,
+        token_bytes=args.token_bytes,
+    )
     print(f"authserver: listening on {issuer.url}", file=sys.stderr, flush=True)
     uvicorn.run(app(issuer), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
     return 0

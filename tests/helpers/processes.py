@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.client.oauth import OAuthSettings, OAuthTokens, make_provider
+from harness.client.oauth import OAuthSettings, OAuthTokens
 from harness.client.readiness import Readiness
 from harness.client.readiness import wait_ready as probe_until_ready
 from harness.loopback import free_port
@@ -90,7 +90,7 @@ class RemoteTarget:
             raise RuntimeError(f"reference target not ready: {readiness.last}")
 
     async def _ready(self, settings: OAuthSettings | None) -> Readiness:
-        tokens = None if settings is None else OAuthTokens(self.url, make_provider(settings, self.url))
+        tokens = None if settings is None else OAuthTokens(self.url, settings)
         try:
             return await probe_until_ready(
                 self.url, timeout_s=30.0, alive=lambda: self.pid is not None, auth=tokens

@@ -251,3 +251,61 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     assert proc.stderr.startswith(f"mcp-chaos: error: {flag} {target}: ")
     assert proc.stderr.count("\n") == 1
     assert not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_credentials_written_out_in_the_target_s_env_and_headers_stay_out_of_the_scenario_as_run(
+    tmp_path: Path,
+) -> None:
+    """``API_TOKEN: "literal-value"`` where ``${VAR}`` was meant: the redactor hides the value in what
+    the run writes, and the scenario as run (scenario.yaml, report.md, report.html) masks it."""
+    from harness.auditing import audit_and_report
+    from tests.helpers.scenarios import invoice_scenario, run_scenario
+
+    token, bearer = "literal-api-token-0f3c9a", "literal-bearer-77d2e1"
+    data = invoice_scenario(env={"API_TOKEN": token, "TOKEN_TTL": "60"})
+    data["target"]["headers"] = {"Authorization": f"Bearer {bearer}", "X-Trace": "trace-1"}
+    run_dir = run_scenario(data, tmp_path / "r").run_dir
+    audit_and_report(run_dir)
+    shown = yaml.safe_load((run_dir / "scenario.yaml").read_text())["target"]
+    assert shown["env"]["API_TOKEN"] == "***"
+    assert shown["env"]["TOKEN_TTL"] == "60"  # too short to be a credential
+    assert shown["headers"] == {"Authorization": "Bearer ***", "X-Trace": "trace-1"}
+    for name in ("scenario.yaml", "report.md", "report.html"):
+        text = (run_dir / name).read_text()
+        assert "API_TOKEN" in text, name  # the scenario as run is there, its credentials masked
+        assert token not in text, name
+        assert bearer not in text, name
+
+
+def test_a_downstream_call_s_query_keeps_no_credential_in_its_record(tmp_path: Path) -> None:
+    """The downstream proxy records each call's path through the run's redactor: a declared secret the
+    target's client sent partly URL-encoded (only ``<`` and ``>``, as many clients do), and the value of
+    a query parameter named like a credential that no scenario declared, are masked there."""
+    import asyncio
+
+    import orjson
+
+    from harness.downstream import DownstreamProxy
+    from harness.redaction import Redactor
+    from harness.scenario import DownstreamService
+
+    partly = TOKEN.replace("<", "%3C").replace(">", "%3E")
+    api_key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    target = f"/v1/charges?memo=ab-m0000001&q={partly}&api_key={api_key}&n=2"
+
+    async def call() -> bytes:
+        proxy = DownstreamProxy(tmp_path, DownstreamService(), redact=Redactor([TOKEN]).text)
+        await proxy.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            writer.write(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            answer = await reader.read()
+            writer.close()
+            return answer
+        finally:
+            await proxy.close()
+
+    assert asyncio.run(call()).startswith(b"HTTP/1.1 200")
+    (record,) = [orjson.loads(line) for line in (tmp_path / "downstream.jsonl").read_bytes().splitlines()]
+    assert record["markers"] == ["ab-m0000001"]
+    assert record["path"] == "/v1/charges?memo=ab-m0000001&q=***&api_key=***&n=2"

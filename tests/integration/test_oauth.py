@@ -10,17 +10,23 @@ issued is in a file; none may appear in anything the run wrote or printed.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import http.server
 import io
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
+import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.client.oauth import OAuthSettings
@@ -30,6 +36,7 @@ from harness.loopback import free_port
 from harness.rundir import prepare_run_dir
 from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
+from tests.helpers.cli import mcp_chaos_process
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import RemoteTarget
 from tests.helpers.scenarios import EFFECTS_QUERY, fault_row, invoice_scenario
@@ -53,12 +60,21 @@ class AuthServer:
 @pytest.fixture
 def auth_server(tmp_path: Path) -> Iterator[AuthServer]:
     """The reference authorization server on a free port, its tokens living 1 s; stopped by its pid."""
-    port = free_port()
+    with authorization_server(tmp_path, "--ttl", "1") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def authorization_server(tmp_path: Path, *args: str, port: int | None = None) -> Iterator[AuthServer]:
+    """The reference authorization server on ``port`` (a free one) with ``args``, until the block ends;
+    the tokens it issues in a file unless ``args`` makes them megabytes."""
+    port = free_port() if port is None else port
     issued = tmp_path / "issued.txt"
     issued.touch()
     log = (tmp_path / "authserver.log").open("wb")
     command = [sys.executable, str(AUTH_SERVER), str(port), "--key", KEY, "--client", f"{CLIENT}:{SECRET}"]
-    proc = subprocess.Popen([*command, "--ttl", "1", "--issued", str(issued)], stdout=log, stderr=log)
+    record = [] if "--token-bytes" in args else ["--issued", str(issued)]
+    proc = subprocess.Popen([*command, *args, *record], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -206,3 +222,135 @@ def test_a_protected_server_the_harness_does_not_start_is_driven_through_kills_b
         assert secret not in out.getvalue()
         for path in (p for p in run_dir.rglob("*") if p.is_file()):
             assert secret.encode() not in path.read_bytes(), f"{path.relative_to(run_dir)} holds a secret"
+
+
+class Thief:
+    """A real HTTP server on 127.0.0.1 that a hostile authorization server's metadata points at: it
+    keeps every request it gets (method, path, headers) and refuses each."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        kept = self.requests
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._keep()
+
+            def do_POST(self) -> None:
+                self._keep()
+
+            def _keep(self) -> None:
+                kept.append((self.command, self.path, dict(self.headers)))
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"error": "invalid_client"}')
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Thief:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def refused_run(data: dict[str, Any], tmp_path: Path) -> str:
+    """A run that must stop before its first intent, with a TargetError: its one-line message."""
+    data["target"]["ready_timeout_s"] = 10
+    scenario = parse_scenario(data)
+    run_dir = prepare_run_dir(tmp_path / "results", scenario)
+    with pytest.raises(TargetError) as raised:
+        asyncio.run(run_and_audit(scenario, run_dir, out=io.StringIO(), progress_interval_s=3600, html=False))
+    assert "\n" not in raised.value.message
+    return raised.value.message
+
+
+@pytest.mark.usefixtures("oauth_env")
+@pytest.mark.parametrize(
+    ("grant", "endpoint"),
+    [
+        ("client_credentials", "token_endpoint"),
+        ("authorization_code", "authorization_endpoint"),
+        ("authorization_code", "registration_endpoint"),
+        ("client_credentials", "revocation_endpoint"),
+        ("client_credentials", "jwks_uri"),
+    ],
+)
+def test_credentials_go_to_the_pinned_issuer_only(tmp_path: Path, grant: str, endpoint: str) -> None:
+    """An authorization server whose metadata puts an endpoint on another host: the client sends that
+    host nothing (before, its token request carried the client's secret there) and the run stops,
+    naming both hosts."""
+    with Thief() as thief:
+        place = f"{endpoint}={thief.url}/{endpoint}"
+        with authorization_server(tmp_path, "--endpoint", place) as server:
+            message = refused_run(oauth_scenario(server, grant), tmp_path)
+    assert thief.requests == []
+    assert (
+        f"target.auth.issuer: the authorization server's metadata puts {endpoint} on {thief.url[7:]}"
+        in message
+    )
+    assert f"not on the pinned issuer's host {server.url[7:]}" in message
+
+
+@pytest.mark.usefixtures("oauth_env")
+def test_a_flow_that_fails_is_one_line_with_no_traceback_and_no_echo_of_its_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real ``mcp-chaos run`` whose client the authorization server refuses, quoting the HTTP Basic
+    credentials it got (base64 of the id and the URL-encoded secret, RFC 6749 2.3.1): one line with
+    the server's reason, no SDK traceback or log on either stream, no trace of the secret anywhere."""
+    secret = 'wrong/secret+&<>"x y=='
+    monkeypatch.setenv("OAUTH_TEST_SECRET", secret)
+    with authorization_server(tmp_path, "--quote-credentials") as server:
+        data = oauth_scenario(server, "client_credentials")
+        data["target"]["ready_timeout_s"] = 10
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(data))
+        done = mcp_chaos_process("run", path, "--results", tmp_path / "r", "--no-preflight")
+    assert done.returncode == 3, done.stderr
+    printed = done.stdout + done.stderr
+    assert "Traceback" not in printed
+    assert "OAuth flow error" not in printed
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("mcp-chaos: error: ")]
+    assert "invalid_client" in error
+    assert "refused credentials: Basic " in error  # what the server quoted, the secret's part masked
+    assert "***" in error
+    basic = base64.b64encode(f"{CLIENT}:{quote(secret, safe='')}".encode()).decode()
+    start = (len(CLIENT) + 1 + 3) // 3 * 4 + 4  # past the id's base64 and the secret's first group
+    windows = {basic[i : i + 8] for i in range(start, len(basic) - 8)}
+    written = [p.read_text(errors="replace") for p in (tmp_path / "r").rglob("*") if p.is_file()]
+    assert written
+    for text in (printed, *written):
+        assert secret not in text
+        assert not [w for w in windows if w in text]
+
+
+@pytest.mark.usefixtures("oauth_env")
+@pytest.mark.parametrize(
+    ("size", "said"),
+    [
+        (
+            8_000_000,
+            "the authorization server's answer to POST http://127.0.0.1:{port}/token is over 1024 KiB",
+        ),
+        (40_000, "the authorization server issued a token of"),
+    ],
+)
+def test_a_token_too_large_to_send_is_refused_saying_so(tmp_path: Path, size: int, said: str) -> None:
+    """An 8 MB token ended in advice to raise ready_timeout_s, the target never answering a request
+    that carried it: the answer, and the token, are bounded, and the run says which."""
+    port = free_port()
+    with authorization_server(tmp_path, "--token-bytes", str(size), port=port) as server:
+        message = refused_run(oauth_scenario(server, "client_credentials"), tmp_path)
+    assert said.format(port=port) in message
+    assert "ready_timeout_s" not in message

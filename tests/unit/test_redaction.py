@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,3 +119,61 @@ def test_a_secret_found_during_a_run_is_hidden_from_then_on_in_its_every_form() 
     assert token not in redactor.text(json.dumps({"t": token}))
     redactor.add(token, "")  # again, and nothing: no change
     assert redactor.text("plain text") == "plain text"
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(secret=secrets_, data=st.data())
+def test_a_secret_url_encoded_only_in_part_is_hidden(secret: str, data: st.DataObject) -> None:
+    """A client encodes what it must and leaves the rest: each character as it is or as its %XX."""
+    encoded = [quote(c, safe="") for c in secret]
+    keep = data.draw(st.lists(st.booleans(), min_size=len(secret), max_size=len(secret)))
+    mixed = "".join(c if raw else e for c, e, raw in zip(secret, encoded, keep, strict=True))
+    shown = Redactor([secret]).text(f"GET /v1/charges?q={mixed}&n=1 HTTP/1.1")
+    assert mixed not in shown
+    assert shown.endswith(f"{MASK}&n=1 HTTP/1.1")
+
+
+def test_the_issue_token_with_only_its_angle_brackets_encoded_is_hidden() -> None:
+    partly = TOKEN.replace("<", "%3C").replace(">", "%3e")
+    assert Redactor([TOKEN]).text(f"/v1/charges?memo={partly}") == f"/v1/charges?memo={MASK}"
+
+
+@pytest.mark.parametrize("client_id", ["c", "nightly-job", "ab", "client:42", "x" * 31])
+@pytest.mark.parametrize("encode", [lambda s: quote(s, safe=""), quote_plus])
+def test_the_oauth_basic_header_of_a_url_encoded_secret_is_hidden(
+    client_id: str, encode: Callable[[str], str]
+) -> None:
+    """RFC 6749 2.3.1: ``Basic`` base64 of the URL-encoded id, ``:``, and the URL-encoded secret, as the
+    SDK sends it; an authorization server quoting it back must not show the secret's bytes."""
+    secret = 's3cr3t/+&<>"x y=='
+    header = base64.b64encode(f"{encode(client_id)}:{encode(secret)}".encode()).decode()
+    shown = Redactor([secret]).text(f'invalid_client: got "Basic {header}"')
+    assert MASK in shown
+    # Whatever base64 is left shows the id and at most the secret's edge bytes, never its middle.
+    start = (len(encode(client_id)) + 1 + 3) // 3 * 4 + 4
+    for i in range(start, len(header) - 8):
+        assert header[i : i + 8] not in shown, (i, shown)
+
+
+@pytest.mark.parametrize(
+    "name", ["api_key", "apikey", "API-KEY", "token", "access_token", "password", "secret", "client_secret",
+             "key", "X-Amz-Signature", "sig"],
+)  # fmt: skip
+def test_a_query_parameter_named_like_a_credential_is_masked_undeclared(name: str) -> None:
+    path = f"/v1/charges?amount=500&{name}=sk_live_4eC39HqLyjWDarjtT1zdp7dc&memo=ab-m0000001"
+    assert Redactor().text(path) == f"/v1/charges?amount=500&{name}={MASK}&memo=ab-m0000001"
+    assert Redactor(mask="REDACTED").text(f"{path};x") == (
+        f"/v1/charges?amount=500&{name}=REDACTED&memo=ab-m0000001;x"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/v1/charges?amount=500&memo=ab-m0000001&page_size=10",
+        "/v1/sessions?token_ttl=60&limit=5",  # shorter than MIN_DERIVED: a number, not a secret
+        "a token=abcdef in a sentence",  # not a query: nothing before it
+    ],
+)
+def test_other_query_parameters_are_left_alone(text: str) -> None:
+    assert Redactor().text(text) == text
