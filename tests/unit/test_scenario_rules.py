@@ -67,7 +67,8 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         (
             ["faults={crash_points: {holds: [{at: response}]}}"],
             "faults.crash_points holds and explore count the points of one call at a time: they need "
-            "workload.concurrency 1 and one pod the harness runs (no replicas, balancer or Kubernetes target)",
+            "workload.concurrency 1 and one pod the harness runs (no replicas, balancer or Kubernetes "
+            "target)",
         ),
         (
             ["workload.concurrency=1", "faults.crash_points={holds: [{at: response}]}"],
