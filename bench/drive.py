@@ -23,10 +23,10 @@ from bench.common import cpu_seconds
 from harness import eventloop
 from harness.client.http import McpHttpClient
 from harness.client.stdio import StdioChannel, StdioClient
-from harness.driver import Driver
 from harness.faults.proxy import FaultProxy
 from harness.history import HistoryWriter, Outcome
 from harness.pods.process import STDIO_LINE_LIMIT
+from harness.run.driver import Driver
 from harness.scenario import StreamFault, parse_scenario
 from harness.workload import Workload
 

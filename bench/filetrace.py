@@ -25,8 +25,8 @@ import orjson
 
 from bench.common import ROOT
 from harness.crashpoints.explore import Exploration, explore, prepare
+from harness.run.runner import run_and_audit
 from harness.rundir import prepare_run_dir
-from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
 
 NOTES = ROOT / "targets" / "notes" / "server.py"

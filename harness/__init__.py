@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from harness.audit.summary import Summary
     from harness.auditing import audit_and_report
     from harness.errors import HarnessError
+    from harness.run.runner import execute, run_and_audit
     from harness.rundir import prepare_run_dir
-    from harness.runner import execute, run_and_audit
     from harness.scenario import Scenario, load_scenario, parse_scenario
 
 _HOMES = {
@@ -38,8 +38,8 @@ _HOMES = {
     "HarnessError": "harness.errors",
     "prepare_run_dir": "harness.rundir",
     "audit_and_report": "harness.auditing",
-    "execute": "harness.runner",
-    "run_and_audit": "harness.runner",
+    "execute": "harness.run.runner",
+    "run_and_audit": "harness.run.runner",
     "Scenario": "harness.scenario",
     "load_scenario": "harness.scenario",
     "parse_scenario": "harness.scenario",

@@ -12,7 +12,7 @@ What nginx did is read back from its access log, written as JSON lines: the
 JSON-RPC id of each request (from its body) and every upstream it tried. A
 request that went to more than one upstream is a ``balancer_retry`` of the
 attempt with that id (:func:`record_retries`), recorded in the history once
-nginx has stopped. The wiring (:mod:`harness.wiring`) starts and stops it.
+nginx has stopped. The wiring (:mod:`harness.run.wiring`) starts and stops it.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ crash_plan         planned, skipped, deferred (each a list of {path, labels}): a
 pod_unavailable    pod, ready_seq (its restart's pod_ready), for_s, failed (attempts), bound_s, locks
                    (lock-like files in the data directory since the last answer before the fault),
                    message (the pod log's last lines): back from a fault, it answered no call for
-                   bound_s (``harness.liveness``); the run stops
+                   bound_s (``harness.run.liveness``); the run stops
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """

@@ -116,7 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from harness.arguments import ids, pairs
     from harness.contract import select
     from harness.errors import HarnessError
-    from harness.runner import check_environment
+    from harness.run.runner import check_environment
     from harness.scenario import load_scenario
 
     state.source = config.invocation_params.dir / path
@@ -311,8 +311,8 @@ class McpChaos:
         for a dot: ``workload__intents=200`` is ``--set workload.intents=200``. Like ``mcp-chaos
         run``, one real call first (``preflight=False`` skips it) proves the audit counts effects."""
         from harness import eventloop, rundir
-        from harness import preflight as checked
-        from harness.runner import run_and_audit
+        from harness.run import preflight as checked
+        from harness.run.runner import run_and_audit
 
         loaded = _load(scenario, overrides)
         run_dir = rundir.prepare_run_dir(self.results, loaded)
@@ -393,7 +393,7 @@ def _sets(overrides: Mapping[str, Any]) -> list[str]:
 
 
 def _load(scenario: ScenarioSource, overrides: Mapping[str, Any]) -> Scenario:
-    from harness.runner import check_environment
+    from harness.run.runner import check_environment
     from harness.scenario import load_scenario, parse_scenario
 
     if isinstance(scenario, Mapping):

@@ -31,11 +31,11 @@ from harness.auditing import audit_and_report
 from harness.errors import UsageError
 from harness.faults.describe import announcement
 from harness.history import FaultKind, Verdict
-from harness.preflight import preflight
 from harness.report.compare import Counts, render_comparison, render_comparison_html
 from harness.report.html import REPORT_HTML
 from harness.report.tables import ci, markdown_table, pct
-from harness.runner import check_environment, execute
+from harness.run.preflight import preflight
+from harness.run.runner import check_environment, execute
 from harness.scenario import Scenario, load_scenario
 
 MODES = ("naive", "keyed", "atomic")

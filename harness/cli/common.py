@@ -34,7 +34,7 @@ def drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
     import asyncio
 
     from harness import eventloop
-    from harness.runner import cancel_on_stop_signals
+    from harness.run.runner import cancel_on_stop_signals
 
     try:
         return eventloop.run(cancel_on_stop_signals(coro))
@@ -44,7 +44,7 @@ def drive(coro: Coroutine[Any, Any, T], run_dirs: Sequence[Path]) -> T:
 
 def preflight_call(scenario: Scenario, parent: Path, run_id: str, run_dirs: Sequence[Path]) -> None:
     """Two real calls, each of whose effects must be counted once; PreflightError (exit 2) otherwise."""
-    from harness.preflight import CALLS, preflight
+    from harness.run.preflight import CALLS, preflight
 
     sys.stderr.write(f"preflight: {CALLS} calls of {scenario.workload.tool} ...\n")
     sys.stderr.flush()

@@ -104,7 +104,7 @@ def command(args: argparse.Namespace) -> int:
         terminal_table,
         write_reports,
     )
-    from harness.runner import check_environment
+    from harness.run.runner import check_environment
     from harness.scenario import load_scenario
     from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
 

@@ -68,7 +68,7 @@ def command(args: argparse.Namespace) -> int:
     from harness.crashpoints import explore as crash_explore
     from harness.crashpoints import jobs as crash_jobs
     from harness.crashpoints import render as crash_render
-    from harness.runner import check_environment
+    from harness.run.runner import check_environment
     from harness.scenario import load_scenario
 
     jobs = job_count(args.jobs, crash_jobs.default_jobs())

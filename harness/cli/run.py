@@ -46,12 +46,12 @@ def add(sub: Commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from harness import control
     from harness.faults.describe import announcement
     from harness.report import trend
     from harness.report.junit import run_junit
     from harness.report.text import render_step_summary, render_text
-    from harness.runner import check_environment, run_and_audit
+    from harness.run import control
+    from harness.run.runner import check_environment, run_and_audit
     from harness.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, overrides(args))

@@ -30,7 +30,7 @@ def add(sub: Commands) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from harness.faults.describe import describe_plan
-    from harness.runner import check_environment
+    from harness.run.runner import check_environment
     from harness.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, overrides(args))

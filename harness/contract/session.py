@@ -31,8 +31,8 @@ from harness.client.http import LIST_PAGES, McpHttpClient
 from harness.client.messages import CallResult, ToolCall
 from harness.errors import StoreNotMade, TargetError
 from harness.history import HistoryWriter, Outcome
+from harness.run.wiring import TargetWiring
 from harness.scenario import Scenario
-from harness.wiring import TargetWiring
 from harness.workload import Intent, Workload
 
 RETRIED = frozenset({Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT, Outcome.SESSION_LOST})

@@ -43,7 +43,7 @@ from harness.crashpoints.points import FILE_KINDS, MAX_DEPTH, Point, PointKind, 
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError, UsageError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
-from harness.runner import execute
+from harness.run.runner import execute
 from harness.scenario import Scenario, parse_scenario
 from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
 

@@ -10,7 +10,7 @@ read during the run (checkpoint reads) and by contract checks, and ``init``
 drafts a source from the stores it saw a server write.
 
 A source never opens a socket or starts a process itself: a live read is handed
-a :class:`LiveIO` (the run's wiring gives one, :mod:`harness.final_read`), so
+a :class:`LiveIO` (the run's wiring gives one, :mod:`harness.run.final_read`), so
 this package stays offline like the auditor that imports it.
 """
 

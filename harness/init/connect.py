@@ -1,6 +1,6 @@
 """What ``mcp-chaos init`` learns from a live server: its protocol, name, tools, the stores it writes.
 
-The target is started the way a run starts it, through :class:`~harness.wiring.TargetWiring`
+The target is started the way a run starts it, through :class:`~harness.run.wiring.TargetWiring`
 (its pod under a supervisor, the readiness check of its transport, the harness's
 PostgreSQL when its environment asks for ``{postgres_url}``, the effect sink for
 ``{sink_url}``), in a throwaway run directory (kept when the server would not
@@ -42,8 +42,8 @@ from harness.history import HistoryWriter, Outcome
 from harness.pods.factory import target_headers
 from harness.pods.ready import StdioReady
 from harness.pods.watchdog import guard
+from harness.run.wiring import TargetWiring
 from harness.scenario import Scenario, TargetSpec
-from harness.wiring import TargetWiring
 
 MAX_PAGES = 20
 """``tools/list`` pages read at most (a catalog larger than that is a finding of its own)."""

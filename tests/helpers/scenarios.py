@@ -10,8 +10,8 @@ from typing import Any
 from harness.audit.auditor import AuditResult
 from harness.audit.summary import FaultRow, Summary
 from harness.history import FaultKind
+from harness.run.runner import run_and_audit
 from harness.rundir import prepare_run_dir
-from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
 from tests.helpers.paths import INVOICES
 

@@ -19,7 +19,6 @@ import pytest
 
 from harness import rundir
 from harness.effects.registry import source_of
-from harness.final_read import Reach, read_now
 from harness.history import (
     CheckpointWhen,
     EventType,
@@ -29,7 +28,8 @@ from harness.history import (
     Verdict,
     read_history,
 )
-from harness.runner import execute
+from harness.run.final_read import Reach, read_now
+from harness.run.runner import execute
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import alive

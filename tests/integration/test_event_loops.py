@@ -10,8 +10,8 @@ import pytest
 
 from harness import eventloop
 from harness.history import FaultKind, Verdict, read_history
+from harness.run.runner import run_and_audit
 from harness.rundir import prepare_run_dir
-from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
 from tests.helpers.scenarios import fault_row, invoice_scenario
 

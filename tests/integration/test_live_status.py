@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.history import NEVER_SENT, read_history
+from harness.run.runner import execute
 from harness.rundir import prepare_run_dir
-from harness.runner import execute
 from harness.scenario import parse_scenario
 from tests.helpers.scenarios import invoice_scenario
 from tests.unit.test_live import Terminal

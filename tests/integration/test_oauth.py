@@ -33,8 +33,8 @@ from harness.client.oauth import OAuthSettings
 from harness.errors import TargetError
 from harness.history import FaultKind, Verdict, read_history
 from harness.loopback import free_port
+from harness.run.runner import run_and_audit
 from harness.rundir import prepare_run_dir
-from harness.runner import run_and_audit
 from harness.scenario import parse_scenario
 from tests.helpers.cli import mcp_chaos_process
 from tests.helpers.paths import ROOT

@@ -25,8 +25,8 @@ import pytest
 from harness import rundir
 from harness.client.messages import ToolCall
 from harness.history import EventType, HistoryWriter, Outcome, read_history
+from harness.run.wiring import TargetWiring
 from harness.scenario import parse_scenario
-from harness.wiring import TargetWiring
 from tests.helpers.scenarios import invoice_scenario
 from tests.integration.test_kubernetes import kube_scenario
 from tests.kubefake import fake_cluster

@@ -42,10 +42,10 @@ from harness.client.messages import ToolCall
 from harness.effects.base import EffectSource, SeenStore
 from harness.effects.registry import KINDS, drafts, source_of
 from harness.errors import AuditError
-from harness.final_read import read_now
 from harness.history import HistoryWriter, Outcome
+from harness.run.final_read import read_now
+from harness.run.wiring import TargetWiring
 from harness.scenario import Effects, parse_scenario
-from harness.wiring import TargetWiring
 from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = pytest.mark.integration

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from harness import checkpoints as checkpoints_module
-from harness.checkpoints import Checkpoints, Reader
 from harness.effects.base import Sample
 from harness.errors import AuditError, HistoryError, ScenarioError
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, read_history
+from harness.run import checkpoints as checkpoints_module
+from harness.run.checkpoints import Checkpoints, Reader
 from harness.scenario import parse_scenario
 from tests.helpers.scenarios import invoice_scenario
 

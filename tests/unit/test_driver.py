@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from harness.client import CallResult, ToolCall
-from harness.driver import Driver
 from harness.history import Detail, HistoryWriter, IntentStatus, Outcome, read_history
-from harness.retry import Answer, Attempts, End, Retry
+from harness.run.driver import Driver
+from harness.run.retry import Answer, Attempts, End, Retry
 from harness.scenario import ClientPolicy, parse_scenario
 from harness.workload import Workload
 

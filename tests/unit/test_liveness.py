@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.liveness import lock_files, said_once
+from harness.run.liveness import lock_files, said_once
 
 
 def test_lock_like_files_written_since_the_fault_are_named(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from types import FrameType
 
 import pytest
 
-from harness.runner import cancel_on_stop_signals
+from harness.run.runner import cancel_on_stop_signals
 
 
 @pytest.fixture

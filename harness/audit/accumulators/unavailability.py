@@ -30,7 +30,7 @@ class Unavailable:
 
 
 class Unavailability(Accumulator):
-    """Pods found unavailable after a fault (``harness.liveness``); fills ``Fold.unavailable``."""
+    """Pods found unavailable after a fault (``harness.run.liveness``); fills ``Fold.unavailable``."""
 
     def __init__(self) -> None:
         self.found: list[Unavailable] = []

@@ -17,7 +17,7 @@ as it was. A question is not a failure and uses up no attempt; ``client.max_inpu
 bounds them.
 
 What follows each attempt (retry after a backoff, answer a question, or end
-the intent) is the retry policy's, :mod:`harness.retry`; the driver sends the
+the intent) is the retry policy's, :mod:`harness.run.retry`; the driver sends the
 attempts (each a :class:`~harness.client.ToolCall`) and writes them down.
 
 With ``client.trace`` each attempt carries a ``traceparent``: the intent's trace,
@@ -43,7 +43,7 @@ from harness.client import CallResult, McpClient, ToolCall
 from harness.client.balance import Balancer
 from harness.crashpoints.router import Router
 from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
-from harness.retry import Answer, Attempts, End, Step
+from harness.run.retry import Answer, Attempts, End, Step
 from harness.scenario import ClientPolicy
 from harness.tracecontext import span_id, trace_id, traceparent
 from harness.workload import Intent, Workload

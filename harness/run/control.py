@@ -18,7 +18,7 @@ from pathlib import Path
 from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.history import Verdict
-from harness.runner import run_and_audit
+from harness.run.runner import run_and_audit
 from harness.scenario import Scenario
 
 

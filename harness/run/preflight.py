@@ -37,7 +37,7 @@ from harness.errors import AuditError, PreflightError
 from harness.faults.pacing import advise
 from harness.history import EventType, Outcome, excerpt, read_history
 from harness.replies import reads_as_failure
-from harness.runner import execute
+from harness.run.runner import execute
 from harness.scenario import Scenario
 
 SUFFIX = rundir.PREFLIGHT_SUFFIX

@@ -11,7 +11,7 @@ their supervisors, the final read of effects, checkpoint reads, the driver and i
 clients, the injector, the live status line, the liveness watch. Each is entered
 into one ``AsyncExitStack`` as it starts, so they stop in the reverse order
 whatever happens (success, a target that will not start, Ctrl-C, SIGTERM, SIGHUP).
-The target's parts are the wiring's (:mod:`harness.wiring`); the run adds the
+The target's parts are the wiring's (:mod:`harness.run.wiring`); the run adds the
 faults (the injector, the fault proxies) and the driver. So on the way
 out the driver stops first, the final read happens while pod and services are
 still up, and ``run_ended`` is the history's last event, saying how the run
@@ -35,22 +35,22 @@ from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult
 from harness.auditing import audit_and_report
-from harness.checkpoints import Checkpoints, effects_reader
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
-from harness.driver import Driver, DriverStats
 from harness.errors import HarnessError, ScenarioError, TargetError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
 from harness.history import EventType, HistoryWriter, Outcome, RunStatus
-from harness.liveness import Liveness
 from harness.pods.factory import require_env_refs
 from harness.report.live import LiveStatus, Snapshot
+from harness.run.checkpoints import Checkpoints, effects_reader
+from harness.run.driver import Driver, DriverStats
+from harness.run.liveness import Liveness
+from harness.run.wiring import TargetWiring
 from harness.scenario import Scenario
 from harness.template import TemplateError
-from harness.wiring import TargetWiring
 from harness.workload import Workload
 
 T = TypeVar("T")

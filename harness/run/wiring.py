@@ -1,6 +1,6 @@
 """A scenario's target, wired: its pod, services, balancer, readiness check, supervisor and clients.
 
-A chaos run (:mod:`harness.runner`) and a contract check (:mod:`harness.contract`)
+A chaos run (:mod:`harness.run.runner`) and a contract check (:mod:`harness.contract`)
 need the same parts, started in the same order and stopped in reverse: the
 harness's PostgreSQL, effect sink and downstream proxy, then (a run only) nginx in front of the
 replicas, then the pods under their supervisors (one per replica; most targets
@@ -46,7 +46,6 @@ from harness.downstream import DownstreamProxy, ca_path_for
 from harness.effects.base import Sample
 from harness.effects.registry import source_of
 from harness.errors import ScenarioError, TargetStartError
-from harness.final_read import Reach, final_read, read_now
 from harness.history import Detail, EventType, HistoryWriter, Outcome
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, target_headers, target_oauth
@@ -56,6 +55,7 @@ from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
 from harness.pods.watchdog import guard, redact_logs
 from harness.redaction import Redactor
+from harness.run.final_read import Reach, final_read, read_now
 from harness.scenario import Scenario
 from harness.services import Postgres
 from harness.sink import EffectSink
@@ -443,7 +443,7 @@ class TargetWiring:
         return await channel.request(method, params, request_id, timeout=timeout)
 
     def reach(self, namespace: str) -> Reach:
-        """Where the scenario's live effect source is read (see :mod:`harness.final_read`)."""
+        """Where the scenario's live effect source is read (see :mod:`harness.run.final_read`)."""
         postgres_url = self.postgres.url if self.postgres else None
         return Reach(self.pod_url, self.protocol, self.headers, postgres_url, namespace, self.auth)
 

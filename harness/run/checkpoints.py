@@ -11,7 +11,7 @@ survived). The auditor calls an intent *vanished* when a checkpoint saw its
 effect and the final count is lower.
 
 A read counts effects exactly as the audit does, through the scenario's effect
-source (:mod:`harness.effects`, read by :func:`harness.final_read.read_now`). It
+source (:mod:`harness.effects`, read by :func:`harness.run.final_read.read_now`). It
 is bounded: at most one per injected pod fault and one per restart, and
 ``audit.checkpoints.timeout_s`` long, after which it is abandoned. It never raises
 into the run: a read that fails or is abandoned is recorded with its error. Each
@@ -47,14 +47,14 @@ from functools import partial
 from harness.effects.base import Sample
 from harness.errors import HarnessError
 from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, excerpt
-from harness.wiring import TargetWiring
+from harness.run.wiring import TargetWiring
 
 Reader = Callable[[], Awaitable[Sample]]
 """Reads the effect source now."""
 
 
 def effects_reader(wiring: TargetWiring, namespace: str) -> Reader:
-    """The scenario's effect source, read now (:func:`harness.final_read.read_now`)."""
+    """The scenario's effect source, read now (:func:`harness.run.final_read.read_now`)."""
     return partial(wiring.read_effects_now, namespace)
 
 
