@@ -125,12 +125,18 @@ class OAuthTokens:
     """
 
     def __init__(
-        self, url: str, settings: OAuthSettings, *, on_secret: Callable[[str], None] | None = None
+        self,
+        url: str,
+        settings: OAuthSettings,
+        *,
+        on_secret: Callable[[str], None] | None = None,
+        history: HistoryWriter | None = None,
     ) -> None:
         """``url``: the MCP endpoint the tokens are for (the pod's own, not a fault proxy's: the
         protected resource metadata names it). ``settings``: how the client gets them (its
         ``issuer``, when set, is the only authorization server its requests go to). ``on_secret``:
-        called with each token before it is used."""
+        called with each token before it is used. ``history``: where a replaced token is written
+        (``token_refreshed``)."""
         _quiet_sdk_logs()
         self.url = url
         self.issuer = settings.issuer
@@ -144,8 +150,7 @@ class OAuthTokens:
         """Why the last flow found no token (the authorization server's answer), for the attempt."""
         self._unrefreshable: str | None = None
         """A token whose refresh ahead of its expiry failed: replaced at the server's 401 instead."""
-        self.history: HistoryWriter | None = None
-        """Where a replaced token is written (``token_refreshed``), once the run's history is open."""
+        self.history = history
 
     def stale(self) -> bool:
         """Whether the token expires within :data:`REFRESH_AHEAD_S` and the flow can refresh it (a

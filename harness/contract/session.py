@@ -30,7 +30,7 @@ from harness.client import McpClient
 from harness.client.http import LIST_PAGES, McpHttpClient
 from harness.client.messages import CallResult, ToolCall
 from harness.errors import StoreNotMade, TargetError
-from harness.history import HistoryWriter, Outcome
+from harness.history import Outcome
 from harness.run.wiring import TargetWiring
 from harness.scenario import Scenario
 from harness.workload import Intent, Workload
@@ -61,8 +61,8 @@ class ContractSession:
         self.namespace = namespace
         self.tool = scenario.workload.tool
         self.wiring = TargetWiring(scenario, run_dir)
-        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.wiring.redactor.text)
-        self.supervisor = self.wiring.supervise(self.history)
+        self.history = self.wiring.history
+        self.supervisor = self.wiring.supervise()
         self.client: McpClient | None = None
         self._ids = itertools.count(1)
         self.workload = Workload(scenario, namespace, size=INTENTS)

@@ -3,7 +3,7 @@
 A run whose crash points trace files starts one tracer for its pod's data directory
 (a part of the run, started before the pods and stopped after them). Each time the
 supervisor starts the pod, the tracer seizes it before anything else happens
-(:meth:`FileTracer.attach`, the supervisor's ``on_started``). Every durable file
+(:meth:`FileTracer.attach`, when the run's bus says ``PodStarted``). Every durable file
 operation the pod then makes there comes in as an event while the pod waits at its
 entry; it is reported to the run's decision router (``fs_write#3``, labelled by its
 path), which counts it in the call's window and may kill the pod right there, as at
@@ -12,7 +12,7 @@ operation), else ``go``. In an ordinary run (``faults.kill.power_loss``) nothing
 held: the tracer only keeps its model of what is durable.
 
 A crash planned as a power loss (``...@power_loss``) is a kill at the point and
-then, before the supervisor starts the pod again (its ``before_restart``), the data
+then, before the supervisor starts the pod again (``PodDied``), the data
 directory rolled back to what the tracer's model says was durable
 (:meth:`FileTracer.after_crash`): the history records what the rollback changed.
 """
@@ -37,6 +37,7 @@ from harness.crashpoints.router import Router
 from harness.errors import TargetStartError
 from harness.history import EventType, HistoryWriter
 from harness.pods.watchdog import guard
+from harness.run.bus import Bus, PodDied, PodStarted
 
 SHADOW_PREFIX = "mcp-chaos-durable-"
 """The tracer's copy of what is durable (a file's bytes as of its last fsync): a temporary directory
@@ -83,6 +84,10 @@ class FileTracer:
     history: HistoryWriter
     run_id: str
     _: KW_ONLY
+    bus: Bus
+    """Where it hears that the pod started (it seizes it) and died (it rolls the data back if planned)."""
+    pod: str = "pod-0"
+    """The pod it traces, by name (a run traces one)."""
     seen_as: str | None = None
     """The data directory as the pod names it (a container's ``target.data_mount``), if not as here."""
     refused: str | None = field(default=None, init=False)
@@ -94,6 +99,18 @@ class FileTracer:
     _answers: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue, init=False)
     _shadow: Path | None = field(default=None, init=False)
     _deciding: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.bus.subscribe(PodStarted, self._started)
+        self.bus.subscribe(PodDied, self._died)
+
+    async def _started(self, event: PodStarted) -> None:
+        if event.pod == self.pod:
+            await self.attach(event.pid)
+
+    async def _died(self, event: PodDied) -> None:
+        if event.pod == self.pod:
+            await self.after_crash()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FileTracer]:
@@ -131,7 +148,7 @@ class FileTracer:
             await self._stop()
 
     async def attach(self, pid: int) -> None:
-        """Seize the pod that just started (the supervisor's ``on_started``); TargetStartError when it
+        """Seize the pod that just started (``PodStarted``); TargetStartError when it
         cannot be, which no retry changes. Nothing where ptrace is not allowed at all (``refused``)."""
         if self.refused is not None:
             return
@@ -144,7 +161,7 @@ class FileTracer:
             )
 
     async def after_crash(self) -> None:
-        """Before the pod starts again (the supervisor's ``before_restart``): a crash planned as a power
+        """Before the pod starts again (``PodDied``): a crash planned as a power
         loss rolls the data directory back to what was durable."""
         if not self.losses.take_power_loss() or self.refused is not None:
             return

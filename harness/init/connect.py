@@ -38,7 +38,7 @@ from harness.client.readiness import wait_ready
 from harness.client.stdio import StdioClient
 from harness.effects.base import SeenStore
 from harness.errors import TargetError, TargetNotReady
-from harness.history import HistoryWriter, Outcome
+from harness.history import Outcome
 from harness.pods.factory import target_headers
 from harness.pods.ready import StdioReady
 from harness.pods.watchdog import guard
@@ -190,9 +190,9 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
     """The probe's services and pod started as a run starts them, the tools listed; all stopped after."""
     wiring = TargetWiring(scenario, run_dir)
     async with contextlib.AsyncExitStack() as stack:
-        history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY, redact=wiring.redactor.text))
+        stack.enter_context(wiring.history)
         stack.callback(wiring.redact_logs)  # a log kept for a failed start may quote the token
-        await stack.enter_async_context(wiring.running(history))
+        await stack.enter_async_context(wiring.running())
         (client,) = wiring.clients()
         stack.push_async_callback(client.aclose)
         listed = await _list_tools(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from harness.client.readiness import Readiness
@@ -20,6 +20,7 @@ from harness.errors import FaultUnfinished, TargetError, TargetNotReady
 from harness.history import EventType, FaultKind, HistoryWriter
 from harness.pods.pod import Pod
 from harness.pods.ready import ReadyCheck
+from harness.run.bus import Bus, PodBack, PodDied, PodGone, PodStarted
 
 
 @dataclass(eq=False)
@@ -34,6 +35,11 @@ class Supervisor:
     restart_delay_s: float
     max_restarts: int
     stop_timeout_s: float
+    bus: Bus = field(default_factory=Bus)
+    """Where it tells the run of its pod (:mod:`harness.run.bus`): started (the file tracer seizes it
+    there, before it has written anything), died (a power loss is rolled back before the restart), back
+    (a checkpoint read, the liveness watch), gone (the run stops on it; where no part listens, as in a
+    contract check or ``init``, that restart raises TargetNotReady)."""
     ready: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     ready_since: float = field(default=0.0, init=False)
     """``time.monotonic()`` when the pod last became ready."""
@@ -43,23 +49,11 @@ class Supervisor:
     """How long its last start took, to ready (``pod_ready``'s ``after_s``)."""
     ready_seq: int = field(default=-1, init=False)
     """The history seq of the pod's last ``pod_ready``."""
-    on_restart: Callable[[str, int], None] | None = field(default=None, init=False)
-    """Called with the pod's name and ``ready_seq`` each time the pod is ready again after it
-    died (a run's checkpoint read); it must not block: the supervisor is watching the pod."""
-    on_started: Callable[[int], Awaitable[None]] | None = field(default=None, init=False)
-    """Awaited with the pid of each instance as soon as it started, before its readiness is checked (the
-    file tracer seizes it there, before it has written anything)."""
-    on_gone: Callable[[str], None] | None = field(default=None, init=False)
-    """Called with why, when the pod did not come back from a death (a restart that never became ready:
-    it exited as it started, or never answered): the run stops on it, a finding of its own (recorded as
-    ``pod_unavailable``). Unset (a contract check, init), that restart raises TargetNotReady."""
-    before_restart: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
-    """Awaited after an instance died and before the next starts (a power loss rolls the data back)."""
     kills: int = field(default=0, init=False)
     started_seq: int = field(default=-1, init=False)
     """The history seq of the pod's last ``pod_started``."""
     gone: asyncio.Event = field(default_factory=asyncio.Event, init=False)
-    """Set when the pod did not come back from a death (:attr:`on_gone`): it will not be ready again."""
+    """Set when the pod did not come back from a death (``PodGone``): it will not be ready again."""
     _halted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     """Set by :meth:`stop`: what a supervisor whose pod did not come back waits for."""
     _killed: bool = field(default=False, init=False)
@@ -81,8 +75,7 @@ class Supervisor:
         self.started_seq = self.history.emit(
             EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity()
         )
-        if self.on_started is not None:
-            await self.on_started(pid)
+        await self.bus.publish(PodStarted(self.pod.name, pid))
         waiter = asyncio.ensure_future(self.pod.wait())
         try:
             readiness = await self.ready_check.wait(
@@ -178,8 +171,7 @@ class Supervisor:
                     "the limit (target.max_restarts)",
                     details=self.pod.log_tail(),
                 )
-            if self.before_restart is not None:
-                await self.before_restart()
+            await self.bus.publish(PodDied(self.pod.name))
             await asyncio.sleep(self.restart_delay_s)
             if self.stopping:
                 return
@@ -187,13 +179,13 @@ class Supervisor:
             try:
                 await self.start()
             except TargetNotReady as exc:
-                if self.on_gone is None:
+                if not self.bus.heard(PodGone):
                     raise
                 self._gone(exc)
                 await self._halted.wait()  # the run stops on it; the pod stays as it is until then
                 return
-            if self.on_restart is not None and self.ready.is_set():
-                self.on_restart(self.pod.name, self.ready_seq)
+            if self.ready.is_set():
+                self.bus.tell(PodBack(self.pod.name, self.ready_seq))
 
     def _unfinished(self, exc: FaultUnfinished) -> None:
         """Record that the last kill did not finish (``fault_unfinished``): its exit will not come."""
@@ -203,8 +195,7 @@ class Supervisor:
         )
 
     def _gone(self, exc: TargetNotReady) -> None:
-        """Record a pod that did not come back from its death, and tell the run (:attr:`on_gone`)."""
-        assert self.on_gone is not None
+        """Record a pod that did not come back from its death, and tell the run (``PodGone``)."""
         self.history.emit(
             EventType.POD_UNAVAILABLE,
             pod=self.pod.name,
@@ -217,7 +208,9 @@ class Supervisor:
             message=exc.details or "",
         )
         self.gone.set()
-        self.on_gone(f"{self.pod.name} did not come back after it died: {exc.message}")
+        self.bus.tell(
+            PodGone(self.pod.name, f"{self.pod.name} did not come back after it died: {exc.message}")
+        )
 
     @property
     def stopping(self) -> bool:

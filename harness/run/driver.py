@@ -33,15 +33,14 @@ import itertools
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from harness.client import CallResult, McpClient, ToolCall
 from harness.client.balance import Balancer
-from harness.crashpoints.router import Router
 from harness.history import NEVER_SENT, EventType, HistoryWriter, IntentStatus, Outcome
 from harness.run.retry import Answer, Attempts, End, Step
 from harness.scenario import ClientPolicy
@@ -59,6 +58,45 @@ hot path names a dozen of them a call."""
 def result_digest(result: dict[str, object]) -> str:
     """A short, order-independent fingerprint of a result, to compare a replay with its original."""
     return hashlib.sha256(orjson.dumps(result, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+class Scheduler(Protocol):
+    """What the driver asks before each intent and tells of each attempt. A run's is made of its parts
+    (the injector's dispatch gate, the router, the exploration's reads, the bus the liveness watch
+    hears attempts on); the driver knows none of them."""
+
+    async def admit(self) -> bool:
+        """Before the next intent: wait while dispatch is held; False when the run has all it needs."""
+        ...
+
+    async def dispatch(self, dispatched: int) -> None:
+        """The ``dispatched``-th intent starts: what must happen before its first attempt."""
+        ...
+
+    def started(self, intent: int, attempt: int) -> None:
+        """An attempt is about to be sent."""
+        ...
+
+    def ended(self, intent: int, attempt: int, outcome: Outcome, seconds: float) -> Mapping[str, Any]:
+        """An attempt ended as the client saw it: what its ``attempt_ended`` says beyond that (the points
+        it reached)."""
+        ...
+
+
+class Unscheduled:
+    """No run around the driver (a test, the bench): every intent is admitted, nothing is told."""
+
+    async def admit(self) -> bool:
+        return True
+
+    async def dispatch(self, dispatched: int) -> None:
+        return None
+
+    def started(self, intent: int, attempt: int) -> None:
+        return None
+
+    def ended(self, intent: int, attempt: int, outcome: Outcome, seconds: float) -> Mapping[str, Any]:
+        return {}
 
 
 @dataclass
@@ -88,14 +126,9 @@ class Driver:
         seed: int,
         request_progress: bool = False,
         deadline_s: float | None = None,
-        on_dispatch: Callable[[int], None] | None = None,
-        dispatch_gate: asyncio.Event | None = None,
         balancer: Balancer | None = None,
-        enough: Callable[[], bool] | None = None,
-        on_attempt: Callable[[Outcome, float], None] | None = None,
         stats: DriverStats | None = None,
-        before_intent: Callable[[], Awaitable[None]] | None = None,
-        router: Router | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.workload = workload
         self.clients = list(clients)
@@ -107,19 +140,8 @@ class Driver:
         self.concurrency = concurrency
         self.request_progress = request_progress
         self.deadline_s = deadline_s
-        self.on_dispatch = on_dispatch
-        self.dispatch_gate = dispatch_gate
-        """While cleared, no new intent starts (retries go on): the injector holds a due fault's point."""
-        self.enough = enough
-        """Asked before each intent starts: True when what the run is for is done (an exploration's plan
-        has been tried); the intents left are then not started."""
-        self.on_attempt = on_attempt
-        """Told each attempt's outcome and how long it took (the liveness watch)."""
-        self.before_intent = before_intent
-        """Awaited before each intent starts (an exploration's read of the store, one call at a time)."""
-        self.router = router
-        """Told of each attempt as it starts and ends; what the points it reached were goes into its
-        ``attempt_ended``."""
+        self.scheduler: Scheduler = Unscheduled() if scheduler is None else scheduler
+        """Asked before each intent, told of each attempt (a run's is ``runner.RunScheduler``)."""
         self.stopped: str | None = None
         """Why the run stopped starting intents and retrying (:meth:`stop`)."""
         self.stats = DriverStats(planned=len(workload)) if stats is None else stats
@@ -163,22 +185,15 @@ class Driver:
             self.history.flush()
 
     async def _work(self, worker: int, client: McpClient) -> None:
-        gate, history = self.dispatch_gate, self.history
+        scheduler = self.scheduler
         while True:
-            if gate is not None and not gate.is_set():
-                history.flush()
-                await gate.wait()
-            if self.stopped is not None or (self.enough is not None and self.enough()):
+            if not await scheduler.admit() or self.stopped is not None:
                 return
             intent = next(self._intents, None)
             if intent is None or self._past_deadline():
                 return
             self.stats.dispatched += 1
-            if self.on_dispatch is not None:
-                self.on_dispatch(self.stats.dispatched)
-            if self.before_intent is not None:
-                history.flush()
-                await self.before_intent()
+            await scheduler.dispatch(self.stats.dispatched)
             await self._perform(intent, worker, client)
 
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
@@ -263,19 +278,16 @@ class Driver:
         stats.attempts += 1
         stats.in_flight += 1
         self._in_flight[call.request_id] = (intent.index, attempt)
-        router = self.router
-        if router is not None:
-            router.started(intent.index, attempt)
+        scheduler = self.scheduler
+        scheduler.started(intent.index, attempt)
         sent = time.monotonic()
         try:
             res = await client.call_tool(call, timeout=self.policy.attempt_timeout_s)
         finally:
             stats.in_flight -= 1
             del self._in_flight[call.request_id]
-        points = router.ended(intent.index, attempt) if router is not None else None
+        points = scheduler.ended(intent.index, attempt, res.outcome, time.monotonic() - sent)
         self._record(intent, attempt, call.request_id, res, points)
-        if self.on_attempt is not None:
-            self.on_attempt(res.outcome, time.monotonic() - sent)
         return res
 
     def _record(

@@ -27,7 +27,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -38,6 +38,7 @@ from harness.auditing import audit_and_report
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
+from harness.crashpoints.router import Router
 from harness.errors import HarnessError, ScenarioError, TargetError
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
@@ -45,6 +46,7 @@ from harness.faults.schedule import build_schedule, counted_plan
 from harness.history import EventType, HistoryWriter, Outcome, RunStatus
 from harness.pods.factory import require_env_refs
 from harness.report.live import LiveStatus, Snapshot
+from harness.run.bus import AttemptEnded, Bus, PodBack, PodGone
 from harness.run.checkpoints import Checkpoints, effects_reader
 from harness.run.driver import Driver, DriverStats
 from harness.run.liveness import Liveness
@@ -147,6 +149,50 @@ async def _finish(task: asyncio.Task[object] | None) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+class RunScheduler:
+    """The driver's scheduler in a run (:class:`harness.run.driver.Scheduler`): the injector holds new
+    intents back while a due fault waits for its moment, the router says when a plan has every try it
+    wanted and hears of every attempt, an exploration reads the store before each call, and the bus
+    tells the liveness watch how each attempt ended. The history is flushed before any of it waits."""
+
+    def __init__(
+        self,
+        history: HistoryWriter,
+        injector: Injector,
+        router: Router,
+        bus: Bus,
+        *,
+        explores: bool,
+        before_call: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        self.history = history
+        self.injector = injector
+        self.router = router
+        self.bus = bus
+        self.explores = explores
+        self.before_call = before_call
+
+    async def admit(self) -> bool:
+        gate = self.injector.dispatch_gate
+        if not gate.is_set():
+            self.history.flush()
+            await gate.wait()
+        return not (self.explores and self.router.exhausted())
+
+    async def dispatch(self, dispatched: int) -> None:
+        self.injector.on_dispatch(dispatched)
+        if self.before_call is not None:
+            self.history.flush()
+            await self.before_call()
+
+    def started(self, intent: int, attempt: int) -> None:
+        self.router.started(intent, attempt)
+
+    def ended(self, intent: int, attempt: int, outcome: Outcome, seconds: float) -> Mapping[str, Any]:
+        self.bus.tell(AttemptEnded(outcome, seconds))
+        return self.router.ended(intent, attempt)
+
+
 class _Run:
     """The parts of one run, wired; :meth:`execute` starts and stops them in order."""
 
@@ -160,8 +206,8 @@ class _Run:
         # from everything written.
         self.wiring = TargetWiring(scenario, run_dir)
         self.redactor = self.wiring.redactor
-        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.redactor.text)
-        self.supervisor = self.wiring.supervise(self.history)
+        self.history = self.wiring.history
+        self.supervisor = self.wiring.supervise()
         self.schedule = build_schedule(scenario)
         kill, pause = scenario.faults.kill, scenario.faults.pause
         self.supervisors = self.wiring.supervisors
@@ -190,9 +236,13 @@ class _Run:
             after_s=scenario.target.unavailable_after_s,
             data_dir=run_dir / rundir.DATA,
         )
-        for supervisor in self.supervisors:
-            supervisor.on_restart = self._restarted
-            supervisor.on_gone = self._gone
+        bus = self.wiring.bus
+        liveness, checkpoints = self.liveness, self.checkpoints
+        bus.subscribe(PodBack, lambda back: liveness.restarted(back.pod, back.ready_seq))
+        if checkpoints is not None:  # a read after each restart, in a task of its own
+            bus.subscribe(PodBack, lambda back: checkpoints.after_restart(back.pod, back.ready_seq))
+        bus.subscribe(PodGone, self._gone)
+        bus.subscribe(AttemptEnded, lambda ended: liveness.attempt(ended.outcome, ended.seconds))
         self.injector = Injector(
             self.schedule,
             self.supervisors,
@@ -230,17 +280,11 @@ class _Run:
         self._live: LiveStatus | None = None
         self._clients: list[list[McpClient]] = []
 
-    def _restarted(self, pod: str, ready_seq: int) -> None:
-        """A pod that died is ready again: the liveness watch starts over, a checkpoint read is taken."""
-        self.liveness.restarted(pod, ready_seq)
-        if self.checkpoints is not None:
-            self.checkpoints.after_restart(pod, ready_seq)
-
-    def _gone(self, why: str) -> None:
+    def _gone(self, gone: PodGone) -> None:
         """A pod did not come back from its death: the run stops on it, as on one that came back and
         answered nothing (the liveness watch), and the audit leads with it."""
         if self.driver is not None:
-            self.driver.stop(why)
+            self.driver.stop(gone.why)
 
     def _attempt_of(self, request_id: object) -> tuple[int, int] | None:
         return None if self.driver is None else self.driver.attempt_of(request_id)
@@ -340,14 +384,16 @@ class _Run:
             seed=self.scenario.seed,
             request_progress=self.scenario.workload.request_progress,
             deadline_s=self.scenario.workload.max_duration_s,
-            on_dispatch=self.injector.on_dispatch,
-            dispatch_gate=self.injector.dispatch_gate,
             balancer=self._balancer(clients),
-            enough=self.wiring.router.exhausted if self.wiring.crashes else None,
-            router=self.wiring.router,
-            on_attempt=self.liveness.attempt,
             stats=self.stats,
-            before_intent=self._before_call(),
+            scheduler=RunScheduler(
+                self.history,
+                self.injector,
+                self.wiring.router,
+                self.wiring.bus,
+                explores=self.wiring.crashes,
+                before_call=self._before_call(),
+            ),
         )
         try:
             yield

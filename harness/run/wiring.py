@@ -55,6 +55,7 @@ from harness.pods.ready import HttpReady, StdioReady
 from harness.pods.supervisor import Supervisor
 from harness.pods.watchdog import guard, redact_logs
 from harness.redaction import Redactor
+from harness.run.bus import Bus
 from harness.run.final_read import Reach, final_read, read_now
 from harness.scenario import Scenario
 from harness.services import Postgres
@@ -75,6 +76,31 @@ class TargetWiring:
         try:
             self.headers = target_headers(target)
             self.redactor = Redactor(scenario.secrets())
+        except TemplateError as exc:
+            raise ScenarioError(str(exc)) from None
+        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.redactor.text)
+        """The run's history (its owner enters it into its exit stack, which closes it), redacted."""
+        self.bus = Bus()
+        """What the run's parts tell each other (:mod:`harness.run.bus`)."""
+        try:
+            self._wire(scenario, run_dir)
+        except BaseException:
+            self.history.close()
+            raise
+        self.ready_check: HttpReady | StdioReady | None = None
+        """Replica 0's readiness check (the only one of a stdio target)."""
+        self.supervisor: Supervisor | None = None
+        """Replica 0's supervisor: the pod a contract check restarts, and the final read's."""
+        self.supervisors: list[Supervisor] = []
+        self.files: FileTracer | None = None
+        """The file tracer of a run whose crash points trace files (made with the supervisors)."""
+        self._supervise: asyncio.Task[None] | None = None
+        self._pods_stopped = False
+
+    def _wire(self, scenario: Scenario, run_dir: Path) -> None:
+        """Every part whose ports and placeholders must be known before anything starts."""
+        target = scenario.target
+        try:
             oauth = target_oauth(target)
             self.ports = [free_port() for _ in range(target.replicas)]
             self.port = self.ports[0]
@@ -94,7 +120,9 @@ class TargetWiring:
                 self.upstreams = [(parts.hostname, parts.port, parts.netloc.rpartition("@")[2])]
             self.pod_url = self.pod_urls[0]
             self.auth = (
-                None if oauth is None else OAuthTokens(self.pod_url, oauth, on_secret=self.redactor.add)
+                None
+                if oauth is None
+                else OAuthTokens(self.pod_url, oauth, on_secret=self.redactor.add, history=self.history)
             )
             """``target.auth``: the run's tokens, shared by its clients, probes and reads (the pod's own
             URL is the resource they are for, whatever proxy a client goes through)."""
@@ -185,23 +213,10 @@ class TargetWiring:
             """A real load balancer in front of the replicas (or their fault proxies), if there is one."""
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
-        self.history: HistoryWriter | None = None
-        self.ready_check: HttpReady | StdioReady | None = None
-        """Replica 0's readiness check (the only one of a stdio target)."""
-        self.supervisor: Supervisor | None = None
-        """Replica 0's supervisor: the pod a contract check restarts, and the final read's."""
-        self.supervisors: list[Supervisor] = []
-        self.files: FileTracer | None = None
-        """The file tracer of a run whose crash points trace files (made with the supervisors)."""
-        self._supervise: asyncio.Task[None] | None = None
-        self._pods_stopped = False
 
-    def supervise(self, history: HistoryWriter) -> Supervisor:
-        """The readiness checks and supervisors, writing to ``history``; replica 0's supervisor."""
-        target, client = self.scenario.target, self.scenario.client
-        self.history = history
-        if self.auth is not None:
-            self.auth.history = history
+    def supervise(self) -> Supervisor:
+        """The readiness checks and supervisors, writing to the history; replica 0's supervisor."""
+        target, client, history = self.scenario.target, self.scenario.client, self.history
         for pod, url in zip(self.pods, self.pod_urls, strict=True):
             ready_check: HttpReady | StdioReady = (
                 StdioReady(history=history, key_meta=client.key_meta)
@@ -219,6 +234,7 @@ class TargetWiring:
                     restart_delay_s=target.restart_delay_s,
                     max_restarts=target.max_restarts,
                     stop_timeout_s=target.stop_timeout_s,
+                    bus=self.bus,
                 )
             )
         self.supervisor = self.supervisors[0]
@@ -237,10 +253,10 @@ class TargetWiring:
                 losses,
                 history,
                 self.run_dir.name,
+                bus=self.bus,
+                pod=self.supervisor.pod.name,
                 seen_as=target.data_mount if target.runtime == "docker" else None,
             )
-            self.supervisor.on_started = self.files.attach
-            self.supervisor.before_restart = self.files.after_crash
         supervisor = self.supervisor
         self.router.attach(
             history,
@@ -268,7 +284,7 @@ class TargetWiring:
                 stack.push_async_callback(self._stop_postgres)
                 await self.postgres.start()
                 pg = self.postgres
-                self._emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
+                self.history.emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
             if self.pg_proxy is not None:
                 stack.push_async_callback(self.pg_proxy.close)
                 await self.pg_proxy.start()
@@ -279,7 +295,9 @@ class TargetWiring:
                 stack.push_async_callback(self.downstream.close)
                 await self.downstream.start()
                 proxy = self.downstream
-                self._emit(EventType.SERVICE_STARTED, service="downstream", port=proxy.port, url=proxy.url)
+                self.history.emit(
+                    EventType.SERVICE_STARTED, service="downstream", port=proxy.port, url=proxy.url
+                )
             stack.callback(self.router.record_missed)  # once no call can reach a point any more
             if self.files is not None:
                 (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
@@ -305,7 +323,9 @@ class TargetWiring:
             return
         try:
             await self.nginx.start()
-            self._emit(EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port)
+            self.history.emit(
+                EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port
+            )
             yield
         finally:
             await self._stop_balancer()
@@ -325,10 +345,10 @@ class TargetWiring:
             await self.stop_pods()
 
     @contextlib.asynccontextmanager
-    async def running(self, history: HistoryWriter) -> AsyncIterator[Supervisor]:
+    async def running(self) -> AsyncIterator[Supervisor]:
         """The target as a contract check or ``init`` uses it: services, then the pods (no balancer:
         they call replica 0); yields replica 0's supervisor."""
-        supervisor = self.supervise(history)
+        supervisor = self.supervise()
         async with self.running_services(), self.running_pods():
             yield supervisor
 
@@ -456,10 +476,6 @@ class TargetWiring:
         """What the effect source holds now, whatever its kind (a checkpoint read's, a contract check's)."""
         return await read_now(self.effects, self.run_dir, self.reach(namespace))
 
-    def _emit(self, event: EventType, **fields: object) -> None:
-        if self.history is not None:
-            self.history.emit(event, **fields)
-
     async def stop_pods(self) -> None:
         """Stop every replica and its supervisor, once (a run's final read of PostgreSQL stops them
         first; the exit stack's own call is then nothing)."""
@@ -475,13 +491,13 @@ class TargetWiring:
         assert self.postgres is not None
         await self.postgres.stop()
         if self.postgres.pid is not None:
-            self._emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)
+            self.history.emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)
 
     async def _stop_balancer(self) -> None:
         """Stop nginx, then record each attempt it sent to more than one replica (from its log)."""
         assert self.nginx is not None
         await self.nginx.stop()
-        self._emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
+        self.history.emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
         if self.history is not None:
             upstreams = self.proxy_ports or self.ports
             pods = {f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(upstreams)}

@@ -107,7 +107,6 @@ def test_each_design_fails_exactly_the_checks_it_should(tmp_path: Path, case: st
     else:
         assert got == failing, proc.stdout
     assert proc.returncode == (1 if got else 0), proc.stderr
-    assert report["seconds"] < 30
 
 
 def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
@@ -125,7 +124,6 @@ def test_the_atomic_design_passes_and_says_why(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert set(verdicts(report).values()) == {"pass"}
-    assert report["seconds"] < 30
     by_id = {c["id"]: c for c in report["checks"]}
     assert by_id["concurrent_same_key"]["why"].startswith("one effect; ")
     assert "idempotency_key_in_use" in json.dumps(by_id["concurrent_same_key"]["evidence"])

@@ -24,7 +24,7 @@ import pytest
 
 from harness import rundir
 from harness.client.messages import ToolCall
-from harness.history import EventType, HistoryWriter, Outcome, read_history
+from harness.history import EventType, Outcome, read_history
 from harness.run.wiring import TargetWiring
 from harness.scenario import parse_scenario
 from tests.helpers.scenarios import invoice_scenario
@@ -79,8 +79,8 @@ async def exercise(data: dict[str, Any], results: Path) -> tuple[Path, dict[str,
     wiring = TargetWiring(scenario, run_dir)
     seen: dict[str, Any] = {}
     async with contextlib.AsyncExitStack() as stack:
-        history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY))
-        supervisor = await stack.enter_async_context(wiring.running(history))
+        stack.enter_context(wiring.history)
+        supervisor = await stack.enter_async_context(wiring.running())
         seen["first_pid"] = supervisor.pod.pid
         seen["first_call"] = await call(wiring, 1)
 

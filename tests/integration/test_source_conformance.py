@@ -42,7 +42,7 @@ from harness.client.messages import ToolCall
 from harness.effects.base import EffectSource, SeenStore
 from harness.effects.registry import KINDS, drafts, source_of
 from harness.errors import AuditError
-from harness.history import HistoryWriter, Outcome
+from harness.history import Outcome
 from harness.run.final_read import read_now
 from harness.run.wiring import TargetWiring
 from harness.scenario import Effects, parse_scenario
@@ -217,8 +217,8 @@ async def exercise(store: Store, results: Path) -> Observed:
     source = wiring.effects
     drafted: Counter[str] | None = None
     async with contextlib.AsyncExitStack() as stack:
-        history = stack.enter_context(HistoryWriter(run_dir / rundir.HISTORY))
-        wiring.supervise(history)
+        stack.enter_context(wiring.history)
+        wiring.supervise()
         await stack.enter_async_context(wiring.running_services())
         if store.pod:
             await stack.enter_async_context(wiring.running_pods())
