@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
@@ -39,9 +39,10 @@ def test_every_field_has_a_docstring_and_every_optional_one_its_default(name: st
 
 def test_a_default_made_by_a_factory_is_written_out() -> None:
     client = SCHEMA["properties"]["client"]
-    assert client["default"]["max_attempts"] == Scenario.model_fields["client"].get_default(
-        call_default_factory=True
-    ).max_attempts
+    assert (
+        client["default"]["max_attempts"]
+        == Scenario.model_fields["client"].get_default(call_default_factory=True).max_attempts
+    )
     assert SCHEMA["$defs"]["Faults"]["properties"]["stream"]["default"] == []
 
 
