@@ -156,19 +156,19 @@ def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def _option_row(parser: argparse.ArgumentParser, action: argparse.Action) -> tuple[str, ...]:
+    """One row of a command's table: its names, the value it takes, its default, its help."""
     takes_value = action.nargs != 0
     metavar = action.metavar or (action.dest.upper() if action.option_strings else action.dest)
-    if isinstance(metavar, tuple):
-        metavar = " ".join(metavar)
+    metavar = " ".join(metavar) if isinstance(metavar, tuple) else metavar
     names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{metavar}`"
     value = f"`{metavar}`" if action.option_strings and takes_value else ""
-    if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
+    if action.choices is not None:
         value = " \\| ".join(f"`{c}`" for c in action.choices)
     default = action.default
-    shown = "" if default in (None, argparse.SUPPRESS) or not takes_value or default == [] else f"`{default}`"
+    shown = "" if default in (None, argparse.SUPPRESS, []) or not takes_value else f"`{default}`"
     required = "required" if (action.required or not action.option_strings) and action.nargs != "?" else ""
     what = parser._get_formatter()._expand_help(action) if action.help else ""
-    return names, cell(value) if not value.startswith("`") else value, shown or required, cell(what)
+    return names, value, shown or required, cell(what)
 
 
 def cli_page(config: MkDocsConfig) -> str:
