@@ -21,7 +21,7 @@ CHECK_JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 XDIST := -n $(JOBS) --dist loadgroup
 
-.PHONY: chaos reproduce nightly matrix check test lint unit integration quality conformance bench image node servers venv clean
+.PHONY: chaos reproduce nightly matrix check test lint unit integration quality conformance bench image node servers venv docs schema clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -124,5 +124,15 @@ servers: tests/servers/node_modules/.package-lock.json
 tests/servers/node_modules/.package-lock.json: tests/servers/package-lock.json
 	cd tests/servers && npm ci --no-audit --no-fund --ignore-scripts
 
+## The documentation site (MkDocs Material) into site/, warnings as errors; its reference pages are
+## generated from the code at every build (docs/hooks/reference.py). `make test` builds it too.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## The scenario's JSON Schema (harness/scenario/scenario.schema.json), generated from its model; a
+## unit test fails while the committed file is stale.
+schema: $(STAMP)
+	$(BIN)/python -m harness.scenario.schema
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache *.egg-info
+	rm -rf site $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache *.egg-info

@@ -268,13 +268,21 @@ class Verdict(enum.StrEnum):
     """The auditor's judgement per intent (see ``harness.audit.verdicts`` for the rules)."""
 
     EXACTLY_ONCE = "exactly_once"
+    """The client saw ok and the intent took effect once: correct."""
     DUPLICATE = "duplicate"
+    """The intent took effect two or more times, whatever the client saw."""
     LOST = "lost"
+    """The client saw ok and nothing was stored: success reported, nothing done."""
     UNFINISHED = "unfinished"
+    """The client gave up (retries ran out) and nothing was stored."""
     APPLIED_AFTER_GIVING_UP = "applied_after_giving_up"
+    """The client gave up, and the intent took effect once: done, but the client never knew."""
     REJECTED = "rejected"
+    """The server answered a final error and nothing was stored: a clean, definitive failure."""
     APPLIED_DESPITE_ERROR = "applied_despite_error"
+    """The server said no (a final error, or an ok whose text reads as a failure) and did it."""
     INCOMPLETE = "incomplete"
+    """The run stopped while the intent was in flight: its end was never recorded."""
 
 
 class CheckpointWhen(enum.StrEnum):

@@ -48,15 +48,27 @@ class Cause(enum.StrEnum):
     """The causes that are not fault kinds."""
 
     TIMEOUT = "timeout"
+    """No fault hit it; the client retried after an attempt timed out."""
     TRANSPORT_ERROR = "transport_error"
+    """No fault hit it; the client retried after a connection broke."""
     RETRYABLE_TOOL_ERROR = "retryable_tool_error"
+    """No fault hit it; the client retried a tool error that said it was retryable."""
     NO_FAULT = "no_fault"
+    """Nothing the harness did touched the intent (shown, for a lost one): the server loses or repeats
+    writes by itself. Compare with a control run (``run --control``)."""
     VANISHED = "vanished"
+    """A checkpoint read saw its effect during the run, and it was gone after a later pod restart."""
     LOST_ACROSS_RESTART = "lost_across_restart"
+    """Acknowledged before a pod fault, never seen stored, and no read before that fault showed the
+    server had dropped it."""
     ERROR_AS_SUCCESS = "error_as_success"
+    """Its ok reply reads as a failure ("Database error: no such table"): an error dressed as a success."""
     GAVE_UP = "gave_up"
+    """No fault and no retry reason: the client ran out of attempts or time."""
     REFUSED = "refused"
+    """The server refused it with an error it did not say was retryable (the code is in its own column)."""
     RUN_ENDED = "run_ended"
+    """The run stopped while the intent was in flight."""
 
 
 POD_KINDS = frozenset(k.value for k in (*POD_FAULTS, FaultKind.CRASH))

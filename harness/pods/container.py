@@ -65,7 +65,7 @@ def _check_engine_socket() -> None:
         except OSError as exc:
             raise TargetStartError(
                 f"no Docker engine answers at {host} ({exc.strerror or type(exc).__name__}); start one "
-                "(see README: dockerd --bridge=none --iptables=false --ip-masq=false)"
+                "(see docs/how-to/deployments.md: dockerd --bridge=none --iptables=false --ip-masq=false)"
             ) from None
 
 
@@ -86,7 +86,7 @@ def docker_client() -> Any:
                 client.close()
         raise TargetStartError(
             f"no Docker engine answers ({type(exc).__name__}); start one "
-            "(see README: dockerd --bridge=none --iptables=false --ip-masq=false)"
+            "(see docs/how-to/deployments.md: dockerd --bridge=none --iptables=false --ip-masq=false)"
         ) from None
     return client
 

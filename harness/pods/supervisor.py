@@ -115,7 +115,7 @@ class Supervisor:
             first = (
                 ""
                 if self.restarts
-                else "; if it needs its store made first, see README.md, 'A store made "
+                else "; if it needs its store made first, see docs/how-to/your-server.md, 'A store made "
                 "before the server starts'"
             )
             raise TargetNotReady(

@@ -15,21 +15,28 @@ class Backoff(Section):
     """Exponential backoff between attempts of one intent."""
 
     initial_s: float = Field(default=0.05, ge=0, le=60)
+    """The first retry's delay."""
     max_s: float = Field(default=1.0, ge=0, le=600)
+    """No delay is longer than this."""
     multiplier: float = Field(default=2.0, ge=1, le=10)
+    """Each retry's delay is the last one's times this."""
     jitter: Literal["full", "equal", "none"] = "full"
+    """Seeded jitter of each delay: ``full`` (0 to the delay), ``equal`` (half to all of it) or ``none``."""
 
 
 class ClientPolicy(Section):
     """What the client does when an attempt fails: the retry policy under test."""
 
     attempt_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    """An attempt with no answer after this long is a ``timeout``, and is retried."""
     max_attempts: int = Field(default=20, ge=1, le=1000)
+    """Attempts per intent before the client gives up (``gave_up``)."""
     give_up_after_s: float | None = Field(default=None, gt=0, le=86_400)
     """Stop retrying an intent this long after it began, whatever ``max_attempts`` still allows (no
     new attempt starts past it). Crash point explorations set it: their attempts are many, to span a
     restart, and a server that hangs must not take each to its ``attempt_timeout_s``."""
     backoff: Backoff = Field(default_factory=Backoff)
+    """The delay before each retry."""
     key_reuse: Literal["same", "fresh"] = "same"
     """``same``: every attempt of an intent carries its key (correct). ``fresh``: a buggy client."""
     retry_tool_errors: Literal["retryable", "never"] = "retryable"

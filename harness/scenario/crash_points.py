@@ -130,8 +130,11 @@ class CrashPoints(Section):
     and the holds listed kill the pod at theirs. The first hold that names an intent applies to it."""
 
     holds: list[CrashHold] = Field(default_factory=list)
+    """Fixed points to hold and kill the target at (what a reproducer holds)."""
     explore: CrashExplore | None = None
+    """Explore every point of a clean call instead (what ``mcp-chaos crashpoints`` runs)."""
     order: CrashOrder | None = None
+    """Hold two attempts of one intent at one point and release them in a given order (a race)."""
     files: bool = True
     """Trace the pod's file operations on its data directory (ptrace, from outside the server): each is
     a hold point (``fs_write#N``, ``fs_rename#N``, ...), and a crash there can be a power loss. For a

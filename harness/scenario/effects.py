@@ -20,6 +20,8 @@ class SqlEffects(Section):
     url: str
     """``sqlite:///PATH`` (read by the auditor) or ``postgresql://...`` (read at the end of the run)."""
     query: str
+    """One ``SELECT`` (or ``WITH ... SELECT``) giving ``marker`` and, optionally, ``effects`` columns; the
+    store is opened read-only."""
 
     @field_validator("url")
     @classmethod
@@ -45,6 +47,7 @@ class SinkEffects(Section):
     For black-box images whose store the harness cannot read."""
 
     marker_field: str = "marker"
+    """The field of each record that holds the intent's marker."""
     dedupe_by_key: bool = False
     """Answer a call whose idempotency key (``Idempotency-Key`` header, else an ``idempotency_key``
     field) was seen before as a replay, as a payment provider does: it is recorded, not counted."""
@@ -88,7 +91,9 @@ class ToolEffects(Section):
     """
 
     tool: ToolName
+    """A read-only tool of the target, called at the end; it returns ``{"effects": {marker: count}}``."""
     arguments: dict[str, Any] = Field(default_factory=dict)
+    """Its arguments (``{namespace}``: this run's marker prefix)."""
 
     @field_validator("arguments")
     @classmethod
@@ -108,7 +113,9 @@ class CommandEffects(Section):
     """
 
     command: list[str] = Field(min_length=1)
+    """The command, one word per item; it prints ``marker,effects`` CSV lines (a header line is allowed)."""
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    """The command is killed after this long, and the read fails."""
 
     @field_validator("command")
     @classmethod
@@ -122,7 +129,9 @@ class JsonlEffects(Section):
     """Count records per marker in a JSON-lines file the target writes (one effect per line)."""
 
     path: str
+    """The JSON-lines file (``{data_dir}/...``): one effect per line holding a marker."""
     marker_field: str = "marker"
+    """The field of each line that holds the intent's marker."""
 
     @field_validator("path")
     @classmethod
@@ -140,9 +149,12 @@ class FilesEffects(Section):
     """
 
     dir: str
+    """The directory of the store (``{data_dir}``), or of the JSON document."""
     pattern: str = Field(default="**/*", min_length=1)
     """Which files, as a glob relative to ``dir`` (``**`` enters subdirectories)."""
     marker_in: Literal["content", "name"] = "content"
+    """``content``: each marker found in a file's bytes is one effect; ``name``: each file whose name
+    holds one."""
 
     @field_validator("dir")
     @classmethod
@@ -165,12 +177,19 @@ class Effects(Section):
     """Where the auditor finds the effects: exactly one source."""
 
     sql: SqlEffects | None = None
+    """A SQL query over a SQLite file or a PostgreSQL database."""
     sink: SinkEffects | None = None
+    """The harness's effect sink (``{sink_url}``): each call the target makes to it is one effect."""
     downstream: DownstreamEffects | None = None
+    """The calls the downstream proxy (``services.downstream``) recorded and its upstream accepted."""
     tool: ToolEffects | None = None
+    """A read-only tool of the target, called once at the end."""
     command: CommandEffects | None = None
+    """A command of yours, run at the end, that prints the counts."""
     jsonl: JsonlEffects | None = None
+    """A JSON-lines file the target writes."""
     files: FilesEffects | None = None
+    """The files of a directory store or a JSON document, counted by the markers in them."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Effects:
@@ -195,6 +214,8 @@ class CheckpointReads(Section):
     for a source whose reads are expensive; ``true`` is the default."""
 
     enabled: bool = True
+    """``false`` (or ``checkpoints: false``): no reads during the run, for a source whose reads are
+    expensive."""
     timeout_s: float = Field(default=5.0, gt=0, le=300)
     """A read that takes longer is abandoned and recorded as such; the run goes on."""
 
@@ -208,4 +229,6 @@ class Audit(Section):
     """How the run is judged: where its effects are counted, and when they are read during the run."""
 
     effects: Effects
+    """The effect source: exactly one of its kinds."""
     checkpoints: CheckpointReads = Field(default_factory=CheckpointReads)
+    """Reads of the source during the run: before each kill or rollout step and after each restart."""

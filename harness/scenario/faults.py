@@ -69,9 +69,13 @@ class PauseFaults(Section):
     """
 
     count: int = Field(ge=0, le=10_000)
+    """How many pauses, stratified over the workload's progress."""
     duration_s: float = Field(gt=0, le=600)
+    """How long each pause lasts before the pod is thawed."""
     window: Window = Window(0.05, 0.95)
+    """The part of the workload (fractions of intents dispatched) in which counted pauses land."""
     min_uptime_s: float = Field(default=0.0, ge=0, le=3600)
+    """A pause waits until the pod has been ready this long."""
     hold_dispatch: HoldDispatch = False
     """As for kills: start no new intent while a due pause waits for the pod (``true``, or ``auto``
     when it would otherwise be late); by default the workload goes on."""
@@ -94,11 +98,16 @@ class StreamFault(Section):
     """
 
     fault: StreamFaultKind
+    """``sever_request``, ``sever_response`` (cut the connection), ``stall`` (hold past the client's
+    timeout) or ``delay``."""
     tool: ToolName | None = None
     """Only exchanges calling this tool (``Mcp-Name``); default: any."""
     method: str = "tools/call"
+    """The JSON-RPC method the rule matches."""
     intent: int | None = Field(default=None, ge=0)
+    """An explicit plan: only this intent (``probability`` then defaults to 1)."""
     attempt: int | None = Field(default=None, ge=1)
+    """An explicit plan: only this attempt number of each intent."""
     probability: float | None = Field(default=None, ge=0, le=1)
     """Default: 1 when ``intent`` or ``attempt`` is given (an explicit plan)."""
     after_bytes: int = Field(default=0, ge=0)
@@ -115,6 +124,7 @@ class StreamFault(Section):
     hold_s: float | None = Field(default=None, gt=0, le=600)
     """stall: at most this long; default: the client's attempt timeout plus 0.5 s."""
     delay_s: float = Field(default=0.05, ge=0, le=600)
+    """``delay``: how long the request or the response is held."""
     direction: Literal["request", "response"] = "request"
     """delay: before forwarding the request, or before relaying the response."""
 
@@ -141,9 +151,13 @@ class RolloutFaults(Section):
     """
 
     count: int = Field(default=1, ge=0, le=1000)
+    """How many rollouts, at seeded points of the workload."""
     window: Window = Window(0.1, 0.6)
+    """The part of the workload (a fraction of its intents, from and to) where rollouts start."""
     signal: Literal["SIGKILL", "SIGTERM"] = "SIGTERM"
+    """The signal each replica gets: ``SIGTERM`` (a graceful stop) or ``SIGKILL`` (a crash)."""
     grace_s: float = Field(default=30.0, ge=0, le=600)
+    """After the signal, SIGKILL once this long has passed."""
 
     @model_validator(mode="after")
     def _window(self) -> RolloutFaults:
@@ -153,8 +167,12 @@ class RolloutFaults(Section):
 
 class Faults(Section):
     kill: KillFaults | None = None
+    """SIGKILL (or SIGTERM) the pod at seeded points: counted over the workload or timed."""
     pause: PauseFaults | None = None
+    """Freeze the pod (SIGSTOP or the cgroup freezer), then thaw it."""
     rollout: RolloutFaults | None = None
+    """A rolling update: each replica in turn stopped and started again."""
     stream: list[StreamFault] = Field(default_factory=list)
     """Protocol-aware faults applied by the fault proxy between the driver and the pod."""
     crash_points: CrashPoints | None = None
+    """Hold the target at a point of its call and kill it there (held, explored, or ordered)."""

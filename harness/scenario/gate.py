@@ -34,6 +34,7 @@ class Gate(Section):
     max_duplicates: int | None = Field(default=None, ge=0)
     """Fail above this many duplicates (instead of on the first)."""
     max_duplicate_rate: float | None = Field(default=None, ge=0, le=1)
+    """Fail above this rate of duplicates (0.001 is 0.1%), instead of on one."""
     max_lost: int | None = Field(default=None, ge=0)
     """Fail above this many lost intents (instead of on the first)."""
     fail_on: list[FailOn] | None = None

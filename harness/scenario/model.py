@@ -46,15 +46,27 @@ class Scenario(Section):
     """Everything one run needs: one section per part, each validated, then :mod:`.rules` across them."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    """The scenario's name (letters, digits, ``.``, ``_``, ``-``): part of every run's id."""
     description: str = ""
+    """Free text, for people."""
     seed: int = 0
+    """One seed for the intents, the fault schedule and the backoff's jitter: the same seed and scenario
+    give the same run."""
     target: TargetSpec
+    """The MCP server under test and how it is started (or reached), stopped and restarted."""
     workload: WorkloadSpec
+    """The business intents to replay: the tool, its argument template, how many and how many at once."""
     client: ClientPolicy = Field(default_factory=ClientPolicy)
+    """The protocol the client speaks and its retry policy: the client a server meets."""
     faults: Faults = Field(default_factory=Faults)
+    """What breaks the target: kills, pauses, rollouts, stream faults and crash points (none: a run
+    without faults)."""
     services: Services = Field(default_factory=Services)
+    """What the harness runs beside the target, untouched by faults: PostgreSQL, nginx, a downstream proxy."""
     audit: Audit
+    """Where the target's effects are counted, by marker, and the reads of them during the run."""
     gate: Gate = Field(default_factory=Gate)
+    """Which findings fail the run (exit 1); without one, every finding does."""
     _scenario_dir: Path | None = PrivateAttr(default=None)
     _with_scenario_dir: dict[Place, str] = PrivateAttr(default_factory=dict)
 

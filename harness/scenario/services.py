@@ -16,6 +16,7 @@ class PostgresService(Section):
     """A PostgreSQL cluster the harness starts for the run (in the run directory, on 127.0.0.1)."""
 
     database: str = Field(default="mcp_chaos", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    """The database made for the run, which ``{postgres_url}`` names."""
 
 
 class BalancerService(Section):
@@ -28,12 +29,16 @@ class BalancerService(Section):
     """
 
     server: Literal["nginx"] = "nginx"
+    """The balancer's server (nginx, from the machine's packages)."""
     retry: Literal["default", "non_idempotent", "off"] = "default"
+    """nginx's ``proxy_next_upstream``: ``default`` (a POST goes to another replica only if it never
+    reached one), ``non_idempotent`` (also one a replica got and never answered) or ``off``."""
     max_fails: int = Field(default=1, ge=0, le=1000)
     """nginx's passive health check (its default, 1): after this many failed requests a replica gets
     none for ``fail_timeout_s``; 0 never takes one out. With the default, three kills within ten
     seconds leave no replica to send to ("no live upstreams": 502) though each is back in a second."""
     fail_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    """nginx's passive health check: how long a replica that failed ``max_fails`` times gets no call."""
 
 
 _SCENARIO_DIR = frozenset({"scenario_dir"})
@@ -86,8 +91,12 @@ class Services(Section):
     """What the harness starts beside the target and leaves alone during faults."""
 
     postgres: PostgresService | None = None
+    """A throwaway PostgreSQL for the run; ``{postgres_url}`` points at it."""
     balancer: BalancerService | None = None
+    """nginx in front of the replicas, instead of the harness's own balancing."""
     downstream: DownstreamService | None = None
+    """A recording, holding proxy in front of an HTTP API the target calls (``{downstream_url}``,
+    or ``HTTPS_PROXY``)."""
 
 
 def _check_upstream_url(url: str) -> None:

@@ -89,6 +89,7 @@ class KubernetesTarget(Section):
     context: str | None = Field(default=None, min_length=1)
     """The kubeconfig context (default: its current context)."""
     namespace: str = Field(default="default", pattern=_DNS_LABEL)
+    """The namespace of the pods."""
     selector: str = Field(min_length=1, max_length=1000)
     """A label selector (``app=invoices,tier=mcp``): the pods behind the Service."""
     url: str
@@ -143,11 +144,13 @@ class OAuthSpec(Section):
     client_id: str | None = Field(default=None, min_length=1)
     """Without it the code flow registers itself (a client ID metadata document, else dynamically)."""
     client_secret: str | None = Field(default=None, min_length=1)
+    """The client's secret (``${VAR}``: from the harness's environment, never written anywhere)."""
     token_endpoint_auth: TokenEndpointAuth | None = None
     """How the client authenticates at the token endpoint (default: basic with a secret, else none)."""
     private_key: str | None = Field(default=None, min_length=1)
     """``private_key_jwt``: the PEM key the client signs its assertions with (``${VAR}``)."""
     signing_algorithm: str = Field(default="ES256", pattern=r"^[A-Z0-9]{4,8}$")
+    """``private_key_jwt``: the JWS algorithm of the client's assertions."""
     scope: str | None = Field(default=None, min_length=1)
     """The scopes to ask for (space-separated); default: what the server's challenge or metadata names."""
     redirect_uri: str = "http://localhost:3000/callback"
@@ -214,8 +217,13 @@ class TargetSpec(Section):
     """
 
     command: list[str] | None = Field(default=None, min_length=1)
+    """The command that serves MCP (on ``127.0.0.1:$PORT``, or stdio), one word per item; with ``image``,
+    it overrides the image's command."""
     image: str | None = Field(default=None, min_length=1)
+    """A Docker image that serves the target (host networking; the data directory at ``data_mount``)."""
     transport: Literal["http", "stdio"] = "http"
+    """``http``: Streamable HTTP on the port in ``port_env``; ``stdio``: MCP on the command's stdin and
+    stdout, the harness its host."""
     data_mount: str = "/data"
     """Docker runtime: where the run's data directory is mounted inside the container."""
     env: dict[str, str] = Field(default_factory=dict)
@@ -224,9 +232,13 @@ class TargetSpec(Section):
     """HTTP headers on every request (``Authorization: "Bearer ${TOKEN}"``); ``${VAR}`` is expanded
     from the harness's environment when the run starts and never written anywhere."""
     port_env: str = Field(default="PORT", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The environment variable that carries the port the harness chose for the pod."""
     path: str = "/mcp"
+    """The MCP endpoint's path on the pod's port."""
     ready_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """How long a pod may take to answer its first call (``server/discover`` or ``initialize``)."""
     stop_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    """At the end of a run: SIGTERM, then SIGKILL after this long."""
     restart_delay_s: float = Field(default=0.5, ge=0, le=600)
     """After the pod dies (killed or crashed), wait this long before starting it again."""
     unavailable_after_s: float = Field(default=20.0, gt=0, le=3600)
@@ -240,6 +252,7 @@ class TargetSpec(Section):
     run's data directory and services: a deployment's replicas. ``client.balance`` spreads the
     attempts over them."""
     kubernetes: KubernetesTarget | None = None
+    """Pods already running in a cluster, instead of a command or an image (:class:`KubernetesTarget`)."""
     auth: OAuthSpec | None = None
     """OAuth 2.1 for an HTTP target (:class:`OAuthSpec`); static credentials go in ``headers``."""
     url: str | None = None

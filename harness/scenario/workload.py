@@ -17,9 +17,14 @@ class WorkloadSpec(Section):
     """The business intents to replay and how many run at once."""
 
     intents: int = Field(gt=0, le=10_000_000)
+    """How many business intents to replay."""
     concurrency: int = Field(default=16, gt=0, le=4096)
+    """How many intents are in flight at once."""
     tool: ToolName
+    """The tool each intent calls."""
     arguments: dict[str, Any]
+    """The argument template of every call: ``{marker}`` (required, in a field the target stores),
+    ``{key}``, ``{index}``, ``{seed}``, ``{random_int: [LOW, HIGH]}``, ``{choice: [...]}``."""
     request_progress: bool = False
     """Send a ``progressToken`` with each call: servers that report progress then answer with an
     event stream (the SSE response form), which stream faults can cut between events."""

@@ -132,9 +132,10 @@ def test_target_that_exits_at_once(tmp_path: Path) -> None:
     proc = mcp_chaos("run", str(write(tmp_path, data)), "--results", str(tmp_path / "r"))
     assert proc.returncode == 3
     assert "exited with code 3 before it was ready" in proc.stderr
-    assert "if it needs its store made first, see README.md, 'A store made before the server starts'" in (
-        proc.stderr
-    )
+    assert (
+        "if it needs its store made first, see docs/how-to/your-server.md, "
+        "'A store made before the server starts'"
+    ) in proc.stderr
     assert "boom: no config" in proc.stderr
 
 

@@ -46,13 +46,18 @@ def test_every_step_runs_a_make_target_or_a_known_action(workflow: Path) -> None
                 assert step["uses"].split("/")[0] in ("actions", "mikepenz"), step["uses"]
 
 
+CI_PAGE = ROOT / "docs" / "how-to" / "ci.md"
+"""The how-to page that shows a user's workflow with the action."""
+
+
 def readme_workflow() -> str:
-    """The user's workflow README.md shows, with the action taken from the repository itself."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## In GitHub Actions", 1)[1]
+    """The user's workflow the docs show (docs/how-to/ci.md), with the action taken from the
+    repository itself."""
+    page = CI_PAGE.read_text(encoding="utf-8")
+    section = page.split("## In GitHub Actions", 1)[1]
     (workflow,) = re.findall(r"```yaml\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
     local, n = re.subn(r"uses: \S+/mcp-chaos@\S+", "uses: ./", workflow)
-    assert n == 1, "the README's workflow uses the action once"
+    assert n == 1, "the docs' workflow uses the action once"
     return local
 
 

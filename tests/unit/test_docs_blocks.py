@@ -1,0 +1,88 @@
+"""Every code block of the documentation, checked against the code: a command's options parse with
+the real argument parser, a make target exists, a scenario the docs name is there, YAML parses,
+Python compiles. The blocks marked runnable also run (tests/integration/test_docs.py); the README
+stays a page a person reads in a few minutes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import build_parser
+from tests.helpers.docs import SHELL, Block, Command, blocks, every_block
+from tests.helpers.paths import ROOT
+
+BLOCKS = every_block()
+MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
+PLUGIN = (ROOT / "harness" / "pytest_plugin.py").read_text(encoding="utf-8")
+OTHER_PROGRAMS = {"pip", "npm", "node", "git", "docker", "kubectl", "python", "sh"}
+"""Programs a page may name whose arguments the tests do not check."""
+
+
+def check_command(command: Command) -> None:
+    """What the code can say of one documented command without running it."""
+    program, arguments = command.program
+    if program == "mcp-chaos":
+        err = io.StringIO()
+        code: object = 0
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                build_parser().parse_args(arguments)
+            except SystemExit as exit_:
+                code = exit_.code
+        assert code == 0, f"{command.line!r}: {err.getvalue().strip().splitlines()[-1]}"
+    elif program == "make":
+        for target in (a for a in arguments if "=" not in a and not a.startswith("-")):
+            found = re.search(rf"^{re.escape(target)}:", MAKEFILE, re.M)
+            assert found, f"{command.line!r}: no target {target}"
+    elif program == "pytest":
+        for option in (a.split("=")[0] for a in arguments if a.startswith("--mcp-chaos")):
+            assert f'"{option}"' in PLUGIN, f"{command.line!r}: the plugin has no option {option}"
+    else:
+        assert program in OTHER_PROGRAMS, f"{command.line!r}: {program!r} is no program the docs use"
+    for word in command.words:
+        if word.startswith("scenarios/") and "<" not in word:
+            assert (ROOT / word).exists(), f"{command.line!r}: {word} is not in the repository"
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.id)
+def test_a_code_block_agrees_with_the_code(block: Block) -> None:
+    if block.language in SHELL:
+        assert block.commands(), "an empty shell block"
+        for command in block.commands():
+            check_command(command)
+    elif block.language == "yaml":
+        yaml.safe_load(block.text)
+    elif block.language == "python":
+        compile(block.text, block.id, "exec")
+    else:
+        assert not block.runnable, "only a shell block can be run"
+
+
+def test_the_blocks_are_found_and_some_are_run() -> None:
+    assert len(BLOCKS) > 30
+    runnable = [b for b in BLOCKS if b.runnable]
+    assert {b.page.name for b in runnable} >= {"tutorial.md"}
+    assert all(b.language in SHELL for b in runnable)
+
+
+def test_a_misspelt_option_or_target_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```sh\n.venv/bin/mcp-chaos run scenarios/pod-kill.yaml --sed 7\nmake chaoss\n```\n")
+    ((run, make),) = (block.commands() for block in blocks(page))
+    with pytest.raises(AssertionError, match="unrecognized arguments: --sed 7"):
+        check_command(run)
+    with pytest.raises(AssertionError, match="no target chaoss"):
+        check_command(make)
+
+
+def test_the_readme_is_short() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move the detail into docs/"
+    assert "make chaos" in "\n".join(lines)
+    assert "make test" in "\n".join(lines)
