@@ -198,3 +198,37 @@ def trace_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 5) -
     off.sort(key=lambda s: s.client_ms)
     on.sort(key=lambda s: s.client_ms)
     return off[len(off) // 2], on[len(on) // 2]
+
+
+def observe_overhead(concurrency: int = 8, calls: int = 3000, rounds: int = 5) -> tuple[Sample, Sample]:
+    """The driver against the reference target on PostgreSQL without and with observe mode (the
+    PostgreSQL proxy and the router in its process), alternating: medians by CPU."""
+    import asyncio
+
+    from harness.loopback import free_port
+    from harness.services import Postgres
+
+    with tempfile.TemporaryDirectory() as tmp, asyncio.Runner() as loop:  # the cluster's one loop
+        cluster = Postgres(Path(tmp), "bench", free_port())
+        loop.run(cluster.start())
+        try:
+            off: list[Sample] = []
+            on: list[Sample] = []
+            for _ in range(rounds):
+                off.append(_observe_sample("driver, database direct", cluster.url, concurrency, calls))
+                on.append(_observe_sample("driver, observing", cluster.url, concurrency, calls, "--observe"))
+        finally:
+            loop.run(cluster.stop())
+    off.sort(key=lambda s: s.client_ms)
+    on.sort(key=lambda s: s.client_ms)
+    return off[len(off) // 2], on[len(on) // 2]
+
+
+def _observe_sample(name: str, database: str, concurrency: int, calls: int, *extra: str) -> Sample:
+    args = [sys.executable, "-m", "bench.observe", database, "--calls", str(calls)]
+    args += ["--concurrency", str(concurrency), *extra]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout
+    result = json.loads(out)
+    if result["ok"] != calls:
+        raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
+    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], 0.0)

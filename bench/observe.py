@@ -1,0 +1,158 @@
+"""Child process: the driver against the reference target on PostgreSQL, with the run's observe mode or
+without it; prints its own CPU and time.
+
+Observe mode is what every run with ``services.postgres`` now pays: the PostgreSQL proxy in the
+harness's process between the target and its database (every message framed, every commit a point)
+and the decision router with a plan that always passes, placing each point in its attempt and handing
+the attempt's points to its ``attempt_ended``. Without it the target talks to the cluster directly and
+the driver is told nothing. The target is a child of this process, so the OS accounts its CPU apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT
+from bench.drive import scenario
+from harness import eventloop
+from harness.client.http import McpHttpClient
+from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.plans import ObservePlan
+from harness.crashpoints.router import Router
+from harness.history import HistoryWriter, Outcome
+from harness.loopback import free_port
+from harness.run.driver import Driver, Unscheduled
+from harness.scenario import parse_scenario
+from harness.workload import Workload
+
+
+class Observed(Unscheduled):
+    """The run's scheduler as far as observing goes: the router hears every attempt."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def started(self, intent: int, attempt: int) -> None:
+        self.router.started(intent, attempt)
+
+    def ended(self, intent: int, attempt: int, outcome: Outcome, seconds: float) -> Mapping[str, Any]:
+        return self.router.ended(intent, attempt)
+
+
+async def listening(port: int, target: asyncio.subprocess.Process, *, timeout_s: float) -> None:
+    """Until the target accepts connections (it connects to its database first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if target.returncode is not None:
+            raise RuntimeError(f"the target exited ({target.returncode}) before it listened")
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+    raise RuntimeError(f"the target did not listen on {port} in {timeout_s:g} s")
+
+
+def invoices(calls: int, concurrency: int) -> dict[str, Any]:
+    data = scenario(calls, concurrency)
+    data["workload"] = {
+        "intents": calls,
+        "concurrency": concurrency,
+        "tool": "create_invoice",
+        "arguments": {
+            "customer_id": "c-{index}",
+            "amount_cents": {"random_int": [100, 9999]},
+            "memo": "{marker}",
+            "idempotency_key": "{key}",
+        },
+    }
+    return data
+
+
+async def drive(
+    database: str, calls: int, concurrency: int, history: Path, observe: bool
+) -> dict[str, float]:
+    s = parse_scenario(invoices(calls, concurrency))
+    router = Router(ObservePlan()) if observe else None
+    proxy = None
+    url = database
+    if router is not None:
+        port = int(database.rsplit(":", 1)[1].split("/", 1)[0])
+        proxy = PostgresProxy(port, router)
+        await proxy.start()
+        url = proxy.url(database.rsplit("/", 1)[1])
+    port = free_port()
+    env = {**os.environ, "PORT": str(port), "INVOICES_DB": url, "INVOICES_MODE": "atomic"}
+    target = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "targets" / "invoices" / "server.py"),
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await listening(port, target, timeout_s=30)
+        with HistoryWriter(history) as h:
+            async with McpHttpClient(f"http://127.0.0.1:{port}/mcp", history=h) as client:
+                scheduler = Observed(router) if router is not None else None
+                driver = Driver(
+                    Workload(s, "bench"),
+                    [client],
+                    h,
+                    s.client,
+                    concurrency=concurrency,
+                    seed=0,
+                    scheduler=scheduler,
+                )
+                await driver.run()  # a warm-up round of the same size: connections, prepared plans
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                driver = Driver(
+                    Workload(s, "bench2"),
+                    [client],
+                    h,
+                    s.client,
+                    concurrency=concurrency,
+                    seed=1,
+                    scheduler=scheduler,
+                )
+                start = time.perf_counter()
+                stats = await driver.run()
+                wall = time.perf_counter() - start
+                after = resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        target.kill()
+        await target.wait()
+        if proxy is not None:
+            await proxy.close()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"calls": stats.attempts, "ok": stats.outcomes[Outcome.OK], "wall_s": wall, "cpu_s": cpu}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("database", help="postgresql://... of a cluster the bench started")
+    p.add_argument("--calls", type=int, required=True)
+    p.add_argument("--concurrency", type=int, required=True)
+    p.add_argument("--observe", action="store_true", help="the PostgreSQL proxy and the router, observing")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = eventloop.run(
+            drive(args.database, args.calls, args.concurrency, Path(tmp) / "history.jsonl", args.observe)
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
