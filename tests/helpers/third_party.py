@@ -58,9 +58,9 @@ NEVER_BACK = '''
 """Records items in a JSON-lines file; every start after its first finds "corrupt state" and exits 1
 (NEVER_BACK=exit), or waits for a lock that never frees before it serves (NEVER_BACK=hang)."""
 import json, os, sys, time
-import uvicorn
-from mcp.server.mcpserver import MCPServer
 
+# Before the heavy imports: on a loaded machine they alone outlasted the 3 s the test waits, and the
+# pod then "did not answer" instead of exiting as it starts.
 FILE = os.environ["ITEMS_FILE"]
 if os.path.exists(FILE + ".started"):
     if os.environ["NEVER_BACK"] == "exit":
@@ -68,6 +68,8 @@ if os.path.exists(FILE + ".started"):
     print("items: waiting for a lock that never frees", file=sys.stderr, flush=True)
     time.sleep(3600)
 open(FILE + ".started", "w").close()
+import uvicorn
+from mcp.server.mcpserver import MCPServer
 mcp = MCPServer("items")
 
 

@@ -35,7 +35,9 @@ def check(result: AuditResult, expect_duplicates: bool) -> None:
     s = result.summary
     assert s.injected(FaultKind.KILL) == 3
     if expect_duplicates:
-        assert s.verdicts[Verdict.DUPLICATE] >= 3
+        # At least one, not one per kill: a kill finds an attempt after its commit nearly always, and
+        # on a CI machine at its busiest one of three kills found none (2 duplicates of 3 kills).
+        assert s.verdicts[Verdict.DUPLICATE] >= 1
         assert s.duplicate_causes == {"kill": s.verdicts[Verdict.DUPLICATE]}
     else:
         assert s.verdicts[Verdict.EXACTLY_ONCE] == s.intents.started
