@@ -28,8 +28,8 @@ import yaml
 
 from harness.audit.auditor import AuditResult
 from harness.errors import AuditError
-from harness.loopback import free_port
 from harness.history import EventType, FaultKind, Outcome, Verdict, read_history
+from harness.loopback import free_port
 from tests.helpers.cli import CLI, mcp_chaos, mcp_chaos_process
 from tests.helpers.processes import alive
 from tests.helpers.scenarios import fault_row, invoice_scenario
@@ -117,7 +117,8 @@ def test_a_busy_server_is_waited_for(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{port}/mcp"
         deadline = time.monotonic() + 120
         while not answers_429(url):
-            assert time.monotonic() < deadline and server.poll() is None, "the busy server never listened"
+            assert server.poll() is None, "the busy server exited"
+            assert time.monotonic() < deadline, "the busy server never listened"
             time.sleep(0.1)
         data = invoice_scenario()
         data["target"] = {"url": url, "ready_timeout_s": 3}
