@@ -256,7 +256,8 @@ class ExplorePlan:
         """The clean call's crash states, in the order they are tried."""
         files = any(p.kind in FILE_KINDS for p in points)
         crashes = [Crash.KILL, Crash.POWER_LOSS] if self.power_loss and files else [Crash.KILL]
-        states = crash_states(points, crashes, merge=self.store is not None)
+        # A call that wrote no file keeps each point its own: what changed between them is not seen here.
+        states = crash_states(points, crashes, merge=self.store is not None and files)
         self.points = len(points) * len(crashes)
         for state in store_first(states, points, self.store or ()) if files else states:
             self._add((state.tried,), state.same)

@@ -155,10 +155,12 @@ def summary_line(exploration: Exploration) -> str:
             things = "thing" if n == 1 else "things"
             what += f"; and {n} {things} it could not prove ({shown}: see the report)"
         if untried:
-            what += (
-                f"; and {len(untried)} of its {exploration.states} crash states not tried (the budget of "
-                f"{exploration.options.budget_s:g} s ran out: raise --budget to try them all)"
+            why = (
+                f"the budget of {exploration.options.budget_s:g} s ran out: raise --budget to try them all"
+                if exploration.ran_out
+                else "the run stopped before them"
             )
+            what += f"; and {len(untried)} of its {exploration.states} crash states not tried ({why})"
     elif exploration.inconclusive:
         what = "INCONCLUSIVE, no finding among what it proved: " + "; ".join(exploration.inconclusive)
     else:
@@ -175,10 +177,10 @@ def coverage(exploration: Exploration) -> str:
         return f"{len(exploration.points)} points"
     alike = sum(1 + len(p.same) for p in singles)
     later = len(exploration.points) - len(singles)
-    more = f" and {later} in a retry's recovery" if later else ""
+    more = f", and {later} in a retry's recovery" if later else ""
     untried = f" ({len(exploration.untried)} not tried)" if exploration.untried else ""
     if alike == len(singles) and not exploration.untried:
-        return f"{total} crash points{more}, each a state of its own"
+        return f"{total} crash points, each a state of its own{more}"
     return f"{total} crash points in {exploration.states} distinct states{untried}{more}"
 
 
