@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.common import ROOT
 from harness.crashpoints import jobs as crash_jobs
+from harness.crashpoints.options import ExploreOptions
 from harness.scenario import load_scenario, parse_scenario
 
 NOTES = ROOT / "targets" / "notes" / "server.py"
@@ -47,7 +48,7 @@ def wall_s(target: str, jobs: int) -> tuple[float, list[tuple[str, dict[str, int
         scenario = parse_scenario(notes_durable())
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        prepared = crash_jobs.prepare(scenario, Path(tmp), jobs=jobs, repeat=3, max_points=8)
+        prepared = crash_jobs.prepare(scenario, Path(tmp), ExploreOptions(repeat=3, jobs=jobs))
         found = asyncio.run(crash_jobs.explore_jobs(prepared, out=io.StringIO(), progress_interval_s=None))
         seconds = time.perf_counter() - start
     return seconds, [(p.name, {v: n for v, n in p.verdicts.items() if n}) for p in found.points]

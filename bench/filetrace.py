@@ -6,7 +6,8 @@ the calls of a traced server are slower. Measured on the reference notes server 
 ``write_note`` calls untraced and traced (``faults.kill.power_loss`` with no kill: the tracer runs all
 run long and holds nothing), alternating, each call's time from the history (attempt started to
 ended). Untraced, no tracer process is started at all. Then ``mcp-chaos crashpoints`` of the same
-server with its defaults (``--max-points 8``, 3 tries a point, kill and power loss), timed whole.
+server with the default options (every distinct crash state once, kill and power loss), in one copy,
+timed whole.
 The server runs through the seccomp launcher (:mod:`harness.crashpoints.filtered`), as every
 traced process pod does: it stops at the system calls that write files only.
 """
@@ -25,6 +26,7 @@ import orjson
 
 from bench.common import ROOT
 from harness.crashpoints.explore import Exploration, explore, prepare
+from harness.crashpoints.options import ExploreOptions
 from harness.run.runner import run_and_audit
 from harness.rundir import prepare_run_dir
 from harness.scenario import parse_scenario
@@ -74,6 +76,6 @@ def exploration_s() -> tuple[float, Exploration]:
     scenario = parse_scenario({**notes_on_sqlite(3, traced=False), "gate": {}})
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        planned = prepare(scenario, Path(tmp), repeat=3, max_points=8, only=None)
+        planned = prepare(scenario, Path(tmp), ExploreOptions())
         found = asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
         return time.perf_counter() - start, found

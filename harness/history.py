@@ -74,8 +74,9 @@ crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashp
                    [answer (response: what came that was no answer to the tool, e.g. HTTP 404; then
                    never held)]: an attempt passed a hold point (``faults.crash_points``); held: the
                    pod was killed there
-crash_plan         planned, skipped, deferred (each a list of {path, labels}): an exploration's plan
-                   as it grew; skipped: points of the clean call beyond max_points
+crash_plan         planned (a list of {path, labels, [same: the points whose crash state it shares]}),
+                   [points: the clean call's crash points], [ran_out: the budget was spent with
+                   tries left]: an exploration's plan as it grew
 pod_unavailable    pod, ready_seq (its restart's pod_ready), for_s, failed (attempts), bound_s, locks
                    (lock-like files in the data directory since the last answer before the fault),
                    message (the pod log's last lines): back from a fault, it answered no call for

@@ -12,10 +12,16 @@
   ``.contract(scenario, only=...)`` the checks' results, each check run once per session
   for a scenario and its overrides.
 
+The ``crash_points`` check explores as ``mcp-chaos crashpoints`` does, with the same options
+(``--mcp-chaos-repeat``, ``--mcp-chaos-budget``, ``--mcp-chaos-power-loss`` /
+``--mcp-chaos-no-power-loss``, ``--mcp-chaos-jobs``): the one table of
+:mod:`harness.crashpoints.options`, rendered here with the plugin's prefix; they apply to the
+items and to the fixture's ``.contract()``.
+
 Every pytest run in an environment that has mcp-chaos installed loads this module, this
-project's own test suite included: at load time it imports only pytest and the standard
-library (``harness/__init__.py`` imports its names lazily for the same reason), and it adds
-nothing to a session until its options or its fixture are used.
+project's own test suite included: at load time it imports only pytest, the standard library
+and that table (standard library only; ``harness/__init__.py`` imports its names lazily for
+the same reason), and it adds nothing to a session until its options or its fixture are used.
 
 A check's why and evidence quote the server: they arrive redacted and cut
 (:func:`harness.contract.told`) and pass :func:`harness.sanitize.terminal` before pytest
@@ -24,6 +30,7 @@ prints them (pytest's own JUnit writer escapes for XML).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -40,6 +47,7 @@ import pytest
 if TYPE_CHECKING:
     from harness.audit.summary import Summary
     from harness.contract import CheckResult
+    from harness.crashpoints.options import ExploreOptions
     from harness.scenario import Scenario
 
 ScenarioSource = str | os.PathLike[str] | Mapping[str, Any]
@@ -76,6 +84,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --mcp-chaos-contract: for crash_window, environment that makes the target crash "
         "between its effect and its key record, as mcp-chaos contract --crash-env",
     )
+    from harness.crashpoints.options import SPECS
+
+    for spec in SPECS:  # the exploration's options, as every command that explores names them
+        if spec.kind == "flag":
+            for flag, value in ((spec.name, True), (f"no-{spec.name}", False)):
+                group.addoption(
+                    f"--mcp-chaos-{flag}",
+                    dest=f"mcp_chaos_{spec.field}",
+                    action="store_const",
+                    const=value,
+                    default=None,
+                    help=f"crash_points: {spec.help}" if value else argparse.SUPPRESS,
+                )
+        else:
+            group.addoption(
+                f"--mcp-chaos-{spec.name}",
+                dest=f"mcp_chaos_{spec.field}",
+                metavar=spec.metavar,
+                help=f"crash_points: {spec.help}",
+            )
     group.addoption(
         "--mcp-chaos-results",
         default="results",
@@ -94,6 +122,8 @@ class _Session:
     scenario: Scenario | None = None
     checks: list[str] = field(default_factory=list)
     crash_env: dict[str, str] = field(default_factory=dict)
+    explore: ExploreOptions | None = None
+    """How crash_points explores (``--mcp-chaos-repeat``, ...); None: the defaults."""
     contract: SteppedContract | None = None
     made: list[Path] = field(default_factory=list)
     """Contract and run directories made this session, for the terminal summary."""
@@ -105,6 +135,7 @@ _SESSION = pytest.StashKey[_Session]()
 def pytest_configure(config: pytest.Config) -> None:
     results = config.invocation_params.dir / config.getoption("mcp_chaos_results")
     state = config.stash[_SESSION] = _Session(results)
+    state.explore = _explore_options(config)
     path = config.getoption("mcp_chaos_contract")
     if path is None:
         if any(config.getoption(f"mcp_chaos_{name}") for name in ("only", "set", "crash_env")):
@@ -125,6 +156,21 @@ def pytest_configure(config: pytest.Config) -> None:
         check_environment(state.scenario)
         state.checks = select(ids(config.getoption("mcp_chaos_only")), [])
         state.crash_env = pairs(config.getoption("mcp_chaos_crash_env"), "=", "--mcp-chaos-crash-env")
+    except HarnessError as exc:
+        raise pytest.UsageError(_said(f"mcp-chaos: {exc.message}")) from None
+
+
+def _explore_options(config: pytest.Config) -> ExploreOptions | None:
+    """The exploration's options given on the command line, checked; None where none was given."""
+    from harness.crashpoints.options import SPECS, read_options
+
+    given = {spec.field: config.getoption(f"mcp_chaos_{spec.field}") for spec in SPECS}
+    if all(value is None for value in given.values()):
+        return None
+    from harness.errors import HarnessError
+
+    try:
+        return read_options(given, prefix="--mcp-chaos-")
     except HarnessError as exc:
         raise pytest.UsageError(_said(f"mcp-chaos: {exc.message}")) from None
 
@@ -210,7 +256,9 @@ class ContractCheck(pytest.Item):
             run_id = f"{rundir.new_run_id(state.scenario)}-contract"
             run_dir = rundir.prepare_run_dir(state.results, state.scenario, run_id)
             state.made.append(run_dir / "contract.md")
-            state.contract = SteppedContract(state.scenario, run_dir, checks, crash_env=state.crash_env)
+            state.contract = SteppedContract(
+                state.scenario, run_dir, checks, crash_env=state.crash_env, explore=state.explore
+            )
         return state.contract
 
 
@@ -224,7 +272,13 @@ class SteppedContract:
     """
 
     def __init__(
-        self, scenario: Scenario, run_dir: Path, checks: Sequence[str], *, crash_env: Mapping[str, str]
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        checks: Sequence[str],
+        *,
+        crash_env: Mapping[str, str],
+        explore: ExploreOptions | None = None,
     ) -> None:
         from harness.contract import run_contract
 
@@ -238,7 +292,9 @@ class SteppedContract:
         self._loop = eventloop.new_loop()
         self._arrived: asyncio.Future[None] | None = None
         crashing = dict(crash_env)
-        checking = run_contract(scenario, run_dir, self.checks, crash_env=crashing, on_result=self._got)
+        checking = run_contract(
+            scenario, run_dir, self.checks, crash_env=crashing, explore=explore, on_result=self._got
+        )
         self._task: asyncio.Task[list[CheckResult]] = self._loop.create_task(checking)
 
     def _got(self, result: CheckResult, seconds: float) -> None:
@@ -299,9 +355,13 @@ class McpChaos:
     what the methods return, for the test to assert on.
     """
 
-    def __init__(self, results: Path, made: list[Path] | None = None) -> None:
+    def __init__(
+        self, results: Path, made: list[Path] | None = None, explore: ExploreOptions | None = None
+    ) -> None:
         self.results = results
         """Where run and contract directories go (``--mcp-chaos-results``, default ``results``)."""
+        self.explore = explore
+        """How ``.contract()``'s crash_points explores unless told (``--mcp-chaos-repeat``, ...)."""
         self._made = made if made is not None else []
         self._checked: dict[str, dict[str, CheckResult]] = {}
 
@@ -329,24 +389,28 @@ class McpChaos:
         *,
         only: str | Sequence[str] | None = None,
         crash_env: Mapping[str, str] | None = None,
+        explore: ExploreOptions | None = None,
         **overrides: Any,
     ) -> list[CheckResult]:
         """The contract checks' results (all, or ``only`` these ids), in suite order. Each check runs
         once per session for a scenario and its overrides: the checks not run yet for it run
         together on one target, started once, and the others come from the earlier call.
-        ``crash_env`` is ``mcp-chaos contract --crash-env`` (for ``crash_window``)."""
+        ``crash_env`` is ``mcp-chaos contract --crash-env`` (for ``crash_window``); ``explore``, how
+        crash_points explores (default: the session's ``--mcp-chaos-repeat``, ...)."""
         from harness import rundir
         from harness.arguments import ids
         from harness.contract import select
 
         checks = select(ids(only) if isinstance(only, str) else list(only or ()), [])
-        known = self._checked.setdefault(_identity(scenario, {**overrides, "--crash-env": crash_env}), {})
+        explore = explore or self.explore
+        told = {**overrides, "--crash-env": crash_env, "--explore": repr(explore)}
+        known = self._checked.setdefault(_identity(scenario, told), {})
         missing = [check for check in checks if check not in known]
         if missing:
             loaded = _load(scenario, overrides)
             run_dir = rundir.prepare_run_dir(self.results, loaded, f"{rundir.new_run_id(loaded)}-contract")
             self._made.append(run_dir / "contract.md")
-            contract = SteppedContract(loaded, run_dir, missing, crash_env=crash_env or {})
+            contract = SteppedContract(loaded, run_dir, missing, crash_env=crash_env or {}, explore=explore)
             try:
                 known.update((r.id, r) for r in contract.all())
             finally:
@@ -358,7 +422,7 @@ class McpChaos:
 def mcp_chaos(pytestconfig: pytest.Config) -> McpChaos:
     """Runs and contract checks of scenarios (:class:`McpChaos`), once per session."""
     state = pytestconfig.stash[_SESSION]
-    return McpChaos(state.results, state.made)
+    return McpChaos(state.results, state.made, state.explore)
 
 
 def failure_text(result: CheckResult) -> str:

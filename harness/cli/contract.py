@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from harness import rundir
 from harness.arguments import ids, pairs
 from harness.cli.common import EXIT_GATE_FAILED, drive, say
-from harness.cli.options import add_scenario_options, overrides
+from harness.cli.options import add_explore_options, add_scenario_options, explore_options, overrides
 from harness.cli.outputs import output_file, writing
 from harness.errors import UsageError
 
@@ -38,25 +38,10 @@ def add(sub: Commands) -> None:
         metavar="NAME=VALUE",
         help="for crash_window: environment that makes the target crash between effect and key record",
     )
-    contract.add_argument(
-        "--crash-repeat",
-        type=int,
-        default=1,
-        metavar="R",
-        help="crash_points: tries per hold point (default 1; mcp-chaos crashpoints explores with more)",
+    explore = contract.add_argument_group(
+        "crash_points", "how the crash_points check explores: the options of mcp-chaos crashpoints"
     )
-    contract.add_argument(
-        "--crash-max-points",
-        type=int,
-        default=8,
-        metavar="N",
-        help="crash_points: points explored at most, the call's own first (default 8)",
-    )
-    contract.add_argument(
-        "--crash-power-loss",
-        action="store_true",
-        help="crash_points: also crash each point as a power loss where the call writes files",
-    )
+    add_explore_options(explore, "contract")  # type: ignore[arg-type]
     contract.add_argument(
         "--token-budget", type=int, default=4000, help="catalog: most o200k_base tokens (default 4000)"
     )
@@ -106,8 +91,8 @@ def command(args: argparse.Namespace) -> int:
     )
     from harness.run.runner import check_environment
     from harness.scenario import load_scenario
-    from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
 
+    explore = explore_options(args, "contract")
     scenario = load_scenario(args.scenario, overrides(args))
     junit_path, json_path = output_file(args.junit, "--junit"), output_file(args.json, "--json")
     snapshot = output_file(args.snapshot, "--snapshot")
@@ -117,15 +102,6 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--only and --skip leave no check to run")
     if args.handle_wait < 0:
         raise UsageError(f"--handle-wait {args.handle_wait:g}: give the seconds to wait, 0 or more")
-    if args.crash_repeat < 1 or args.crash_max_points < 1:
-        raise UsageError("--crash-repeat and --crash-max-points must be at least 1")
-    if args.crash_repeat > MAX_REPEAT or args.crash_max_points > MAX_POINTS:
-        # Found by the check itself, it was an error "the check could not finish" pointing at the
-        # target's log, and named the flags of `crashpoints`.
-        raise UsageError(
-            f"--crash-repeat {args.crash_repeat}, --crash-max-points {args.crash_max_points}: the "
-            f"crash_points check makes 1 to {MAX_REPEAT} tries per point, at 1 to {MAX_POINTS} points"
-        )
     if args.catalog_cost and (args.only or args.skip):
         raise UsageError("--catalog-cost measures the catalog and runs no check; drop --only and --skip")
     run_dir = rundir.prepare_run_dir(
@@ -148,9 +124,7 @@ def command(args: argparse.Namespace) -> int:
         token_budget=args.token_budget,
         snapshot=snapshot,
         handle_wait_s=args.handle_wait,
-        crash_repeat=args.crash_repeat,
-        crash_max_points=args.crash_max_points,
-        crash_power_loss=args.crash_power_loss,
+        explore=explore,
         on_result=progress,
     )
     results = drive(checking, [])

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from harness.arguments import ids
 from harness.cli.common import EXIT_GATE_FAILED, drive, say
-from harness.cli.options import add_scenario_options, overrides
+from harness.cli.options import add_explore_options, add_scenario_options, explore_options, overrides
 from harness.cli.outputs import output_dir, output_file, writing
-from harness.errors import ScenarioError, UsageError
+from harness.errors import ScenarioError
 
 if TYPE_CHECKING:
     from harness.cli.options import Commands
@@ -20,35 +20,26 @@ if TYPE_CHECKING:
 def add(sub: Commands) -> None:
     """The command's arguments."""
     crash = sub.add_parser(
-        "crashpoints", help="hold the target at each commit of a call, kill it there, retry, judge each try"
+        "crashpoints",
+        help="hold the target at each distinct crash state of a call (its commits, its file operations), "
+        "kill it there (or cut its power), retry, judge each try",
     )
     crash.add_argument("scenario", help="scenario YAML file: its target, tool, services and effect source")
-    crash.add_argument("--repeat", type=int, default=3, metavar="R", help="tries per point (default 3)")
-    crash.add_argument("--only", metavar="POINT,...", help="explore only these points (db_commit#2, ...)")
+    add_explore_options(crash, "crashpoints")
     crash.add_argument(
-        "--max-points",
-        type=int,
-        default=8,
-        metavar="N",
-        help="points explored at most, the call's own first, then its retries' (default 8)",
-    )
-    crash.add_argument(
-        "--no-power-loss",
-        action="store_true",
-        help="crash each point as a process kill only (by default, where the call writes files in its "
-        "data directory, also as a power loss: the data rolled back to what was durable)",
-    )
-    crash.add_argument(
-        "--jobs",
-        metavar="N",
-        help="explore in N copies of the target side by side, each a run of its own (its data directory, "
-        "PostgreSQL, sink and ports); the same table as one copy (default: the cores)",
+        "--only", metavar="POINT,...", help="explore only these points, as named (db_commit#2, ...)"
     )
     crash.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     crash.add_argument(
         "--allow-inconclusive",
         action="store_true",
-        help="exit 0 when nothing was found though some point could not be proven (by default: exit 1)",
+        help="exit 0 when nothing was found though some state could not be proven or was not tried "
+        "(by default: exit 1)",
+    )
+    crash.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the two calls that prove the audit sees their effects before anything is explored",
     )
     crash.add_argument(
         "--emit", metavar="DIR", help="write a reproducing scenario and a pytest file per finding into DIR"
@@ -63,7 +54,7 @@ def add(sub: Commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Kill the target at every point of a call, R times each; exit 1 when a point has a finding."""
+    """Kill the target at every distinct crash state of a call; exit 1 when a state has a finding."""
     from harness.crashpoints import emit as crash_emit
     from harness.crashpoints import explore as crash_explore
     from harness.crashpoints import jobs as crash_jobs
@@ -71,39 +62,32 @@ def command(args: argparse.Namespace) -> int:
     from harness.run.runner import check_environment
     from harness.scenario import load_scenario
 
-    jobs = job_count(args.jobs, crash_jobs.default_jobs())
+    options = explore_options(args, "crashpoints", only=tuple(ids(args.only)) or None)
     # An exploration makes one call at a time whatever the scenario says: a --set of its
     # faults.crash_points is judged at that concurrency, not refused for the scenario's own.
     scenario = load_scenario(args.scenario, ["workload.concurrency=1", *overrides(args)])
     json_path = output_file(args.json, "--json")
     emit = output_dir(args.emit, "--emit")
-    if args.repeat < 1 or args.max_points < 1:
-        raise UsageError("--repeat and --max-points must be at least 1")
     if (why := crash_explore.unexplorable(scenario)) is not None:
         raise ScenarioError(f"crashpoints: {why}")
     check_environment(scenario)
-    only = ids(args.only) or None
-    if only is not None:
-        args.max_points = max(args.max_points, len(only))
     planned = crash_jobs.prepare(
-        scenario,
-        Path(args.results),
-        jobs=jobs,
-        repeat=args.repeat,
-        max_points=args.max_points,
-        power_loss=not args.no_power_loss,
-        only=only,
-        run_id=args.run_id,
-    )  # refuses tries, points or --only out of range: the line below never announces what will not run
+        scenario, Path(args.results), options, run_id=args.run_id
+    )  # refuses options out of range: the line below never announces what will not run
+    copies = len(planned.copies)
     sys.stderr.write(
-        f"crashpoints: a clean call of {scenario.workload.tool}, then {args.repeat} "
-        f"{'try' if args.repeat == 1 else 'tries'} per point"
-        + (f", in {jobs} copies of the target side by side\n" if jobs > 1 else "\n")
+        f"crashpoints: a clean call of {scenario.workload.tool}, then {options.repeat} "
+        f"{'try' if options.repeat == 1 else 'tries'} per distinct crash state, within "
+        f"{options.budget_s:g} s"
+        + (f", in {copies} copies of the target side by side\n" if copies > 1 else "\n")
     )
     progress = None if args.quiet else 1.0
     # Each copy is a run of its own: an interrupted exploration names each one to audit.
     runs = [copy.run_dir for copy in planned.copies]
-    found = drive(crash_jobs.explore_jobs(planned, progress_interval_s=progress), runs)
+    exploring = crash_jobs.explore_jobs(
+        planned, progress_interval_s=progress, preflight=not args.no_preflight
+    )
+    found = drive(exploring, runs)
     report = crash_render.write_reports(found)
     say(crash_render.render_terminal(found))  # first: an output the disk refuses costs no table
     print(f"report: {report}", flush=True)
@@ -120,22 +104,3 @@ def command(args: argparse.Namespace) -> int:
         say("crashpoints: inconclusive (pass it with --allow-inconclusive)", err=True)
         return EXIT_GATE_FAILED
     return 0
-
-
-def job_count(text: str | None, default: int) -> int:
-    """``--jobs``: copies of the target to explore in, 1 to MAX_JOBS; ``default`` (the cores) when not
-    given. UsageError (exit 2) for anything else, saying what it takes."""
-    from harness.scenario.crash_points import MAX_JOBS
-
-    if text is None:
-        return default
-    try:
-        count = int(text.strip())
-    except ValueError:
-        count = 0
-    if not 1 <= count <= MAX_JOBS:
-        raise UsageError(
-            f"--jobs {text!r}: give the number of copies of the target to explore in, an integer from 1 "
-            f"to {MAX_JOBS} (default: the cores, {default} here)"
-        )
-    return count

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import rundir
 from harness.contract.judging import is_error
+from harness.crashpoints.options import ExploreOptions
 from harness.errors import AuditError, HarnessError, UsageError
 from harness.history import Outcome, excerpt
 
@@ -61,13 +62,9 @@ class Options:
     """A catalog to compare with (written when missing): a changed description is a contract diff."""
     handle_wait_s: float = 5.0
     """How long the handles check waits for a handle to expire (--handle-wait)."""
-    crash_repeat: int = 1
-    """Tries per hold point of the crash_points check (--crash-repeat): one keeps the contract short."""
-    crash_max_points: int = 8
-    """Paths the crash_points check explores at most (--crash-max-points)."""
-    crash_power_loss: bool = False
-    """The crash_points check also crashes each point as a power loss where the call writes files
-    (--crash-power-loss): twice the tries, so asked for."""
+    explore: ExploreOptions = field(default_factory=ExploreOptions)
+    """How the crash_points check explores (--repeat, --budget, --power-loss, --jobs): as ``crashpoints``
+    does, the same options with the same defaults."""
 
 
 @dataclass(slots=True)

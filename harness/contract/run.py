@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.contract.checks import CHECKS
 from harness.contract.framework import CheckResult, Options, Seen
 from harness.contract.session import ContractSession
+from harness.crashpoints.options import ExploreOptions
 from harness.errors import HarnessError
 from harness.redaction import Redactor
 from harness.sanitize import FIELD_LIMIT, bounded, bounded_data
@@ -34,9 +35,7 @@ async def run_contract(
     token_budget: int = 4000,
     snapshot: Path | None = None,
     handle_wait_s: float = 5.0,
-    crash_repeat: int = 1,
-    crash_max_points: int = 8,
-    crash_power_loss: bool = False,
+    explore: ExploreOptions | None = None,
     on_result: Callable[[CheckResult, float], None] | None = None,
 ) -> list[CheckResult]:
     """Start the target once and run the checks in order; each result as it comes."""
@@ -47,9 +46,7 @@ async def run_contract(
         token_budget=token_budget,
         snapshot=snapshot,
         handle_wait_s=handle_wait_s,
-        crash_repeat=crash_repeat,
-        crash_max_points=crash_max_points,
-        crash_power_loss=crash_power_loss,
+        explore=explore or ExploreOptions(),
     )
     results = []
     redactor = session.wiring.redactor

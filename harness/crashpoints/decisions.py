@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.crashpoints.points import Crash, Point, PointKind
+from harness.crashpoints.points import Crash, FileOp, Point, PointKind
 
 HOLD_LIMIT_S = 30.0
 """How long a point may stay held before the plan is told it is blocked: a target that serializes its
@@ -78,6 +78,8 @@ class Reached:
     """A commit that only read."""
     answer: str | None = None
     """At ``response``: what came instead of the tool's answer (``HTTP 404``): recorded, never a point."""
+    op: FileOp | None = None
+    """A file operation's effect, as the tracer told it: what the crash states are computed from."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ held along, so every verdict is the auditor's.
 
 What the exploration changes of the scenario, and why:
 
-* one intent at a time, as many as the plan can need (``1 + 2 x max_points x repeat``:
-  a try whose call took another path is tried again; intents the plan has nothing
-  for run clean), no other fault, no gate;
+* one intent at a time, as many as the budget could ever hold (a try is a restart at
+  least; the plan stops the run once its tries are made or its budget is spent), no
+  other fault, no gate, the budget in the run's time limit;
 * the pod is restarted at once (as often as the plan can kill it), and the client
   retries every 0.1 s, with as many attempts as a restart can take: a try then
   costs the pod's restart and little more. What is tested stays the client's: a
@@ -23,6 +23,7 @@ What the exploration changes of the scenario, and why:
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 import sys
 import time
@@ -38,14 +39,14 @@ from harness.audit.auditor import AuditResult
 from harness.audit.verdicts import ClientStatus, judge
 from harness.auditing import audit_and_report
 from harness.crashpoints.cost import TryCost, try_costs
+from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.paths import labelled
 from harness.crashpoints.points import FILE_KINDS, MAX_DEPTH, Point, PointKind, parse_path, path_name
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
-from harness.errors import PreflightError, UsageError
+from harness.errors import PreflightError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
 from harness.run.runner import execute
-from harness.scenario import Scenario, parse_scenario
-from harness.scenario.crash_points import MAX_POINTS, MAX_REPEAT
+from harness.scenario import FilesEffects, JsonlEffects, Scenario, SqlEffects, parse_scenario
 
 RETRY_EVERY_S = 0.1
 """The exploration's backoff: what a retry waits for is the pod's restart, not a pause."""
@@ -106,31 +107,73 @@ def unexplorable(scenario: Scenario) -> str | None:
 
 
 def exploring_scenario(
-    scenario: Scenario,
-    *,
-    repeat: int,
-    max_points: int,
-    only: list[str] | None,
-    power_loss: bool = True,
-    share: tuple[int, int] = (1, 1),
+    scenario: Scenario, options: ExploreOptions, *, share: tuple[int, int] = (1, 1)
 ) -> Scenario:
-    """The scenario as the exploration runs it (see the module's docstring); UsageError for tries or
-    points out of range, named as the command line asks for them (the scenario's fields derived from
-    them, such as ``target.max_restarts``, were named instead)."""
-    if not 1 <= repeat <= MAX_REPEAT:
-        raise UsageError(f"{repeat} tries per point: an exploration makes 1 to {MAX_REPEAT} (--repeat)")
-    if not 1 <= max_points <= MAX_POINTS:
-        raise UsageError(f"{max_points} points: an exploration explores 1 to {MAX_POINTS} (--max-points)")
-    data = retry_quickly(scenario, kills=MAX_DEPTH * max_points * repeat)
-    # Each path may need its tries twice over (a try its call did not take is tried again).
-    data["workload"].update(intents=1 + 2 * max_points * repeat, concurrency=1)
+    """The scenario as the exploration runs it (see the module's docstring); UsageError for options out
+    of range, named as the command line asks for them (the scenario's fields derived from them, such as
+    ``target.max_restarts``, were named instead)."""
+    options = options.checked()
+    tries = max(1, min(MAX_TRIES, math.ceil(options.budget_s / RETRY_EVERY_S)))
+    data = retry_quickly(scenario, kills=MAX_DEPTH * tries)
+    # The warm-up and the clean call, then as many tries as the budget could hold.
+    data["workload"].update(intents=2 + tries, concurrency=1)
+    patience_s = data["client"]["give_up_after_s"]
+    limit = max(data["workload"]["max_duration_s"], options.budget_s + 2 * patience_s + DRAIN_S)
+    data["workload"]["max_duration_s"] = min(limit, MAX_RUN_S)
     files = scenario.faults.crash_points.files if scenario.faults.crash_points is not None else True
-    explore = {"repeat": repeat, "max_points": max_points, "only": only, "power_loss": power_loss}
+    explore: dict[str, Any] = {
+        "repeat": options.repeat,
+        "budget_s": options.budget_s,
+        "only": list(options.only) if options.only is not None else None,
+        "power_loss": options.power_loss,
+        "store": store_files(scenario),
+    }
     if share != (1, 1):
         explore.update(job=share[0], jobs=share[1])
     data["faults"] = {"crash_points": {"explore": explore, "files": files}}
     data["gate"] = {}
     return parse_scenario(data, source="the exploration of " + scenario.name)
+
+
+MAX_TRIES = 50_000
+"""Tries an exploration's run is given intents for at most (a try is a restart: the longest budget's
+worth), and restarts for, twice over (a crash in a retry's recovery)."""
+DRAIN_S = 60.0
+"""Beyond the budget and the try in flight: the clean call before it, and the run's end."""
+MAX_RUN_S = 86_400.0
+SQLITE_COMPANIONS = ("", "-journal", "-wal", "-shm")
+"""The files of a SQLite database: what a commit writes besides the database itself."""
+
+
+def store_files(scenario: Scenario) -> list[str] | None:
+    """Globs of the files the effect source reads, relative to the data directory (their crash states are
+    tried first); None where the harness does not see the store: a ``tool`` or ``command`` source, or
+    files outside ``{data_dir}`` (every point is then a crash state of its own). A database or a
+    downstream the harness holds is seen: its commits and calls are points."""
+    kind, source = scenario.audit.effects.chosen
+    if kind in ("sink", "downstream"):
+        return []
+    if isinstance(source, SqlEffects):
+        if not source.is_sqlite:
+            return [] if source.url.startswith("{postgres_url}") else None
+        inside = _in_data_dir(source.url.removeprefix("sqlite:///"))
+        return None if inside is None else [inside + end for end in SQLITE_COMPANIONS]
+    if isinstance(source, JsonlEffects):
+        inside = _in_data_dir(source.path)
+        return None if inside is None else [inside]
+    if isinstance(source, FilesEffects):
+        inside = _in_data_dir(source.dir)
+        return None if inside is None else [posixpath.join(inside, source.pattern).removeprefix("./")]
+    return None
+
+
+def _in_data_dir(path: str) -> str | None:
+    """``{data_dir}/notes.jsonl`` -> ``notes.jsonl`` (``{data_dir}`` itself: ``.``); None outside it."""
+    if path.rstrip("/") == "{data_dir}":
+        return "."
+    if not path.startswith("{data_dir}/"):
+        return None
+    return posixpath.normpath(path.removeprefix("{data_dir}/"))
 
 
 def retry_quickly(scenario: Scenario, *, kills: int) -> dict[str, Any]:
@@ -162,6 +205,10 @@ class PointResult:
     path: tuple[Point, ...]
     repeat: int = 1
     """Proven tries the plan wanted."""
+    same: tuple[str, ...] = ()
+    """The points whose crash state this path's shares: its tries stand for theirs."""
+    cut: bool = False
+    """The budget ran out before every try it wanted: a try proven is enough (the coverage says how many)."""
     proven: list[int] = field(default_factory=list)
     """Intents whose crash the history proves (held, killed there, answer withheld)."""
     unproven: dict[int, str] = field(default_factory=dict)
@@ -202,7 +249,7 @@ class PointResult:
     @property
     def inconclusive(self) -> str | None:
         """Why this point's result cannot be trusted (fewer proven tries than planned), or None."""
-        if len(self.proven) >= self.repeat or self.unavailable is not None:
+        if len(self.proven) >= self.repeat or self.unavailable is not None or (self.cut and self.proven):
             return None
         if not self.unproven:
             return f"{self.name}: no try (the exploration ended before it)"
@@ -241,15 +288,21 @@ class Exploration:
     seconds: float
     not_passed: list[str] = field(default_factory=list)
     """Points asked for (``--only``) that the clean call never passed, so none was explored."""
-    skipped: list[str] = field(default_factory=list)
-    """Points of the clean call beyond ``--max-points``: never tried."""
+    untried: list[str] = field(default_factory=list)
+    """Crash states of the clean call never tried (the budget ran out, or the run ended first), by the
+    point each would have been tried at."""
     deferred: list[str] = field(default_factory=list)
-    """Paths of two (a crash in a retry's recovery) beyond ``--max-points``: not explored."""
+    """Paths of two (a crash in a retry's recovery) the budget left no time for: not explored."""
     bypassed: str | None = None
     """The store changed in the clean call while the harness saw nothing of the call commit it."""
     ended: str | None = None
     """How the run ended when it did not complete (a deadline, an interrupt)."""
-    max_points: int = 8
+    options: ExploreOptions = field(default_factory=ExploreOptions)
+    """What the exploration was asked for (its budget, its tries per state)."""
+    crash_points: int = 0
+    """The clean call's crash points (each point, each way it is crashed), which its states stand for."""
+    ran_out: bool = False
+    """The budget was spent with tries left to make."""
     clean_intent: int = 0
     """The clean call's intent: 0, or 1 where intent 0 warmed up a fresh file store."""
     planned: list[str] = field(default_factory=list)
@@ -273,23 +326,56 @@ class Exploration:
         return [p for p in self.points if p.unavailable is not None]
 
     @property
+    def states(self) -> int:
+        """The clean call's distinct crash states: those tried and those not."""
+        return sum(1 for p in self.points if len(p.path) == 1) + len(self.untried)
+
+    @property
     def inconclusive(self) -> list[str]:
         """Why the exploration cannot certify the points it did not find anything at: one line each."""
-        return not_proven(
-            self.points, self.skipped, self.max_points, self.bypassed, self.ended, self.not_passed
+        untried = Untried(self.untried, self.states, self.options.budget_s, self.ran_out)
+        return not_proven(self.points, untried, self.bypassed, self.ended, self.not_passed)
+
+
+@dataclass(frozen=True, slots=True)
+class Untried:
+    """The crash states an exploration did not try, and why."""
+
+    names: Sequence[str]
+    states: int
+    """The call's distinct states, tried or not."""
+    budget_s: float
+    ran_out: bool
+    """The budget was spent (else the run ended first, which says why of its own)."""
+
+    def reason(self) -> str | None:
+        if not self.names:
+            return None
+        shown = ", ".join(self.names[:UNTRIED_SHOWN]) + (", ..." if len(self.names) > UNTRIED_SHOWN else "")
+        covered = self.states - len(self.names)
+        why = (
+            f"the budget of {self.budget_s:g} s ran out: {covered} of {self.states} crash states tried, "
+            f"{covered / self.states:.0%}; raise --budget to try them all"
+            if self.ran_out
+            else f"{covered} of {self.states} crash states tried before the run ended"
         )
+        states = "crash state" if len(self.names) == 1 else "crash states"
+        return f"not tried: {len(self.names)} {states} ({shown}): {why}"
+
+
+UNTRIED_SHOWN = 8
+"""Untried states a reason names, the others counted."""
 
 
 def not_proven(
     points: Sequence[PointResult],
-    skipped: Sequence[str],
-    max_points: int,
+    untried: Untried,
     bypassed: str | None,
     ended: str | None,
     not_passed: Sequence[str] = (),
 ) -> list[str]:
     """Why an exploration cannot certify what it found nothing at: the store changed behind it, it was
-    cut short, points asked for were never passed or not tried, points have too few proven tries."""
+    cut short, points asked for were never passed, states not tried, points with too few proven tries."""
     reasons = []
     if not_passed:
         reasons.append(
@@ -300,13 +386,8 @@ def not_proven(
         reasons.append(bypassed)
     if ended is not None:
         reasons.append(f"the exploration ended early ({ended})")
-    if skipped:
-        tried = len(points)
-        share = tried / (tried + len(skipped))
-        reasons.append(
-            f"not tried: {', '.join(skipped)} (beyond --max-points {max_points}: {tried} of "
-            f"{tried + len(skipped)} points covered, {share:.0%}; raise it to try every point of the call)"
-        )
+    if (why := untried.reason()) is not None:
+        reasons.append(why)
     return reasons + [r for p in points if (r := p.inconclusive) is not None]
 
 
@@ -317,27 +398,24 @@ class Planned:
     scenario: Scenario
     exploring: Scenario
     run_dir: Path
-    repeat: int
-    only: list[str] | None
-    max_points: int
+    options: ExploreOptions
+
+    @property
+    def repeat(self) -> int:
+        return self.options.repeat
+
+    @property
+    def only(self) -> tuple[str, ...] | None:
+        return self.options.only
 
 
 def prepare(
-    scenario: Scenario,
-    results_dir: Path,
-    *,
-    repeat: int,
-    max_points: int,
-    only: list[str] | None = None,
-    run_id: str | None = None,
-    power_loss: bool = True,
+    scenario: Scenario, results_dir: Path, options: ExploreOptions, *, run_id: str | None = None
 ) -> Planned:
     """The exploring scenario and a new run directory for it under ``results_dir``."""
-    exploring = exploring_scenario(
-        scenario, repeat=repeat, max_points=max_points, only=only, power_loss=power_loss
-    )
+    exploring = exploring_scenario(scenario, options)
     run_dir = rundir.prepare_run_dir(results_dir, exploring, run_id)
-    return Planned(scenario, exploring, run_dir, repeat, only, max_points)
+    return Planned(scenario, exploring, run_dir, options)
 
 
 async def explore(
@@ -382,8 +460,9 @@ def read_exploration(
         )
     results: dict[str, PointResult] = {}
     plan = evidence.plan
-    for name, labels in plan.planned if plan is not None else ():
-        results[name] = PointResult(labelled(parse_path(name), labels), repeat)
+    ran_out = plan is not None and plan.ran_out
+    for name, labels, same in plan.planned if plan is not None else ():
+        results[name] = PointResult(labelled(parse_path(name), labels), repeat, tuple(same), cut=ran_out)
     clean_calls: Counter[str] = Counter()
     for intent in sorted(verdicts):
         own = verdicts[intent]
@@ -408,6 +487,11 @@ def read_exploration(
             result.unproven[intent] = why
             result.unproven_verdicts[own] += 1
     stuck = _unavailable_at(results, evidence.tries, audit)
+    untried = [name for name, r in results.items() if not r.tries and not r.wiped and r.unavailable is None]
+    for name in untried:
+        del results[name]
+    # A crash in a retry's recovery the budget left no time for: not a gap in the call's own states.
+    later = [name for name in untried if len(parse_path(name)) > 1 and planned.only is None]
     return Exploration(
         scenario=scenario,
         run_dir=run_dir,
@@ -420,15 +504,17 @@ def read_exploration(
         effects=effects,
         audit=audit,
         seconds=time.monotonic() - started,
-        skipped=plan.skipped if plan is not None else [],
-        deferred=plan.deferred if plan is not None else [],
+        untried=[name for name in untried if name not in later],
+        deferred=later,
         bypassed=bypassed(clean, details, effects.get(clean_intent, 0), evidence.untraced),
         ended=None
         if evidence.status == RunStatus.COMPLETED.value or stuck
         else _ended(evidence.status, evidence.reason),
-        max_points=planned.max_points,
+        options=planned.options,
+        crash_points=plan.points if plan is not None else 0,
+        ran_out=ran_out,
         clean_intent=clean_intent,
-        planned=[name for name, _ in plan.planned] if plan is not None else [],
+        planned=[name for name, _, _ in plan.planned] if plan is not None else [],
         costs=try_costs(events, [i for i, t in evidence.tries.items() if t.why is None], audit_s),
     )
 

@@ -32,7 +32,7 @@ import orjson
 
 from harness import leftovers
 from harness.crashpoints.decisions import Decision, Reached, Site
-from harness.crashpoints.points import PointKind, file_label
+from harness.crashpoints.points import PointKind, file_label, file_op
 from harness.crashpoints.router import Router
 from harness.errors import TargetStartError
 from harness.history import EventType, HistoryWriter
@@ -57,15 +57,17 @@ class PowerLosses(Protocol):
         ...
 
 
-def file_point(op: str, paths: list[str]) -> Reached:
+def file_point(op: str, paths: list[str], info: dict[str, Any] | None = None) -> Reached:
     """A durable file operation (``write``, ``fsync``, ...) on ``paths`` of the data directory as the point it
     is: labelled by its paths with their random parts starred (a temporary file named anew each call), so
-    the same operation is found in every call."""
+    the same operation is found in every call; with what the tracer said of its effect (``info``), from
+    which an exploration tells the points that leave the same crash state."""
     return Reached(
         Site.FILES,
         PointKind(f"fs_{op}"),
         label=" -> ".join(file_label(p) for p in paths),
         detail={"paths": paths},
+        op=file_op(paths, info or {}),
     )
 
 
@@ -192,7 +194,7 @@ class FileTracer:
 
     async def _decide(self, message: dict[str, Any]) -> None:
         """Tell the router the file operation the pod stopped at; answer the tracer with its decision."""
-        point = file_point(str(message["op"]), [str(p) for p in message["paths"]])
+        point = file_point(str(message["op"]), [str(p) for p in message["paths"]], message.get("info"))
         task = asyncio.current_task()
         try:
             killed = await self.router.reached(point) is not Decision.PASS

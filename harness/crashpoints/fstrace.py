@@ -16,9 +16,11 @@ symbolic link, a FIFO; an open with ``O_TMPFILE`` names its directory), ``trunca
 ``open(path, "w")`` is one point in every call), ``write``, ``fsync`` (``fdatasync`` and
 ``msync(MS_SYNC)`` of a mapped file too; of a directory; ``sync``/``syncfs``, labelled ``.``),
 ``rename`` and ``unlink``, each with its path relative to the data directory (a path outside it, the
-other end of a rename, whole). The harness answers ``go`` (the operation runs) or ``killed`` (it
-killed the pod there: the crash point). A kill at an operation's entry leaves everything before it
-and nothing of it.
+other end of a rename, whole), and what the crash states need of it (``info``: what it acts on or
+makes, a truncation's length, whether it made the file, whether a file of the directory is mapped
+shared and writable, so changes without a system call). The harness answers ``go`` (the operation
+runs) or ``killed`` (it killed the pod there: the crash point). A kill at an operation's entry leaves
+everything before it and nothing of it.
 
 What a power loss leaves is :mod:`harness.crashpoints.durable`'s model, kept here as the pod runs: at
 the return of each operation that changes it (the tracee still stopped, so nothing has moved since)
@@ -81,6 +83,7 @@ O_CREAT, O_TRUNC = 0o100, 0o1000
 O_TMPFILE = 0o20000000
 """``__O_TMPFILE``, the same on both machines (``O_DIRECTORY``, the rest of ``O_TMPFILE``, is not)."""
 RENAME_EXCHANGE = 2
+AT_REMOVEDIR = 0x200
 MS_SYNC = 4
 
 
@@ -144,6 +147,9 @@ class _Op:
     fd: int | None = None
     paths: tuple[str, ...] = ()
     """The paths the model reads at the return, as this process finds them."""
+    info: dict[str, Any] | None = None
+    """What the harness is told of its effect beyond its kind and paths (``harness.crashpoints.points.
+    FileOp``): what it acts on or makes, a truncation's length, whether it made the file, an exchange."""
 
 
 @dataclass
@@ -345,7 +351,22 @@ class Tracer:
             self._go(_Stopped(tid, op))
             return
         self.stopped[self.events] = _Stopped(tid, op)
-        self._emit({"event": self.events, "op": op.kind, "paths": op.labels, "call": name, "tid": tid})
+        told = dict(op.info or {})
+        if self._mapped(self.pids.get(tid, tid)):
+            told["mapped"] = True
+        message = {"event": self.events, "op": op.kind, "paths": op.labels, "call": name, "tid": tid}
+        self._emit({**message, **({"info": told} if told else {})})
+
+    def _mapped(self, pid: int) -> bool:
+        """Whether a file of the watched directory is mapped shared and writable in ``pid``: its bytes may
+        then change between two operations without a system call (SQLite's ``-shm``)."""
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", errors="replace") as maps:
+            for line in maps:  # start-end perms offset device inode path
+                fields = line.rstrip("\n").split(maxsplit=5)
+                shared = len(fields) == 6 and fields[1][1] == "w" and fields[1][3] == "s"
+                if shared and self._watched(fields[5]):
+                    return True
+        return False
 
     def _after(self, tid: int, held: _Stopped, rval: int) -> None:
         """An operation the tracee was let do has returned: the model takes what it made durable, or made
@@ -386,7 +407,7 @@ class Tracer:
         path, or nothing that lasts)."""
         pid = self.pids.get(tid, tid)
         if name in ("write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync", "ftruncate"):
-            return self._on_fd(pid, name, _fd(args[0]))
+            return self._on_fd(pid, name, _fd(args[0]), args[1])
         if name in ("open", "creat", "openat", "openat2"):
             return self._open(pid, name, args)
         if name in ("mkdir", "mkdirat", "symlink", "symlinkat", "mknod", "mknodat"):
@@ -394,8 +415,12 @@ class Tracer:
         if name in ("truncate", "unlink", "rmdir", "unlinkat"):
             dirfd, addr = (_fd(args[0]), args[1]) if name == "unlinkat" else (AT_FDCWD, args[0])
             path = self._path(pid, dirfd, addr)
-            kind = "truncate" if name == "truncate" else "unlink"
-            return None if path is None else _Op(kind, [self._rel(path)])
+            if path is None:
+                return None
+            if name == "truncate":
+                return _Op("truncate", [self._rel(path)], info={"size": args[1]})
+            gone = name == "rmdir" or (name == "unlinkat" and args[2] & AT_REMOVEDIR)
+            return _Op("unlink", [self._rel(path)], info={"node": "dir" if gone else "file"})
         if name in ("rename", "renameat", "renameat2"):
             return self._rename(pid, name, args)
         if name in ("link", "linkat"):
@@ -406,15 +431,21 @@ class Tracer:
             return self._sync(pid, None if name == "sync" else _fd(args[0]))
         return None
 
-    def _on_fd(self, pid: int, name: str, fd: int) -> _Op | None:
-        """A write, truncation or fsync through a descriptor."""
+    def _on_fd(self, pid: int, name: str, fd: int, length: int) -> _Op | None:
+        """A write, truncation (to ``length``) or fsync through a descriptor."""
         path = self._fd_path(pid, fd)
         if path is None:
             return None
         kind = {"fsync": "fsync", "fdatasync": "fsync", "ftruncate": "truncate"}.get(name, "write")
         if kind == "write" and not os.path.isfile(_inside(pid, path)):
             return None
-        return _Op(kind, [self._rel(path)], "synced" if kind == "fsync" else None, fd=fd)
+        info: dict[str, Any] = {}
+        if kind == "truncate":
+            info["size"] = length
+        elif kind == "fsync":
+            with contextlib.suppress(OSError):
+                info["node"] = "dir" if stat.S_ISDIR(os.stat(f"/proc/{pid}/fd/{fd}").st_mode) else "file"
+        return _Op(kind, [self._rel(path)], "synced" if kind == "fsync" else None, fd=fd, info=info)
 
     def _open(self, pid: int, name: str, args: list[int]) -> _Op | None:
         """An open that may make a file, or cut one."""
@@ -433,11 +464,12 @@ class Tracer:
         if path is None:
             return None
         if flags & O_TMPFILE:  # a file with no name yet, in that directory
-            return _Op("create", [self._rel(path)], "opened")
+            return _Op("create", [self._rel(path)], "opened", info={"node": "unnamed"})
         exists = os.path.lexists(_inside(pid, path))
         if flags & O_TRUNC:  # ``open(path, "w")``: one point whether the file was there or not
-            return _Op("truncate", [self._rel(path)], None if exists else "opened")
-        return None if exists else _Op("create", [self._rel(path)], "opened")
+            made = {"size": 0, "new": not exists}
+            return _Op("truncate", [self._rel(path)], None if exists else "opened", info=made)
+        return None if exists else _Op("create", [self._rel(path)], "opened", info={"node": "file"})
 
     def _made(self, pid: int, name: str, args: list[int]) -> _Op | None:
         """A directory, a symbolic link, a FIFO or a device made (``mkfifo`` is ``mknodat``)."""
@@ -452,8 +484,9 @@ class Tracer:
         path = self._path(pid, dirfd, addr)
         if path is None:
             return None
-        label = self._rel(path) + ("/" if name.startswith("mkdir") else "")
-        return _Op("create", [label], "made", paths=(self._host(pid, path),))
+        node = "dir" if name.startswith("mkdir") else "symlink" if name.startswith("symlink") else "special"
+        label = self._rel(path) + ("/" if node == "dir" else "")
+        return _Op("create", [label], "made", paths=(self._host(pid, path),), info={"node": node})
 
     def _rename(self, pid: int, name: str, args: list[int]) -> _Op | None:
         """A rename with either end in the data directory (``RENAME_EXCHANGE``: both move)."""
@@ -467,7 +500,11 @@ class Tracer:
             return None
         after = "exchanged" if name == "renameat2" and args[4] & RENAME_EXCHANGE else "renamed"
         hosts = (self._host(pid, old), self._host(pid, new))
-        return _Op("rename", [self._rel(old), self._rel(new)], after, paths=hosts)
+        info: dict[str, Any] = {"exchange": True} if after == "exchanged" else {}
+        with contextlib.suppress(OSError):
+            mode = os.lstat(_inside(pid, old)).st_mode
+            info["node"] = "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "special"
+        return _Op("rename", [self._rel(old), self._rel(new)], after, paths=hosts, info=info)
 
     def _link(self, pid: int, name: str, args: list[int]) -> _Op | None:
         """A hard link made in the data directory: to a file from outside, the model takes it in."""
@@ -481,10 +518,10 @@ class Tracer:
             return None
         source = "" if old is None else self._descriptor(pid, old)
         if self._watched(source):  # another name of a file the model knows
-            return _Op("create", [self._rel(new)])
+            return _Op("create", [self._rel(new)], info={"node": "link"})
         named = source and not source.endswith(" (deleted)")  # an O_TMPFILE's has no name to go back to
         hosts = (self._host(pid, source) if named else "", self._host(pid, new))
-        return _Op("create", [self._rel(new)], "linked", paths=hosts)
+        return _Op("create", [self._rel(new)], "linked", paths=hosts, info={"node": "link"})
 
     def _msync(self, pid: int, args: list[int]) -> _Op | None:
         """An ``msync(MS_SYNC)``: an fsync of the watched files mapped in its range."""
@@ -501,7 +538,8 @@ class Tracer:
         if not mapped:
             return None
         hosts = tuple(self._host(pid, path) for path in mapped)
-        return _Op("fsync", [self._rel(path) for path in mapped], "mapped", paths=hosts)
+        labels = [self._rel(path) for path in mapped]
+        return _Op("fsync", labels, "mapped", paths=hosts, info={"node": "file"})
 
     def _sync(self, pid: int, fd: int | None) -> _Op | None:
         """A ``sync`` (``fd`` None), or a ``syncfs`` of the data directory's file system: everything."""
@@ -511,7 +549,7 @@ class Tracer:
                     return None
             except OSError:
                 return None
-        return _Op("fsync", ["."], "synced_all")
+        return _Op("fsync", ["."], "synced_all", info={"node": "all"})
 
     def _host(self, pid: int, path: str) -> str:
         """A path the tracee names, as this process finds it after the tracee is gone: the data

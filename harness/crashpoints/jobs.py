@@ -10,10 +10,8 @@ tries the clean call's paths at places K, K+N, ... of the plan, with the paths o
 two its retries lead to.
 
 The table does not depend on which copy finished first: the merge puts each
-point where an exploration in one copy plans it (the clean call's paths in the
-call's order, then the paths of two by the point they follow), and keeps of the
-paths of two as many as one copy would have tried, the first ones; the others are
-listed as not explored, as one copy lists them. What can differ from one copy is
+state where an exploration in one copy plans it (the clean call's states in the
+plan's order, then the paths of two by the point they follow). What can differ from one copy is
 what a crash finds of earlier tries' notes in a store (a copy's store holds only
 its own): the intents a crash wiped are counted in the copy that crashed. The
 clean calls row counts every copy's clean call.
@@ -37,8 +35,10 @@ from typing import TextIO, cast
 
 from harness import rundir
 from harness.crashpoints.explore import Exploration, Planned, PointResult, explore, exploring_scenario
+from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.points import parse_path, path_name
 from harness.errors import PreflightError
+from harness.run.preflight import preflight as checked
 from harness.scenario import Scenario
 
 JOB_DIR = "job-{}"
@@ -66,58 +66,44 @@ class Jobs:
 
 
 def prepare(
-    scenario: Scenario,
-    results_dir: Path,
-    *,
-    jobs: int,
-    repeat: int,
-    max_points: int,
-    only: list[str] | None = None,
-    run_id: str | None = None,
-    power_loss: bool = True,
+    scenario: Scenario, results_dir: Path, options: ExploreOptions, *, run_id: str | None = None
 ) -> Jobs:
-    """The exploration in ``jobs`` copies: one run directory as today for one copy; for more, a directory
-    holding one run directory per copy (``job-1``, ...), each with its share of the plan."""
+    """The exploration in ``options.jobs`` copies (default: the cores): one run directory for one copy;
+    for more, a directory holding one run directory per copy (``job-1``, ...), each with its share of
+    the plan."""
+    options = options.checked()
+    jobs = options.jobs if options.jobs is not None else default_jobs()
     if jobs == 1:
         from harness.crashpoints.explore import prepare as prepare_one
 
-        one = prepare_one(
-            scenario,
-            results_dir,
-            repeat=repeat,
-            max_points=max_points,
-            only=only,
-            run_id=run_id,
-            power_loss=power_loss,
-        )
+        one = prepare_one(scenario, results_dir, options, run_id=run_id)
         return Jobs(one.run_dir, [one])
     exploring = [
-        exploring_scenario(
-            scenario,
-            repeat=repeat,
-            max_points=max_points,
-            only=only,
-            power_loss=power_loss,
-            share=(job, jobs),
-        )
-        for job in range(1, jobs + 1)
+        exploring_scenario(scenario, options, share=(job, jobs)) for job in range(1, jobs + 1)
     ]  # all refused before any directory is made
     name = rundir.checked_run_id(run_id) or rundir.new_run_id(exploring[0])
     parent = rundir.make_dir(results_dir, name)
     copies = [
-        Planned(
-            scenario, one, rundir.prepare_run_dir(parent, one, JOB_DIR.format(job)), repeat, only, max_points
-        )
+        Planned(scenario, one, rundir.prepare_run_dir(parent, one, JOB_DIR.format(job)), options)
         for job, one in enumerate(exploring, start=1)
     ]
     return Jobs(parent, copies)
 
 
 async def explore_jobs(
-    jobs: Jobs, *, out: TextIO = sys.stderr, progress_interval_s: float | None = 1.0
+    jobs: Jobs,
+    *,
+    out: TextIO = sys.stderr,
+    progress_interval_s: float | None = 1.0,
+    preflight: bool = True,
 ) -> Exploration:
     """Explore in every copy at once and merge what they found into one exploration (see the module's
-    docstring); the first error of a copy (the others cancelled) is the exploration's."""
+    docstring); the first error of a copy (the others cancelled) is the exploration's. ``preflight``: two
+    real calls first, as ``run`` makes them (:mod:`harness.run.preflight`), so that a scenario whose
+    effect source cannot see the call's effect fails in seconds, not after the exploration."""
+    if preflight:
+        done = await checked(jobs.first.scenario, jobs.run_dir, jobs.run_dir.name)
+        out.write(done.describe() + "\n")
     if len(jobs.copies) == 1:
         return await explore(jobs.first, out=out, progress_interval_s=progress_interval_s)
     started = time.monotonic()
@@ -163,24 +149,15 @@ def merge(jobs: Jobs, found: list[Exploration], seconds: float) -> Exploration:
     for k, copy in enumerate(found):
         mine = [name for name in copy.planned if only is not None or len(parse_path(name)) == 1]
         singles.update({name: i * n + k for i, name in enumerate(mine)})
-    slots = jobs.first.max_points - len(singles)
-    later: list[tuple[tuple[int, int, int], str]] = []  # paths of two, found and deferred, in their order
-    for k, copy in enumerate(found):
-        found_here = [name for name in copy.planned if name not in singles] + copy.deferred
-        for i, name in enumerate(found_here):
-            after = path_name(parse_path(name)[:1])
-            later.append(((singles.get(after, len(singles)), k, i), name))
-    later.sort()
-    kept = {name for _, name in later[: max(0, slots)]}
     ordered: list[tuple[tuple[int, int, int], PointResult]] = []
     for k, copy in enumerate(found):
         for i, result in enumerate(copy.points):
             result.explored_in = copy
             if result.name in singles:  # the clean call's paths first, then the paths of two
                 ordered.append(((0, singles[result.name], 0), result))
-            elif result.name in kept:
+            elif result.name in copy.planned:
                 ordered.append(((1, singles.get(path_name(result.path[:1]), len(singles)), i), result))
-            elif result.name not in copy.planned and result.name not in copy.deferred:
+            else:
                 ordered.append(((2, k, i), result))  # a path the plan never had
     ordered.sort(key=lambda item: item[0])
     clean_calls: Counter[str] = Counter()
@@ -200,11 +177,13 @@ def merge(jobs: Jobs, found: list[Exploration], seconds: float) -> Exploration:
         audit=first.audit,
         seconds=seconds,
         not_passed=[name for name in only or () if name not in {r.name for _, r in ordered}],
-        skipped=first.skipped,
-        deferred=[name for _, name in later if name not in kept],
+        untried=sorted((name for copy in found for name in copy.untried), key=lambda name: singles[name]),
+        deferred=[name for copy in found for name in copy.deferred],
         bypassed=next((copy.bypassed for copy in found if copy.bypassed is not None), None),
         ended="; ".join(ended) or None,
-        max_points=first.max_points,
+        options=first.options,
+        crash_points=first.crash_points,
+        ran_out=any(copy.ran_out for copy in found),
         clean_intent=first.clean_intent,
         planned=[result.name for _, result in ordered],
         costs=[cost for copy in found for cost in copy.costs],

@@ -10,7 +10,12 @@ as the run goes, one intent at a time:
    Where it wrote files, it is a warm-up instead and intent 1 the clean call: the
    first call on a fresh store makes what every later call finds (the file, the
    database), so its points are not those of the calls that follow;
-2. each of those points is then held in ``repeat`` intents, in the call's order;
+2. the call's points, each crashed as a kill and (where it wrote files in its data
+   directory and ``power_loss`` is asked for) as a power loss (``fs_write#3@power_loss``),
+   make its *crash states* (:mod:`harness.crashpoints.states`): points that leave the
+   same files and bytes are one state, tried at its first point and standing for the
+   others. Each state is held in ``repeat`` intents, every state's first try before any
+   state's second;
 3. when a retry after a hold at a point is answered, the points it committed at
    (``db_commit``, ``downstream``: the retry's own commits) become paths of two,
    held in ``repeat`` intents each (a crash during the recovery), after the
@@ -22,39 +27,37 @@ as the run goes, one intent at a time:
    to the tool) is tried again, at most ``repeat`` more times per path, so that a
    point gets its ``repeat`` proven tries where it can.
 
-Where the call wrote files (the file tracer's points) and ``power_loss`` is asked
-for, each single point is planned twice, as a kill and as a power loss
-(``fs_write#3@power_loss``), the two one after the other. Such a call's points
-are planned most telling first (others in the call's order): ``request`` and ``response`` (the controls, and
-after the whole call), then the operations that change what a crash leaves (commits,
-downstream calls, each fsync, rename, unlink, truncation, creation), then the first
-and last write between two of those, then the other writes: a SQLite transaction
-writes many pages, and ``max_points`` may stop among them.
+Where the call wrote files the states are planned the store first (:func:`store_first`):
+``request`` and ``response`` (the controls, and after the whole call), then what
+changes what a crash leaves of the store (an fsync, a rename, an unlink, a truncation,
+a creation of the files the effect source reads or of those renamed onto them; a commit,
+a downstream call), then the store's writes (the first and last of a run first), then
+the same for other files (copies, logs). A call that wrote no file is planned in its order.
 
-At most ``max_points`` paths are planned, the single points first; the clean
-call's points beyond that are ``skipped`` (the exploration is then inconclusive:
-it did not try them), the retries' beyond it ``deferred``. Points are held by what
-they commit (:meth:`Point.same`). Intents the plan has nothing for run clean.
-Pure and deterministic: the same answers give the same plan, so a run of it can
-be read back from its history.
+No try begins once the budget (``budget_s``, on the ``clock`` the plan is given) is spent:
+the states left are untried (the exploration is then inconclusive), the paths of two left
+not explored. Points are held by what they commit (:meth:`Point.same`). Intents the plan has
+nothing for run clean. Pure but for that clock: the same answers in the same time give the
+same plan, so a run of it can be read back from its history.
 
 An exploration in ``jobs`` copies of the target (``crashpoints --jobs``, see
 :mod:`harness.crashpoints.jobs`) runs this plan in each, every copy with its own
-clean call: copy ``job`` keeps the clean call's paths whose place in the plan is
+clean call: copy ``job`` keeps the clean call's states whose place in the plan is
 ``job`` modulo ``jobs`` (the ``job``-th, then every ``jobs``-th after it), and the
-retries' paths of two it finds from those. Those share the slots the single points
-left under ``max_points``: each copy fills them all with its own, as an exploration
-in one copy would have if its points were the only ones, and the merge keeps, in
-the order one copy would have found them, as many as one copy would have tried.
+retries' paths of two it finds from those.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import math
+import posixpath
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from harness.crashpoints.points import FILE_KINDS, Crash, Point, PointKind, parse_path
+from harness.crashpoints.states import CrashState, crash_states
 
 Path = tuple[Point, ...]
 
@@ -68,20 +71,73 @@ def labelled(path: Path, labels: Sequence[str | None] | None) -> Path:
     )
 
 
-def telling_first(points: Sequence[Point]) -> list[Point]:
-    """The clean call's points in the order an exploration tries them (see the module's docstring)."""
-    ends = [p for p in points if p.kind in (PointKind.REQUEST, PointKind.RESPONSE)]
-    boundaries = [p for p in points if p not in ends and p.kind is not PointKind.FS_WRITE]
-    edges: list[Point] = []
+def store_first(
+    states: Sequence[CrashState], call: Sequence[Point], store: Sequence[str]
+) -> list[CrashState]:
+    """A call's crash states in the order an exploration tries them (see the module's docstring), each
+    placed by its most telling point: ``call``, the clean call's points in order; ``store``, globs of the
+    files the effect source reads (relative to the data directory)."""
+    stored = _store_files(call, store)
+    edges = _edges(call)
+    position = {p: i for i, p in enumerate(call)}
+
+    def rank(point: Point) -> tuple[int, int]:
+        at = replace(point, crash=Crash.KILL)
+        if point.kind in (PointKind.REQUEST, PointKind.RESPONSE):
+            kind = 0
+        elif point.kind not in FILE_KINDS:
+            kind = 1  # a commit, a downstream call: where a database's or a downstream's store changes
+        elif point.kind is not PointKind.FS_WRITE:
+            kind = 1 if _on_store(point, stored) else 4
+        else:
+            kind = (2 if _on_store(point, stored) else 5) + (0 if at in edges else 1)
+        return kind, position.get(at, len(position))
+
+    ordered = sorted(enumerate(states), key=lambda item: (min(map(rank, item[1].points)), item[0]))
+    return [state for _, state in ordered]
+
+
+def _on_store(point: Point, stored: set[str]) -> bool:
+    """Whether a point's operation is on the store: on one of its files, or an fsync of a directory
+    holding one (what makes its names durable), or of everything."""
+    files = _files(point)
+    if point.op is not None and point.op.node == "all":
+        return True
+    if point.op is not None and point.op.node == "dir" and point.kind is PointKind.FS_FSYNC:
+        where = {"" if f == "." else f.rstrip("/") for f in files}
+        return any(posixpath.dirname(f) in where for f in stored)
+    return bool(set(files) & stored)
+
+
+def _files(point: Point) -> tuple[str, ...]:
+    """The files a point's operation names (its tracer's paths, else its label's)."""
+    if point.op is not None:
+        return point.op.paths
+    return tuple((point.label or "").split(" -> ")) if point.label else ()
+
+
+def _store_files(points: Sequence[Point], store: Sequence[str]) -> set[str]:
+    """The files of the call that are the store's: those the globs match, and those renamed onto them
+    (a temporary file that becomes the store)."""
+    stored = {f for p in points for f in _files(p) if any(fnmatch.fnmatchcase(f, g) for g in store)}
+    for point in reversed(points):  # a rename onto a temporary file that is itself renamed on
+        files = _files(point)
+        if point.kind is PointKind.FS_RENAME and len(files) == 2 and files[1] in stored:
+            stored.add(files[0])
+    return stored
+
+
+def _edges(points: Sequence[Point]) -> set[Point]:
+    """The first and last write of each run of writes between two other operations."""
+    edges: set[Point] = set()
     run: list[Point] = []
     for point in [*points, None]:
         if point is not None and point.kind is PointKind.FS_WRITE:
             run.append(point)
             continue
-        edges += [run[0], run[-1]] if len(run) > 1 else run
+        edges.update(run[:1] + run[-1:])
         run = []
-    rest = [p for p in points if p.kind is PointKind.FS_WRITE and p not in edges]
-    return [*ends, *boundaries, *edges, *rest]
+    return edges
 
 
 def _left_work(point: Point) -> bool:
@@ -100,8 +156,9 @@ class FixedPlan:
             for at, intents, labels in holds
         ]
         self.planned = [path for path, _ in self._holds]
-        self.skipped: list[Path] = []
-        self.deferred: list[Path] = []
+        self.same: dict[Path, tuple[Point, ...]] = {}
+        self.points = 0
+        self.ran_out = False
         self.clean_intent: int | None = None
         """A fixed plan has no clean call."""
 
@@ -123,45 +180,54 @@ class FixedPlan:
 
 
 class ExplorePlan:
-    """Every point of a clean call, ``repeat`` times each, then the retries' own commits."""
+    """Every crash state of a clean call, ``repeat`` times each, then the retries' own commits, within
+    ``budget_s`` seconds of the ``clock``."""
 
     def __init__(
         self,
         repeat: int,
-        max_points: int,
         only: Sequence[str] | None = None,
         *,
         power_loss: bool = False,
         share: tuple[int, int] = (1, 1),
+        budget_s: float = math.inf,
+        clock: Callable[[], float] = lambda: 0.0,
+        store: Sequence[str] | None = None,
     ) -> None:
         self.repeat = repeat
         self.share = share
-        """This copy's number and how many explore side by side: which of the clean call's paths it tries."""
-        self._first = (0, 0)
-        """Paths planned from the clean call: this copy's, and all copies' (the slots left for the rest)."""
-        self.max_points = max_points
+        """This copy's number and how many explore side by side: which of the clean call's states it tries."""
         self.power_loss = power_loss
         """Each point is also crashed as a power loss, where the call wrote files."""
         self.only = None if only is None else [parse_path(name) for name in only]
+        self.store = None if store is None else tuple(store)
+        """Globs of the store's files in the data directory (tried first); None: a store the harness does
+        not see, so no two points are known to leave the same state."""
+        self._clock = clock
+        self.deadline = clock() + budget_s
+        self.ran_out = False
+        """The budget was spent with tries left to make."""
         self.clean: Path | None = None
         """The points of the clean call, once it was answered."""
         self.clean_intent: int | None = None
         """Which intent the clean call was (0, or 1 after a warm-up)."""
         self._warmed = False
+        self.points = 0
+        """Crash points of the clean call (each point, each way it is crashed): what its states stand for."""
         self.planned: list[Path] = []
-        """Every path planned, in the order they are tried."""
-        self.skipped: list[Path] = []
-        """Points of the clean call left out by ``max_points``: never tried."""
-        self.deferred: list[Path] = []
-        """Paths of two (a crash in a retry's recovery) left out by ``max_points``."""
+        """Every path planned, in the order they are tried: a state's first point, or a path of two."""
+        self.same: dict[Path, tuple[Point, ...]] = {}
+        """Per path planned, the other points of its crash state: one try stands for them."""
         self._paths: dict[int, Path] = {}
-        self._queue: deque[Path] = deque()
+        self._rounds: list[deque[Path]] = [deque() for _ in range(repeat)]
+        """The tries to make, by round: every path's first try before any path's second."""
         self._again: dict[Path, int] = {}
 
     def path_of(self, intent: int) -> Path:
         if intent not in self._paths:
             # One call at a time: when an intent starts, every earlier one has been seen to its end.
-            self._paths[intent] = self._queue.popleft() if self._queue and self.clean is not None else ()
+            queued = next((tries for tries in self._rounds if tries), None)
+            self._paths[intent] = queued.popleft() if queued and self.clean is not None else ()
         return self._paths[intent]
 
     def answered(self, intent: int, points: Path, held: int) -> None:
@@ -173,11 +239,7 @@ class ExplorePlan:
                 return
             self.clean, self.clean_intent = points, intent
             if self.only is None:
-                files = any(p.kind in FILE_KINDS for p in points)
-                crashes = [Crash.KILL, Crash.POWER_LOSS] if self.power_loss and files else [Crash.KILL]
-                for point in telling_first(points) if files else points:
-                    for crash in crashes:
-                        self._add((replace(point, crash=crash),))
+                self._plan_states(points)
             else:  # asked for by name: a path of two is held whether or not a retry was seen to reach it
                 by_name = {p: p for p in points}  # the clean call's points, with their labels
                 for wanted in self.only:
@@ -190,10 +252,27 @@ class ExplorePlan:
                 if point.kind in (PointKind.DB_COMMIT, PointKind.DOWNSTREAM) and not point.reads:
                     self._add((path[0], point))
 
+    def _plan_states(self, points: Path) -> None:
+        """The clean call's crash states, in the order they are tried."""
+        files = any(p.kind in FILE_KINDS for p in points)
+        crashes = [Crash.KILL, Crash.POWER_LOSS] if self.power_loss and files else [Crash.KILL]
+        # A call that wrote no file keeps each point its own: what changed between them is not seen here.
+        states = crash_states(points, crashes, merge=self.store is not None and files)
+        self.points = len(points) * len(crashes)
+        for state in store_first(states, points, self.store or ()) if files else states:
+            self._add((state.tried,), state.same)
+
     def exhausted(self) -> bool:
-        """Whether every try has been made: asked before the next intent starts (one call at a time, so
-        every earlier try has ended and added what it found); the run then starts no more."""
-        return self.clean is not None and not self._queue
+        """Whether every try has been made, or no more may begin (the budget is spent): asked before the
+        next intent starts (one call at a time, so every earlier try has ended and added what it found);
+        the run then starts no more."""
+        if self.clean is None:
+            return False
+        if not any(self._rounds):
+            return True
+        if self._clock() >= self.deadline:
+            self.ran_out = True
+        return self.ran_out
 
     def unheld(self, intent: int) -> None:
         """``intent`` ended without being held along its whole path: try the path again (bounded)."""
@@ -201,22 +280,20 @@ class ExplorePlan:
         if not path or self._again.get(path, 0) >= self.repeat:
             return
         self._again[path] = self._again.get(path, 0) + 1
-        self._queue.appendleft(path)
+        self._rounds[0].appendleft(path)
 
     def _take_share(self) -> None:
         """Keep this copy's share of the clean call's paths (all of them in an exploration of one copy)."""
         job, jobs = self.share
-        every = len(self.planned)
         self.planned = self.planned[job - 1 :: jobs]
-        self._queue = deque(path for path in self.planned for _ in range(self.repeat))
-        self._first = (len(self.planned), every)
+        for tries in self._rounds:
+            tries.clear()
+            tries.extend(self.planned)
 
-    def _add(self, path: Path) -> None:
-        if path in self.planned or path in self.skipped or path in self.deferred:
-            return
-        own, every = self._first
-        if len(self.planned) - own >= self.max_points - every:
-            (self.skipped if len(path) == 1 else self.deferred).append(path)
+    def _add(self, path: Path, same: tuple[Point, ...] = ()) -> None:
+        if path in self.planned:
             return
         self.planned.append(path)
-        self._queue.extend([path] * self.repeat)
+        self.same[path] = same
+        for tries in self._rounds:
+            tries.append(path)

@@ -3,9 +3,10 @@
 A plan is told each point as it is reached, placed in its attempt (:class:`~.router.At`),
 and answers pass, hold, kill or power loss; it is told what was done (a kill the pod
 was not there for passes), when an exchange ends, and is asked which held points to
-release, so that it can order two attempts' steps. It does no I/O and keeps no clock:
-the same stream of points gives the same decisions, which is what lets a run be read
-back from its history and a plan be tested with a scripted stream.
+release, so that it can order two attempts' steps. It does no I/O and reads no time but
+through the clock it is given (an exploration's budget): the same stream of points in
+the same time gives the same decisions, which is what lets a run be read back from its
+history and a plan be tested with a scripted stream and a clock of the test's.
 
 * :class:`ObservePlan`: passes everything; every run has it, so each attempt's
   ``attempt_ended`` says which points it reached.
@@ -21,7 +22,8 @@ back from its history and a plan be tested with a scripted stream.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed, crash_decision
@@ -77,9 +79,14 @@ class ObservePlan(Plan):
     kinds = CRASH_KINDS
 
 
-def _described(path: Path) -> dict[str, Any]:
-    """A planned path as the history records it: its name, and what each point commits."""
-    return {"path": path_name(path), "labels": [p.label for p in path]}
+def _described(path: Path, same: tuple[Point, ...] = ()) -> dict[str, Any]:
+    """A planned path as the history records it: its name, what each point commits, and the points whose
+    crash state it shares (one try stands for them)."""
+    return {
+        "path": path_name(path),
+        "labels": [p.label for p in path],
+        **({"same": [p.name for p in same]} if same else {}),
+    }
 
 
 class PathPlan(Plan):
@@ -94,7 +101,7 @@ class PathPlan(Plan):
         self._last: int | None = None
         """The intent whose call last reached the server (one call at a time)."""
         self._settled = False
-        self._told: tuple[int, int, int] = (0, 0, 0)
+        self._told: tuple[int, bool] = (0, False)
 
     def decide(self, at: At) -> Decision:
         if at.point.kind is PointKind.REQUEST and at.intent != self._last:
@@ -142,17 +149,18 @@ class PathPlan(Plan):
         return {"path": path_name(path)} if path else {}
 
     def told(self) -> Mapping[str, Any] | None:
-        """A ``crash_plan`` event when the plan grew: what the explorer checks every try against."""
+        """A ``crash_plan`` event when the plan grew or its budget ran out: what the explorer checks every
+        try against."""
         paths = self.paths
-        told = (len(paths.planned), len(paths.skipped), len(paths.deferred))
+        told = (len(paths.planned), paths.ran_out)
         if told == self._told:
             return None
         self._told = told
         clean = paths.clean_intent
         return {
-            "planned": [_described(p) for p in paths.planned],
-            "skipped": [_described(p) for p in paths.skipped],
-            "deferred": [_described(p) for p in paths.deferred],
+            "planned": [_described(p, paths.same.get(p, ())) for p in paths.planned],
+            **({"points": paths.points} if paths.points else {}),
+            **({"ran_out": True} if paths.ran_out else {}),
             **({"clean_intent": clean} if clean else {}),
         }
 
@@ -238,8 +246,9 @@ class OrderPlan(Plan):
         return [(self._arrived[p - 1].intent, self._arrived[p - 1].attempt) for p in self._released]
 
 
-def plan_for(crash: CrashPoints | None) -> Plan:
-    """The plan of a run's ``faults.crash_points``: observe where there is none."""
+def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.monotonic) -> Plan:
+    """The plan of a run's ``faults.crash_points``: observe where there is none. ``clock``: what an
+    exploration's budget is counted on, from now."""
     if crash is None:
         return ObservePlan()
     if crash.order is not None:
@@ -251,9 +260,11 @@ def plan_for(crash: CrashPoints | None) -> Plan:
     return PathPlan(
         ExplorePlan(
             explore.repeat,
-            explore.max_points,
             explore.only,
             power_loss=explore.power_loss,
             share=(explore.job, explore.jobs),
+            budget_s=explore.budget_s,
+            clock=clock,
+            store=explore.store,
         )
     )

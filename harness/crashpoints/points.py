@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class PointKind(enum.StrEnum):
@@ -87,6 +88,42 @@ MAX_DEPTH = 2
 """A crash, and a crash during the recovery from it."""
 
 
+@dataclass(frozen=True, slots=True)
+class FileOp:
+    """What a file operation does, as far as the crash states need it (:mod:`.states`): the file tracer
+    tells it with the operation, before it runs. Never what it writes: a write's bytes hold the
+    intent's marker, the same in no two calls."""
+
+    paths: tuple[str, ...]
+    """Relative to the data directory (outside it, whole: they start with ``/``); a rename's two."""
+    node: str = ""
+    """What it acts on or makes: ``file``, ``dir``, ``symlink``, ``special`` (a FIFO, a socket, a
+    device), ``link`` (a hard link), ``unnamed`` (``O_TMPFILE``), ``all`` (``sync``); empty: unknown."""
+    new: bool = False
+    """A truncation that made the file (``open(path, "w")`` of a name not there)."""
+    size: int | None = None
+    """A truncation's length (0 for ``O_TRUNC``)."""
+    exchange: bool = False
+    """A rename that swaps its two names (``RENAME_EXCHANGE``)."""
+    mapped: bool = False
+    """Some file of the data directory was mapped shared and writable in the process: its bytes may
+    change between two points with no operation to see."""
+
+
+def file_op(paths: Sequence[str], info: Mapping[str, Any]) -> FileOp:
+    """What the file tracer said of an operation (its ``info``) as a :class:`FileOp`; what it did not say
+    is unknown, which the crash states read as "may change anything"."""
+    size = info.get("size")
+    return FileOp(
+        tuple(paths),
+        str(info.get("node") or ""),
+        new=info.get("new") is True,
+        size=size if isinstance(size, int) else None,
+        exchange=info.get("exchange") is True,
+        mapped=info.get("mapped") is True,
+    )
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Point:
     kind: PointKind
@@ -101,6 +138,8 @@ class Point:
     crash: Crash = Crash.KILL
     """How a try held here is crashed: part of the point's name and identity (the same operation
     crashed two ways is two points to explore), not of how it is found in a call."""
+    op: FileOp | None = field(default=None, compare=False)
+    """A file operation's effect (the tracer's word on it): what tells which points share a crash state."""
 
     def same(self, other: Point) -> bool:
         """Whether ``other`` is this point, both of calls already seen whole (the clean call's): by label

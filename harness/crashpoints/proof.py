@@ -77,9 +77,12 @@ class Try:
 class PlanSeen:
     """The exploration's plan as its last ``crash_plan`` event recorded it."""
 
-    planned: list[tuple[str, list[str | None]]]
-    skipped: list[str]
-    deferred: list[str]
+    planned: list[tuple[str, list[str | None], list[str]]]
+    """Each path planned: its name, what each point commits, the points whose crash state it shares."""
+    points: int = 0
+    """The clean call's crash points (each point, each way), which the states stand for."""
+    ran_out: bool = False
+    """The budget was spent with tries left to make."""
     clean_intent: int = 0
     untraced: str | None = None
     """Why the pod's file operations were not traced (ptrace refused), if they were not."""
@@ -164,16 +167,19 @@ def read_evidence(events: Iterable[Mapping[str, Any]]) -> Evidence:
             rollbacks.append(int(ev["seq"]))
         elif typ == EventType.CRASH_PLAN:
             plan = PlanSeen(
-                planned=[(str(p["path"]), list(p.get("labels") or [])) for p in ev.get("planned") or ()],
-                skipped=[str(p["path"]) for p in ev.get("skipped") or ()],
-                deferred=[str(p["path"]) for p in ev.get("deferred") or ()],
+                planned=[
+                    (str(p["path"]), list(p.get("labels") or []), [str(n) for n in p.get("same") or ()])
+                    for p in ev.get("planned") or ()
+                ],
+                points=int(ev.get("points") or 0),
+                ran_out=ev.get("ran_out") is True,
                 clean_intent=int(ev.get("clean_intent") or 0),
             )
         elif typ == EventType.RUN_ENDED:
             status, reason = str(ev.get("status")), ev.get("reason")
         elif typ == EventType.SERVICE_STARTED and ev.get("service") == "file_tracer" and not ev.get("traced"):
             untraced = str(ev.get("reason") or "ptrace refused")
-    labels = dict(plan.planned) if plan is not None else {}
+    labels = {name: labelled for name, labelled, _ in plan.planned} if plan is not None else {}
     for one in tries.values():
         one.path = labelled(one.path, labels.get(one.path_name))
         one.why = _unproven(

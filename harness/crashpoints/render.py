@@ -51,6 +51,8 @@ def wiped_count(point: PointResult) -> int:
 
 LABEL_LIMIT = 40
 """How much of what a point commits the table shows (``INSERT invoices``)."""
+SAME_LIMIT = 60
+"""How much of the points a state stands for the table shows (the report's JSON has them all)."""
 
 
 def result_of(point: PointResult) -> str:
@@ -67,10 +69,12 @@ def render_table(exploration: Exploration) -> str:
     """One row per path planned (in the order tried), and one for the calls held nowhere. ``proven``:
     tries whose history shows the hold, the kill there and the answer withheld; only their verdicts are
     counted, the others are ``unproven`` (why: in the summary). Where points were crashed two ways, a
-    ``crash`` column says which (a kill, or a power loss); ``wiped``, where a crash lost intents
-    acknowledged before its try, counts them."""
+    ``crash`` column says which (a kill, or a power loss); ``same state``, where a try stands for other
+    points that leave the same files, names them; ``wiped``, where a crash lost intents acknowledged
+    before its try, counts them."""
     columns = _columns(exploration)
     crashes = any(pt.crash is Crash.POWER_LOSS for p in exploration.points for pt in p.path)
+    same = any(p.same for p in exploration.points)
     wiped = any(p.wiped for p in exploration.points)
     rows: list[list[object]] = []
     for p in exploration.points:
@@ -81,6 +85,7 @@ def render_table(exploration: Exploration) -> str:
                 path_name((*p.path[:-1], replace(last, crash=Crash.KILL))) if crashes else p.name,
                 *([last.crash.value.replace("_", " ")] if crashes else []),
                 what or "-",
+                *([bounded(", ".join(p.same), SAME_LIMIT) or "-"] if same else []),
                 f"{len(p.proven)}/{p.repeat}",
                 *(p.verdicts[c] or "" for c in columns),
                 *([wiped_count(p) or ""] if wiped else []),
@@ -94,6 +99,7 @@ def render_table(exploration: Exploration) -> str:
             "(none: clean calls)",
             *(["-"] if crashes else []),
             "-",
+            *(["-"] if same else []),
             sum(clean.values()),
             *(clean[c] or "" for c in columns),
             *([""] if wiped else []),
@@ -101,9 +107,10 @@ def render_table(exploration: Exploration) -> str:
             "-",
         ]
     )
-    head = ["point", *(["crash"] if crashes else []), "commits or writes", "proven", *columns]
-    head += [*(["wiped"] if wiped else []), "unproven", "result"]
-    align = "l" + ("l" if crashes else "") + "lr" + "r" * len(columns) + ("r" if wiped else "") + "rl"
+    head = ["point", *(["crash"] if crashes else []), "commits or writes", *(["same state"] if same else [])]
+    head += ["proven", *columns, *(["wiped"] if wiped else []), "unproven", "result"]
+    align = "l" + ("l" if crashes else "") + "l" + ("l" if same else "") + "r" + "r" * len(columns)
+    align += ("r" if wiped else "") + "rl"
     return markdown_table(head, rows, align=align)
 
 
@@ -137,39 +144,54 @@ def summary_line(exploration: Exploration) -> str:
     if found or stuck:
         at = ", ".join(f"{p.name} ({p.finding.value if p.finding else ''})" for p in found)
         what = "; ".join([*stuck, *(["findings at " + at] if found else [])])
-        # What is left unproven, counted as a person reads it: the points never tried are many points
+        # What is left unproven, counted as a person reads it: the states never tried are many states
         # (not one "thing"), the rest one reason each.
-        skipped = exploration.skipped
-        others = [r for r in exploration.inconclusive if not (skipped and r.startswith("not tried:"))]
+        untried = exploration.untried
+        others = [r for r in exploration.inconclusive if not (untried and r.startswith("not tried:"))]
         if others:
             n = len(others)
             names = [reason.split(":", 1)[0] for reason in others]
             shown = ", ".join(names[:5]) + (", ..." if n > 5 else "")
             things = "thing" if n == 1 else "things"
             what += f"; and {n} {things} it could not prove ({shown}: see the report)"
-        if skipped:
-            total = len(exploration.points) + len(skipped)
-            what += (
-                f"; and {len(skipped)} of its {total} points not tried (beyond --max-points "
-                f"{exploration.max_points}: raise it to try every point of the call)"
+        if untried:
+            why = (
+                f"the budget of {exploration.options.budget_s:g} s ran out: raise --budget to try them all"
+                if exploration.ran_out
+                else "the run stopped before them"
             )
+            what += f"; and {len(untried)} of its {exploration.states} crash states not tried ({why})"
     elif exploration.inconclusive:
         what = "INCONCLUSIVE, no finding among what it proved: " + "; ".join(exploration.inconclusive)
     else:
         what = "no finding at any point, every try proven"
-    return (
-        f"crashpoints: {len(exploration.points)} points, {tries} tries in {exploration.seconds:.1f}s; {what}"
-    )
+    return f"crashpoints: {coverage(exploration)}, {tries} tries in {exploration.seconds:.1f}s; {what}"
+
+
+def coverage(exploration: Exploration) -> str:
+    """How many points the exploration stands for and how many tries that took: ``14 crash points in 6
+    distinct states``, or the paths tried where it was told which (``--only``)."""
+    singles = [p for p in exploration.points if len(p.path) == 1]
+    total = exploration.crash_points
+    if not total or exploration.options.only is not None:
+        return f"{len(exploration.points)} points"
+    alike = sum(1 + len(p.same) for p in singles)
+    later = len(exploration.points) - len(singles)
+    more = f", and {later} in a retry's recovery" if later else ""
+    untried = f" ({len(exploration.untried)} not tried)" if exploration.untried else ""
+    if alike == len(singles) and not exploration.untried:
+        return f"{total} crash points, each a state of its own{more}"
+    return f"{total} crash points in {exploration.states} distinct states{untried}{more}"
 
 
 def deferred_line(exploration: Exploration) -> str | None:
-    """The recovery paths (a crash in a retry of a crash) found and left for a larger ``--max-points``:
-    not a gap in what the call's own points proved, but what a deeper exploration would try."""
+    """The recovery paths (a crash in a retry of a crash) found and left when the budget ran out: not a
+    gap in what the call's own states proved, but what a longer exploration would try."""
     if not exploration.deferred:
         return None
     return (
-        f"Not explored: {', '.join(exploration.deferred)} (crashes in a retry's recovery, beyond "
-        f"--max-points {exploration.max_points}; raise it to try them)."
+        f"Not explored: {', '.join(exploration.deferred)} (crashes in a retry's recovery; the budget of "
+        f"{exploration.options.budget_s:g} s ran out before them: raise --budget to try them)."
     )
 
 
@@ -206,6 +228,7 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
             "depth": len(p.path),
             "label": last.label,
             "crash": last.crash.value,
+            "same_state": list(p.same),
             "tries": p.tries,
             "proven": len(p.proven),
             "repeat": p.repeat,
@@ -233,6 +256,10 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
         "run_dir": str(exploration.run_dir),
         "job_runs": [str(job.run_dir) for job in exploration.jobs],
         "repeat": exploration.repeat,
+        "budget_s": exploration.options.budget_s,
+        "crash_points": exploration.crash_points,
+        "states": exploration.states,
+        "ran_out": exploration.ran_out,
         "seconds": round(exploration.seconds, 3),
         "try_cost": {
             "tries": len(exploration.costs),
@@ -243,7 +270,7 @@ def as_json(exploration: Exploration) -> dict[str, Any]:
         "unavailable": [p.name for p in exploration.unavailable],
         "clean_call": [p.name for p in exploration.clean],
         "clean_call_labels": [p.label for p in exploration.clean],
-        "skipped": exploration.skipped,
+        "untried": exploration.untried,
         "deferred": exploration.deferred,
         "points": points,
         "clean_calls": {k: v for k, v in exploration.clean_calls.items() if v},
@@ -254,11 +281,11 @@ def render_markdown(exploration: Exploration) -> str:
     parts = [
         f"# Crash points: {exploration.scenario.name}\n",
         f"**{summary_line(exploration)}**\n",
-        f"The clean call passed: {', '.join(p.name for p in exploration.clean)}. Each point was held in "
-        f"{exploration.repeat} tries: the pod SIGKILLed there, restarted, and the call retried with the "
-        "same key and a new request id. A try is counted (proven) only where the history shows the hold "
-        "at the planned point, the kill while held and the answer withheld from the client. "
-        f"{runs(exploration)}\n",
+        f"The clean call passed: {', '.join(p.name for p in exploration.clean)}. {states_said(exploration)}"
+        f"Each was held in {exploration.repeat} {'try' if exploration.repeat == 1 else 'tries'}: the pod "
+        "SIGKILLed there, restarted, and the call retried with the same key and a new request id. A try "
+        "is counted (proven) only where the history shows the hold at the planned point, the kill while "
+        f"held and the answer withheld from the client. {runs(exploration)}\n",
         render_table(exploration),
         "",
     ]
@@ -298,6 +325,17 @@ def render_markdown(exploration: Exploration) -> str:
             f"Reproduce it: `mcp-chaos run {exploration.run_dir / reproducer_name(result)}`\n",
         ]
     return "\n".join(parts)
+
+
+def states_said(exploration: Exploration) -> str:
+    """What the states are, where some stand for more than one point."""
+    if not any(p.same for p in exploration.points):
+        return ""
+    return (
+        f"Its {coverage(exploration)}: points that leave the same files and bytes after the crash (and "
+        "after a power loss's rollback) are one state, tried at its first point (the table's `same "
+        "state` names the others). "
+    )
 
 
 def runs(exploration: Exploration) -> str:

@@ -294,7 +294,7 @@ class Router:
     def _count(self, window: _Window, r: Reached) -> Point:
         kind = r.kind
         window.counts[kind] += 1
-        point = Point(kind, window.counts[kind] if kind in COUNTED else 1, r.label, 1, r.reads)
+        point = Point(kind, window.counts[kind] if kind in COUNTED else 1, r.label, 1, r.reads, op=r.op)
         if r.label is not None:
             point = replace(
                 point, nth=nth_with(r.label, [*(p for p in window.points if p.kind is kind), point])

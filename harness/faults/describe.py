@@ -54,9 +54,10 @@ def describe_crash_points(crash: CrashPoints) -> str:
     if explore is not None:
         only = f", only {', '.join(explore.only)}" if explore.only else ""
         return (
-            f"  crash points, explored: a clean call, then each point it passes held and the pod SIGKILLed "
-            f"there in {explore.repeat} tries, then the retries' own commits (at most {explore.max_points} "
-            f"points{only})"
+            f"  crash points, explored: a clean call, then each distinct crash state of the points it passes "
+            f"held and the pod SIGKILLed there in {explore.repeat} "
+            f"{'try' if explore.repeat == 1 else 'tries'}, then the retries' own commits (within "
+            f"{explore.budget_s:g} s{only})"
         )
     holds = "; ".join(
         f"{'every intent' if h.intents is None else 'intents ' + ', '.join(map(str, h.intents))} at {h.at}"

@@ -12,6 +12,13 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.crashpoints.options import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_REPEAT,
+    MAX_BUDGET_S,
+    MAX_JOBS,
+    MAX_REPEAT,
+)
 from harness.crashpoints.points import FILE_KINDS, Crash, PointKind, parse_path, parse_point
 from harness.scenario.section import Section
 
@@ -48,26 +55,28 @@ class CrashHold(Section):
         return {p.kind for p in parse_path(self.at)}
 
 
-MAX_REPEAT = 100
-"""Tries per point an exploration makes at most (``--repeat``)."""
-MAX_POINTS = 64
-"""Paths an exploration explores at most (``--max-points``)."""
-
-
 MAX_ORDERED = 8
 """Attempts an order holds at one point at most."""
-MAX_JOBS = 256
-"""Copies of the target an exploration runs side by side at most (``--jobs``)."""
+MAX_STORE_FILES = 16
+"""Globs of the store's files an exploration is told at most (a SQLite database is four files)."""
 
 
 class CrashExplore(Section):
-    """Explore instead of a fixed plan: a clean call, then every point it passed (see
-    ``harness.crashpoints.paths``)."""
+    """Explore instead of a fixed plan: a clean call, then every distinct crash state of the points it
+    passed, the store's first, within a budget (see ``harness.crashpoints.paths``)."""
 
-    repeat: int = Field(default=3, ge=1, le=MAX_REPEAT)
-    """Tries per point."""
-    max_points: int = Field(default=8, ge=1, le=MAX_POINTS)
-    """Paths explored at most, single points first, then points of the retries (a crash in the recovery)."""
+    repeat: int = Field(default=DEFAULT_REPEAT, ge=1, le=MAX_REPEAT)
+    """Tries per crash state."""
+    budget_s: float = Field(default=DEFAULT_BUDGET_S, ge=0, le=MAX_BUDGET_S)
+    """Seconds from the run's start after which no try begins (``--budget``)."""
+    store: list[Annotated[str, Field(min_length=1, max_length=400)]] | None = Field(
+        default=None, max_length=MAX_STORE_FILES
+    )
+    """Globs of the files the effect source reads, relative to the data directory: their states are tried
+    first. None: the harness does not see the store (a ``tool`` or ``command`` source), so no two points
+    are taken to leave the same state."""
+    max_points: int | None = Field(default=None, ge=1)
+    """Read from explorations recorded before the budget; ignored (every distinct crash state is tried)."""
     only: list[str] | None = Field(default=None, min_length=1)
     """Explore only these points or paths (``db_commit#2``, ``db_commit#1/db_commit#1``)."""
     power_loss: bool = True

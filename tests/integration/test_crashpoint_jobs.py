@@ -1,11 +1,10 @@
 """``crashpoints --jobs``: an exploration in two copies of a real target gives the table of one copy.
 
 Each comparison explores the same scenario twice, in one copy and in two (each with its own run,
-PostgreSQL cluster or data directory), and compares what a user reads: the points in their order,
-each point's verdicts and proven tries, what was skipped or left unexplored. The keyed design has
-paths of two (a crash in a retry's recovery) and a ``--max-points`` that keeps only some of them:
-the copies find them apart, the merge must keep the same ones in the same order. Speed is not
-asserted here (``bench``'s ``crashpoints_jobs`` measures it).
+PostgreSQL cluster or data directory), and compares what a user reads: the states in their order,
+each one's verdicts and proven tries and the points it stands for, what was not tried. The keyed
+design has paths of two (a crash in a retry's recovery): the copies find them apart, the merge must
+put them in the same order. Speed is not asserted here (``bench``'s ``crashpoints_jobs`` measures it).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import pytest
 from harness.crashpoints import jobs as crash_jobs
 from harness.crashpoints.cost import PHASES
 from harness.crashpoints.explore import Exploration
+from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.render import as_json, render_markdown, summary_line
 from harness.scenario import parse_scenario
 from tests.helpers.cli import mcp_chaos
@@ -32,10 +32,11 @@ from tests.quality.test_file_crash_points import notes_scenario
 pytestmark = pytest.mark.integration
 
 
-def explored(data: dict[str, Any], results: Path, jobs: int, *, repeat: int, max_points: int) -> Exploration:
-    prepared = crash_jobs.prepare(
-        parse_scenario(data), results, jobs=jobs, repeat=repeat, max_points=max_points, run_id=f"jobs-{jobs}"
-    )
+def explored(
+    data: dict[str, Any], results: Path, jobs: int, *, repeat: int, budget_s: float = 120
+) -> Exploration:
+    options = ExploreOptions(repeat=repeat, budget_s=budget_s, jobs=jobs)
+    prepared = crash_jobs.prepare(parse_scenario(data), results, options, run_id=f"jobs-{jobs}")
     return asyncio.run(crash_jobs.explore_jobs(prepared, out=io.StringIO(), progress_interval_s=None))
 
 
@@ -43,19 +44,27 @@ def seen(found: Exploration) -> dict[str, Any]:
     """What a user compares: each point in its row's order with its verdicts and proven tries, and
     what the exploration did not try."""
     rows = [
-        (p.name, p.path[-1].label, {v: n for v, n in p.verdicts.items() if n}, len(p.proven), p.repeat)
+        (
+            p.name,
+            p.path[-1].label,
+            {v: n for v, n in p.verdicts.items() if n},
+            len(p.proven),
+            p.repeat,
+            p.same,
+        )
         for p in found.points
     ]
-    return {"rows": rows, "skipped": found.skipped, "deferred": found.deferred, "clean": found.clean}
+    return {"rows": rows, "untried": found.untried, "deferred": found.deferred, "clean": found.clean}
 
 
 @pytest.mark.postgres
 def test_two_copies_of_keyed_on_postgres_give_the_table_of_one(tmp_path: Path, postgres_server: None) -> None:
-    """5 points of the clean call and 1 slot left for the retries' 2 paths of two (max_points 6)."""
-    one = explored(on_postgres("keyed"), tmp_path, 1, repeat=2, max_points=6)
-    two = explored(on_postgres("keyed"), tmp_path, 2, repeat=2, max_points=6)
-    assert [len(p.path) for p in one.points] == [1, 1, 1, 1, 1, 2]  # the merge has paths of two to order
-    assert one.deferred  # and some to leave out, as one copy left them
+    """5 points of the clean call, each its own state (a database's commits), and the retries' paths of
+    two after them."""
+    one = explored(on_postgres("keyed"), tmp_path, 1, repeat=2)
+    two = explored(on_postgres("keyed"), tmp_path, 2, repeat=2)
+    assert [len(p.path) for p in one.points][:5] == [1, 1, 1, 1, 1]
+    assert len(one.points) > 5  # the merge has paths of two to order
     assert seen(two) == seen(one)
     assert [f.name for f in two.findings] == [f.name for f in one.findings]
     assert two.findings[0].name == "db_commit#2"  # keyed read-then-write: a duplicate at its insert
@@ -76,18 +85,29 @@ def test_two_copies_of_keyed_on_postgres_give_the_table_of_one(tmp_path: Path, p
 def test_two_copies_of_a_file_store_give_the_table_of_one(tmp_path: Path) -> None:
     """The notes server rewriting its JSON-lines file in place: a kill at its write loses the notes."""
     data = notes_scenario({"NOTES_SAVE": "in_place"})
-    one = explored(data, tmp_path, 1, repeat=1, max_points=6)
-    two = explored(data, tmp_path, 2, repeat=1, max_points=6)
+    one = explored(data, tmp_path, 1, repeat=1)
+    two = explored(data, tmp_path, 2, repeat=1)
     assert seen(two) == seen(one)
-    assert one.skipped  # the clean call has more points than max_points: the same ones left out
     assert [f.name for f in two.findings] == [f.name for f in one.findings]
     assert [f.finding for f in two.findings] == [f.finding for f in one.findings]
-    assert two.findings  # a point that loses notes was among those tried
-    # The points left out are counted as points, not as one thing it could not prove.
-    total = len(one.points) + len(one.skipped)
-    expected = f"and {len(one.skipped)} of its {total} points not tried (beyond --max-points 6"
-    assert expected in summary_line(one), summary_line(one)
-    assert "not tried:" not in summary_line(one)
+    assert [f.name for f in two.findings] == ["fs_write#1"]  # the file cut, not yet written: no notes
+    assert not one.untried
+
+
+def test_two_copies_with_no_budget_leave_the_same_states_untried(tmp_path: Path) -> None:
+    """``--budget 0``: the clean call, its states planned and none tried, in either; the states left out
+    are counted as states, not as one thing it could not prove."""
+    data = notes_scenario({"NOTES_SAVE": "in_place"})
+    one = explored(data, tmp_path, 1, repeat=1, budget_s=0)
+    two = explored(data, tmp_path, 2, repeat=1, budget_s=0)
+    assert seen(two) == seen(one)
+    assert one.points == []
+    assert one.ran_out
+    assert one.untried[:2] == ["request", "request@power_loss"]
+    assert one.states == len(one.untried) == 4
+    line = summary_line(one)
+    assert "INCONCLUSIVE, no finding among what it proved: not tried: 4 crash states (request," in line, line
+    assert "the budget of 0 s ran out: 0 of 4 crash states tried" in line
 
 
 @pytest.mark.postgres

@@ -34,6 +34,7 @@ import yaml
 from harness.crashpoints import advice, emit, render
 from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.explore import Exploration, PointResult, explore, prepare
+from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.pgproxy import PostgresProxy
 from harness.crashpoints.pgwire import STARTUP_V3
 from harness.crashpoints.plans import plan_for
@@ -74,17 +75,20 @@ def crashpoints(
     tmp_path: Path,
     *,
     repeat: int = 1,
-    max_points: int = 8,
     only: list[str] | None = None,
 ) -> Exploration:
-    planned = prepare(
-        parse_scenario(data), tmp_path / "results", repeat=repeat, max_points=max_points, only=only
-    )
+    options = ExploreOptions(repeat=repeat, only=tuple(only) if only else None)
+    planned = prepare(parse_scenario(data), tmp_path / "results", options)
     return asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
 
 
 def table(found: Exploration) -> dict[str, dict[str, int]]:
     return {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points}
+
+
+def singles(found: Exploration) -> dict[str, dict[str, int]]:
+    """The table's rows of the call's own points (not a crash in a retry's recovery)."""
+    return {name: row for name, row in table(found).items() if "/" not in name}
 
 
 def everything_proven(found: Exploration) -> bool:
@@ -157,7 +161,7 @@ def test_the_proxy_holds_a_commit_that_is_already_durable(tmp_path: Path, postgr
 def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
     tmp_path: Path, postgres_server: None
 ) -> None:
-    found = crashpoints(on_postgres("keyed"), tmp_path, repeat=3, max_points=5)
+    found = crashpoints(on_postgres("keyed"), tmp_path, repeat=3)
     assert [(p.name, p.label) for p in found.clean] == [
         ("request", None),
         ("db_commit#1", "SELECT idempotency_keys"),  # the key looked up: a commit that only read
@@ -165,7 +169,7 @@ def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
         ("db_commit#3", "INSERT idempotency_keys"),
         ("response", None),
     ]
-    assert table(found) == {
+    assert singles(found) == {
         "request": {"exactly_once": 3},
         "db_commit#1": {"exactly_once": 3},
         "db_commit#2": {"duplicate": 3},
@@ -173,8 +177,9 @@ def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
         "response": {"exactly_once": 3},
     }
     assert everything_proven(found)
-    assert found.deferred  # the recovery's paths: beyond --max-points, said, and no reason to fail
-    assert f"Not explored: {found.deferred[0]}" in render.render_terminal(found)
+    # The recovery's paths (a crash in the retry of db_commit#2's crash), tried after the call's own.
+    assert [p.name for p in found.points[5:]] == ["db_commit#2/db_commit#2", "db_commit#2/db_commit#3"]
+    assert not found.deferred
     assert found.details["db_commit#1"]["wrote"] == "no"
     assert found.details["db_commit#2"]["statements"][0].startswith("INSERT INTO invoices")
     assert found.details["db_commit#3"]["statements"][0].startswith("INSERT INTO idempotency_keys")
@@ -207,7 +212,7 @@ def test_keyed_duplicates_at_its_first_commit_in_every_try_and_nowhere_else(
 
 @pytest.mark.postgres
 def test_atomic_shows_nothing_at_any_point(tmp_path: Path, postgres_server: None) -> None:
-    found = crashpoints(on_postgres("atomic"), tmp_path, max_points=8)
+    found = crashpoints(on_postgres("atomic"), tmp_path)
     assert table(found) == {
         "request": {"exactly_once": 1},
         "db_commit#1": {"exactly_once": 1},  # the key looked up
@@ -226,8 +231,8 @@ def test_naive_duplicates_at_its_commit_and_its_answer(tmp_path: Path, postgres_
 
 @pytest.mark.postgres
 def test_recording_the_key_first_loses_an_intent_at_one_point(tmp_path: Path, postgres_server: None) -> None:
-    found = crashpoints(on_postgres("keyed", INVOICES_FLAW="key_first"), tmp_path, max_points=6)
-    assert table(found) == {
+    found = crashpoints(on_postgres("keyed", INVOICES_FLAW="key_first"), tmp_path)
+    assert singles(found) == {
         "request": {"exactly_once": 1},
         "db_commit#1": {"exactly_once": 1},  # the key looked up
         "db_commit#2": {"exactly_once": 1},  # the invoice's id drawn (nextval: a function, may write)
@@ -378,13 +383,37 @@ def test_ctrl_c_in_the_middle_leaves_nothing_behind(tmp_path: Path, postgres_ser
 def test_a_clean_call_that_fails_stops_it_and_leaves_nothing_behind(
     tmp_path: Path, postgres_server: None
 ) -> None:
+    """Refused by the preflight's first call, before anything is explored; without the preflight, by
+    the exploration's clean call."""
     data = on_postgres("keyed")
     data["workload"]["arguments"]["amount_cents"] = 0  # refused: invalid_amount
     proc = cli(tmp_path, data)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, out + err
+    assert "preflight: the call of create_invoice did not succeed: tool_error" in err
+    assert not (tmp_path / "r" / "cp" / "history.jsonl").exists()  # no exploration began
+    proc = cli(tmp_path / "unchecked", data, "--no-preflight")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out + err
     assert "the clean call (intent 0, nothing held) was rejected" in err
-    assert gone(history_pids(tmp_path / "r" / "cp"), clusters_of(proc.pid))
+    assert gone(history_pids(tmp_path / "unchecked" / "r" / "cp"), clusters_of(proc.pid))
+
+
+def test_a_wrong_effect_source_fails_in_the_preflight_before_any_exploration(tmp_path: Path) -> None:
+    """As ``run`` does: two real calls, each effect counted once, before the exploration. A query that
+    counts by the wrong column explored a whole minute, then failed at the clean call (exit 4)."""
+    data = invoice_scenario(mode="atomic")
+    wrong = "SELECT customer_id AS marker, COUNT(*) AS effects FROM invoices GROUP BY customer_id"
+    data["audit"]["effects"]["sql"]["query"] = wrong
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    done = mcp_chaos("crashpoints", path, "--results", tmp_path / "r", "--run-id", "cp")
+    assert done.returncode == 2, done.stderr
+    assert "mcp-chaos: error: preflight: create_invoice answered OK" in done.stderr
+    assert "found 0 effects for the preflight marker" in done.stderr
+    assert (tmp_path / "r" / "cp" / "cp.preflight" / "history.jsonl").is_file()  # the evidence, kept
+    # The preflight's history only: no copy of the target explored anything.
+    assert [p.parent.name for p in (tmp_path / "r" / "cp").glob("**/history.jsonl")] == ["cp.preflight"]
 
 
 def on_image(image: str) -> dict[str, Any]:
@@ -582,7 +611,7 @@ def test_a_store_changed_behind_the_proxy_is_inconclusive(tmp_path: Path, postgr
             data["target"]["env"]["PGCLIENTS_DB"] = own.url
             data["target"]["env"]["UNUSED"] = "{postgres_url}"
             data["audit"]["effects"]["sql"]["url"] = own.url
-            planned = prepare(parse_scenario(data), tmp_path / "results", repeat=1, max_points=8)
+            planned = prepare(parse_scenario(data), tmp_path / "results", ExploreOptions())
             return await explore(planned, out=io.StringIO(), progress_interval_s=None)
         finally:
             await own.stop()

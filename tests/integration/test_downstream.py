@@ -24,6 +24,7 @@ import trustme
 
 from harness.audit.auditor import AuditResult
 from harness.crashpoints.explore import explore, prepare
+from harness.crashpoints.options import ExploreOptions
 from harness.downstream import DownstreamProxy
 from harness.effects.downstream import DownstreamSource
 from harness.history import FaultKind, Verdict
@@ -182,9 +183,8 @@ def test_a_fixed_https_host_that_posts_without_a_key_duplicates_at_its_downstrea
     intent's key to the provider, which replays it, fixes it."""
     with provider(tmp_path, tls=True) as (upstream, ca):
         data = payments_scenario(upstream, ca, PAYMENTS_FORWARD_KEY=forward)
-        planned = prepare(
-            parse_scenario(data), tmp_path / "results", repeat=2, max_points=8, only=["downstream#1"]
-        )
+        options = ExploreOptions(repeat=2, only=("downstream#1",))
+        planned = prepare(parse_scenario(data), tmp_path / "results", options)
         found = asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
         made = charges(upstream, ca)
     assert {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points} == {

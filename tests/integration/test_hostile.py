@@ -442,8 +442,9 @@ def test_a_token_a_server_commits_or_sends_as_a_downstream_key_is_written_nowher
         "1",
         "--repeat",
         "1",
-        "--max-points",
-        "2",
+        "--only",
+        "request,db_commit#1",
+        "--no-preflight",  # every call carries the same key: the sink counts the second as a replay
         "--emit",
         str(emitted),
         "--json",
@@ -520,22 +521,25 @@ def test_an_emit_directory_in_a_folder_no_one_may_write_is_refused_before_any_wo
     [
         (
             ["crashpoints", "--repeat", "100000"],
-            "100000 tries per point: an exploration makes 1 to 100 (--repeat)",
+            "--repeat '100000': give the tries per crash state, an integer from 1 to 100",
         ),
         (
-            ["contract", "--only", "crash_points", "--crash-repeat", "100000"],
-            "--crash-repeat 100000, --crash-max-points 8: the crash_points check makes 1 to 100 tries per "
-            "point, at 1 to 64 points",
+            ["contract", "--only", "crash_points", "--repeat", "100000"],
+            "--repeat '100000': give the tries per crash state, an integer from 1 to 100",
+        ),
+        (
+            ["crashpoints", "--budget", "1e9"],
+            "--budget '1e9': give the exploration's seconds, from 0 (list the states, try none) to 86400",
         ),
     ],
-    ids=["crashpoints", "contract"],
+    ids=["crashpoints", "contract", "budget"],
 )
 def test_tries_out_of_range_are_one_line_naming_the_flag_before_any_work(
     args: list[str], message: str, tmp_path: Path, postgres_server: None
 ) -> None:
     """``crashpoints --repeat 100000`` named ``target.max_restarts``, then announced the 100000 tries
     before refusing them; ``contract --crash-repeat 100000`` started the target and reported the check
-    as "could not finish", pointing at the target's log."""
+    as "could not finish", pointing at the target's log. Both read the one option table now."""
     proc, _ = cli(tmp_path, on_postgres("pg_token"), *args)
     assert proc.returncode == 2
     assert proc.stderr == f"mcp-chaos: error: {message}\n"

@@ -14,6 +14,7 @@ import yaml
 
 from harness.contract import CHECKS
 from tests.helpers.scenarios import invoice_scenario
+from tests.quality.test_file_crash_points import notes_scenario
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.integration
@@ -222,7 +223,14 @@ def test_the_plugin_does_nothing_unless_asked(pytester: pytest.Pytester) -> None
         def test_nothing_of_the_harness_is_loaded(pytestconfig):
             assert pytestconfig.pluginmanager.has_plugin("mcp_chaos")
             loaded = sorted(m for m in sys.modules if m.startswith("harness"))
-            assert loaded == ["harness", "harness._version", "harness.pytest_plugin"]
+            assert loaded == [  # and the exploration's option table (standard library only)
+                "harness",
+                "harness._version",
+                "harness.crashpoints",
+                "harness.crashpoints.options",
+                "harness.errors",
+                "harness.pytest_plugin",
+            ]
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -232,6 +240,34 @@ def test_the_plugin_does_nothing_unless_asked(pytester: pytest.Pytester) -> None
     help_text = pytester.runpytest_subprocess("--help").stdout.str()
     for option in ("--mcp-chaos-contract=SCENARIO", "--mcp-chaos-only=CHECK,...", "--mcp-chaos-results=DIR"):
         assert option in help_text
+    for option in (
+        "--mcp-chaos-repeat=R",
+        "--mcp-chaos-budget=SECONDS",
+        "--mcp-chaos-power-loss",
+        "--mcp-chaos-jobs=N",
+    ):
+        assert option in help_text  # crash_points: the options of crashpoints and contract
+
+
+def test_crash_points_passes_a_correct_server_with_the_default_options(pytester: pytest.Pytester) -> None:
+    """A SQLite store made durable at each commit (synchronous=EXTRA): 19 file operations a call, each
+    crashed as a kill and as a power loss, as crashpoints does by default. The item was an error, "8 of
+    19 points covered", on a server with nothing wrong."""
+    data = notes_scenario({"NOTES_SQLITE_SYNC": "extra"}, sqlite=True)
+    (pytester.path / "notes.yaml").write_text(yaml.safe_dump(data))
+    result = pytester.runpytest_subprocess(
+        "--mcp-chaos-contract", "notes.yaml", "--mcp-chaos-only", "crash_points", "-p", "no:cacheprovider"
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
+    (report,) = contract_reports(pytester)
+    (check,) = report["checks"]
+    assert check["evidence"]["coverage"].endswith("distinct states"), check["evidence"]
+    refused = pytester.runpytest_subprocess("--mcp-chaos-contract", "notes.yaml", "--mcp-chaos-repeat", "0")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["ERROR: mcp-chaos: --mcp-chaos-repeat '0': give the tries per crash state*"]
+    )
 
 
 def test_a_server_echoing_its_token_leaks_it_nowhere(

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from harness.crashpoints.explore import Exploration, explore, prepare
+from harness.crashpoints.options import ExploreOptions
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT, TS_DIR
 from tests.helpers.scenarios import invoice_scenario
@@ -78,7 +79,8 @@ def scenario(client: str, mode: str, era: str = "2026-07-28", reply: str = "json
 def crashpoints(
     data: dict[str, Any], tmp_path: Path, *, repeat: int = 1, only: list[str] | None = None
 ) -> Exploration:
-    planned = prepare(parse_scenario(data), tmp_path / "results", repeat=repeat, max_points=12, only=only)
+    options = ExploreOptions(repeat=repeat, budget_s=1800, only=tuple(only) if only else None)
+    planned = prepare(parse_scenario(data), tmp_path / "results", options)
     return asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
 
 

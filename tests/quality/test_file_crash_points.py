@@ -19,6 +19,7 @@ import pytest
 
 from harness.crashpoints.advice import advice
 from harness.crashpoints.explore import REFUSED, Exploration, PointResult, explore, prepare
+from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.render import render_markdown, summary_line
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
@@ -53,10 +54,16 @@ def notes_scenario(env: dict[str, str], *, sqlite: bool = False) -> dict[str, An
     }
 
 
+BUDGET_S = 1800.0
+"""Enough for every state of these calls on any machine: what is tried never depends on its speed."""
+
+
 def crashpoints(
-    data: dict[str, Any], tmp_path: Path, only: list[str] | None, *, repeat: int = R, max_points: int = 8
+    data: dict[str, Any], tmp_path: Path, only: list[str] | None, *, repeat: int = R, power_loss: bool = True
 ) -> Exploration:
-    planned = prepare(parse_scenario(data), tmp_path, repeat=repeat, max_points=max_points, only=only)
+    only_these = tuple(only) if only else None
+    options = ExploreOptions(repeat=repeat, budget_s=BUDGET_S, power_loss=power_loss, only=only_these)
+    planned = prepare(parse_scenario(data), tmp_path, options)
     return asyncio.run(explore(planned, out=io.StringIO(), progress_interval_s=None))
 
 
@@ -102,8 +109,10 @@ def test_temp_and_rename_without_fsync_loses_only_under_a_power_loss(tmp_path: P
 
 
 def test_temp_fsync_rename_and_directory_fsync_loses_under_neither(tmp_path: Path) -> None:
-    """Every point of the call, both ways (14 paths), one try each: nothing is lost or repeated."""
-    found = crashpoints(notes_scenario({"NOTES_SAVE": "durable"}), tmp_path, None, repeat=1, max_points=16)
+    """Every point of the call, both ways (14 crash points), in its 6 distinct states, one try each:
+    nothing is lost or repeated. A kill at the fsync leaves what one at the rename does; a power loss
+    anywhere before the directory's fsync leaves the store as it was."""
+    found = crashpoints(notes_scenario({"NOTES_SAVE": "durable"}), tmp_path, None, repeat=1)
     assert [p.name for p in found.clean if p.kind.value.startswith("fs_")] == [
         "fs_truncate#1",
         "fs_write#1",
@@ -111,9 +120,56 @@ def test_temp_fsync_rename_and_directory_fsync_loses_under_neither(tmp_path: Pat
         "fs_rename#1",
         "fs_fsync#2",
     ]
-    assert len(found.points) == 14
+    assert (found.crash_points, found.states, len(found.points)) == (14, 6, 6)
+    assert {p.name: p.same for p in found.points}["fs_fsync#1"] == ("fs_rename#1",)
+    assert sum(1 + len(p.same) for p in found.points) == 14  # each point stood for by one try
     assert found.findings == []
     assert not found.inconclusive, found.inconclusive
+    assert summary_line(found).startswith("crashpoints: 14 crash points in 6 distinct states, 6 tries in ")
+
+
+@pytest.mark.parametrize(
+    ("env", "window"),
+    [
+        ({"NOTES_FLAW": "torn_file"}, "fs_write#1"),  # the torn rewrite: the file cut, not yet written
+        ({"NOTES_FLAW": "lost_update", "NOTES_SAVE": "in_place"}, "fs_write#1"),  # load, modify, save
+        ({"NOTES_SAVE": "rename"}, "request@power_loss"),  # a rename never fsynced: nothing durable
+    ],
+    ids=["torn_rewrite", "load_modify_save", "rename_without_fsync"],
+)
+def test_every_state_of_a_file_store_is_tried_and_its_window_found(
+    tmp_path: Path, env: dict[str, str], window: str
+) -> None:
+    """The options a user gets by default (one try per state, power losses on): every state of the call
+    is tried, none left out, and the window that loses notes is among them (with the points it stands
+    for, under a power loss every point of a call that never fsyncs)."""
+    found = crashpoints(notes_scenario(env), tmp_path, None, repeat=1)
+    assert not found.untried
+    assert found.states == len(found.points) < found.crash_points
+    assert sum(1 + len(p.same) for p in found.points) == found.crash_points
+    lost = {p.name for p in found.findings if p.finding is not None and p.finding.value == "lost"}
+    assert window in lost, (lost, summary_line(found))
+    if window.endswith("@power_loss"):
+        same = {p.name: p.same for p in found.points}[window]
+        assert {"fs_rename#1@power_loss", "response@power_loss"} <= set(same)
+
+
+def test_sqlite_with_its_defaults_explored_whole_shows_only_the_window_sqlite_documents(
+    tmp_path: Path,
+) -> None:
+    """The default options on SQLite's defaults (a rollback journal, synchronous=FULL): 18 operations a
+    call, 36 crash points in 17 distinct states, each tried. A kill loses nothing; the one finding is the
+    power loss before the journal of the next call is durable, which brings the last commit's journal
+    back (SQLite's EXTRA exists for it), found at the state every point up to that fsync stands for.
+    Without power losses (``--no-power-loss``): no finding at all."""
+    found = crashpoints(notes_scenario({}, sqlite=True), tmp_path, None, repeat=1)
+    assert (found.crash_points, found.states, found.untried) == (36, 17, [])
+    assert [p.name for p in found.findings] == ["request@power_loss"]
+    same = {p.name: p.same for p in found.points}["request@power_loss"]
+    assert len(same) == 10
+    assert same[-1] == "fs_fsync#2@power_loss"  # the journal's directory made durable: a state after it
+    kills = crashpoints(notes_scenario({}, sqlite=True), tmp_path / "kills", None, repeat=1, power_loss=False)
+    assert (kills.crash_points, kills.states, kills.findings, kills.inconclusive) == (18, 13, [], [])
 
 
 def test_sqlite_with_synchronous_off_loses_only_under_a_power_loss(tmp_path: Path) -> None:
@@ -128,8 +184,10 @@ def test_sqlite_defaults_lose_the_last_commit_to_a_power_loss_as_sqlite_document
     directory after (SQLite: EXTRA "provides additional durability if the commit is followed closely
     by a power loss"): a power loss right after a commit brings the journal back, hot, and rolls that
     commit back. Kills lose nothing; EXTRA loses nothing under either."""
+    # The power loss first: its first try follows the clean call, a first execution it rolls back (after
+    # a try at response, the rollback takes the retry's commit, an upsert the first attempt made too).
     found = crashpoints(
-        notes_scenario({}, sqlite=True), tmp_path, ["request", "response", "request@power_loss"]
+        notes_scenario({}, sqlite=True), tmp_path, ["request@power_loss", "request", "response"]
     )
     clean(found, ["request", "response"])
     # The commit before the held call is rolled back, unless it repeated an upsert made durable before.
@@ -232,7 +290,7 @@ def test_a_try_whose_every_retry_is_refused_proves_nothing(tmp_path: Path) -> No
 
 def test_a_pod_that_never_comes_back_is_unavailable_at_its_point_and_the_rest_named(tmp_path: Path) -> None:
     """The server exits as it starts again after the first kill: UNAVAILABLE at that point (it was a
-    run error, exit 3, with no table), and the one line names the points left unproven."""
+    run error, exit 3, with no table), and the one line says what was left untried."""
     server = tmp_path / "items.py"
     server.write_text(NEVER_BACK)
     data = {
@@ -255,4 +313,5 @@ def test_a_pod_that_never_comes_back_is_unavailable_at_its_point_and_the_rest_na
     assert line.split("; ")[1].startswith("UNAVAILABLE after a kill at request: pod-0 did not come back"), (
         line
     )
-    assert "1 thing it could not prove (response: see the report)" in line
+    assert line.endswith("; and 1 of its 2 crash states not tried (the run stopped before them)"), line
+    assert found.untried == ["response"]

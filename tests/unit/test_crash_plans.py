@@ -7,6 +7,7 @@ run, with a real history file and a kill that only counts: what it records and w
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -19,12 +20,14 @@ import yaml
 
 from harness.crashpoints.decisions import At, Decision, Reached, Site
 from harness.crashpoints.fsholds import file_point
+from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.paths import ExplorePlan, FixedPlan
 from harness.crashpoints.pgproxy import commit_point
 from harness.crashpoints.pgwire import Commit, Statement
-from harness.crashpoints.plans import ObservePlan, OrderPlan, Plan, plan_for
+from harness.crashpoints.plans import ObservePlan, OrderPlan, PathPlan, Plan, plan_for
 from harness.crashpoints.points import (
     Crash,
+    FileOp,
     Point,
     PointKind,
     file_label,
@@ -67,16 +70,17 @@ def test_a_fixed_plan_gives_each_intent_the_first_hold_that_names_it() -> None:
     assert labelled.label == "INSERT invoices"
 
 
-def test_exploring_starts_clean_then_holds_every_point_repeat_times() -> None:
-    plan = ExplorePlan(repeat=2, max_points=8)
+def test_exploring_starts_clean_then_holds_every_point_repeat_times_each_first_try_first() -> None:
+    plan = ExplorePlan(repeat=2)
     assert plan.path_of(0) == ()
     plan.answered(0, CLEAN, 0)
-    assert [plan.path_of(i) for i in range(1, 9)] == [(p,) for p in CLEAN for _ in range(2)]
+    # Every point's first try before any point's second: a budget spent early has tried each once.
+    assert [plan.path_of(i) for i in range(1, 9)] == [(p,) for _ in range(2) for p in CLEAN]
     assert plan.path_of(9) == ()  # nothing more to explore: a clean call
 
 
 def test_a_retry_after_a_hold_adds_its_own_commits_as_paths_of_two() -> None:
-    plan = ExplorePlan(repeat=1, max_points=8)
+    plan = ExplorePlan(repeat=1)
     plan.path_of(0)
     plan.answered(0, CLEAN, 0)
     assert plan.path_of(1) == (REQUEST,)
@@ -87,34 +91,71 @@ def test_a_retry_after_a_hold_adds_its_own_commits_as_paths_of_two() -> None:
     assert [plan.path_of(i) for i in range(3, 7)] == [(DB2,), (RESPONSE,), (DB1, DB1), (DB1, DB2)]
 
 
-def test_exploring_stops_at_max_points_single_points_first() -> None:
-    plan = ExplorePlan(repeat=1, max_points=3)
-    plan.path_of(0)
+class Clock:
+    """The time a plan reads, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_try_begins_once_the_budget_is_spent_and_the_plan_says_so() -> None:
+    """The plan has no cap on points: its budget, on the clock it is given, stops it. A try begun before
+    the deadline runs to its end; none begins after it, and the crash_plan event says the budget ran out."""
+    clock = Clock()
+    plan = ExplorePlan(repeat=1, budget_s=30, clock=clock)
     plan.answered(0, CLEAN, 0)
-    plan.path_of(1)
-    plan.answered(1, CLEAN, 1)
-    plan.path_of(2)
-    plan.answered(2, CLEAN, 1)
-    assert plan.planned == [(REQUEST,), (DB1,), (DB2,)]
-    assert plan.skipped == [(RESPONSE,)]  # never tried: the exploration must say so
-    assert plan.deferred == [(DB1, DB1), (DB1, DB2)]  # the recovery's, left for a larger --max-points
+    clock.now += 29.9
+    assert not plan.exhausted()
+    assert plan.path_of(1) == (REQUEST,)
+    clock.now += 0.1
+    assert plan.exhausted()
+    assert plan.ran_out
+    assert plan.planned == [(p,) for p in CLEAN]  # planned whole: what is untried is known and named
+    told = PathPlan(plan).told()
+    assert told is not None
+    assert told["ran_out"] is True
+    assert [p["path"] for p in told["planned"]] == ["request", "db_commit#1", "db_commit#2", "response"]
+
+
+def test_a_plan_with_every_try_made_is_done_before_its_budget() -> None:
+    plan = ExplorePlan(repeat=1, budget_s=30, clock=Clock())
+    plan.answered(0, (REQUEST, RESPONSE), 0)
+    for intent in (1, 2):
+        assert not plan.exhausted()
+        plan.path_of(intent)
+    assert plan.exhausted()
+    assert not plan.ran_out
+
+
+def test_a_budget_of_nothing_plans_the_states_and_tries_none() -> None:
+    plan = ExplorePlan(repeat=1, budget_s=0, clock=Clock())
+    assert not plan.exhausted()  # the clean call first, whatever the budget: it is what is planned from
+    plan.answered(0, CLEAN, 0)
+    assert plan.exhausted()
+    assert plan.ran_out
+    assert len(plan.planned) == 4
 
 
 def test_a_try_its_call_did_not_take_is_tried_again_at_most_repeat_times() -> None:
-    plan = ExplorePlan(repeat=2, max_points=8)
+    plan = ExplorePlan(repeat=2)
     plan.path_of(0)
     plan.answered(0, (REQUEST, DB1, RESPONSE), 0)
     assert plan.path_of(1) == (REQUEST,)
     plan.unheld(1)
     plan.unheld(1)
     plan.unheld(1)  # bounded: the third miss is not tried again
-    assert [plan.path_of(i) for i in range(2, 9)] == [(REQUEST,)] * 3 + [(DB1,)] * 2 + [(RESPONSE,)] * 2
+    assert [plan.path_of(i) for i in range(2, 9)] == [(REQUEST,)] * 2 + [(DB1,), (RESPONSE,)] + [
+        (REQUEST,),
+        (DB1,),
+        (RESPONSE,),
+    ]
 
 
 def test_only_plans_the_named_points_and_paths() -> None:
-    plan = ExplorePlan(
-        repeat=1, max_points=8, only=["db_commit#2", "db_commit#1/db_commit#1", "downstream#1"]
-    )
+    plan = ExplorePlan(repeat=1, only=["db_commit#2", "db_commit#1/db_commit#1", "downstream#1"])
     plan.path_of(0)
     plan.answered(0, CLEAN, 0)
     assert plan.planned == [(DB2,), (DB1, DB1)]  # the clean call never reached downstream#1
@@ -230,7 +271,7 @@ def test_every_commit_is_a_point_and_a_planned_one_is_found_by_what_it_commits(
     """The clean call read, then wrote the invoice; a later call writes an audit row first: db_commit#2
     is then the audit row by index, and the hold still falls on the invoice's commit."""
     kills = Kills()
-    holds = controller({"explore": {"repeat": 1, "max_points": 8}}, kills)
+    holds = controller({"explore": {"repeat": 1}}, kills)
     holds.request(0, 1)
     assert [holds.db_commit(READ), holds.db_commit(COMMIT), holds.response(0, 1)] == [False] * 3
     holds.ended(0, 1)
@@ -456,15 +497,20 @@ def test_a_request_while_an_earlier_exchange_is_open_is_marked(
 
 
 @pytest.mark.parametrize(
-    ("repeat", "max_points", "message"),
+    ("options", "message"),
     [
-        (100_000, 8, "100000 tries per point: an exploration makes 1 to 100 (--repeat)"),
-        (0, 8, "0 tries per point"),
-        (3, 65, "65 points: an exploration explores 1 to 64 (--max-points)"),
+        (
+            ExploreOptions(repeat=100_000),
+            "--repeat 100000: give the tries per crash state, an integer from 1",
+        ),
+        (ExploreOptions(repeat=0), "--repeat 0: give the tries per crash state"),
+        (ExploreOptions(budget_s=-1), "--budget -1: give the exploration's seconds, from 0"),
+        (ExploreOptions(budget_s=math.inf), "--budget inf: give the exploration's seconds"),
+        (ExploreOptions(jobs=0), "--jobs 0: give the number of copies of the target to explore in"),
     ],
 )
-def test_tries_or_points_out_of_range_are_named_as_the_flags_that_ask_for_them(
-    repeat: int, max_points: int, message: str
+def test_options_out_of_range_are_named_as_the_flags_that_ask_for_them(
+    options: ExploreOptions, message: str
 ) -> None:
     """``crashpoints --repeat 100000`` was refused with a message about ``target.max_restarts``, a
     field the user never set."""
@@ -472,9 +518,30 @@ def test_tries_or_points_out_of_range_are_named_as_the_flags_that_ask_for_them(
     from harness.errors import UsageError
 
     scenario = parse_scenario(invoice_scenario(mode="atomic", intents=1))
-    assert exploring_scenario(scenario, repeat=100, max_points=64, only=None).workload.intents == 12_801
+    exploring = exploring_scenario(scenario, ExploreOptions(repeat=100, budget_s=86_400))
+    assert exploring.workload.intents == 50_002  # the most tries any budget is given
+    assert exploring.target.max_restarts == 100_000
+    assert exploring.workload.max_duration_s == 86_400
     with pytest.raises(UsageError, match=re.escape(message)):
-        exploring_scenario(scenario, repeat=repeat, max_points=max_points, only=None)
+        exploring_scenario(scenario, options)
+
+
+def test_the_exploration_runs_for_its_budget_and_its_last_try() -> None:
+    """No cap on points: the run is given tries for as long as the budget, and time for the try in flight
+    when it is spent, whatever the scenario's own max_duration_s."""
+    from harness.crashpoints.explore import exploring_scenario
+
+    data = invoice_scenario(mode="atomic", intents=1)
+    data["workload"]["max_duration_s"] = 60
+    exploring = exploring_scenario(parse_scenario(data), ExploreOptions(budget_s=300))
+    crash = exploring.faults.crash_points
+    assert crash is not None
+    assert crash.explore is not None
+    assert (crash.explore.budget_s, crash.explore.repeat, crash.explore.power_loss) == (300, 1, True)
+    assert exploring.workload.intents == 2 + 3000  # the warm-up, the clean call, a try per 0.1 s at most
+    patience = exploring.client.give_up_after_s
+    assert patience is not None
+    assert exploring.workload.max_duration_s >= 300 + 2 * patience
 
 
 def test_an_exploration_bounds_each_intent_by_time_as_well_as_attempts() -> None:
@@ -485,7 +552,7 @@ def test_an_exploration_bounds_each_intent_by_time_as_well_as_attempts() -> None
 
     data = invoice_scenario(mode="atomic", intents=1)
     data["client"].update(attempt_timeout_s=20, max_attempts=3)
-    exploring = exploring_scenario(parse_scenario(data), repeat=1, max_points=8, only=None)
+    exploring = exploring_scenario(parse_scenario(data), ExploreOptions())
     target = exploring.target
     assert exploring.client.max_attempts >= 280  # as many as a restart needs, at 0.1 s apart
     assert exploring.client.give_up_after_s == target.ready_timeout_s + target.stop_timeout_s + 10 + 20
@@ -520,7 +587,9 @@ def test_file_points_and_power_losses_have_names_that_round_trip() -> None:
 
 
 def test_a_call_that_writes_files_is_explored_telling_points_first_each_both_ways() -> None:
-    plan = ExplorePlan(repeat=1, max_points=20, power_loss=True)
+    """Points the tracer said nothing of (no ``op``): each is a crash state of its own but the first (the
+    truncation, before which nothing ran: the request's state)."""
+    plan = ExplorePlan(repeat=1, power_loss=True, store=())
     plan.answered(0, FILES, 0)  # the warm-up: a fresh store's first call is not the others'
     assert plan.clean is None
     assert plan.path_of(1) == ()
@@ -528,33 +597,26 @@ def test_a_call_that_writes_files_is_explored_telling_points_first_each_both_way
     assert plan.clean_intent == 1
     ordered = [path_name(p) for p in plan.planned]
     assert ordered[:4] == ["request", "request@power_loss", "response", "response@power_loss"]
+    assert [p.name for p in plan.same[(REQUEST,)]] == ["fs_truncate#1"]
     operations = [name for name in ordered[4:] if "@" not in name]
-    # fsync, rename, truncation before the writes; the first and last write of a run before the middle
-    assert operations == [
-        "fs_truncate#1",
-        "fs_fsync#1",
-        "fs_rename#1",
-        "fs_write#1",
-        "fs_write#3",
-        "fs_write#2",
-    ]
-    assert len(ordered) == 2 * len(FILES)
+    # fsync, rename before the writes; the first and last write of a run before the middle
+    assert operations == ["fs_fsync#1", "fs_rename#1", "fs_write#1", "fs_write#3", "fs_write#2"]
+    assert len(ordered) == 2 * len(FILES) - 2
+    assert plan.points == 2 * len(FILES)
 
 
 def test_power_losses_are_planned_only_where_the_call_wrote_files() -> None:
-    plan = ExplorePlan(repeat=1, max_points=8, power_loss=True)
+    plan = ExplorePlan(repeat=1, power_loss=True, store=())
     plan.answered(0, CLEAN, 0)
     assert [path_name(p) for p in plan.planned] == ["request", "db_commit#1", "db_commit#2", "response"]
-    off = ExplorePlan(repeat=1, max_points=20)
+    off = ExplorePlan(repeat=1)
     off.answered(0, FILES, 0)
     off.answered(1, FILES, 0)
     assert not any(p[0].crash is Crash.POWER_LOSS for p in off.planned)
 
 
 def test_only_names_a_power_loss_of_a_point_the_clean_call_passed() -> None:
-    plan = ExplorePlan(
-        repeat=1, max_points=8, only=["fs_rename#1@power_loss", "fs_unlink#1"], power_loss=True
-    )
+    plan = ExplorePlan(repeat=1, only=["fs_rename#1@power_loss", "fs_unlink#1"], power_loss=True)
     plan.answered(0, FILES, 0)
     plan.answered(1, FILES, 0)
     assert [path_name(p) for p in plan.planned] == ["fs_rename#1@power_loss"]
@@ -698,3 +760,49 @@ def test_an_attempt_ended_by_the_client_before_its_exchange_keeps_no_points_behi
     assert router.points_of(0, 1)["points"][0][0] == "db_commit#1"  # a break: the client is done first
     router.closed(0, 1)
     assert router.points_of(0, 1) == {}
+
+
+def test_the_store_is_tried_before_its_copies_and_one_try_stands_for_each_state() -> None:
+    """A server keeping a plain-text list writes a backup copy first, then truncates the list and writes
+    it: the list's truncation and writes (a kill there loses every item) come right after the controls,
+    the copy's last; a kill before the copy's truncation is the request's state, tried once for both."""
+    backup, store = ("list.txt.bak",), ("list.txt",)
+    clean = (
+        REQUEST,
+        Point(PointKind.FS_TRUNCATE, 1, "list.txt.bak", op=FileOp(backup, size=0)),
+        Point(PointKind.FS_WRITE, 1, "list.txt.bak", op=FileOp(backup)),
+        Point(PointKind.FS_TRUNCATE, 2, "list.txt", op=FileOp(store, size=0)),
+        Point(PointKind.FS_WRITE, 2, "list.txt", op=FileOp(store)),
+        Point(PointKind.FS_WRITE, 3, "list.txt", op=FileOp(store)),
+        RESPONSE,
+    )
+    plan = ExplorePlan(repeat=1, power_loss=True, store=["list.txt"])
+    plan.answered(0, clean, 0)
+    plan.answered(1, clean, 0)
+    assert [path_name(p) for p in plan.planned] == [
+        "request",
+        "request@power_loss",  # nothing is ever fsynced: every power loss leaves the same files
+        "response",
+        "fs_truncate#2",
+        "fs_write#2",  # the list empty: the window that loses every item
+        "fs_write#3",
+        "fs_write#1",  # the copy's
+    ]
+    assert [p.name for p in plan.same[(REQUEST,)]] == ["fs_truncate#1"]
+    assert len(plan.same[(replace(REQUEST, crash=Crash.POWER_LOSS),)]) == 6
+    assert plan.points == 14
+    told = PathPlan(plan).told()
+    assert told is not None
+    assert told["points"] == 14
+    assert told["planned"][0] == {"path": "request", "labels": [None], "same": ["fs_truncate#1"]}
+
+
+def test_a_plan_not_told_where_the_store_is_shares_no_state() -> None:
+    """A ``tool`` or ``command`` source: the harness does not see the store, so no two points are known to
+    leave the same state; each is tried."""
+    clean = (REQUEST, Point(PointKind.FS_WRITE, 1, "log", op=FileOp(("log",))), RESPONSE)
+    plan = ExplorePlan(repeat=1, store=None)
+    plan.answered(0, clean, 0)
+    plan.answered(1, clean, 0)
+    assert [path_name(p) for p in plan.planned] == ["request", "response", "fs_write#1"]
+    assert not any(plan.same.values())

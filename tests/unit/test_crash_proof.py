@@ -239,28 +239,41 @@ def test_a_reply_that_is_no_answer_to_the_call_says_what_it_was(raw: bytes, refu
 
 
 def test_what_an_exploration_did_not_prove_is_said_one_line_each() -> None:
-    from harness.crashpoints.explore import PointResult, not_proven
+    from harness.crashpoints.explore import PointResult, Untried, not_proven
     from harness.crashpoints.points import parse_path
 
     tried = PointResult(parse_path("db_commit#1"), repeat=3, proven=[1, 2, 3])
     short = PointResult(parse_path("db_commit#2"), repeat=3, proven=[4], unproven={5: "no kill while held"})
     never = PointResult(parse_path("response"), repeat=3)
-    reasons = not_proven(
-        [tried, short, never], ["db_commit#9"], 8, None, "deadline: workload.max_duration_s=4 reached"
-    )
+    untried = Untried(["db_commit#9"], 4, 120, ran_out=True)
+    reasons = not_proven([tried, short, never], untried, None, "deadline: workload.max_duration_s=4 reached")
     assert reasons == [
         "the exploration ended early (deadline: workload.max_duration_s=4 reached)",
-        "not tried: db_commit#9 (beyond --max-points 8: 3 of 4 points covered, 75%; raise it to try every "
-        "point of the call)",
+        "not tried: 1 crash state (db_commit#9): the budget of 120 s ran out: 3 of 4 crash states tried, "
+        "75%; raise --budget to try them all",
         "db_commit#2: 1 of 3 tries proven; no kill while held",
         "response: no try (the exploration ended before it)",
     ]
-    assert not_proven([tried], [], 8, None, None) == []
+    nothing = Untried([], 1, 120, ran_out=False)
+    assert not_proven([tried], nothing, None, None) == []
     # --only db_commit#9999 explored nothing and passed (exit 0): a point asked for and never passed.
-    assert not_proven([], [], 8, None, None, ["db_commit#9999"]) == [
+    assert not_proven([], nothing, None, None, ["db_commit#9999"]) == [
         "asked for with --only, never passed by the call: db_commit#9999 (the clean call passed the "
         "points in the table; name one of those)"
     ]
+
+
+def test_a_state_the_budget_cut_short_is_proven_by_one_try() -> None:
+    """Its first try made, the budget spent before its second: coverage, not a reason to doubt it; a state
+    with no proven try at all still is one."""
+    from harness.crashpoints.explore import PointResult
+    from harness.crashpoints.points import parse_path
+
+    once = PointResult(parse_path("fs_write#1"), repeat=3, proven=[4], cut=True)
+    assert once.inconclusive is None
+    unproven = PointResult(parse_path("fs_write#2"), repeat=3, unproven={5: "no kill while held"}, cut=True)
+    assert unproven.inconclusive == "fs_write#2: 0 of 3 tries proven; no kill while held"
+    assert PointResult(parse_path("fs_write#1"), repeat=3, proven=[4]).inconclusive is not None
 
 
 def test_a_json_answer_ended_by_the_close_is_found_at_the_close() -> None:

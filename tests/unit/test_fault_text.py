@@ -52,6 +52,7 @@ def test_crash_points_say_where_each_intent_is_held_or_how_they_are_explored(
     assert announcement(scenario, "r1").endswith("0 pod faults planned, kills at crash points")
     scenario_data["faults"] = {"crash_points": {"explore": {"repeat": 2, "only": ["response"]}}}
     assert describe_plan(parse_scenario(scenario_data))[2] == (
-        "  crash points, explored: a clean call, then each point it passes held and the pod SIGKILLed there "
-        "in 2 tries, then the retries' own commits (at most 8 points, only response)"
+        "  crash points, explored: a clean call, then each distinct crash state of the points it passes "
+        "held and the pod SIGKILLed there in 2 tries, then the retries' own commits (within 120 s, only "
+        "response)"
     )

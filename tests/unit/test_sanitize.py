@@ -58,6 +58,7 @@ WRITERS = {
     ("harness.cli.validate", "command"): "the scenario's own name",
     ("harness.cli.__init__", "_command"): "a harness line",
     ("harness.audit.effects", "_build"): "hashes and counts of the effect source, as numbers",
+    ("harness.cli.options", "explore_options"): "the notice of an old flag: the harness's own words",
     ("harness.contract.checks.catalog", "catalog"): "the snapshot: redacted, json_safe()",
     ("harness.contract.cost", "write_reports"): "token counts",
     ("harness.contract.report", "write_reports"): "markdown()/cell(), json_safe() of told() results",

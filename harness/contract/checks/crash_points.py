@@ -1,4 +1,8 @@
-"""``crash_points``: a crash at every point the call commits at, held there by the harness (no failpoint)."""
+"""``crash_points``: a crash at every distinct crash state of a call, held by the harness (no failpoint).
+
+The exploration of ``mcp-chaos crashpoints``, with its options and defaults (``--repeat``, ``--budget``,
+``--power-loss``, ``--jobs``), preflight included: a scenario whose effect source cannot see the call's
+effect is an error in seconds, before anything is explored."""
 
 from __future__ import annotations
 
@@ -8,26 +12,24 @@ from typing import Any
 from harness.contract.framework import Check, CheckResult, CheckVerdict, Options, Seen, check
 from harness.contract.session import ContractSession
 from harness.crashpoints import explore as crash_explore
+from harness.crashpoints import jobs as crash_jobs
 from harness.crashpoints import render as crash_render
 from harness.crashpoints.advice import advice
+from harness.errors import PreflightError
 
 
 @check(
     "crash_points",
-    "a crash at every point a call commits at (no failpoint): each retry takes effect exactly once",
+    "a crash at every distinct crash state of a call (no failpoint): each retry takes effect exactly once",
 )
 async def crash_points(c: Check, s: ContractSession, o: Options, seen: Seen) -> CheckResult:
     if (why := crash_explore.unexplorable(s.scenario)) is not None:
         return c.not_applicable(why)
-    planned = crash_explore.prepare(
-        s.scenario,
-        s.run_dir,
-        repeat=o.crash_repeat,
-        max_points=o.crash_max_points,
-        run_id=c.id,
-        power_loss=o.crash_power_loss,
-    )
-    found = await crash_explore.explore(planned, out=io.StringIO(), progress_interval_s=None)
+    planned = crash_jobs.prepare(s.scenario, s.run_dir, o.explore, run_id=c.id)
+    try:
+        found = await crash_jobs.explore_jobs(planned, out=io.StringIO(), progress_interval_s=None)
+    except PreflightError as exc:  # the scenario cannot see the call's effect: nothing to explore
+        return CheckResult(c.id, c.title, CheckVerdict.ERROR, exc.message)
     report = crash_render.write_reports(found)
     evidence: dict[str, Any] = {
         "report": str(report),
@@ -35,6 +37,7 @@ async def crash_points(c: Check, s: ContractSession, o: Options, seen: Seen) -> 
         "points": {p.name: {v: n for v, n in p.verdicts.items() if n} for p in found.points},
         "proven tries": {p.name: f"{len(p.proven)}/{p.repeat}" for p in found.points},
         "tries per point": found.repeat,
+        "coverage": crash_render.coverage(found),
         "seconds": round(found.seconds, 1),
     }
     seen.repeated[c.id] = max((found.run_of(p).effects[i] for p in found.points for i in p.proven), default=0)
@@ -69,9 +72,10 @@ async def crash_points(c: Check, s: ContractSession, o: Options, seen: Seen) -> 
             ),
             evidence,
         )
+    shared = f" ({crash_render.coverage(found)})" if any(p.same for p in found.points) else ""
     return c.passed(
         f"held and killed at {len(found.points)} points ({', '.join(p.name for p in found.points)}), "
         f"{found.repeat} proven {'try' if found.repeat == 1 else 'tries'} each: every retry took effect "
-        "exactly once",
+        f"exactly once{shared}",
         evidence,
     )
