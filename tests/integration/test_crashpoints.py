@@ -330,6 +330,7 @@ def clusters_of(pid: int) -> list[str]:
 
 
 def cli(tmp_path: Path, data: dict[str, Any], *args: str) -> subprocess.Popen[str]:
+    tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(data))
     argv = [sys.executable, "-m", "harness.cli", "crashpoints", str(path), "--results", str(tmp_path / "r")]
