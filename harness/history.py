@@ -519,6 +519,13 @@ def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def log_end(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """The end of a log as one line of at most ``limit`` characters (``…`` where it was cut): what a
+    server said last, its error after its traceback, which :func:`excerpt` (the start) cuts away."""
+    line = " ".join(text[-CLIP_LIMIT:].split()).translate(_CONTROL)
+    return line if len(line) <= limit else "…" + line[-(limit - 1) :]
+
+
 def read_history(path: Path) -> Iterator[dict[str, Any]]:
     """Yield the events of a history file in order, each checked to be an event object."""
     seq = 0

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.audit.auditor import story_of
-from harness.audit.findings import UNAVAILABLE_FIX
 from harness.audit.stories import Story
+from harness.audit.summary import unavailable_fix
 from harness.crashpoints.advice import advice
 from harness.crashpoints.cost import medians
 from harness.crashpoints.emit import reproducer_name, write_reproducers
@@ -173,6 +173,13 @@ def deferred_line(exploration: Exploration) -> str | None:
     )
 
 
+def unavailable_fix_of(exploration: Exploration, result: PointResult) -> str:
+    """The fix for the pod found unavailable after the kill at ``result``'s point, from what its log and
+    data directory showed (``(its log shows a lock file: "..."): remove stale locks ...``)."""
+    summary = exploration.run_of(result).audit.summary
+    return unavailable_fix(summary.unavailable, [u.path for u in summary.unreadable])
+
+
 def story(exploration: Exploration, result: PointResult) -> Story:
     """The auditor's story of the try a finding is told by: its attempts, the points each passed (the
     held one marked), the kill, the answers, the effects; with its class's meaning and fix."""
@@ -271,7 +278,7 @@ def render_markdown(exploration: Exploration) -> str:
             f"## {result.name}: unavailable\n",
             f"Killed at this point and restarted, the pod answered no call again, so the exploration "
             f"stopped: {markdown(result.unavailable or '')}.\n",
-            f"**Fix.** {markdown(UNAVAILABLE_FIX)}.\n",
+            f"**Fix** {markdown(unavailable_fix_of(exploration, result))}.\n",
         ]
     if exploration.inconclusive:
         parts += ["## Not proven\n", *(f"- {markdown(r)}" for r in exploration.inconclusive), ""]
@@ -349,7 +356,7 @@ def render_terminal(exploration: Exploration) -> str:
         lines += [
             "",
             f"{result.name}: unavailable after the kill: {result.unavailable}",
-            f"  fix: {UNAVAILABLE_FIX}",
+            f"  fix {unavailable_fix_of(exploration, result)}",
         ]
     for result in exploration.findings:
         lines += ["", f"{result.name}:", *("  " + line for line in told(exploration, result))]

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.history import EventType, HistoryWriter, Outcome
+from harness.history import EventType, HistoryWriter, Outcome, log_end
 from harness.pods.supervisor import Supervisor
 
 ANSWERS = frozenset({Outcome.OK, Outcome.TOOL_ERROR, Outcome.INPUT_REQUIRED})
@@ -156,7 +156,7 @@ class Liveness:
             failed=self._failed,
             bound_s=round(self.bound_s, 3),
             locks=locks,
-            message=said_once(supervisor.pod.log_tail(LOG_LINES)),
+            message=log_end(said_once(supervisor.pod.log_tail(LOG_LINES))),
         )
         held = f"; lock-like files since the fault: {', '.join(locks[:5])}" if locks else ""
         self.unavailable = (

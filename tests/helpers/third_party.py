@@ -193,3 +193,46 @@ def write_query(query: str) -> str:
 uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
 '''
+
+
+TORN_DOCUMENT = '''
+"""Keeps tasks in one JSON document it rewrites in place (write over the old bytes, then truncate), as
+an embedded document store does, pretty-printed. The TORN_AT-th save writes the document compact, and
+shorter, and the process dies before its truncate: a whole document, then the tail of the older one.
+At start-up it loads the document, and a document that does not parse stops it (a traceback, exit 1)."""
+import json, os, signal
+
+STORE = os.path.join(os.environ["DATA"], "tasks.json")
+TORN_AT = int(os.environ.get("TORN_AT", "0"))
+if os.path.exists(STORE):
+    with open(STORE) as f:
+        tasks = json.load(f)["tasks"]
+else:
+    tasks = []
+saves = 0
+
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("tasks")
+
+
+@mcp.tool()
+def add_task(title: str) -> str:
+    """Adds a task."""
+    global saves
+    saves += 1
+    tasks.append({"title": title, "done": False})
+    compact = saves == TORN_AT
+    text = json.dumps({"tasks": tasks}, indent=None if compact else 2).encode()
+    fd = os.open(STORE, os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, text)
+    if compact:
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.ftruncate(fd, len(text))
+    os.close(fd)
+    return "added"
+
+
+mcp.run("stdio")
+'''
+

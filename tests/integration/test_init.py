@@ -35,7 +35,14 @@ def init_then_run(tmp_path: Path, *init: str, sets: tuple[str, ...] = ()) -> tup
     assert "mcp-chaos run drafted.yaml" in made.stdout
     drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
     assert drafted["gate"] == {
-        "fail_on": ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
+        "fail_on": [
+            "unavailable",
+            "store_unreadable",
+            "duplicate",
+            "lost",
+            "applied_despite_error",
+            "inconclusive",
+        ]
     }
     overrides = [
         arg for s in ("workload.intents=150", "workload.concurrency=4", *sets) for arg in ("--set", s)

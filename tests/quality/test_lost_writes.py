@@ -22,7 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
-from tests.helpers.third_party import NEVER_BACK
+from tests.helpers.third_party import NEVER_BACK, TORN_DOCUMENT
 
 pytestmark = pytest.mark.quality
 
@@ -273,3 +273,64 @@ def test_a_server_that_never_comes_back_from_a_kill_is_unavailable_with_a_report
     (row,) = summary["unavailable"]
     assert row["came_back"] is False
     assert (run_dir / "report.md").is_file()
+
+
+def test_a_json_document_torn_by_a_crash_is_unreadable_and_its_leftovers_no_duplicates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 20th save rewrites the document in place, shorter, and the server dies before its truncate:
+    a whole document, then the tail of the older one, which repeats the last tasks' titles. The restart
+    cannot parse it and exits. Read as bytes, those tasks were duplicates, blamed on no fault, and the
+    others exactly once; read as JSON, the store is unreadable (a finding of its own, with its parse
+    error), every acknowledged task in it is lost to the crash that tore it, and the pod's fix is the
+    parse error its log shows, not a stale lock."""
+    server = tmp_path / "tasks.py"
+    server.write_text(TORN_DOCUMENT)
+    data = {
+        "name": "torn-document",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "transport": "stdio",
+            "env": {"DATA": "{data_dir}", "TORN_AT": "20"},
+            "ready_timeout_s": 30,
+            "restart_delay_s": 0.2,
+        },
+        "workload": {"intents": 60, "concurrency": 1, "tool": "add_task", "arguments": {"title": "{marker}"}},
+        # The retries of the torn save outlast the restart, which ends the run (the pod never comes back).
+        "client": {"attempt_timeout_s": 10, "max_attempts": 20, "backoff": {"initial_s": 0.5, "max_s": 0.5}},
+        "audit": {
+            "effects": {"files": {"dir": "{data_dir}", "pattern": "tasks.json", "format": "json"}},
+        },
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    headline, second = out.splitlines()[:2]
+    assert headline.startswith("UNAVAILABLE: pod-0 did not come back after crash#1 pod-0 @"), out
+    assert "json.decoder.JSONDecodeError: Extra data: line 1 column " in headline  # the log's last words
+    fix = headline.split(". Fix ", 1)[1]
+    assert fix.startswith('(its log shows a parse error: "…'), fix
+    assert "json.decoder.JSONDecodeError: Extra data: line 1 column " in fix.split('"): ')[0]
+    assert "its store did not parse after the fault: write it whole" in fix
+    assert "remove stale locks" not in headline
+    assert second.startswith(
+        "also: STORE UNREADABLE: data/tasks.json does not parse as json (Extra data: line 1 column "
+    ), out
+    assert "it held the effects of 20 intents, none counted, 19 of them acknowledged, now lost" in second
+    assert "(torn by crash#1 pod-0 @" in second
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["verdicts"]["duplicate"] == 0
+    assert summary["verdicts"]["exactly_once"] == 0
+    assert summary["verdicts"]["lost"] == 19
+    assert summary["causes"]["lost"] == {"crash": 19}
+    assert any(v.startswith("store unreadable: data/tasks.json") for v in summary["gate"]["violations"])
+    # Counted as bytes (format: text), the same store reads as duplicates blamed on no fault.
+    as_bytes = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    as_bytes["audit"]["effects"]["files"]["format"] = "text"
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(as_bytes))
+    assert main(["audit", str(run_dir), "--no-html"]) == 1
+    counted = json.loads((run_dir / "summary.json").read_text())
+    assert counted["verdicts"]["duplicate"] > 0
+    assert counted["causes"]["duplicate"] == {"no_fault": counted["verdicts"]["duplicate"]}
+    assert counted["unreadable"] == []
+
