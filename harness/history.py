@@ -76,10 +76,11 @@ crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashp
                    pod was killed there
 crash_plan         planned, skipped, deferred (each a list of {path, labels}): an exploration's plan
                    as it grew; skipped: points of the clean call beyond max_points
-pod_unavailable    pod, ready_seq (its restart's pod_ready), for_s, failed (attempts), bound_s, locks
-                   (lock-like files in the data directory since the last answer before the fault),
-                   message (the pod log's last lines): back from a fault, it answered no call for
-                   bound_s (``harness.run.liveness``); the run stops
+pod_unavailable    pod, ready_seq (its last pod_ready), for_s, failed (attempts), [answered (calls
+                   it answered since it came back)], bound_s, locks (lock-like files in the data
+                   directory since the last answer before the fault), message (the pod log's last
+                   lines): up, it answered no call for bound_s while calls were made
+                   (``harness.run.liveness``); the run stops
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """

@@ -164,6 +164,8 @@ class UnavailableRow:
     came_back: bool = True
     """False: it never became ready again after the fault, ``why`` (exited as it started, or silent)."""
     why: str = ""
+    answered: int = 0
+    """Calls it answered after it came back, before it fell silent."""
 
     def fix(self, unreadable: Sequence[str] = ()) -> str:
         """Its fix, from what its log and data directory show (``unreadable``: the store's files that do
@@ -176,6 +178,12 @@ class UnavailableRow:
         said = f"; its log ends: {self.log!r}" if self.log else ""
         if not self.came_back:
             return f"{self.pod} did not come back after {self.after}: {self.why}{said}"
+        if self.answered:
+            calls = "call" if self.answered == 1 else "calls"
+            return (
+                f"{self.pod} answered {self.answered} {calls} after {self.after}, then none of {self.failed} "
+                f"calls in {self.for_s:.0f}s{held}{said}"
+            )
         return (
             f"{self.pod} was up again after {self.after} and answered none of {self.failed} calls in "
             f"{self.for_s:.0f}s{held}{said}"
@@ -412,11 +420,12 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
         common = max(fold.errors.values(), key=lambda e: e.count, default=None)
         said = f"; most common answer: {common.example}" if common is not None else ""
         reasons.append(f"{refused} of {started} intents never took effect (rejected or given up){said}")
+    stopped = _stopped_by_harness(fold)
     for kind in POD_FAULTS:
         planned, injected = fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0)
         missed = planned - injected - sum(u.kind == kind for u in fold.unfinished)
         if missed > 0:
-            why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
+            why = stopped or next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
             reasons.append(f"{missed} of {planned} planned {kind.value}s did not happen ({why})")
     for fault in fold.unfinished:
         reasons.append(f"a {fault.kind} did not finish, so whether it happened is not known: {fault.reason}")
@@ -443,6 +452,19 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
                 f"stream fault rule {index} ({rule.fault} on intent {rule.intent}) never fired: {why}"
             )
     return reasons
+
+
+def _stopped_by_harness(fold: Fold) -> str | None:
+    """Why the run ended before its faults, when neither the workload nor its length did: the harness
+    stopped it (a pod that answers nothing, or that never came back), or a person interrupted it."""
+    ended = fold.ended or {}
+    status, reason = ended.get("status"), ended.get("reason")
+    said = f": {reason}" if reason else ""
+    if status == RunStatus.STOPPED:
+        return f"the harness stopped the run before them{said}"
+    if status == RunStatus.INTERRUPTED:
+        return f"the run was interrupted before them{said}"
+    return None
 
 
 def _errors(tallies: Iterable[ErrorTally]) -> list[ErrorMessage]:
@@ -483,7 +505,7 @@ def _unavailable(fold: Fold) -> list[UnavailableRow]:
     rows = []
     for found in fold.unavailable:
         before = [f for f in fold.pod_faults if f.pod == found.pod and f.seq < found.ready_seq]
-        after = before[-1].label() if before else "a restart"
+        after = before[-1].label() if before else "a restart" if fold.pod_faults else "its start"
         rows.append(
             UnavailableRow(
                 found.pod,
@@ -494,6 +516,7 @@ def _unavailable(fold: Fold) -> list[UnavailableRow]:
                 found.log,
                 found.came_back,
                 found.why,
+                found.answered,
             )
         )
     return rows

@@ -189,6 +189,7 @@ class _Run:
             self.history,
             after_s=scenario.target.unavailable_after_s,
             data_dir=run_dir / rundir.DATA,
+            in_flight=lambda: stats.in_flight,
         )
         for supervisor in self.supervisors:
             supervisor.on_restart = self._restarted

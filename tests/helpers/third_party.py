@@ -236,3 +236,37 @@ def add_task(title: str) -> str:
 mcp.run("stdio")
 '''
 
+
+WEDGED_AFTER = '''
+"""Appends items to a JSON-lines file, as a store that commits under a lock file does. Its first start
+serves every call (WEDGE_AFTER=0), or WEDGE_AFTER calls and then none. A start after a kill finds the
+lock file its predecessor held: it answers one call from its cache, then every call waits for that
+lock, for ever (as a git-backed store waits on a stale index.lock)."""
+import asyncio, json, os, sys
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+STORE = os.path.join(os.environ["DATA"], "items.jsonl")
+FLAG = os.path.join(os.environ["DATA"], "started")
+serves = 1 if os.path.exists(FLAG) else int(os.environ.get("WEDGE_AFTER", "0"))
+open(FLAG, "a").close()
+served = 0
+mcp = MCPServer("items")
+
+
+@mcp.tool()
+async def add(text: str) -> str:
+    """Adds an item."""
+    global served
+    served += 1
+    if serves and served > serves:
+        print("items: waiting for items.lock", file=sys.stderr, flush=True)
+        await asyncio.Event().wait()
+    with open(STORE, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''

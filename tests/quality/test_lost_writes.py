@@ -22,7 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
-from tests.helpers.third_party import NEVER_BACK, TORN_DOCUMENT
+from tests.helpers.third_party import NEVER_BACK, TORN_DOCUMENT, WEDGED_AFTER
 
 pytestmark = pytest.mark.quality
 
@@ -334,3 +334,73 @@ def test_a_json_document_torn_by_a_crash_is_unreadable_and_its_leftovers_no_dupl
     assert counted["causes"]["duplicate"] == {"no_fault": counted["verdicts"]["duplicate"]}
     assert counted["unreadable"] == []
 
+
+def wedged_scenario(server: Path, **more: Any) -> dict[str, Any]:
+    return {
+        "name": "wedged",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "env": {"DATA": "{data_dir}", "WEDGE_AFTER": "0"},
+            "ready_timeout_s": 30,
+            "unavailable_after_s": 3,
+        },
+        # Few enough that a run which never sees the wedge still ends, every intent given up; retries
+        # enough to outlast a restart.
+        "workload": {"intents": 20, "concurrency": 2, "tool": "add", "arguments": {"text": "{marker}"}},
+        "client": {
+            "attempt_timeout_s": 1,
+            "max_attempts": 5,
+            "backoff": {"initial_s": 1, "max_s": 1, "jitter": "none"},
+        },
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/items.jsonl", "marker_field": "text"}}},
+        **more,
+    }
+
+
+def test_a_server_wedged_after_answering_once_since_its_restart_is_unavailable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Back from the kill, it answers one call and then times out on every other, waiting on a lock: the
+    published git-backed store that did so went 11 minutes (942 timeouts) without UNAVAILABLE, because
+    only a pod that had answered nothing since its restart was watched. The second kill, planned after
+    intent 12, never comes: the harness stopped the run, and the line that says so blames neither the
+    workload nor its length."""
+    server = tmp_path / "items.py"
+    server.write_text(WEDGED_AFTER)
+    kills = {"kill": {"count": 2, "min_uptime_s": 0.2, "window": [0.2, 0.95], "hold_dispatch": True}}
+    code, out, run_dir = run_cli(tmp_path, wedged_scenario(server, faults=kills), capsys, "--no-preflight")
+    assert code == 1, out
+    headline, second = out.splitlines()[:2]
+    assert headline.startswith("UNAVAILABLE: pod-0 answered 1 call after kill#1 pod-0 @"), out
+    assert ", then none of " in headline
+    fix = headline.split(". Fix ", 1)[1]
+    assert fix.startswith('(its log shows a lock file: "'), fix
+    assert "items: waiting for items.lock" in fix
+    assert second.startswith(
+        "also: INCONCLUSIVE: 1 of 2 planned kills did not happen (the harness stopped the run before "
+        "them: pod-0 answered no call for "
+    ), out
+    assert "dispatched" not in second
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+    (row,) = summary["unavailable"]
+    assert row["answered"] == 1
+    assert row["came_back"] is True
+
+
+def test_a_server_that_stops_answering_with_no_fault_at_all_is_unavailable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Liveness holds at any time, not only after a restart: a server that answers five calls and then
+    none, with no fault, is found within unavailable_after_s of its silence."""
+    server = tmp_path / "items.py"
+    server.write_text(WEDGED_AFTER)
+    data = wedged_scenario(server)
+    data["target"]["env"]["WEDGE_AFTER"] = "5"
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    assert out.startswith("UNAVAILABLE: pod-0 answered 5 calls after its start, then none of "), out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+    assert summary["intents"]["started"] < 30  # it stopped starting them
