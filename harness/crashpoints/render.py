@@ -22,7 +22,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.audit.auditor import story_of
+from harness.audit.auditor import keyed, story_of
+from harness.audit.causes import Cause, first_fault
+from harness.audit.fixes import fix_for
 from harness.audit.stories import Story
 from harness.audit.summary import unavailable_fix
 from harness.crashpoints.advice import advice
@@ -182,9 +184,30 @@ def unavailable_fix_of(exploration: Exploration, result: PointResult) -> str:
 
 def story(exploration: Exploration, result: PointResult) -> Story:
     """The auditor's story of the try a finding is told by: its attempts, the points each passed (the
-    held one marked), the kill, the answers, the effects; with its class's meaning and fix."""
+    held one marked), the kill, the answers, the effects; with its class's meaning and fix, as the point
+    reads it (:func:`as_the_point_reads`)."""
     run = exploration.run_of(result)
-    return story_of(run.audit, result.example(run.verdicts))
+    intent = result.example(run.verdicts)
+    return as_the_point_reads(story_of(run.audit, intent), run.verdicts.get(intent), run)
+
+
+def as_the_point_reads(told: Story, verdict: str | None, run: Exploration) -> Story:
+    """The story under the verdict its point counted, so that it never contradicts its heading.
+
+    An intent a later try's crash took effects of is judged on what the reads saw
+    before (a duplicate seen twice is its point's duplicate), while the auditor
+    reads the end of the run (lost, vanished): its cause and fix are then the
+    point's verdict's, from the faults that hit its own attempts, and what the
+    end of the run shows is said after.
+    """
+    if verdict is None or verdict == told.verdict:
+        return told
+    rows = run.audit.judged.rows_of([told.intent])
+    faults = str(rows.column("faults")[0].as_py() or "") if "faults" in rows.column_names else ""
+    cause = first_fault(faults) or Cause.NO_FAULT.value
+    later = f"{told.verdict} ({told.cause}): a later try's crash took what the reads before it saw stored"
+    fix = fix_for(verdict, cause, keyed=keyed(run.scenario))
+    return replace(told, verdict=verdict, cause=cause, fix=fix, later=later)
 
 
 def told(exploration: Exploration, result: PointResult) -> list[str]:
