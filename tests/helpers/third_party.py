@@ -270,3 +270,27 @@ async def add(text: str) -> str:
 uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
 '''
+
+
+NO_TABLE = '''
+"""Answers every add_row OK with its database's error, as a server whose migration never ran does
+("Database error: no such table: rows", isError false). Its one argument must not be empty (a
+minLength), so a call that sends it empty is its SDK's to refuse, not its own code's."""
+import os
+from typing import Annotated
+import uvicorn
+from pydantic import Field
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("rows")
+
+
+@mcp.tool()
+def add_row(memo: Annotated[str, Field(min_length=1)]) -> str:
+    """Adds a row."""
+    return "Database error: no such table: rows"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''
