@@ -196,13 +196,13 @@ uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), ho
 
 
 TORN_DOCUMENT = '''
-"""Keeps tasks in one JSON document it rewrites in place (write over the old bytes, then truncate), as
-an embedded document store does, pretty-printed. The TORN_AT-th save writes the document compact, and
+"""Keeps tasks in one JSON document (TASKS_FILE) it rewrites in place (write over the old bytes, then
+truncate), as an embedded document store does, pretty-printed. The TORN_AT-th save writes the document compact, and
 shorter, and the process dies before its truncate: a whole document, then the tail of the older one.
 At start-up it loads the document, and a document that does not parse stops it (a traceback, exit 1)."""
 import json, os, signal
 
-STORE = os.path.join(os.environ["DATA"], "tasks.json")
+STORE = os.environ["TASKS_FILE"]
 TORN_AT = int(os.environ.get("TORN_AT", "0"))
 if os.path.exists(STORE):
     with open(STORE) as f:
@@ -293,4 +293,28 @@ def add_row(memo: Annotated[str, Field(min_length=1)]) -> str:
 
 uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+TODO_LIST = '''
+"""Keeps a to-do list as plain text, one "- item" line each, rewritten whole on every change (a file
+named by TODO_FILE, made at the first write)."""
+import os
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["TODO_FILE"]
+mcp = MCPServer("todo")
+
+
+@mcp.tool()
+def add_todo(text: str) -> str:
+    """Adds an item to the list."""
+    items = open(FILE).read().splitlines() if os.path.exists(FILE) else []
+    items.append(f"- {text}")
+    with open(FILE, "w") as f:
+        f.write("\\n".join(items) + "\\n")
+    return "added"
+
+
+mcp.run("stdio")
 '''

@@ -292,7 +292,7 @@ def test_a_json_document_torn_by_a_crash_is_unreadable_and_its_leftovers_no_dupl
         "target": {
             "command": [sys.executable, str(server)],
             "transport": "stdio",
-            "env": {"DATA": "{data_dir}", "TORN_AT": "20"},
+            "env": {"TASKS_FILE": "{data_dir}/tasks.json", "TORN_AT": "20"},
             "ready_timeout_s": 30,
             "restart_delay_s": 0.2,
         },
