@@ -197,9 +197,10 @@ uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), ho
 
 TORN_DOCUMENT = '''
 """Keeps tasks in one JSON document (TASKS_FILE) it rewrites in place (write over the old bytes, then
-truncate), as an embedded document store does, pretty-printed. The TORN_AT-th save writes the document compact, and
-shorter, and the process dies before its truncate: a whole document, then the tail of the older one.
-At start-up it loads the document, and a document that does not parse stops it (a traceback, exit 1)."""
+truncate), as an embedded document store does, pretty-printed. The TORN_AT-th save writes the
+document compact, and shorter, and the process dies before its truncate: a whole document, then the
+tail of the older one. At start-up it loads the document, and a document that does not parse stops
+it (a traceback, exit 1)."""
 import json, os, signal
 
 STORE = os.environ["TASKS_FILE"]

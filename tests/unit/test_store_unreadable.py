@@ -76,7 +76,7 @@ def test_a_torn_document_is_a_finding_its_intents_lost_to_the_kill_that_tore_it(
     rows = result.intents.set_index("intent")
     assert list(rows["verdict"]) == ["lost", "lost", "lost", "exactly_once"]
     assert list(rows["cause"])[:3] == ["kill"] * 3
-    assert rows.loc[0, "vanished_after"].startswith("kill#2 pod-0 @")
+    assert str(rows.loc[0, "vanished_after"]).startswith("kill#2 pod-0 @")
     assert s.verdicts[Verdict.DUPLICATE] == 0
     assert [f.kind for f in s.findings][:2] == ["store_unreadable", "lost"]
     assert s.headline.sentence.startswith(
