@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +25,7 @@ from harness import rundir
 from harness.audit.accumulators import frame_of
 from harness.audit.begin import Begun, begin
 from harness.audit.causes import READS as CAUSE_READS
-from harness.audit.causes import Cause, causes
+from harness.audit.causes import causes
 from harness.audit.columnar import fold_columnar
 from harness.audit.control import compare_control
 from harness.audit.effects import EffectTable, Hashes
@@ -40,7 +39,7 @@ from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
 from harness.audit.summary import EffectCounts, Summary, UnreadableStore, summarize
 from harness.audit.tally import Tally
-from harness.audit.torn import holders, tearing_fault
+from harness.audit.torn import Held, tearing_faults
 from harness.audit.vanished import lost_across, pod_faults_cleared, vanishing
 from harness.audit.verdicts import EXACTLY_ONCE_CODE, STATUS_NAMES, VERDICT_ORDER, ClientStatus, verdict_codes
 from harness.errors import AuditError, HistoryError, UsageError
@@ -237,13 +236,7 @@ def judge(
     judged = JudgedIntents(whole=keep_rows)
     tally = Tally()
     matched = 0
-    epoch = fold.run.get("epoch_s")
-    tore = [
-        tearing_fault(
-            u, fold.checkpoints, fold.pod_faults, float(epoch) if isinstance(epoch, int | float) else None
-        )
-        for u in effects.unreadable
-    ]
+    tore = tearing_faults(effects.unreadable, fold.checkpoints, fold.pod_faults, fold.run.get("epoch_s"))
     tally.blamed.update(f for f in tore if f is not None)
     try:
         for chunk in rows.chunks():
@@ -275,12 +268,9 @@ def judge(
                 )
             lost_after = gone.after.copy()
             lost_after[across >= 0] = [fold.pod_faults[f].label() for f in across[across >= 0]]
-            holder = holders(effects.unreadable, chunk.column("marker"))
-            torn = _torn(holder, tore, fold.pod_faults)
-            held_lost = (holder >= 0) & (status == ClientStatus.OK) & (counted_effects == 0)
-            for row in np.flatnonzero(held_lost).tolist():  # lost with the file the fault tore
-                fault = tore[int(holder[row])]
-                lost_after[row] = fold.pod_faults[fault].label() if fault is not None else ""
+            held = Held.of(effects.unreadable, tore, fold.pod_faults, chunk.column("marker"))
+            held_lost = (held.file >= 0) & (status == ClientStatus.OK) & (counted_effects == 0)
+            held.label(held_lost, lost_after)  # lost with the file the fault tore
             named = gone.vanished | (across >= 0) | held_lost
             judged_chunk = (
                 chunk.set_column(
@@ -299,7 +289,7 @@ def judge(
                     gone.vanished[findings],
                     (across >= 0)[findings],
                     cleared[findings],
-                    torn[findings],
+                    held.cause[findings],
                 )
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             # Seen by a read and gone since; not those lost across a restart (never seen stored), whose
@@ -307,7 +297,7 @@ def judge(
             tally.vanished += int(gone.vanished.sum())
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.blamed.update(int(f) for f in across[across >= 0])
-            tally.held(holder, held_lost)
+            tally.held(held.file, held_lost)
             tally.add(judged_chunk)
             judged.write(judged_chunk)
             if sink is not None:
@@ -420,17 +410,6 @@ def _audit(
     finally:
         if isinstance(rows, IntentRows):
             rows.close()
-
-
-def _torn(
-    holder: npt.NDArray[np.int64], tore: Sequence[int | None], pod_faults: Sequence[PodFault]
-) -> npt.NDArray[np.object_]:
-    """Per row, the cause of an effect lost in a file that does not parse: the kind of the fault that tore
-    the file (``holder``: which file held it, -1 for none), ``no_fault`` where none did; empty elsewhere."""
-    torn = np.full(len(holder), "", dtype=object)
-    for index, fault in enumerate(tore):
-        torn[holder == index] = pod_faults[fault].kind if fault is not None else Cause.NO_FAULT.value
-    return torn
 
 
 def story_of(result: AuditResult, intent: int) -> Story:

@@ -15,6 +15,8 @@ where no pod fault came after the witness, the server tore its store by itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.audit.accumulators import CheckpointRead, PodFault
+from harness.audit.causes import Cause
 from harness.effects.base import Unreadable
 
 CLOCK_SLACK_S = 0.05
@@ -51,13 +54,52 @@ def tearing_fault(
     return after[-1]
 
 
-def holders(unreadable: Sequence[Unreadable], markers: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
-    """For each marker, the index of the first unreadable file that holds it, or -1."""
-    found = np.full(len(markers), -1, dtype=np.int64)
-    for index, store in enumerate(unreadable):
-        if not store.held:
-            continue
-        held = pa.array(sorted(store.held), markers.type)
-        mine = pc.is_in(markers, value_set=held).fill_null(False).to_numpy(zero_copy_only=False)
-        found[(found < 0) & np.asarray(mine, dtype=bool)] = index
-    return found
+def tearing_faults(
+    unreadable: Sequence[Unreadable],
+    reads: Sequence[CheckpointRead],
+    pod_faults: Sequence[PodFault],
+    epoch: Any,
+) -> list[int | None]:
+    """:func:`tearing_fault` of each unreadable file (``epoch``: the history's ``epoch_s``, if it has one)."""
+    epoch_s = float(epoch) if isinstance(epoch, int | float) else None
+    return [tearing_fault(u, reads, pod_faults, epoch_s) for u in unreadable]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Of a chunk of intents: which unreadable file held each one's effect, and why it is lost."""
+
+    file: npt.NDArray[np.int64]
+    """The index of the first unreadable file that holds its marker, -1 for none."""
+    cause: npt.NDArray[np.object_]
+    """The kind of the fault that tore that file (``no_fault`` where none did); empty where none held it."""
+    labels: list[str]
+    """Per file, the label of the fault that tore it (``kill#2 pod-0 @4.10s``), empty where none did."""
+
+    @classmethod
+    def of(
+        cls,
+        unreadable: Sequence[Unreadable],
+        tore: Sequence[int | None],
+        pod_faults: Sequence[PodFault],
+        markers: pa.Array | pa.ChunkedArray,
+    ) -> Held:
+        found = np.full(len(markers), -1, dtype=np.int64)
+        cause = np.full(len(markers), "", dtype=object)
+        for index, (store, fault) in enumerate(zip(unreadable, tore, strict=True)):
+            if not store.held:
+                continue
+            held = pa.array(sorted(store.held), markers.type)
+            mine = np.asarray(
+                pc.is_in(markers, value_set=held).fill_null(False).to_numpy(zero_copy_only=False)
+            )
+            mine &= found < 0
+            found[mine] = index
+            cause[mine] = pod_faults[fault].kind if fault is not None else Cause.NO_FAULT.value
+        labels = [pod_faults[f].label() if f is not None else "" for f in tore]
+        return cls(found, cause, labels)
+
+    def label(self, rows: npt.NDArray[np.bool_], into: npt.NDArray[np.object_]) -> None:
+        """Name, ``into`` an intent's ``vanished_after`` at ``rows``, the fault that tore its file."""
+        for row in np.flatnonzero(rows).tolist():
+            into[row] = self.labels[int(self.file[row])]
