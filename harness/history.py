@@ -77,10 +77,11 @@ crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashp
 crash_plan         planned (a list of {path, labels, [same: the points whose crash state it shares]}),
                    [points: the clean call's crash points], [ran_out: the budget was spent with
                    tries left]: an exploration's plan as it grew
-pod_unavailable    pod, ready_seq (its restart's pod_ready), for_s, failed (attempts), bound_s, locks
-                   (lock-like files in the data directory since the last answer before the fault),
-                   message (the pod log's last lines): back from a fault, it answered no call for
-                   bound_s (``harness.run.liveness``); the run stops
+pod_unavailable    pod, ready_seq (its last pod_ready), for_s, failed (attempts), [answered (calls
+                   it answered since it came back)], bound_s, locks (lock-like files in the data
+                   directory since the last answer before the fault), message (the pod log's last
+                   lines): up, it answered no call for bound_s while calls were made
+                   (``harness.run.liveness``); the run stops
 run_ended          status (a RunStatus), [reason], kills, restarts
 =================  ==============================================================
 """
@@ -526,6 +527,13 @@ def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
         return text  # already one line of single spaces (most replies): nothing to do, checked in C
     line = " ".join(text[:CLIP_LIMIT].split()).translate(_CONTROL)
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def log_end(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """The end of a log as one line of at most ``limit`` characters (``…`` where it was cut): what a
+    server said last, its error after its traceback, which :func:`excerpt` (the start) cuts away."""
+    line = " ".join(text[-CLIP_LIMIT:].split()).translate(_CONTROL)
+    return line if len(line) <= limit else "…" + line[-(limit - 1) :]
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:

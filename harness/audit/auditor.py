@@ -37,8 +37,9 @@ from harness.audit.memory import no_cycle_collection
 from harness.audit.podlogs import evidence
 from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
-from harness.audit.summary import EffectCounts, Summary, summarize
+from harness.audit.summary import EffectCounts, Summary, UnreadableStore, summarize
 from harness.audit.tally import Tally
+from harness.audit.torn import Held, tearing_faults
 from harness.audit.vanished import lost_across, pod_faults_cleared, vanishing
 from harness.audit.verdicts import EXACTLY_ONCE_CODE, STATUS_NAMES, VERDICT_ORDER, ClientStatus, verdict_codes
 from harness.errors import AuditError, HistoryError, UsageError
@@ -235,6 +236,8 @@ def judge(
     judged = JudgedIntents(whole=keep_rows)
     tally = Tally()
     matched = 0
+    tore = tearing_faults(effects.unreadable, fold.checkpoints, fold.pod_faults, fold.run.get("epoch_s"))
+    tally.blamed.update(f for f in tore if f is not None)
     try:
         for chunk in rows.chunks():
             hashes: Hashes | None = None
@@ -265,22 +268,28 @@ def judge(
                 )
             lost_after = gone.after.copy()
             lost_after[across >= 0] = [fold.pod_faults[f].label() for f in across[across >= 0]]
+            held = Held.of(effects.unreadable, tore, fold.pod_faults, chunk.column("marker"))
+            held_lost = (held.file >= 0) & (status == ClientStatus.OK) & (counted_effects == 0)
+            held.label(held_lost, lost_after)  # lost with the file the fault tore
+            named = gone.vanished | (across >= 0) | held_lost
             judged_chunk = (
                 chunk.set_column(
                     chunk.column_names.index("client_status"), "client_status", _STATUS_NAMES.take(status)
                 )
                 .append_column("effects", pa.array(counted_effects, pa.int64()))
                 .append_column("verdict", _VERDICT_NAMES.take(codes))
-                .append_column(
-                    "vanished_after", texts(lost_after, np.flatnonzero(gone.vanished | (across >= 0)))
-                )
+                .append_column("vanished_after", texts(lost_after, np.flatnonzero(named)))
             )
             cause = np.full(len(codes), "", dtype=object)
             findings = np.flatnonzero(codes != EXACTLY_ONCE_CODE)
             if len(findings):
                 rows_found = judged_chunk.select(list(CAUSE_READS)).take(findings)
                 cause[findings] = causes(
-                    rows_found, gone.vanished[findings], (across >= 0)[findings], cleared[findings]
+                    rows_found,
+                    gone.vanished[findings],
+                    (across >= 0)[findings],
+                    cleared[findings],
+                    held.cause[findings],
                 )
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             # Seen by a read and gone since; not those lost across a restart (never seen stored), whose
@@ -288,6 +297,7 @@ def judge(
             tally.vanished += int(gone.vanished.sum())
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.blamed.update(int(f) for f in across[across >= 0])
+            tally.held(held.file, held_lost)
             tally.add(judged_chunk)
             judged.write(judged_chunk)
             if sink is not None:
@@ -300,7 +310,18 @@ def judge(
     else:
         foreign, examples = effects.foreign()
     counted = EffectCounts(total=effects.total, foreign=foreign, foreign_examples=examples)
-    summary = summarize(fold, tally, counted, scenario, run_dir)
+    unreadable = [
+        UnreadableStore(
+            u.path,
+            u.format,
+            u.error,
+            tally.unreadable_held[i],
+            tally.unreadable_lost[i],
+            fold.pod_faults[fault].label() if fault is not None else "",
+        )
+        for i, (u, fault) in enumerate(zip(effects.unreadable, tore, strict=True))
+    ]
+    summary = summarize(fold, tally, counted, scenario, run_dir, unreadable)
     fixes = partial(fix_for, keyed=keyed(scenario))
     found = classes(tally.causes, tally.firsts)
     told = sorted({i for verdict, _, _, first in found if verdict in TOLD for i in first})

@@ -10,8 +10,10 @@ verdict                   cause, first that applies
 ========================  =========================================================
 duplicate                 fault kind (a pod fault only if the read after its restart
                           did not contradict it); retry reason; ``no_fault``
-lost                      ``vanished`` (seen by a checkpoint read, lost across a
-                          restart); ``error_as_success`` (an ok reply that reads as
+lost                      the fault that tore the store (its effect was in a file that
+                          does not parse: :mod:`harness.audit.torn`; ``no_fault``
+                          when none came); ``vanished`` (seen by a checkpoint read,
+                          lost across a restart); ``error_as_success`` (an ok reply that reads as
                           a failure); fault kind; ``lost_across_restart``
                           (acknowledged, then a pod fault, never seen stored, and no
                           read in between showed it absent); ``no_fault``
@@ -94,10 +96,12 @@ def causes(
     vanished: npt.NDArray[np.bool_],
     across: npt.NDArray[np.bool_] | None = None,
     cleared: npt.NDArray[np.bool_] | None = None,
+    torn: npt.NDArray[np.object_] | None = None,
 ) -> npt.NDArray[np.object_]:
     """The cause column of a judged table (``verdict``, ``faults``, the outcome counts, the flags);
-    ``vanished``, ``across`` (lost across a restart) and ``cleared`` (the pod faults during its attempts
-    left no effect behind, by the read after their restart) per row of the table."""
+    ``vanished``, ``across`` (lost across a restart), ``cleared`` (the pod faults during its attempts
+    left no effect behind, by the read after their restart) and ``torn`` (the kind of the fault that tore
+    the file its effect was in, ``no_fault`` for none, empty where it was in none) per row of the table."""
     result = np.full(table.num_rows, "", dtype=object)
     # Compared in Arrow; only the few rows with a finding become Python strings.
     found = pc.not_equal(table.column("verdict"), Verdict.EXACTLY_ONCE.value).fill_null(True)
@@ -134,22 +138,25 @@ def causes(
     def either(first: npt.NDArray[np.object_], otherwise: str | npt.NDArray[Any]) -> npt.NDArray[np.object_]:
         return np.where(first != "", first, otherwise)
 
-    by_verdict = {
-        Verdict.DUPLICATE: either(duplicate_blame, Cause.NO_FAULT),
-        Verdict.LOST: np.where(
-            vanished[rows],
-            Cause.VANISHED.value,
-            np.where(
-                failure_reply,
-                Cause.ERROR_AS_SUCCESS.value,
-                either(
-                    fault,
-                    Cause.NO_FAULT
-                    if across is None
-                    else np.where(across[rows], Cause.LOST_ACROSS_RESTART.value, Cause.NO_FAULT.value),
-                ),
+    lost = np.where(
+        vanished[rows],
+        Cause.VANISHED.value,
+        np.where(
+            failure_reply,
+            Cause.ERROR_AS_SUCCESS.value,
+            either(
+                fault,
+                Cause.NO_FAULT
+                if across is None
+                else np.where(across[rows], Cause.LOST_ACROSS_RESTART.value, Cause.NO_FAULT.value),
             ),
         ),
+    )
+    if torn is not None:  # in a file that does not parse: the fault that tore it took it, whatever else
+        lost = either(torn[rows], lost)
+    by_verdict = {
+        Verdict.DUPLICATE: either(duplicate_blame, Cause.NO_FAULT),
+        Verdict.LOST: lost,
         Verdict.APPLIED_DESPITE_ERROR: either(
             fault, np.where(failure_reply, Cause.ERROR_AS_SUCCESS.value, Cause.NO_FAULT.value)
         ),

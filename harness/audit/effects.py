@@ -25,7 +25,7 @@ from harness.audit.memory import give_back
 from harness.audit.parse import hashes_sql
 from harness.audit.scratch import Scratch
 from harness.audit.store import SEPARATOR, Concatenated, EarlyRead, concatenation, result_columns
-from harness.effects.base import count_rows
+from harness.effects.base import Unreadable, count_rows
 from harness.effects.registry import source_of
 from harness.effects.sql import SqliteSource
 from harness.effects.sqlite_file import open_store
@@ -69,6 +69,8 @@ class EffectTable:
         more than once; ``markers``: the same markers again, for :meth:`foreign`."""
         self._con: duckdb.DuckDBPyConnection | None = None
         self._spool: Scratch | None = None
+        self.unreadable: tuple[Unreadable, ...] = ()
+        """The store's files that do not parse as its server reads them (none of their markers counted)."""
         try:
             self._markers = markers
             self._build(pieces)
@@ -188,12 +190,14 @@ class EffectTable:
         )
 
     @classmethod
-    def of(cls, counts: Mapping[str, int]) -> EffectTable:
+    def of(cls, counts: Mapping[str, int], unreadable: tuple[Unreadable, ...] = ()) -> EffectTable:
         def markers() -> Iterator[pa.Array]:
             yield pa.array(list(counts), pa.string())
 
         piece = (pa.array(list(counts), pa.string()), np.fromiter(counts.values(), np.int64, len(counts)))
-        return cls([piece], markers)
+        table = cls([piece], markers)
+        table.unreadable = unreadable
+        return table
 
     def _digests(
         self, markers: pa.Array, hashes: Hashes | None = None
@@ -311,7 +315,8 @@ def load_effects(effects: Effects, run_dir: Path, early: EarlyRead | None = None
                 return EffectTable(pieces(True, early), lambda: (m for m, _ in pieces(True)))
             except _NotConcatenated:
                 return EffectTable(pieces(False), lambda: (m for m, _ in pieces(False)))
-        return EffectTable.of(source.count(run_dir))
+        read = source.reading(run_dir)
+        return EffectTable.of(read.counts, read.unreadable)
     finally:
         if early is not None:
             early.cancel()  # not taken (another source, or a scenario the guess misread): not needed

@@ -1,7 +1,9 @@
 """The headline: the worst finding of a run first, in one sentence, then the others.
 
 Severity order: ``unavailable`` (a pod back from a fault that answered no call:
-it needs a person, and the run stopped on it), ``lost`` (acknowledged, and gone),
+it needs a person, and the run stopped on it), ``store_unreadable`` (a file of the
+store that does not parse as its server reads it: the server cannot read its store
+again), ``lost`` (acknowledged, and gone),
 ``applied_despite_error`` (refused, and done), ``duplicate`` (done twice), then an
 inconclusive run (it did not test what it planned). A run with none of them is "exactly once: N of N".
 Every renderer prints :attr:`Summary.headline` first, so a report can never say
@@ -20,9 +22,12 @@ SEVERITY = (Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR, Verdict.DUPLICATE)
 """Findings about the server, worst first; an inconclusive run comes after them."""
 INCONCLUSIVE = "inconclusive"
 UNAVAILABLE = "unavailable"
-UNAVAILABLE_FIX = (
-    "a person has to recover it; remove stale locks at start-up (the process that held one is gone), "
-    "or take locks that die with their process (flock, or a lock file with the holder's PID checked)"
+STORE_UNREADABLE = "store_unreadable"
+STORE_UNREADABLE_FIX = (
+    "write the store whole to a temporary file, fsync it, rename it over the old one and fsync the "
+    "directory, never in place (a rewrite in place that a crash cuts before its truncate leaves a whole "
+    "document followed by the tail of an older, longer one); and a start that finds it torn should say "
+    "which file and recover from the last good copy"
 )
 EXACTLY_ONCE = Verdict.EXACTLY_ONCE.value
 
@@ -56,8 +61,8 @@ class Finding:
     """One finding of a run: what, how many, how sure, and why (its causes)."""
 
     kind: str
-    """``unavailable``, ``lost``, ``applied_despite_error``, ``duplicate``, ``inconclusive`` or
-    ``exactly_once``."""
+    """``unavailable``, ``store_unreadable``, ``lost``, ``applied_despite_error``, ``duplicate``,
+    ``inconclusive`` or ``exactly_once``."""
     count: int
     rate: Rate
     causes: dict[str, int]
@@ -78,12 +83,16 @@ def findings(
     context: str,
     *,
     unavailable: Sequence[str] = (),
+    unavailable_fix: str = "",
+    unreadable: Sequence[str] = (),
     not_started: int = 0,
 ) -> list[Finding]:
     """Every finding of a run, worst first; the all-clear when there is none.
 
     ``context`` (``with 8 kills, 8 pod exits``) ends the first sentence, as it tells what
-    the counts were measured under. ``unavailable``: a sentence per pod found so, first of all;
+    the counts were measured under. ``unavailable``: a sentence per pod found so, first of all, and
+    ``unavailable_fix`` its fix (chosen from its evidence, :func:`harness.audit.fixes.unavailable_fix`);
+    ``unreadable``: a sentence per file of the store that does not parse;
     ``not_started``: the intents the run did not start (it stopped on it).
     """
     found: list[Finding] = []
@@ -96,7 +105,17 @@ def findings(
                 len(unavailable),
                 Rate(0, started),
                 {},
-                "UNAVAILABLE: " + "; ".join(unavailable) + stopped + f". Fix: {UNAVAILABLE_FIX}",
+                "UNAVAILABLE: " + "; ".join(unavailable) + stopped + f". Fix {unavailable_fix}",
+            )
+        )
+    if unreadable:
+        found.append(
+            Finding(
+                STORE_UNREADABLE,
+                len(unreadable),
+                Rate(0, started),
+                {},
+                "STORE UNREADABLE: " + "; ".join(unreadable) + f". Fix: {STORE_UNREADABLE_FIX}",
             )
         )
     for verdict in SEVERITY:
@@ -132,6 +151,6 @@ def findings(
 
 def also(finding: Finding) -> str:
     """A finding after the headline, shorter: ``also: 13 duplicate ...``."""
-    if finding.kind in (INCONCLUSIVE, UNAVAILABLE):
+    if finding.kind in (INCONCLUSIVE, UNAVAILABLE, STORE_UNREADABLE):
         return "also: " + finding.sentence
     return f"also: {finding.kind}: {_rate(finding.rate)}; causes: {_causes(finding.causes)}"

@@ -1,4 +1,5 @@
-"""What each kind of finding means and how a server fixes it: one table, pure data.
+"""What each kind of finding means and how a server fixes it: one table, pure data; and the fix for a pod
+that answers nothing after a fault, chosen from the evidence it left (:func:`unavailable_fix`).
 
 Keyed by (verdict, cause). A cause here is either one of the auditor's causes or
 a group of fault kinds that share a fix: ``pod_fault`` (the pod died: kill,
@@ -12,9 +13,11 @@ the idempotency semantics of Stripe and the IETF draft (``Idempotency-Key``).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.history import FaultKind, Verdict
+from harness.history import FaultKind, Verdict, excerpt
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +157,89 @@ def fix_for(verdict: str, cause: str, *, keyed: bool = True) -> Fix | None:
         if key in FIXES:
             return FIXES[key]
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A kind of evidence of why a pod answers nothing after a fault, how it shows, and its fix."""
+
+    name: str
+    """What it is, as the fix says it (``a parse error``)."""
+    pattern: re.Pattern[str]
+    """How the pod's log says it."""
+    fix: str
+
+
+UNAVAILABLE_EVIDENCE = (
+    Evidence(
+        "a port in use",
+        re.compile(r"EADDRINUSE|address already in use|port \d+ is (already )?in use", re.IGNORECASE),
+        "the restarted server could not listen, its port still held: let no child of the server outlive "
+        "it holding the port, and listen with SO_REUSEADDR",
+    ),
+    Evidence(
+        "a parse error",
+        re.compile(
+            r"JSONDecodeError|Extra data|Expecting (value|property name)|Unexpected (token|end of JSON)"
+            r"|is not valid JSON|YAMLError|ScannerError|ParserError|could not parse|failed to parse"
+            r"|parse error|malformed|file is not a database|corrupt",
+            re.IGNORECASE,
+        ),
+        "its store did not parse after the fault: write it whole (a temporary file, fsync, rename, fsync "
+        "the directory), never in place; and a start that finds it torn should say which file and "
+        "recover from the last good copy",
+    ),
+    Evidence(
+        "a migration",
+        re.compile(r"migrat|schema version|alembic", re.IGNORECASE),
+        "the restarted server stopped on its schema migration: make each migration one transaction (a "
+        "kill leaves the old schema or the new) and let the next start finish one that was cut short",
+    ),
+    Evidence(
+        "a lock file",
+        re.compile(r"\block(ed|file)?\b", re.IGNORECASE),
+        "remove stale locks at start-up (the process that held one is gone), or take locks that die with "
+        "their process (flock, or a lock file with the holder's PID checked)",
+    ),
+)
+"""What a pod that answers nothing after a fault may show, in the order a fix is chosen by: a log line
+that says what stopped it first, a lock file (also from the data directory) last."""
+
+UNAVAILABLE_UNKNOWN = (
+    "(neither its log nor its data directory shows why: no lock file, parse error, port in use or "
+    "migration): a person has to recover it; a server must come back from a kill on its own, so read its "
+    "log for what it waits on"
+)
+
+
+def unavailable_fix(log: str, locks: Sequence[str] = (), unreadable: Sequence[str] = ()) -> str:
+    """The fix for a pod that answers nothing after a fault, chosen from what its ``log`` (its last
+    lines), its data directory's lock-like files (``locks``) and the store's files that do not parse
+    (``unreadable``) show, and saying which: ``(its log shows a parse error: "..."): fix``."""
+    lines = log.splitlines()[::-1]  # the last it said first: the error after its traceback
+    for evidence in UNAVAILABLE_EVIDENCE:
+        found = next((m[-1] for line in lines if (m := list(evidence.pattern.finditer(line)))), None)
+        if found is not None:
+            return f'(its log shows {evidence.name}: "{_around(found)}"): {evidence.fix}'
+        if evidence.name == "a parse error" and unreadable:
+            return (
+                f"(its data directory shows {evidence.name}: {unreadable[0]} does not parse): {evidence.fix}"
+            )
+        if evidence.name == "a lock file" and locks:
+            return f"(its data directory shows {evidence.name}: {', '.join(locks[:3])}): {evidence.fix}"
+    return UNAVAILABLE_UNKNOWN
+
+
+QUOTED = 120
+"""Of the log line that shows the evidence, what the fix quotes (from a little before the match)."""
+
+
+def _around(found: re.Match[str]) -> str:
+    """The log line of ``found``, cut to ``QUOTED`` characters from a little before the match (a log kept
+    as one line holds the traceback before the error that names it)."""
+    line = found.string
+    start = max(0, found.start() - QUOTED // 3)
+    start = line.rfind(" ", 0, start) + 1 if start else 0  # at a word's start
+    cut = line[start:].strip()
+    quoted = excerpt(cut, QUOTED)
+    return ("…" if start else "") + quoted

@@ -10,13 +10,14 @@ Per verdict (duplicate, lost, applied_despite_error), the first that applies:
 ``expect`` (fails when absent), a threshold (``max_duplicates``,
 ``max_duplicate_rate``, ``max_lost``: fails above it), ``fail_on`` (fails on one
 intent; unset: every finding), else not gated. An inconclusive run fails unless
-``allow_inconclusive``; a pod that answered no call after a fault (unavailable) fails
-unless ``fail_on`` leaves it out.
+``allow_inconclusive``; a pod that answered no call after a fault (unavailable), and a file
+of the store that does not parse as its server reads it (store_unreadable), fail unless
+``fail_on`` leaves them out.
 """
 
 from __future__ import annotations
 
-from harness.audit.findings import INCONCLUSIVE, SEVERITY, UNAVAILABLE
+from harness.audit.findings import INCONCLUSIVE, SEVERITY, STORE_UNREADABLE, UNAVAILABLE
 from harness.audit.summary import GateCheck, GateResult, Summary
 from harness.history import Verdict
 from harness.scenario import Gate
@@ -78,10 +79,22 @@ def _unavailable(gate: Gate, summary: Summary) -> GateCheck:
     return GateCheck(UNAVAILABLE, NOT_GATED, f"unavailable, not gated (fail_on does not list it): {what}")
 
 
+def _unreadable(gate: Gate, summary: Summary) -> GateCheck:
+    found = summary.unreadable
+    if not found:
+        return GateCheck(STORE_UNREADABLE, PASSED, "every file of the store parses as its server reads it")
+    what = "; ".join(u.sentence for u in found)
+    if STORE_UNREADABLE in gate.failing:
+        return GateCheck(STORE_UNREADABLE, FAILED, f"store unreadable: {what}")
+    return GateCheck(
+        STORE_UNREADABLE, NOT_GATED, f"store unreadable, not gated (fail_on does not list it): {what}"
+    )
+
+
 def evaluate_gate(gate: Gate, summary: Summary) -> GateResult:
     """Every finding judged by the gate, worst first; passed when none failed."""
     started = summary.intents.started
-    checks = [_unavailable(gate, summary)]
+    checks = [_unavailable(gate, summary), _unreadable(gate, summary)]
     checks += [_check(gate, v, summary.verdicts[v], started) for v in SEVERITY]
     if not summary.inconclusive:
         checks.append(GateCheck(INCONCLUSIVE, PASSED, "the run tested what it planned"))

@@ -130,6 +130,9 @@ class Story:
     effects vanished after."""
     trace_id: str | None = None
     """Its trace (``client.trace``): every attempt's ``traceparent`` named it."""
+    later: str = ""
+    """Where its verdict is judged before the end of the run (a crash point's, on what the reads saw
+    before a later try's crash took its effects): what the end of the run shows instead, and why."""
 
 
 @dataclass(frozen=True, slots=True)

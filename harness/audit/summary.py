@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.audit.control import ControlComparison
 from harness.audit.findings import Finding, findings
+from harness.audit.fixes import unavailable_fix as evidence_fix
 from harness.audit.fold import ErrorTally, Fold, MissedFault
 from harness.audit.podlogs import FaultEvidence
 from harness.audit.stats import Rate
@@ -163,6 +164,13 @@ class UnavailableRow:
     came_back: bool = True
     """False: it never became ready again after the fault, ``why`` (exited as it started, or silent)."""
     why: str = ""
+    answered: int = 0
+    """Calls it answered after it came back, before it fell silent."""
+
+    def fix(self, unreadable: Sequence[str] = ()) -> str:
+        """Its fix, from what its log and data directory show (``unreadable``: the store's files that do
+        not parse), saying which."""
+        return evidence_fix("\n".join([self.why, self.log]), self.locks, unreadable)
 
     @property
     def sentence(self) -> str:
@@ -170,9 +178,42 @@ class UnavailableRow:
         said = f"; its log ends: {self.log!r}" if self.log else ""
         if not self.came_back:
             return f"{self.pod} did not come back after {self.after}: {self.why}{said}"
+        if self.answered:
+            calls = "call" if self.answered == 1 else "calls"
+            return (
+                f"{self.pod} answered {self.answered} {calls} after {self.after}, then none of {self.failed} "
+                f"calls in {self.for_s:.0f}s{held}{said}"
+            )
         return (
             f"{self.pod} was up again after {self.after} and answered none of {self.failed} calls in "
             f"{self.for_s:.0f}s{held}{said}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableStore:
+    """A file of the store that does not parse in the format its server reads it in: the server cannot
+    read its store again, and the effects it held are lost with it."""
+
+    path: str
+    format: str
+    error: str
+    """The parse error, as the parser said it."""
+    held: int
+    """Intents of the run whose effects it held (none of them counted)."""
+    lost: int
+    """Of those, the intents acknowledged: lost."""
+    torn_by: str
+    """The pod fault that tore it (``crash#1 pod-0 @4.10s``), or empty: none came after the last read that
+    found the store whole, so the server tore it by itself."""
+
+    @property
+    def sentence(self) -> str:
+        by = f"torn by {self.torn_by}" if self.torn_by else "torn with no pod fault after the last whole read"
+        lost = f", {self.lost} of them acknowledged, now lost" if self.lost else ""
+        return (
+            f"{self.path} does not parse as {self.format} ({self.error}): the server cannot read its store "
+            f"again; it held the effects of {self.held} intents, none counted{lost} ({by})"
         )
 
 
@@ -257,6 +298,8 @@ class Summary:
     """The control run (the same workload with no fault) beside this one, when the run had one."""
     unavailable: list[UnavailableRow] = field(default_factory=list)
     """Pods back from a fault that answered no call (the run stopped on the first)."""
+    unreadable: list[UnreadableStore] = field(default_factory=list)
+    """Files of the store that do not parse as its server reads them."""
 
     @property
     def headline(self) -> Finding:
@@ -377,11 +420,12 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
         common = max(fold.errors.values(), key=lambda e: e.count, default=None)
         said = f"; most common answer: {common.example}" if common is not None else ""
         reasons.append(f"{refused} of {started} intents never took effect (rejected or given up){said}")
+    stopped = _stopped_by_harness(fold)
     for kind in POD_FAULTS:
         planned, injected = fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0)
         missed = planned - injected - sum(u.kind == kind for u in fold.unfinished)
         if missed > 0:
-            why = next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
+            why = stopped or next((m.reason for m in fold.missed if m.kind == kind), "the run ended first")
             reasons.append(f"{missed} of {planned} planned {kind.value}s did not happen ({why})")
     for fault in fold.unfinished:
         reasons.append(f"a {fault.kind} did not finish, so whether it happened is not known: {fault.reason}")
@@ -408,6 +452,19 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
                 f"stream fault rule {index} ({rule.fault} on intent {rule.intent}) never fired: {why}"
             )
     return reasons
+
+
+def _stopped_by_harness(fold: Fold) -> str | None:
+    """Why the run ended before its faults, when neither the workload nor its length did: the harness
+    stopped it (a pod that answers nothing, or that never came back), or a person interrupted it."""
+    ended = fold.ended or {}
+    status, reason = ended.get("status"), ended.get("reason")
+    said = f": {reason}" if reason else ""
+    if status == RunStatus.STOPPED:
+        return f"the harness stopped the run before them{said}"
+    if status == RunStatus.INTERRUPTED:
+        return f"the run was interrupted before them{said}"
+    return None
 
 
 def _errors(tallies: Iterable[ErrorTally]) -> list[ErrorMessage]:
@@ -439,11 +496,16 @@ def _context(faults: list[FaultRow], exits: int, crashes: int) -> str:
     return f"with {text}, {exits} pod exits{crashed}"
 
 
+def unavailable_fix(rows: Sequence[UnavailableRow], unreadable: Sequence[str] = ()) -> str:
+    """The fix of the first pod found unavailable (the run stopped on it), from its evidence."""
+    return rows[0].fix(unreadable) if rows else ""
+
+
 def _unavailable(fold: Fold) -> list[UnavailableRow]:
     rows = []
     for found in fold.unavailable:
         before = [f for f in fold.pod_faults if f.pod == found.pod and f.seq < found.ready_seq]
-        after = before[-1].label() if before else "a restart"
+        after = before[-1].label() if before else "a restart" if fold.pod_faults else "its start"
         rows.append(
             UnavailableRow(
                 found.pod,
@@ -454,13 +516,22 @@ def _unavailable(fold: Fold) -> list[UnavailableRow]:
                 found.log,
                 found.came_back,
                 found.why,
+                found.answered,
             )
         )
     return rows
 
 
-def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenario, run_dir: Path) -> Summary:
-    """The summary of a judged run (``tally``: its judged intents, added up)."""
+def summarize(
+    fold: Fold,
+    tally: Tally,
+    effects: EffectCounts,
+    scenario: Scenario,
+    run_dir: Path,
+    unreadable: Sequence[UnreadableStore] = (),
+) -> Summary:
+    """The summary of a judged run (``tally``: its judged intents, added up; ``unreadable``: the files of
+    its store that do not parse)."""
     started = tally.started
     verdicts = {v: tally.verdicts[v.value] for v in Verdict}
     rates = {v: Rate(c, started) for v, c in verdicts.items()}
@@ -522,6 +593,8 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
             inconclusive,
             _context(faults, fold.pod_exits, fold.crashes),
             unavailable=[u.sentence for u in unavailable],
+            unavailable_fix=unavailable_fix(unavailable, [u.path for u in unreadable]),
+            unreadable=[u.sentence for u in unreadable],
             not_started=max(0, int(fold.run.get("intents", scenario.workload.intents)) - started),
         ),
         causes=causes,
@@ -534,4 +607,5 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
         replies_as_failure=sum(t.count for t in fold.failure_replies.values()),
         failure_replies=_errors(fold.failure_replies.values()),
         unavailable=unavailable,
+        unreadable=list(unreadable),
     )

@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -60,6 +62,17 @@ class Tally:
     """Rows of intents that may get a story (the firsts of a told class)."""
     blamed: set[int] = field(default_factory=set)
     """Indices (in the fold's pod_faults) of the pod faults vanished effects are blamed on."""
+    unreadable_held: Counter[int] = field(default_factory=Counter)
+    """Per file of the store that does not parse (its index): the intents whose effects it held."""
+    unreadable_lost: Counter[int] = field(default_factory=Counter)
+    """Of those, the intents acknowledged and now lost with it."""
+
+    def held(self, holder: npt.NDArray[np.int64], lost: npt.NDArray[np.bool_]) -> None:
+        """Add a chunk's intents held by unreadable files (``holder``: the file's index, -1 for none) and
+        which of them were acknowledged and are lost."""
+        for counter, rows in ((self.unreadable_held, holder >= 0), (self.unreadable_lost, lost)):
+            files, n = np.unique(holder[rows], return_counts=True)
+            counter.update(dict(zip(files.tolist(), n.tolist(), strict=True)))
 
     def add(self, chunk: pa.Table) -> None:
         """Add a judged chunk (columns as in intents.csv, with ``client_status`` as names).

@@ -74,6 +74,9 @@ class Seen:
     errors: list[tuple[str, CallResult]] = field(default_factory=list)
     empty_successes: list[tuple[str, CallResult]] = field(default_factory=list)
     """Successes after which the store held nothing for their intent."""
+    successes: list[tuple[str, CallResult]] = field(default_factory=list)
+    """Every success of an ordinary call (its intent's effects counted after), by the check that made
+    it: an ok whose text reads as a failure is an error_contract finding, stored or not."""
     repeated: dict[str, int] = field(default_factory=dict)
     """Effects of one call made again (a retry, a replay after a restart), by the check that made it."""
     made_effects: bool = False
@@ -89,8 +92,10 @@ class Seen:
         errors, whether they made effects, and their successes when the store held nothing."""
         self.note(check, *results)
         self.made_effects = self.made_effects or effects > 0
+        oks = [(check, r) for r in results if r.outcome is Outcome.OK]
+        self.successes += oks
         if effects == 0:
-            self.empty_successes += [(check, r) for r in results if r.outcome is Outcome.OK]
+            self.empty_successes += oks
 
 
 Promise = Callable[["Check", "ContractSession", Options, Seen], Awaitable[CheckResult]]

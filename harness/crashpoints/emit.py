@@ -29,10 +29,11 @@ from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.scenario import Scenario, parse_scenario
+from harness.scenario.gate import DEFAULT_FAIL_ON
 from harness.scenario.model import scenario_yaml
 from harness.scenario.placeholders import Place, map_strings_at
 
-FAIL_ON = ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
+FAIL_ON = list(DEFAULT_FAIL_ON)
 
 
 def reproducer_name(result: PointResult) -> str:

@@ -22,9 +22,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.audit.auditor import story_of
-from harness.audit.findings import UNAVAILABLE_FIX
+from harness.audit.auditor import keyed, story_of
+from harness.audit.causes import Cause, first_fault
+from harness.audit.fixes import fix_for
 from harness.audit.stories import Story
+from harness.audit.summary import unavailable_fix
 from harness.crashpoints.advice import advice
 from harness.crashpoints.cost import medians
 from harness.crashpoints.emit import reproducer_name, write_reproducers
@@ -195,11 +197,39 @@ def deferred_line(exploration: Exploration) -> str | None:
     )
 
 
+def unavailable_fix_of(exploration: Exploration, result: PointResult) -> str:
+    """The fix for the pod found unavailable after the kill at ``result``'s point, from what its log and
+    data directory showed (``(its log shows a lock file: "..."): remove stale locks ...``)."""
+    summary = exploration.run_of(result).audit.summary
+    return unavailable_fix(summary.unavailable, [u.path for u in summary.unreadable])
+
+
 def story(exploration: Exploration, result: PointResult) -> Story:
     """The auditor's story of the try a finding is told by: its attempts, the points each passed (the
-    held one marked), the kill, the answers, the effects; with its class's meaning and fix."""
+    held one marked), the kill, the answers, the effects; with its class's meaning and fix, as the point
+    reads it (:func:`as_the_point_reads`)."""
     run = exploration.run_of(result)
-    return story_of(run.audit, result.example(run.verdicts))
+    intent = result.example(run.verdicts)
+    return as_the_point_reads(story_of(run.audit, intent), run.verdicts.get(intent), run)
+
+
+def as_the_point_reads(told: Story, verdict: str | None, run: Exploration) -> Story:
+    """The story under the verdict its point counted, so that it never contradicts its heading.
+
+    An intent a later try's crash took effects of is judged on what the reads saw
+    before (a duplicate seen twice is its point's duplicate), while the auditor
+    reads the end of the run (lost, vanished): its cause and fix are then the
+    point's verdict's, from the faults that hit its own attempts, and what the
+    end of the run shows is said after.
+    """
+    if verdict is None or verdict == told.verdict:
+        return told
+    rows = run.audit.judged.rows_of([told.intent])
+    faults = str(rows.column("faults")[0].as_py() or "") if "faults" in rows.column_names else ""
+    cause = first_fault(faults) or Cause.NO_FAULT.value
+    later = f"{told.verdict} ({told.cause}): a later try's crash took what the reads before it saw stored"
+    fix = fix_for(verdict, cause, keyed=keyed(run.scenario))
+    return replace(told, verdict=verdict, cause=cause, fix=fix, later=later)
 
 
 def told(exploration: Exploration, result: PointResult) -> list[str]:
@@ -298,7 +328,7 @@ def render_markdown(exploration: Exploration) -> str:
             f"## {result.name}: unavailable\n",
             f"Killed at this point and restarted, the pod answered no call again, so the exploration "
             f"stopped: {markdown(result.unavailable or '')}.\n",
-            f"**Fix.** {markdown(UNAVAILABLE_FIX)}.\n",
+            f"**Fix** {markdown(unavailable_fix_of(exploration, result))}.\n",
         ]
     if exploration.inconclusive:
         parts += ["## Not proven\n", *(f"- {markdown(r)}" for r in exploration.inconclusive), ""]
@@ -387,7 +417,7 @@ def render_terminal(exploration: Exploration) -> str:
         lines += [
             "",
             f"{result.name}: unavailable after the kill: {result.unavailable}",
-            f"  fix: {UNAVAILABLE_FIX}",
+            f"  fix {unavailable_fix_of(exploration, result)}",
         ]
     for result in exploration.findings:
         lines += ["", f"{result.name}:", *("  " + line for line in told(exploration, result))]

@@ -73,17 +73,45 @@ class Sample:
 
 
 @dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A file of the store that does not parse in the format its server reads it in: the server cannot
+    read its store again, so none of its markers count, and those it held are the effects it lost."""
+
+    path: str
+    """The file, relative to the run directory where it is inside it."""
+    format: str
+    error: str
+    """The parse error, in one line (``Extra data: line 40 column 1 (char 3390)``)."""
+    held: Counter[str]
+    """The markers in its bytes: the effects it held, now lost."""
+    changed: float | None = None
+    """When it was last written (Unix seconds): the write the fault that tore it cut short, or after."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What an audit reads of a source: effects per marker, and the store's files that do not parse."""
+
+    counts: Counter[str]
+    unreadable: tuple[Unreadable, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SeenStore:
     """A store ``init`` saw the server write, as a scenario names it."""
 
     kind: str
-    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document), ``dir`` (a directory) or
-    ``api`` (an HTTP API whose base URL the server is given)."""
+    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document), ``file`` (another file:
+    YAML, CSV, a text list), ``dir`` (a directory) or ``api`` (an HTTP API whose base URL the server is
+    given)."""
     where: str
     """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``, an API's
     ``https://host``."""
     tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Of a SQL store: its tables and their columns."""
+    format: str | None = None
+    """Of a file, or the files of a directory: how its server reads it, as a ``files`` source's
+    ``format`` says (``json``, ``yaml``, ``csv``, ``lines``, ``text``); None where no file was seen."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +168,11 @@ class EffectSource(abc.ABC):
         final read it left (``effects.json``). ``torn`` collects the numbers of lines of a JSON-lines
         store that did not parse. AuditError, in one line, when it cannot be read."""
         return read_collected(run_dir)
+
+    def reading(self, run_dir: Path) -> Reading:
+        """What an audit reads: :meth:`count`, and the files of the store that do not parse as its server
+        reads them (only a source that parses files, ``files``, has any)."""
+        return Reading(self.count(run_dir))
 
     async def read_live(self, run_dir: Path, io: LiveIO) -> Counter[str]:
         """Effects per marker of a live source now, through ``io``; AuditError when it cannot be read."""

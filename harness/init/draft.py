@@ -341,7 +341,8 @@ def choose_source(
 ) -> Drafted:
     """Where the effects are counted: the most specific of every effect source's drafts (SQL over a
     table with a column named like the marker's field; a JSON-lines file by that field; a JSON
-    document or a directory by the markers in their files; a SQL store whose query is left to
+    document, another file or a directory by the markers in their files, read in the format they were
+    seen in; a SQL store whose query is left to
     write); else a source to fill in (for a ``remote`` server, one that already runs: its own store,
     as the harness reaches it; a ``stdio`` server's list leaves out the read tool, called over HTTP)."""
     others = "sink, command, jsonl, files" if stdio else "sink, tool, command, jsonl, files"

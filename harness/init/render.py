@@ -18,6 +18,7 @@ import yaml
 from harness.catalog import Classified
 from harness.effects.base import Drafted
 from harness.init.draft import Draft
+from harness.scenario.gate import DEFAULT_FAIL_ON
 
 
 def _section(name: str, value: Any) -> str:
@@ -176,14 +177,13 @@ def render(
         _section("audit", {"effects": source.section}),
         _comment(
             [
-                "Exit 1 on any finding: a duplicate, a lost intent, an effect despite an error, or a run",
-                "that did not test what it planned (inconclusive). A finding left out of fail_on is",
-                "reported as not gated.",
+                "Exit 1 on any finding: a pod that answers nothing after a fault, a store its server",
+                "cannot read again, a duplicate, a lost intent, an effect despite an error, or a run that",
+                "did not test what it planned (inconclusive). A finding left out of fail_on is reported",
+                "as not gated.",
             ]
         ),
-        _section(
-            "gate", {"fail_on": ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]}
-        ),
+        _section("gate", {"fail_on": list(DEFAULT_FAIL_ON)}),
     ]
     return "".join(parts)
 

@@ -17,7 +17,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from harness.client.readiness import Readiness
 from harness.errors import FaultUnfinished, TargetError, TargetNotReady
-from harness.history import EventType, FaultKind, HistoryWriter
+from harness.history import EventType, FaultKind, HistoryWriter, log_end
 from harness.pods.pod import Pod
 from harness.pods.ready import ReadyCheck
 from harness.run.bus import Bus, PodBack, PodDied, PodGone, PodStarted
@@ -205,7 +205,7 @@ class Supervisor:
             for_s=self.ready_timeout_s,
             failed=0,
             locks=[],
-            message=exc.details or "",
+            message=log_end(exc.details or ""),  # its last lines: the error after a traceback
         )
         self.gone.set()
         self.bus.tell(

@@ -134,6 +134,8 @@ def story_lines(story: Story, *, fix: bool = True) -> list[str]:
             lines.append(f"  lost across the restart after {story.vanished_after}, never seen stored")
         else:
             lines.append(f"  vanished after {story.vanished_after}")
+    if story.later:
+        lines.append(f"  at the end of the run: {story.later}")
     if fix and story.fix is not None:
         lines += [f"  what it means: {story.fix.meaning}", f"  fix: {story.fix.fix}"]
     return lines

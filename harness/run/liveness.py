@@ -1,19 +1,24 @@
-"""Liveness after a crash: a pod that is up again and answers no call is a finding, and ends the run.
+"""Liveness: a pod that is up and answers no call is a finding, and ends the run.
 
 A server whose kill left a stale lock (a ``git commit`` cut short leaves
 ``.git/index.lock``, a writer its ``.lock`` file) may start, pass its readiness
 check and then answer no call at all: every attempt times out, intents give up
 one by one, and a run of a few seconds grinds for many minutes. That is the
-finding, *unavailable*: a person must recover the server. So the run watches,
-after each restart, whether calls are answered again (a result, a tool error, a
-question: the server's own answer to the call). When none has been for
-``target.unavailable_after_s`` (and at least ``SLOWEST_FACTOR`` times the
-slowest call answered before) while attempts kept failing, it records a
-``pod_unavailable`` event (the pod, since when, the attempts that failed, the
-pod log's last lines, the lock-like files written in its data directory since the
-last answer before the fault) and stops the run: no more intents start, the ones
-in flight end, and the run is audited as any other. Watched over the whole run,
-not per replica: with a balancer, other replicas answering keep it alive.
+finding, *unavailable*: a person must recover the server. It may also answer a
+call or two first (a read that needs no lock) and then none: a git-backed store
+answered one call after its restart and timed out on every other for 11
+minutes. So the run watches, at any time, whether calls are answered (a result,
+a tool error, a question: the server's own answer to the call). When none has
+been for ``target.unavailable_after_s`` (and at least ``SLOWEST_FACTOR`` times
+the slowest call answered before) while calls are in flight and attempts kept
+failing, it records a ``pod_unavailable`` event (the pod, since when, the
+attempts that failed, the calls it answered since it came back, the pod log's
+last lines, the lock-like files written in its data directory since the last
+answer before the fault) and stops the run: no more intents start, the ones in
+flight end, and the run is audited as any other. The silence starts again when
+a pod comes back from a fault, and is not watched while a pod is down or paused
+(a fault's silence, not the server's). Watched over the whole run, not per
+replica: with a balancer, other replicas answering keep it alive.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.history import EventType, HistoryWriter, Outcome
+from harness.history import EventType, HistoryWriter, Outcome, log_end
 from harness.pods.supervisor import Supervisor
 
 ANSWERS = frozenset({Outcome.OK, Outcome.TOOL_ERROR, Outcome.INPUT_REQUIRED})
@@ -83,7 +88,7 @@ def said_once(tail: str) -> str:
 
 
 class Liveness:
-    """Watches that calls are answered after each restart; stops the run once they have not been."""
+    """Watches that calls are answered while they are made; stops the run once they have not been."""
 
     def __init__(
         self,
@@ -92,37 +97,47 @@ class Liveness:
         *,
         after_s: float,
         data_dir: Path,
+        in_flight: Callable[[], int] = lambda: 1,
     ) -> None:
         self.supervisors = list(supervisors)
         self.history = history
         self.after_s = after_s
         self.data_dir = data_dir
+        self.in_flight = in_flight
+        """Calls in flight now (the driver's count): silence while none is made is no finding."""
         self.slowest_s = 0.0
         self.unavailable: str | None = None
         """Why the run stopped, once a pod was found unavailable."""
-        self._answered_t = time.monotonic()
         self._answered_wall = time.time()
         self._answered_before_restart_wall = self._answered_wall
-        self._restart: tuple[str, int, float] | None = None
-        """(pod, its pod_ready seq, when) of the last restart no call was answered since."""
+        self._since = time.monotonic()
+        """When the silence being watched began: the last answer, or the last restart or pause after it
+        (a pod just back, or frozen by a fault, has had no chance to answer)."""
+        self._restart: tuple[str, int] | None = None
+        """(pod, its pod_ready seq) of the last restart, until a call is answered."""
+        self._answered_since_ready = 0
+        """Calls answered since the last pod came back (a wedge may come after a few)."""
         self._failed = 0
+        """Attempts that got no answer since the silence began."""
 
     # -- what the driver and the supervisors tell
     def attempt(self, outcome: Outcome, took_s: float) -> None:
         """An attempt ended (the driver's every attempt)."""
         if outcome in ANSWERS:
-            self._answered_t, self._answered_wall = time.monotonic(), time.time()
+            self._since, self._answered_wall = time.monotonic(), time.time()
             self.slowest_s = max(self.slowest_s, took_s)
             self._restart, self._failed = None, 0
-        elif self._restart is not None:
+            self._answered_since_ready += 1
+        else:
             self._failed += 1
 
     def restarted(self, pod: str, ready_seq: int) -> None:
-        """A pod that died is ready again (a supervisor's restart)."""
+        """A pod that died is ready again (a supervisor's restart): its silence starts now."""
         if self._restart is None:
             self._answered_before_restart_wall = self._answered_wall
-        self._restart = (pod, ready_seq, time.monotonic())
-        self._failed = 0
+        self._restart = (pod, ready_seq)
+        self._since = time.monotonic()
+        self._failed = self._answered_since_ready = 0
 
     @property
     def bound_s(self) -> float:
@@ -136,13 +151,19 @@ class Liveness:
             self.check(stop)
 
     def check(self, stop: Callable[[str], None]) -> None:
-        if self._restart is None or self.unavailable is not None or self._failed < MIN_FAILED:
+        """Record an unavailable pod and ``stop`` when calls are in flight, at least ``MIN_FAILED`` failed,
+        and none was answered for ``bound_s``, by a pod that is up (not down after a kill, nor paused)."""
+        if any(s.paused for s in self.supervisors):  # a pause is a fault, and its silence the fault's
+            self._since, self._failed = time.monotonic(), 0
             return
-        pod, ready_seq, since = self._restart
-        silent_s = time.monotonic() - since
-        supervisor = next((s for s in self.supervisors if s.pod.name == pod), None)
-        if silent_s < self.bound_s or supervisor is None or not supervisor.ready.is_set():
+        if self.unavailable is not None or self._failed < MIN_FAILED or not self.in_flight():
             return
+        silent_s = time.monotonic() - self._since
+        supervisor = self._silent()
+        if silent_s < self.bound_s or supervisor is None:
+            return
+        pod = supervisor.pod.name
+        ready_seq = self._restart[1] if self._restart is not None else supervisor.ready_seq
         locks = (
             lock_files(self.data_dir, self._answered_before_restart_wall - LOCK_SLACK_S)
             if self.data_dir.is_dir()
@@ -154,13 +175,23 @@ class Liveness:
             ready_seq=ready_seq,
             for_s=round(silent_s, 3),
             failed=self._failed,
+            answered=self._answered_since_ready,
             bound_s=round(self.bound_s, 3),
             locks=locks,
-            message=said_once(supervisor.pod.log_tail(LOG_LINES)),
+            message=log_end(said_once(supervisor.pod.log_tail(LOG_LINES))),
         )
         held = f"; lock-like files since the fault: {', '.join(locks[:5])}" if locks else ""
+        since = "its restart" if self._restart is not None else "its last answer"
         self.unavailable = (
-            f"{pod} answered no call for {silent_s:.0f}s after its restart ({self._failed} attempts "
-            f"failed){held}"
+            f"{pod} answered no call for {silent_s:.0f}s after {since} ({self._failed} attempts failed){held}"
         )
         stop(self.unavailable)
+
+    def _silent(self) -> Supervisor | None:
+        """The pod the silence is blamed on: the one last restarted, else the first that is up; None while
+        it is down (dying, or not ready yet: a kill's, not a wedge)."""
+        if self._restart is not None:
+            found = next((s for s in self.supervisors if s.pod.name == self._restart[0]), None)
+        else:
+            found = next((s for s in self.supervisors if s.ready.is_set()), None)
+        return found if found is not None and found.ready.is_set() else None

@@ -235,6 +235,7 @@ class _Run:
             self.history,
             after_s=scenario.target.unavailable_after_s,
             data_dir=run_dir / rundir.DATA,
+            in_flight=lambda: stats.in_flight,
         )
         bus = self.wiring.bus
         liveness, checkpoints = self.liveness, self.checkpoints

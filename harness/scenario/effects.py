@@ -140,12 +140,21 @@ class JsonlEffects(Section):
         return v
 
 
+StoreFormat = Literal["json", "jsonl", "yaml", "csv", "lines", "text"]
+"""How a ``files`` source's server reads each of its files (see :class:`FilesEffects`)."""
+
+
 class FilesEffects(Section):
     """Count markers in the files of a directory the target writes (a directory store, a JSON document).
 
-    ``marker_in: content``: every occurrence of a marker in a file's bytes is one effect (a file
-    of a directory store, a record of a JSON document); ``name``: every file whose name holds a
-    marker is one. Markers are found by their shape, so no field needs naming.
+    ``marker_in: content``: every occurrence of a marker in a file is one effect (a file of a
+    directory store, a record of a JSON document); ``name``: every file whose name holds a marker
+    is one. Markers are found by their shape, so no field needs naming.
+
+    ``format`` is how the server reads each file: a file that does not parse so is a store the
+    server cannot read again (``store_unreadable``), and none of its markers count; one that does
+    is searched for markers in what it parsed to, not in leftover bytes. ``text`` (the default)
+    parses nothing: every marker in the bytes counts.
     """
 
     dir: str
@@ -155,6 +164,9 @@ class FilesEffects(Section):
     marker_in: Literal["content", "name"] = "content"
     """``content``: each marker found in a file's bytes is one effect; ``name``: each file whose name
     holds one."""
+    format: StoreFormat = "text"
+    """``json`` (one document), ``jsonl`` (a document per line), ``yaml`` (one document), ``csv`` (rows
+    of as many fields as the first), ``lines`` (UTF-8 text, no NUL byte) or ``text`` (bytes, unparsed)."""
 
     @field_validator("dir")
     @classmethod

@@ -1,8 +1,9 @@
 """``gate``: which findings turn a run into a failing exit code (1), for CI.
 
 Without a ``gate`` (or one without ``fail_on``) every finding fails the run: a
-pod that answered no call after a fault (unavailable), a duplicate, a lost intent,
-an effect applied despite an error, and an inconclusive run. A threshold replaces
+pod that answered no call after a fault (unavailable), a store file its server
+cannot read again (store_unreadable), a duplicate, a lost intent, an effect applied
+despite an error, and an inconclusive run. A threshold replaces
 zero tolerance for its verdict only, ``expect`` turns a finding into a canary, and
 ``allow_inconclusive`` is the only way an inconclusive run passes. A ``fail_on``
 that leaves a finding out is the user's choice, and the report says what it let
@@ -18,9 +19,12 @@ from pydantic import Field, model_validator
 from harness.scenario.section import Section
 
 GatedVerdict = Literal["duplicate", "lost", "applied_despite_error"]
-FailOn = Literal["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
+FailOn = Literal[
+    "unavailable", "store_unreadable", "duplicate", "lost", "applied_despite_error", "inconclusive"
+]
 DEFAULT_FAIL_ON: tuple[FailOn, ...] = (
     "unavailable",
+    "store_unreadable",
     "duplicate",
     "lost",
     "applied_despite_error",

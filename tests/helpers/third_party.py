@@ -195,3 +195,129 @@ def write_query(query: str) -> str:
 uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
 '''
+
+
+TORN_DOCUMENT = '''
+"""Keeps tasks in one JSON document (TASKS_FILE) it rewrites in place (write over the old bytes, then
+truncate), as an embedded document store does, pretty-printed. The TORN_AT-th save writes the
+document compact, and shorter, and the process dies before its truncate: a whole document, then the
+tail of the older one. At start-up it loads the document, and a document that does not parse stops
+it (a traceback, exit 1)."""
+import json, os, signal
+
+STORE = os.environ["TASKS_FILE"]
+TORN_AT = int(os.environ.get("TORN_AT", "0"))
+if os.path.exists(STORE):
+    with open(STORE) as f:
+        tasks = json.load(f)["tasks"]
+else:
+    tasks = []
+saves = 0
+
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("tasks")
+
+
+@mcp.tool()
+def add_task(title: str) -> str:
+    """Adds a task."""
+    global saves
+    saves += 1
+    tasks.append({"title": title, "done": False})
+    compact = saves == TORN_AT
+    text = json.dumps({"tasks": tasks}, indent=None if compact else 2).encode()
+    fd = os.open(STORE, os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, text)
+    if compact:
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.ftruncate(fd, len(text))
+    os.close(fd)
+    return "added"
+
+
+mcp.run("stdio")
+'''
+
+
+WEDGED_AFTER = '''
+"""Appends items to a JSON-lines file, as a store that commits under a lock file does. Its first start
+serves every call (WEDGE_AFTER=0), or WEDGE_AFTER calls and then none. A start after a kill finds the
+lock file its predecessor held: it answers one call from its cache, then every call waits for that
+lock, for ever (as a git-backed store waits on a stale index.lock)."""
+import asyncio, json, os, sys
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+STORE = os.path.join(os.environ["DATA"], "items.jsonl")
+FLAG = os.path.join(os.environ["DATA"], "started")
+serves = 1 if os.path.exists(FLAG) else int(os.environ.get("WEDGE_AFTER", "0"))
+open(FLAG, "a").close()
+served = 0
+mcp = MCPServer("items")
+
+
+@mcp.tool()
+async def add(text: str) -> str:
+    """Adds an item."""
+    global served
+    served += 1
+    if serves and served > serves:
+        print("items: waiting for items.lock", file=sys.stderr, flush=True)
+        await asyncio.Event().wait()
+    with open(STORE, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+NO_TABLE = '''
+"""Answers every add_row OK with its database's error, as a server whose migration never ran does
+("Database error: no such table: rows", isError false). Its one argument must not be empty (a
+minLength), so a call that sends it empty is its SDK's to refuse, not its own code's."""
+import os
+from typing import Annotated
+import uvicorn
+from pydantic import Field
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("rows")
+
+
+@mcp.tool()
+def add_row(memo: Annotated[str, Field(min_length=1)]) -> str:
+    """Adds a row."""
+    return "Database error: no such table: rows"
+
+
+uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
+            port=int(os.environ["PORT"]), log_level="warning")
+'''
+
+
+TODO_LIST = '''
+"""Keeps a to-do list as plain text, one "- item" line each, rewritten whole on every change (a file
+named by TODO_FILE, made at the first write)."""
+import os
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["TODO_FILE"]
+mcp = MCPServer("todo")
+
+
+@mcp.tool()
+def add_todo(text: str) -> str:
+    """Adds an item to the list."""
+    items = open(FILE).read().splitlines() if os.path.exists(FILE) else []
+    items.append(f"- {text}")
+    with open(FILE, "w") as f:
+        f.write("\\n".join(items) + "\\n")
+    return "added"
+
+
+mcp.run("stdio")
+'''

@@ -326,6 +326,7 @@ def test_junit_names_the_failing_gate_criterion_and_fault_and_fits_the_schema(tm
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert list(cases) == [
         "gate.unavailable",
+        "gate.store_unreadable",
         "gate.lost",
         "gate.applied_despite_error",
         "gate.duplicate",

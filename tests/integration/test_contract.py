@@ -17,7 +17,7 @@ import yaml
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
-from tests.helpers.third_party import IN_MEMORY, LEDGER
+from tests.helpers.third_party import IN_MEMORY, LEDGER, NO_TABLE
 from tests.quality.test_file_crash_points import notes_scenario
 
 pytestmark = pytest.mark.integration
@@ -584,7 +584,11 @@ def test_a_keyless_server_racing_a_shared_counter_fails_concurrent_same_key_as_l
 @pytest.mark.parametrize(
     ("env", "verdict", "why"),
     [
-        ({}, "pass", "1 error(s) in the server's own words keep it; 2 call(s) its schema refuses"),
+        (
+            {},
+            "pass",
+            "1 error(s) in the server's own words keep it (its own call (title sent empty): tool_error ",
+        ),
         (
             {"NOTES_ERRORS": "tool_error"},
             "pass",
@@ -616,9 +620,10 @@ def test_error_contract_reads_errors_as_models_do(
         assert by_id["replay"]["why"].startswith("a failure reported as success: it answered OK with")
 
 
-def test_error_contract_says_when_no_error_in_the_servers_own_words_was_seen(tmp_path: Path) -> None:
-    """A tool that takes any text, the empty one too: only its SDK's schema refusals were seen, and the
-    pass says that rather than that the server's errors keep the contract."""
+def test_error_contract_judges_nothing_it_did_not_see_in_the_servers_own_words(tmp_path: Path) -> None:
+    """A tool that takes any text, the empty one too: only its SDK's schema refusals were seen, and its
+    ordinary calls answered plainly. That is no pass (it once passed on the schema's refusals alone):
+    the server's error contract is unknown, and the result says so."""
     server = tmp_path / "in_memory.py"
     server.write_text(IN_MEMORY)
     data = {
@@ -628,20 +633,52 @@ def test_error_contract_says_when_no_error_in_the_servers_own_words_was_seen(tmp
         "audit": {"effects": {"tool": {"tool": "count_items", "arguments": {"prefix": "{namespace}"}}}},
     }
     proc, report = contract(tmp_path, data, "--only", "error_contract")
-    (check,) = report["checks"]
-    assert check["verdict"] == "pass", proc.stdout
+    # replay fails (a keyless insert made twice); error_contract judges its ok answers all the same.
+    assert verdicts(report) == {"replay": "fail", "error_contract": "not_applicable"}, proc.stdout
+    check = report["checks"][1]
     assert check["why"].startswith(
-        "no error in the server's own words was seen (the checks provoked none), so only its schema's "
-        "refusals were judged; 2 call(s) its schema refuses were clearly refused"
+        "no error in the server's own words to judge: the checks provoked none (2 call(s) its schema "
+        "refuses were clearly refused, by its SDK; 2 ordinary ok answer(s) read as done), so its error "
+        "contract is unknown"
     ), check["why"]
 
 
+def test_error_contract_fails_a_server_whose_every_ordinary_call_answers_ok_with_an_error(
+    tmp_path: Path,
+) -> None:
+    """Every add_row answers ok "Database error: no such table: rows", and its one argument has a
+    minLength, so error_contract provokes no call of its own the server answers: it once made no
+    ordinary call, saw no error in the server's words, and passed on the schema's refusals alone.
+    Alone, it now brings replay's ordinary calls, and fails on their reply, named."""
+    server = tmp_path / "no_table.py"
+    server.write_text(NO_TABLE)
+    data = {
+        "name": "no-table",
+        "target": {"command": ["{python}", str(server)]},
+        "workload": {"intents": 10, "tool": "add_row", "arguments": {"memo": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/rows.jsonl", "marker_field": "memo"}}},
+    }
+    proc, report = contract(tmp_path, data, "--only", "error_contract")
+    assert proc.returncode == 1, proc.stdout
+    by_id = {c["id"]: c for c in report["checks"]}
+    check = by_id["error_contract"]
+    assert check["verdict"] == "fail", proc.stdout
+    assert check["why"].startswith(
+        "failure reported as success: in replay, add_row answered OK (isError false) with 'Database "
+        "error: no such table: rows' and stored nothing"
+    ), check["why"]
+    assert set(check["evidence"]["provoked"]) == {
+        "without its required memo",
+        "memo of the wrong type (string expected)",
+    }
+
+
 def test_error_contract_judges_its_own_provoked_calls(tmp_path: Path) -> None:
-    """Alone, with no other check's replies to judge: its own call with customer_id sent empty is
-    answered OK with the database's error and stores nothing, and that is the finding, naming the reply."""
+    """Its own call with customer_id sent empty is answered OK with the database's error and stores
+    nothing, and that is the finding, naming the reply (replay's ordinary calls answered well)."""
     data = target("atomic", INVOICES_FLAW="swallowed_errors")
     proc, report = contract(tmp_path, data, "--only", "error_contract")
-    (check,) = report["checks"]
+    check = {c["id"]: c for c in report["checks"]}["error_contract"]
     assert check["verdict"] == "fail", proc.stdout
     assert check["why"].startswith(
         "failure reported as success: in its own call (customer_id sent empty), create_invoice answered "

@@ -22,7 +22,7 @@ import yaml
 from harness.loopback import free_port
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import INVOICES, PROVIDER, ROOT, TS_DIR
-from tests.helpers.third_party import LEDGER
+from tests.helpers.third_party import LEDGER, TODO_LIST, TORN_DOCUMENT
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,14 @@ def init_then_run(tmp_path: Path, *init: str, sets: tuple[str, ...] = ()) -> tup
     assert "mcp-chaos run drafted.yaml" in made.stdout
     drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
     assert drafted["gate"] == {
-        "fail_on": ["unavailable", "duplicate", "lost", "applied_despite_error", "inconclusive"]
+        "fail_on": [
+            "unavailable",
+            "store_unreadable",
+            "duplicate",
+            "lost",
+            "applied_despite_error",
+            "inconclusive",
+        ]
     }
     overrides = [
         arg for s in ("workload.intents=150", "workload.concurrency=4", *sets) for arg in ("--set", s)
@@ -230,6 +237,36 @@ def test_a_database_named_on_the_command_line_and_made_at_the_first_write(tmp_pa
     checked = mcp_chaos("validate", "--preflight", "drafted.yaml", "--results", "r", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "preflight: 2 calls of add_note, 1 effect under each marker (audit.effects.sql)" in checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "env", "pattern", "fmt"),
+    [
+        (TODO_LIST, "TODO_FILE={data_dir}/todo.txt", "todo.txt", "lines"),
+        (TORN_DOCUMENT, "TASKS_FILE={data_dir}/tasks.json", "tasks.json", "json"),
+    ],
+    ids=["text_list", "json_document"],
+)
+def test_a_file_store_is_drafted_in_the_format_its_file_is_in(
+    tmp_path: Path, source: str, env: str, pattern: str, fmt: str
+) -> None:
+    """A plain-text list and a JSON document named in the environment, each made at the first write:
+    init calls the tool once, and drafts a files source in the format it saw the file in, so a file
+    that later does not parse so is a store its server cannot read."""
+    server = tmp_path / "server.py"
+    server.write_text(source)
+    command = f"{sys.executable} {server}"
+    made = mcp_chaos(
+        "init", "--command", command, "--transport", "stdio", "--env", env, "-o", "drafted.yaml", cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stderr
+    drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
+    assert drafted["audit"] == {
+        "effects": {"files": {"dir": "{data_dir}", "pattern": pattern, "marker_in": "content", "format": fmt}}
+    }
+    checked = mcp_chaos("validate", "--preflight", "drafted.yaml", "--results", "r", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "1 effect under each marker (audit.effects.files)" in checked.stderr
 
 
 def test_identifiers_the_server_refused_in_the_trial_call_are_left_as_todos(tmp_path: Path) -> None:

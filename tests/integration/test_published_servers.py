@@ -72,7 +72,9 @@ def test_the_filesystem_server_a_directory_store_and_a_naturally_idempotent_writ
     assert scenario["workload"]["tool"] == "write_file"  # not create_directory, edit_file or move_file
     assert scenario["workload"]["arguments"] == {"path": "path-{index}", "content": "{marker}"}
     assert scenario["audit"] == {
-        "effects": {"files": {"dir": "{data_dir}", "pattern": "**/*", "marker_in": "content"}}
+        "effects": {
+            "files": {"dir": "{data_dir}", "pattern": "**/*", "marker_in": "content", "format": "text"}
+        }
     }
     assert "preflight: 2 calls of write_file, 1 effect under each marker (audit.effects.files)" in preflight
     proc, report = contract(tmp_path, "--only", "replay,twins,key_reuse,restart_keeps_keys")

@@ -20,7 +20,7 @@ import pytest
 from harness.crashpoints.advice import advice
 from harness.crashpoints.explore import REFUSED, Exploration, PointResult, explore, prepare
 from harness.crashpoints.options import ExploreOptions
-from harness.crashpoints.render import render_markdown, summary_line
+from harness.crashpoints.render import how_often, render_markdown, summary_line
 from harness.scenario import parse_scenario
 from tests.helpers.paths import ROOT
 from tests.helpers.third_party import NEVER_BACK, REFUSER
@@ -260,7 +260,16 @@ def test_a_duplicate_a_later_crash_wipes_is_still_a_duplicate_at_its_own_point(t
     # ... and what the rewrite in place took is still fs_write#1's finding.
     lost_everywhere(found, ["fs_write#1"])
     assert set(found.audit.intents.set_index("intent").loc[response.proven, "verdict"]) == {"lost"}
-    assert "DUPLICATE" in render_markdown(found)
+    report = render_markdown(found)
+    assert "DUPLICATE" in report
+    # Its story is told under its heading's verdict, not the end of the run's (it once read "lost
+    # (vanished)" with fsync advice under "duplicate in 2 of 2").
+    section = report.split(f"## response: {how_often(response)}\n", 1)[1].split("\n## ", 1)[0]
+    assert "**duplicate · kill.**" in section, section
+    assert "fsync" not in section, section
+    (first,) = [line for line in section.splitlines() if line.startswith("intent ")]
+    assert ": duplicate (kill): the client saw ok, 0 effects at the end" in first, first
+    assert "  at the end of the run: lost (vanished): a later try's crash took what the reads" in section
 
 
 def test_a_try_whose_every_retry_is_refused_proves_nothing(tmp_path: Path) -> None:

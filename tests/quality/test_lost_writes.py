@@ -22,7 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
-from tests.helpers.third_party import NEVER_BACK
+from tests.helpers.third_party import NEVER_BACK, TORN_DOCUMENT, WEDGED_AFTER
 
 pytestmark = pytest.mark.quality
 
@@ -277,3 +277,134 @@ def test_a_server_that_never_comes_back_from_a_kill_is_unavailable_with_a_report
     (row,) = summary["unavailable"]
     assert row["came_back"] is False
     assert (run_dir / "report.md").is_file()
+
+
+def test_a_json_document_torn_by_a_crash_is_unreadable_and_its_leftovers_no_duplicates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 20th save rewrites the document in place, shorter, and the server dies before its truncate:
+    a whole document, then the tail of the older one, which repeats the last tasks' titles. The restart
+    cannot parse it and exits. Read as bytes, those tasks were duplicates, blamed on no fault, and the
+    others exactly once; read as JSON, the store is unreadable (a finding of its own, with its parse
+    error), every acknowledged task in it is lost to the crash that tore it, and the pod's fix is the
+    parse error its log shows, not a stale lock."""
+    server = tmp_path / "tasks.py"
+    server.write_text(TORN_DOCUMENT)
+    data = {
+        "name": "torn-document",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "transport": "stdio",
+            "env": {"TASKS_FILE": "{data_dir}/tasks.json", "TORN_AT": "20"},
+            "ready_timeout_s": 30,
+            "restart_delay_s": 0.2,
+        },
+        "workload": {"intents": 60, "concurrency": 1, "tool": "add_task", "arguments": {"title": "{marker}"}},
+        # The retries of the torn save outlast the restart, which ends the run (the pod never comes back).
+        "client": {"attempt_timeout_s": 10, "max_attempts": 20, "backoff": {"initial_s": 0.5, "max_s": 0.5}},
+        "audit": {
+            "effects": {"files": {"dir": "{data_dir}", "pattern": "tasks.json", "format": "json"}},
+        },
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    headline, second = out.splitlines()[:2]
+    assert headline.startswith("UNAVAILABLE: pod-0 did not come back after crash#1 pod-0 @"), out
+    assert "json.decoder.JSONDecodeError: Extra data: line 1 column " in headline  # the log's last words
+    fix = headline.split(". Fix ", 1)[1]
+    assert fix.startswith('(its log shows a parse error: "…'), fix
+    assert "json.decoder.JSONDecodeError: Extra data: line 1 column " in fix.split('"): ')[0]
+    assert "its store did not parse after the fault: write it whole" in fix
+    assert "remove stale locks" not in headline
+    assert second.startswith(
+        "also: STORE UNREADABLE: data/tasks.json does not parse as json (Extra data: line 1 column "
+    ), out
+    assert "it held the effects of 20 intents, none counted, 19 of them acknowledged, now lost" in second
+    assert "(torn by crash#1 pod-0 @" in second
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["verdicts"]["duplicate"] == 0
+    assert summary["verdicts"]["exactly_once"] == 0
+    assert summary["verdicts"]["lost"] == 19
+    assert summary["causes"]["lost"] == {"crash": 19}
+    assert any(v.startswith("store unreadable: data/tasks.json") for v in summary["gate"]["violations"])
+    # Counted as bytes (format: text), the same store reads as duplicates blamed on no fault.
+    as_bytes = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    as_bytes["audit"]["effects"]["files"]["format"] = "text"
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(as_bytes))
+    assert main(["audit", str(run_dir), "--no-html"]) == 1
+    counted = json.loads((run_dir / "summary.json").read_text())
+    assert counted["verdicts"]["duplicate"] > 0
+    assert counted["causes"]["duplicate"] == {"no_fault": counted["verdicts"]["duplicate"]}
+    assert counted["unreadable"] == []
+
+
+def wedged_scenario(server: Path, **more: Any) -> dict[str, Any]:
+    return {
+        "name": "wedged",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "env": {"DATA": "{data_dir}", "WEDGE_AFTER": "0"},
+            "ready_timeout_s": 30,
+            "unavailable_after_s": 3,
+        },
+        # Few enough that a run which never sees the wedge still ends, every intent given up; retries
+        # enough to outlast a restart.
+        "workload": {"intents": 20, "concurrency": 2, "tool": "add", "arguments": {"text": "{marker}"}},
+        "client": {
+            "attempt_timeout_s": 1,
+            "max_attempts": 5,
+            "backoff": {"initial_s": 1, "max_s": 1, "jitter": "none"},
+        },
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/items.jsonl", "marker_field": "text"}}},
+        **more,
+    }
+
+
+def test_a_server_wedged_after_answering_once_since_its_restart_is_unavailable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Back from the kill, it answers one call and then times out on every other, waiting on a lock: the
+    published git-backed store that did so went 11 minutes (942 timeouts) without UNAVAILABLE, because
+    only a pod that had answered nothing since its restart was watched. The second kill, planned after
+    intent 12, never comes: the harness stopped the run, and the line that says so blames neither the
+    workload nor its length."""
+    server = tmp_path / "items.py"
+    server.write_text(WEDGED_AFTER)
+    kills = {"kill": {"count": 2, "min_uptime_s": 0.2, "window": [0.2, 0.95], "hold_dispatch": True}}
+    code, out, run_dir = run_cli(tmp_path, wedged_scenario(server, faults=kills), capsys, "--no-preflight")
+    assert code == 1, out
+    headline, second = out.splitlines()[:2]
+    assert headline.startswith("UNAVAILABLE: pod-0 answered 1 call after kill#1 pod-0 @"), out
+    assert ", then none of " in headline
+    fix = headline.split(". Fix ", 1)[1]
+    assert fix.startswith('(its log shows a lock file: "'), fix
+    assert "items: waiting for items.lock" in fix
+    assert second.startswith(
+        "also: INCONCLUSIVE: 1 of 2 planned kills did not happen (the harness stopped the run before "
+        "them: pod-0 answered no call for "
+    ), out
+    assert "dispatched" not in second
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+    (row,) = summary["unavailable"]
+    assert row["answered"] == 1
+    assert row["came_back"] is True
+
+
+def test_a_server_that_stops_answering_with_no_fault_at_all_is_unavailable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Liveness holds at any time, not only after a restart: a server that answers five calls and then
+    none, with no fault, is found within unavailable_after_s of its silence."""
+    server = tmp_path / "items.py"
+    server.write_text(WEDGED_AFTER)
+    data = wedged_scenario(server)
+    data["target"]["env"]["WEDGE_AFTER"] = "5"
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    assert out.startswith("UNAVAILABLE: pod-0 answered 5 calls after its start, then none of "), out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+    assert summary["intents"]["started"] < 30  # it stopped starting them

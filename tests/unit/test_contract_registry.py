@@ -31,6 +31,7 @@ def test_the_judges_run_after_every_other_check() -> None:
 
 def test_a_check_chosen_alone_brings_what_it_judges() -> None:
     assert select(["annotations"], []) == ["replay", "restart_keeps_keys", "annotations"]
+    assert select(["error_contract"], []) == ["replay", "error_contract"]  # an ordinary call to judge
     assert select(["annotations", "twins"], []) == ["replay", "twins", "restart_keeps_keys", "annotations"]
     assert select([], ["annotations"]) == [c for c in CHECKS if c != "annotations"]
     assert select(["annotations"], ["replay"]) == ["restart_keeps_keys", "annotations"]

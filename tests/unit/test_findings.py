@@ -460,3 +460,39 @@ def test_explain_of_a_run_without_findings(scenario: Scenario) -> None:
         "exactly once: 2 of 2 intents; with 0 kills, 0 pod exits",
         "nothing to explain: every intent took effect exactly once",
     ]
+
+
+# An inconclusive line says who ended the run before its faults.
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "said"),
+    [
+        (
+            "stopped",
+            "pod-0 answered no call for 8s after its last answer",
+            "the harness stopped the run before them: ",
+        ),
+        ("interrupted", "SIGINT", "the run was interrupted before them: SIGINT"),
+        ("completed", None, "the run ended after 2 intents were dispatched, before its trigger (intent 3)"),
+    ],
+)
+def test_planned_kills_a_harness_stop_left_out_are_never_blamed_on_the_workload(
+    scenario: Scenario, status: str, reason: str | None, said: str
+) -> None:
+    """ "2 of 4 planned kills did not happen (the run ended after 2 intents were dispatched ...)" read as
+    "give the workload more intents", on a run the harness itself stopped on an unavailable pod."""
+    h = History(intents=2, faults_planned={"kill": 3})
+    simple(h, 0)
+    h.fault("kill", trigger="after intent 0")
+    h.exited()
+    h.restarted()
+    simple(h, 1)
+    dispatched = "the run ended after 2 intents were dispatched, before its trigger (intent 3)"
+    for _ in range(2):
+        h.add("fault_missed", fault="kill", trigger="after intent 3", counted=True, reason=dispatched)
+    h.add("run_ended", status=status, **({"reason": reason} if reason else {}))
+    s = audit(h, {"ns-m0": 1, "ns-m1": 1}, scenario).summary
+    (line,) = [r for r in s.inconclusive if "planned kills" in r]
+    assert line.startswith(f"2 of 3 planned kills did not happen ({said}"), line
+    assert ("dispatched" in line) == (status == "completed")

@@ -166,10 +166,12 @@ def test_a_directory_store_is_counted_by_the_markers_in_its_files() -> None:
     assert draft.arguments == {"path": "path-{index}", "content": "{marker}"}  # never in the path
     source = choose_source([SeenStore("dir", "{data_dir}")], draft.marker)
     assert source.todo is None
-    assert source.section == {"files": {"dir": "{data_dir}", "pattern": "**/*", "marker_in": "content"}}
+    assert source.section == {
+        "files": {"dir": "{data_dir}", "pattern": "**/*", "marker_in": "content", "format": "text"}
+    }
     document = choose_source([SeenStore("json", "{data_dir}/db/notes.json")], draft.marker)
     assert document.section == {
-        "files": {"dir": "{data_dir}/db", "pattern": "notes.json", "marker_in": "content"}
+        "files": {"dir": "{data_dir}/db", "pattern": "notes.json", "marker_in": "content", "format": "json"}
     }
 
 

@@ -27,6 +27,8 @@ class Unavailable:
     came_back: bool = True
     """False: its restart never became ready (it exited as it started, or never answered), ``why``."""
     why: str = ""
+    answered: int = 0
+    """Calls it answered after it came back, before its silence (a wedge that came after a few)."""
 
 
 class Unavailability(Accumulator):
@@ -50,5 +52,6 @@ class Unavailability(Accumulator):
                 log=str(ev.get("message") or ""),
                 came_back=ev.get("came_back") is not False,
                 why=str(ev.get("why") or ""),
+                answered=int(ev.get("answered") or 0),
             )
         )

@@ -25,27 +25,29 @@ from harness.history import Outcome, excerpt
 @check(
     "error_contract",
     "errors say what happened and what to do (code, retryable, recovery)",
+    needs=("replay",),
     judges=True,
 )
 async def error_contract(c: Check, s: ContractSession, o: Options, seen: Seen) -> CheckResult:
+    """Judges the server's own errors, its answers to calls its schema refuses, and every ok answer the
+    checks got: ``replay`` (which it needs) brings ordinary calls, so an ok that reads as a failure on
+    every call is found even when nothing the checks provoke is refused in the server's own words."""
     provoked, stored = await _provoke(s)
     evidence: dict[str, Any] = {
         "errors seen": [{"check": by, **shown(r)} for by, r in seen.errors],
         "provoked": {what: shown(r) for what, r, _ in provoked},
         "effects of the provoked calls": stored,
+        "ordinary ok answers": [{"check": by, **shown(r)} for by, r in seen.successes[:SHOWN]],
     }
     # Its own calls first: an answer to them that reads as a failure, with nothing stored, is one.
-    mine = [(f"its own call ({what})", r) for what, r, _ in provoked] if stored == 0 else []
-    for by, res in [*mine, *seen.empty_successes]:
+    mine = [(f"its own call ({what})", r, False) for what, r, _ in provoked] if stored == 0 else []
+    empty = {id(r) for _, r in seen.empty_successes}
+    ordinary = [(by, r, id(r) not in empty) for by, r in seen.successes]
+    for by, res, kept in [*mine, *ordinary]:
         if (text := failure_text(res)) is not None:
-            return c.failed(
-                f"failure reported as success: in {by}, {s.tool} answered OK (isError false) with "
-                f"{excerpt(text, 120)!r} and stored nothing; a model reads that as done: set isError "
-                "and say what to do",
-                evidence,
-            )
+            return c.failed(_reads_as_failure(by, s.tool, text, kept), evidence)
     business = [(by, res) for by, res in seen.errors] + [
-        (what, r) for what, r, own in provoked if own and is_error(r)
+        (f"its own call ({what})", r) for what, r, own in provoked if own and is_error(r)
     ]
     for what, res, own in provoked:
         if not own and (problem := provoked_problem(res, what)) is not None:
@@ -58,10 +60,19 @@ async def error_contract(c: Check, s: ContractSession, o: Options, seen: Seen) -
                 evidence,
             )
     refusals = [r for _, r, own in provoked if not own and r.outcome is not Outcome.OK]
-    if not business and not refusals:
+    plain = f"{len(ordinary)} ordinary ok answer(s) read as done"
+    if not business:
+        # Nothing made the server refuse a call in its own words: its SDK's schema validation is not its
+        # error contract, so there is nothing to pass (Jepsen's unknown, never valid).
+        schema = (
+            f"{len(refusals)} call(s) its schema refuses were clearly refused, by its SDK; "
+            if refusals
+            else ""
+        )
         return c.not_applicable(
-            f"no call was refused: the checks provoked no error and {s.tool}'s schema has no required "
-            "argument to leave out or mistype",
+            f"no error in the server's own words to judge: the checks provoked none ({schema}{plain}), "
+            f"so its error contract is unknown; make {s.tool} refuse a call in its own code (a required "
+            "text sent empty is one) to judge it",
             evidence,
         )
     wrapped = [res for _, res in business if sdk_wrapped(res)]
@@ -71,16 +82,32 @@ async def error_contract(c: Check, s: ContractSession, o: Options, seen: Seen) -
         if wrapped
         else ""
     )
-    words = (
-        f"{len(business)} error(s) in the server's own words keep it"
-        if business
-        # Nothing the checks did made the server refuse a call in its own words: only its SDK's schema
-        # validation was judged, and the pass says so rather than claim its errors were read.
-        else "no error in the server's own words was seen (the checks provoked none), so only its "
-        "schema's refusals were judged"
-    )
+    judged = "; ".join(f"{by}: {said(res)}" for by, res in business[:SHOWN])
+    more = f"; and {len(business) - SHOWN} more" if len(business) > SHOWN else ""
     return c.passed(
-        f"{words}; {len(refusals)} call(s) its schema refuses were clearly refused{note}", evidence
+        f"{len(business)} error(s) in the server's own words keep it ({judged}{more}); {len(refusals)} "
+        f"call(s) its schema refuses were clearly refused; {plain}{note}",
+        evidence,
+    )
+
+
+SHOWN = 3
+"""Of the errors judged (and the ok answers kept as evidence), how many a result names."""
+
+
+def _reads_as_failure(by: str, tool: str, text: str, kept: bool) -> str:
+    """Why an ok whose text reads as a failure fails the contract, with the reply: with nothing stored, a
+    failure reported as success; with the effect stored, a success a model reads as failed."""
+    if not kept:
+        return (
+            f"failure reported as success: in {by}, {tool} answered OK (isError false) with "
+            f"{excerpt(text, 120)!r} and stored nothing; a model reads that as done: set isError "
+            "and say what to do"
+        )
+    return (
+        f"an ok that reads as a failure: in {by}, {tool} answered OK (isError false) with "
+        f"{excerpt(text, 120)!r} though its effect was stored; a model reads that as failed and calls "
+        "again: answer what was done"
     )
 
 
