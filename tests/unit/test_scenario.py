@@ -40,7 +40,8 @@ def test_valid_scenario_parses(scenario_data: dict[str, Any]) -> None:
 def test_missing_field_is_named(scenario_data: dict[str, Any]) -> None:
     del scenario_data["workload"]["tool"]
     assert error_of(scenario_data) == (
-        "s.yaml: workload.tool: required field is missing: the tool every intent calls, e.g. tool: create_note"
+        "s.yaml: workload.tool: required field is missing: "
+        "the tool every intent calls, e.g. tool: create_note"
     )
 
 
