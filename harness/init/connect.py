@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness import leftovers, rundir
 from harness.client import McpClient
@@ -245,7 +246,17 @@ class _Listed:
 
 async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) -> Server:
     """A server already serving at ``url``: nothing to start, only its protocol and tools to learn."""
-    readiness = await wait_ready(url, timeout_s=ready_timeout_s, protocol="auto", headers=headers)
+    parts = urlsplit(url)
+    readiness = await wait_ready(
+        url,
+        timeout_s=ready_timeout_s,
+        protocol="auto",
+        headers=headers,
+        refused=lambda: (
+            f"connection refused: nothing listens on {parts.hostname}:{parts.port} (init --url reaches a "
+            "server that already runs: start it first, or check the URL)"
+        ),
+    )
     if not readiness.ready:
         said = readiness.fatal or (readiness.last.message if readiness.last else None) or "no answer"
         raise TargetNotReady(

@@ -206,7 +206,13 @@ class TargetWiring:
             ready_check: HttpReady | StdioReady = (
                 StdioReady(history=history, key_meta=client.key_meta)
                 if target.transport == "stdio"
-                else HttpReady(url, protocol=client.protocol, headers=self.headers, auth=self.auth)
+                else HttpReady(
+                    url,
+                    protocol=client.protocol,
+                    headers=self.headers,
+                    auth=self.auth,
+                    port_env=target.port_env,
+                )
             )
             if self.ready_check is None:
                 self.ready_check = ready_check
