@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from harness.client.host import Host
 from harness.client.oauth import OAuthTokens
 from harness.client.readiness import Readiness, Refused, wait_ready
 from harness.client.stdio import StdioChannel
@@ -131,9 +132,11 @@ class StdioPod(Pod, Protocol):
 class StdioReady:
     """Ready when the pod's process takes the ``initialize`` handshake on its stdin and stdout."""
 
-    def __init__(self, *, history: HistoryWriter, key_meta: str | None) -> None:
+    def __init__(self, *, history: HistoryWriter, key_meta: str | None, host: Host | None = None) -> None:
         self.history = history
         self.key_meta = key_meta
+        self.host = host
+        """What answers the server's requests on each channel (:mod:`harness.client.host`)."""
         self.channel: StdioChannel | None = None
         """The channel of the current process, once it is initialized."""
 
@@ -146,7 +149,9 @@ class StdioReady:
         await self.close()
         started = time.monotonic()
         stdout, stdin = stdio_pod.stdio()
-        channel = StdioChannel(stdout, stdin, key_meta=self.key_meta, history=self.history, name="stdio")
+        channel = StdioChannel(
+            stdout, stdin, key_meta=self.key_meta, history=self.history, name="stdio", host=self.host
+        )
 
         # A channel that breaks while its process lives on (an unreadable line) is a dead server to
         # a host: the process is killed, the supervisor records the exit and starts it again.

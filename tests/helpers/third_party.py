@@ -193,3 +193,90 @@ def write_query(query: str) -> str:
 uvicorn.run(mcp.streamable_http_app(json_response=True, stateless_http=True), host="127.0.0.1",
             port=int(os.environ["PORT"]), log_level="warning")
 '''
+
+
+ASKING = '''
+"""A notes server that asks its host what the hosts servers are written for answer: on each call,
+the roots (it writes into the first), a confirmation form (with a default), a model (only where the
+client declares sampling); it logs and reports progress. What the host answered goes in the note.
+Stdio (ASKING_TRANSPORT=stdio) or HTTP with 2025 sessions (the questions ride on the call's stream)."""
+import json, os
+from urllib.parse import urlsplit, unquote
+from pydantic import BaseModel
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+mcp = MCPServer("asking-notes")
+
+
+class Confirm(BaseModel):
+    confirmed: bool = True
+    tag: str = "from-the-form"
+
+
+@mcp.tool()
+async def add_note(body: str, ctx: Context) -> str:
+    """Adds a note to the first root the host gives."""
+    await ctx.info(f"adding {body}")
+    await ctx.report_progress(0.5, 1.0)
+    roots = (await ctx.request_context.session.list_roots()).roots
+    form = await ctx.elicit("Add this note?", Confirm)
+    sampling = "not declared"
+    session = ctx.request_context.session
+    if session.check_client_capability(types.ClientCapabilities(sampling=types.SamplingCapability())):
+        try:
+            hi = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+            await session.create_message([hi], max_tokens=5)
+            sampling = "answered"
+        except Exception as exc:  # the host declined
+            sampling = f"declined: {exc}"
+    directory = unquote(urlsplit(str(roots[0].uri)).path)
+    note = {"body": body, "roots": [str(r.uri) for r in roots], "form": form.action,
+            "content": form.data.model_dump() if form.action == "accept" else None, "sampling": sampling}
+    with open(os.path.join(directory, "notes.jsonl"), "a") as f:
+        f.write(json.dumps(note) + "\\n")
+    await ctx.report_progress(1.0, 1.0)
+    return "added"
+
+
+if os.environ.get("ASKING_TRANSPORT") == "stdio":
+    mcp.run()
+else:
+    mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]))
+'''
+
+
+WIPED = '''
+"""Keeps items in a JSON-lines file; every start after its first finds it "unreadable", sets it
+aside as empty (logging a stack trace for each call it then takes) and keeps each later item in
+memory only, answering ok: a store the first kill emptied, and every later write acknowledged and
+lost. HTTP (stateless), so it is killed mid-workload like any pod."""
+import json, os, traceback
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["ITEMS_FILE"]
+restarted = os.path.exists(FILE + ".started")
+open(FILE + ".started", "w").close()
+if restarted:
+    open(FILE, "w").close()  # "recovered" as empty
+kept = []
+mcp = MCPServer("wiped")
+
+
+@mcp.tool()
+def add(text: str) -> str:
+    """Adds an item."""
+    if restarted:
+        kept.append(text)
+        try:
+            raise OSError(f"{FILE}: store unreadable, keeping items in memory")
+        except OSError:
+            traceback.print_exc()
+        return "ok"
+    with open(FILE, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
