@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +30,7 @@ from harness.audit.causes import causes
 from harness.audit.columnar import fold_columnar
 from harness.audit.control import compare_control
 from harness.audit.effects import EffectTable, Hashes
+from harness.audit.emptied import emptied
 from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
@@ -210,6 +212,17 @@ def judge_fold(
         table.close()
 
 
+def _after_emptied(
+    tally: Tally, t: float, chunk: pa.Table, status: npt.NDArray[Any], counted: npt.NDArray[np.int64]
+) -> None:
+    """Count the intents acknowledged after the fault that emptied the store (at ``t`` s), and those
+    of them found stored: whether every later write was lost too."""
+    ended_ms = chunk.column("last_end_ms").cast(pa.float64()).to_numpy(zero_copy_only=False)
+    after = (status == ClientStatus.OK) & (np.nan_to_num(ended_ms, nan=-1.0) / 1000.0 > t)
+    tally.acked_after += int(after.sum())
+    tally.stored_after += int((after & (counted > 0)).sum())
+
+
 WINDOW = ("first_attempt_ms", "last_end_ms")
 """An intent's attempts, from the first's start to the last's end (ms since the run began)."""
 
@@ -233,7 +246,7 @@ def judge(
     stories (a targeted second read).
     """
     judged = JudgedIntents(whole=keep_rows)
-    tally = Tally()
+    tally = Tally(emptied=emptied(fold.checkpoints, fold.pod_faults))
     matched = 0
     try:
         for chunk in rows.chunks():
@@ -285,6 +298,8 @@ def judge(
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             # Seen by a read and gone since; not those lost across a restart (never seen stored), whose
             # vanished_after names the restart too.
+            if tally.emptied is not None:
+                _after_emptied(tally, tally.emptied.fault.t, chunk, status, counted_effects)
             tally.vanished += int(gone.vanished.sum())
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.blamed.update(int(f) for f in across[across >= 0])

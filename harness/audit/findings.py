@@ -79,12 +79,15 @@ def findings(
     *,
     unavailable: Sequence[str] = (),
     not_started: int = 0,
+    story: str | None = None,
 ) -> list[Finding]:
     """Every finding of a run, worst first; the all-clear when there is none.
 
     ``context`` (``with 8 kills, 8 pod exits``) ends the first sentence, as it tells what
     the counts were measured under. ``unavailable``: a sentence per pod found so, first of all;
-    ``not_started``: the intents the run did not start (it stopped on it).
+    ``not_started``: the intents the run did not start (it stopped on it). ``story``: what the store
+    became after a fault, when a read showed it empty or unreadable; it opens the lost finding, before
+    the counts and causes it explains (:mod:`harness.audit.emptied`).
     """
     found: list[Finding] = []
     started = rates[Verdict.EXACTLY_ONCE].n
@@ -104,6 +107,8 @@ def findings(
         if count:
             why = dict(causes.get(verdict, {}))
             sentence = f"{verdict.value.upper().replace('_', ' ')}: {_rate(rates[verdict])}: {WHAT[verdict]}"
+            if verdict is Verdict.LOST and story is not None:
+                sentence = f"LOST: {story}. {_rate(rates[verdict])}: {WHAT[verdict]}"
             found.append(
                 Finding(verdict.value, count, rates[verdict], why, sentence + f"; causes: {_causes(why)}")
             )

@@ -523,6 +523,9 @@ def summarize(fold: Fold, tally: Tally, effects: EffectCounts, scenario: Scenari
             _context(faults, fold.pod_exits, fold.crashes),
             unavailable=[u.sentence for u in unavailable],
             not_started=max(0, int(fold.run.get("intents", scenario.workload.intents)) - started),
+            story=None
+            if tally.emptied is None
+            else tally.emptied.sentence(tally.acked_after, tally.stored_after),
         ),
         causes=causes,
         checkpoints=CheckpointCounts(

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness.audit.emptied import Emptied
 from harness.audit.stories import PER_CLASS, TOLD
 from harness.history import Outcome, Verdict
 
@@ -60,6 +61,12 @@ class Tally:
     """Rows of intents that may get a story (the firsts of a told class)."""
     blamed: set[int] = field(default_factory=set)
     """Indices (in the fold's pod_faults) of the pod faults vanished effects are blamed on."""
+    emptied: Emptied | None = None
+    """The pod fault after which the store read empty or unreadable, if a read showed one."""
+    acked_after: int = 0
+    """Intents acknowledged after that fault."""
+    stored_after: int = 0
+    """Of those, the ones found stored at the end."""
 
     def add(self, chunk: pa.Table) -> None:
         """Add a judged chunk (columns as in intents.csv, with ``client_status`` as names).

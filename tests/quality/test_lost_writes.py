@@ -22,7 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
-from tests.helpers.third_party import NEVER_BACK
+from tests.helpers.third_party import NEVER_BACK, WIPED
 
 pytestmark = pytest.mark.quality
 
@@ -273,3 +273,33 @@ def test_a_server_that_never_comes_back_from_a_kill_is_unavailable_with_a_report
     (row,) = summary["unavailable"]
     assert row["came_back"] is False
     assert (run_dir / "report.md").is_file()
+
+
+def test_a_store_emptied_by_the_first_kill_is_the_headline_not_four_causes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first kill leaves the store empty and every later write acknowledged and kept nowhere: the
+    headline says that first ("the store was empty after kill#1 ...; every later write was acknowledged
+    and not stored"), not only a count and four causes; the pod log's repeated stack trace is one
+    line with its count, not the section filled with copies of it."""
+    server = tmp_path / "wiped.py"
+    server.write_text(WIPED)
+    data = {
+        "name": "wiped",
+        "seed": 1,
+        "target": {"command": [sys.executable, str(server)], "env": {"ITEMS_FILE": "{data_dir}/items.jsonl"}},
+        "workload": {"intents": 300, "concurrency": 4, "tool": "add", "arguments": {"text": "{marker}"}},
+        "faults": {"kill": {"count": 2, "min_uptime_s": 0.2, "window": [0.2, 0.6]}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/items.jsonl", "marker_field": "text"}}},
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    headline = out.splitlines()[0]
+    assert headline.startswith("LOST: the store was empty after kill#1 pod-0 @"), headline
+    assert "; every later write was acknowledged and not stored (" in headline, headline
+    assert headline.index("every later write") < headline.index("causes:"), headline
+    summary = json.loads((run_dir / "summary.json").read_text())
+    [first] = [e for e in summary["evidence"] if e["fault"].startswith("kill#1 ")]
+    shown = first["after"]
+    assert len(shown) == len(set(shown)), shown  # each repeated line once
+    assert any("store unreadable" in line and "(repeated " in line for line in shown), shown
