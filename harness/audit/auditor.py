@@ -36,6 +36,7 @@ from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.intent_rows import CHUNK_ROWS, DIGESTS, IntentRows, texts
 from harness.audit.memory import no_cycle_collection
+from harness.audit.ordinary import OrdinaryReplies
 from harness.audit.podlogs import evidence
 from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
@@ -212,6 +213,27 @@ def judge_fold(
         table.close()
 
 
+def _unusual_replies(
+    ordinary: OrdinaryReplies,
+    chunk: pa.Table,
+    status: npt.NDArray[Any],
+    counted: npt.NDArray[np.int64],
+    failing: npt.NDArray[np.bool_],
+    vanished: npt.NDArray[np.bool_],
+) -> pa.Table:
+    """The chunk with the lost intents whose reply is unlike every stored intent's marked as replies
+    that read as failures (:mod:`harness.audit.ordinary`): the evidence of a failure said in a language
+    no word list reads. Their verdict stays lost; their cause becomes ``error_as_success``."""
+    replies = chunk.column("reply")
+    acked = status == ClientStatus.OK
+    ordinary.learn(replies, acked & (counted > 0))
+    unusual = ordinary.unusual(replies, acked & (counted == 0) & ~failing & ~vanished)
+    if not unusual.any():
+        return chunk
+    where = chunk.column_names.index("reply_reads_as_failure")
+    return chunk.set_column(where, "reply_reads_as_failure", pa.array(failing | unusual))
+
+
 def _after_emptied(
     tally: Tally, t: float, chunk: pa.Table, status: npt.NDArray[Any], counted: npt.NDArray[np.int64]
 ) -> None:
@@ -247,6 +269,7 @@ def judge(
     """
     judged = JudgedIntents(whole=keep_rows)
     tally = Tally(emptied=emptied(fold.checkpoints, fold.pod_faults))
+    ordinary = OrdinaryReplies()
     matched = 0
     try:
         for chunk in rows.chunks():
@@ -261,6 +284,7 @@ def judge(
             codes = verdict_codes(status, counted_effects, failing)
             intents = chunk.column("intent").to_numpy()
             gone = vanishing(fold.checkpoints, fold.pod_faults, intents, counted_effects)
+            chunk = _unusual_replies(ordinary, chunk, status, counted_effects, failing, gone.vanished)
             # Acknowledged and not found at the end: when, to tell a loss across a restart from one
             # the server made by itself (only the lost need it).
             lost = (status == ClientStatus.OK) & (counted_effects == 0) & ~gone.vanished

@@ -280,3 +280,30 @@ def add(text: str) -> str:
 
 mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
 '''
+
+
+CHINESE = '''
+"""Notes in a JSON-lines file, answered in Chinese: every FAIL_EVERY-th call (all of them with 1)
+fails and stores nothing, yet answers ok (isError false) with an error in Chinese words."""
+import json, os
+from mcp.server.mcpserver import MCPServer
+
+FILE, EVERY = os.environ["NOTES_FILE"], int(os.environ.get("FAIL_EVERY", "1"))
+calls = 0
+mcp = MCPServer("zh-notes")
+
+
+@mcp.tool()
+def add_note(text: str) -> str:
+    """添加一条笔记。"""
+    global calls
+    calls += 1
+    if calls % EVERY == 0:
+        return "错误：数据库暂时不可用，笔记未保存"
+    with open(FILE, "a") as f:
+        f.write(json.dumps({"text": text}, ensure_ascii=False) + "\\n")
+    return f"已创建笔记 {calls}：{text}"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''

@@ -22,7 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
-from tests.helpers.third_party import NEVER_BACK, WIPED
+from tests.helpers.third_party import CHINESE, NEVER_BACK, WIPED
 
 pytestmark = pytest.mark.quality
 
@@ -303,3 +303,30 @@ def test_a_store_emptied_by_the_first_kill_is_the_headline_not_four_causes(
     shown = first["after"]
     assert len(shown) == len(set(shown)), shown  # each repeated line once
     assert any("store unreadable" in line and "(repeated " in line for line in shown), shown
+
+
+def test_a_failure_answered_as_a_success_in_chinese_is_blamed_on_the_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every fourth call fails and stores nothing, answered ok with an error in Chinese: no English
+    word says so, but the reply is unlike every reply of the notes the store kept ("已创建笔记 #：..."),
+    so each lost intent's cause is error_as_success (it was no_fault, as if the server had dropped a
+    write it had said it stored)."""
+    server = tmp_path / "zh.py"
+    server.write_text(CHINESE)
+    data = {
+        "name": "zh",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "env": {"NOTES_FILE": "{data_dir}/notes.jsonl", "FAIL_EVERY": "4"},
+        },
+        "workload": {"intents": 40, "concurrency": 1, "tool": "add_note", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "text"}}},
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    causes = lost(run_dir)
+    assert len(causes) == 10, out
+    assert set(causes) == {"error_as_success"}, causes.value_counts()
+    assert "error_as_success 10" in out.splitlines()[0]
