@@ -25,12 +25,14 @@ class FilesSource(EffectSource, field="files"):
 
     @classmethod
     def drafts(cls, stores: Sequence[SeenStore], marker_field: str | None) -> Iterable[Drafted]:
-        """A JSON document (its records counted by the markers in it), then a directory of files."""
-        if (document := next((s for s in stores if s.kind == "json"), None)) is not None:
+        """A JSON document or another file a trial call's marker was found in (its records counted by
+        the markers in it), then a directory of files."""
+        if (document := next((s for s in stores if s.kind in ("json", "file")), None)) is not None:
             directory, _, name = document.where.rpartition("/")
             section = {"files": {"dir": directory, "pattern": name, "marker_in": "content"}}
+            what = "JSON file" if document.kind == "json" else "file"
             yield Drafted(
-                section, None, f"the server keeps its records in the JSON file {document.where}", rank=2
+                section, None, f"the server keeps its records in the {what} {document.where}", rank=2
             )
         if (folder := next((s for s in stores if s.kind == "dir"), None)) is not None:
             section = {"files": {"dir": folder.where, "pattern": "**/*", "marker_in": "content"}}

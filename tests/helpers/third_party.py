@@ -307,3 +307,86 @@ def add_note(text: str) -> str:
 
 mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
 '''
+
+
+TASKS = '''
+"""A task manager whose likeliest-looking tools store nothing: plan_task answers a plan (a prompt,
+nothing stored), create_pull_request needs branches that do not exist; add_task keeps each task in a
+SQLite table (its body in the column ``details``, not in the argument's name ``notes``)."""
+import os, sqlite3
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+DB = os.environ["TASKS_DB"]
+mcp = MCPServer("tasks")
+
+
+@mcp.tool()
+def plan_task(title: str, description: str, idempotency_key: str) -> str:
+    """Creates a plan for a task: the steps an assistant should take."""
+    return f"Plan for {title}: 1. understand {description} 2. do it 3. check it"
+
+
+@mcp.tool()
+def create_pull_request(title: str, body: str, head: str, base: str, idempotency_key: str) -> str:
+    """Creates a pull request from head into base."""
+    raise ToolError(f"branch {head!r} does not exist")
+
+
+@mcp.tool()
+def add_task(title: str, notes: str) -> str:
+    """Adds a task."""
+    with sqlite3.connect(DB) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, title TEXT, details TEXT)")
+        cur = db.execute("INSERT INTO tasks (title, details) VALUES (?, ?)", (title, notes))
+    return f"task {cur.lastrowid} added"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
+
+
+PLAIN_TEXT = '''
+"""A to-do list in a plain text file, one item a line (the todo.txt way)."""
+import os
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["TODO_FILE"]
+mcp = MCPServer("todo-txt")
+
+
+@mcp.tool()
+def add_todo(text: str) -> str:
+    """Adds an item to the to-do list."""
+    with open(FILE, "a") as f:
+        f.write(f"(A) {text}\\n")
+    return "added"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
+
+
+HOME_NOTES = '''
+"""Notes kept where many published servers keep theirs: a JSON file under the user's home
+(~/.config/home-notes/notes.json), with no option to point it anywhere else."""
+import json, os
+from pathlib import Path
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("home-notes")
+
+
+@mcp.tool()
+def create_note(title: str) -> str:
+    """Creates a note."""
+    store = Path.home() / ".config" / "home-notes" / "notes.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    notes = json.loads(store.read_text()) if store.exists() else []
+    notes.append({"title": title})
+    store.write_text(json.dumps(notes))
+    return f"note {len(notes)} created"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
