@@ -16,11 +16,12 @@ import resource
 import sys
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from bench.common import cpu_seconds
 from harness import eventloop
+from harness.client.host import Host
 from harness.client.http import McpHttpClient
 from harness.client.stdio import StdioChannel, StdioClient
 from harness.faults.proxy import FaultProxy
@@ -60,7 +61,9 @@ async def drive(
                 urlsplit(url).port or 0, [never], seed=0, history=h, lookup=lambda _: None, default_hold_s=1
             )
             url = f"http://127.0.0.1:{await fault_proxy.start()}/mcp"
-        async with McpHttpClient(url, protocol=protocol, history=h) as client:
+        # As every client of a run: it declares and answers roots and forms (harness/client/host.py).
+        host = Host(roots=(PurePosixPath(history.parent),))
+        async with McpHttpClient(url, protocol=protocol, history=h, host=host) as client:
             driver = Driver(Workload(s, "bench"), [client], h, s.client, concurrency=concurrency, seed=0)
             if fault_proxy is not None:
                 fault_proxy.lookup = driver.attempt_of
@@ -86,7 +89,9 @@ async def drive_stdio(command: list[str], calls: int, concurrency: int, history:
     assert proc.stdin is not None
     try:
         with HistoryWriter(history) as h:
-            channel = StdioChannel(proc.stdout, proc.stdin, history=h)
+            channel = StdioChannel(
+                proc.stdout, proc.stdin, history=h, host=Host(roots=(PurePosixPath(history.parent),))
+            )
             failed = await channel.initialize(timeout=30)
             if failed is not None:
                 raise RuntimeError(f"stdio server did not take initialize: {failed}")

@@ -85,3 +85,45 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+LISTEN = "0A"
+"""A socket's state in /proc/net/tcp when it listens."""
+
+
+def listening(pid: int) -> list[tuple[str, int]]:
+    """The TCP addresses ``pid`` and its descendants listen on, as (address, port), sorted; empty where
+    there is no /proc, or none. Their sockets (by inode, from their open files) are looked up in the
+    tables of their network namespace: what a server that ignored the port it was given took instead."""
+    inodes: set[str] = set()
+    pids = [pid, *(p for p, _ in descendants(pid))]
+    for each in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{each}/fd"):
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"/proc/{each}/fd/{fd}")
+                    if link.startswith("socket:["):
+                        inodes.add(link[8:-1])
+    if not inodes:
+        return []
+    found: set[tuple[str, int]] = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/net/{table}") as f:
+            next(f, None)  # the heading
+            for line in f:
+                fields = line.split()
+                if len(fields) > 9 and fields[3] == LISTEN and fields[9] in inodes:
+                    found.add(_address(fields[1]))
+    return sorted(found, key=lambda a: (a[1], a[0]))
+
+
+def _address(hexed: str) -> tuple[str, int]:
+    """``0100007F:1F90`` (a /proc/net/tcp address: each 32-bit word in the host's byte order) as
+    ``("127.0.0.1", 8080)``; IPv6 as ``("::1", 8080)``."""
+    import ipaddress
+
+    host, port = hexed.split(":")
+    raw = bytes.fromhex(host)
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(raw)), int(port, 16)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,11 +30,13 @@ from harness.audit.causes import causes
 from harness.audit.columnar import fold_columnar
 from harness.audit.control import compare_control
 from harness.audit.effects import EffectTable, Hashes
+from harness.audit.emptied import emptied
 from harness.audit.fixes import fix_for
 from harness.audit.fold import CheckpointRead, Fold, PodFault, fold_history
 from harness.audit.gate import evaluate_gate
 from harness.audit.intent_rows import CHUNK_ROWS, DIGESTS, IntentRows, texts
 from harness.audit.memory import no_cycle_collection
+from harness.audit.ordinary import OrdinaryReplies
 from harness.audit.podlogs import evidence
 from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
@@ -211,6 +214,38 @@ def judge_fold(
         table.close()
 
 
+def _unusual_replies(
+    ordinary: OrdinaryReplies,
+    chunk: pa.Table,
+    status: npt.NDArray[Any],
+    counted: npt.NDArray[np.int64],
+    failing: npt.NDArray[np.bool_],
+    vanished: npt.NDArray[np.bool_],
+) -> pa.Table:
+    """The chunk with the lost intents whose reply is unlike every stored intent's marked as replies
+    that read as failures (:mod:`harness.audit.ordinary`): the evidence of a failure said in a language
+    no word list reads. Their verdict stays lost; their cause becomes ``error_as_success``."""
+    replies = chunk.column("reply")
+    acked = status == ClientStatus.OK
+    ordinary.learn(replies, acked & (counted > 0))
+    unusual = ordinary.unusual(replies, acked & (counted == 0) & ~failing & ~vanished)
+    if not unusual.any():
+        return chunk
+    where = chunk.column_names.index("reply_reads_as_failure")
+    return chunk.set_column(where, "reply_reads_as_failure", pa.array(failing | unusual))
+
+
+def _after_emptied(
+    tally: Tally, t: float, chunk: pa.Table, status: npt.NDArray[Any], counted: npt.NDArray[np.int64]
+) -> None:
+    """Count the intents acknowledged after the fault that emptied the store (at ``t`` s), and those
+    of them found stored: whether every later write was lost too."""
+    ended_ms = chunk.column("last_end_ms").cast(pa.float64()).to_numpy(zero_copy_only=False)
+    after = (status == ClientStatus.OK) & (np.nan_to_num(ended_ms, nan=-1.0) / 1000.0 > t)
+    tally.acked_after += int(after.sum())
+    tally.stored_after += int((after & (counted > 0)).sum())
+
+
 WINDOW = ("first_attempt_ms", "last_end_ms")
 """An intent's attempts, from the first's start to the last's end (ms since the run began)."""
 
@@ -234,7 +269,8 @@ def judge(
     stories (a targeted second read).
     """
     judged = JudgedIntents(whole=keep_rows)
-    tally = Tally()
+    tally = Tally(emptied=emptied(fold.checkpoints, fold.pod_faults))
+    ordinary = OrdinaryReplies()
     matched = 0
     tore = tearing_faults(effects.unreadable, fold.checkpoints, fold.pod_faults, fold.run.get("epoch_s"))
     tally.blamed.update(f for f in tore if f is not None)
@@ -251,6 +287,7 @@ def judge(
             codes = verdict_codes(status, counted_effects, failing)
             intents = chunk.column("intent").to_numpy()
             gone = vanishing(fold.checkpoints, fold.pod_faults, intents, counted_effects)
+            chunk = _unusual_replies(ordinary, chunk, status, counted_effects, failing, gone.vanished)
             # Acknowledged and not found at the end: when, to tell a loss across a restart from one
             # the server made by itself (only the lost need it).
             lost = (status == ClientStatus.OK) & (counted_effects == 0) & ~gone.vanished
@@ -294,6 +331,8 @@ def judge(
             judged_chunk = judged_chunk.append_column("cause", texts(cause, findings))
             # Seen by a read and gone since; not those lost across a restart (never seen stored), whose
             # vanished_after names the restart too.
+            if tally.emptied is not None:
+                _after_emptied(tally, tally.emptied.fault.t, chunk, status, counted_effects)
             tally.vanished += int(gone.vanished.sum())
             tally.blamed.update(int(f) for f in gone.fault[gone.vanished])
             tally.blamed.update(int(f) for f in across[across >= 0])

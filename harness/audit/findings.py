@@ -86,6 +86,7 @@ def findings(
     unavailable_fix: str = "",
     unreadable: Sequence[str] = (),
     not_started: int = 0,
+    story: str | None = None,
 ) -> list[Finding]:
     """Every finding of a run, worst first; the all-clear when there is none.
 
@@ -93,7 +94,9 @@ def findings(
     the counts were measured under. ``unavailable``: a sentence per pod found so, first of all, and
     ``unavailable_fix`` its fix (chosen from its evidence, :func:`harness.audit.fixes.unavailable_fix`);
     ``unreadable``: a sentence per file of the store that does not parse;
-    ``not_started``: the intents the run did not start (it stopped on it).
+    ``not_started``: the intents the run did not start (it stopped on it). ``story``: what the store
+    became after a fault, when a read showed it empty or unreadable; it opens the lost finding, before
+    the counts and causes it explains (:mod:`harness.audit.emptied`).
     """
     found: list[Finding] = []
     started = rates[Verdict.EXACTLY_ONCE].n
@@ -123,6 +126,8 @@ def findings(
         if count:
             why = dict(causes.get(verdict, {}))
             sentence = f"{verdict.value.upper().replace('_', ' ')}: {_rate(rates[verdict])}: {WHAT[verdict]}"
+            if verdict is Verdict.LOST and story is not None:
+                sentence = f"LOST: {story}. {_rate(rates[verdict])}: {WHAT[verdict]}"
             found.append(
                 Finding(verdict.value, count, rates[verdict], why, sentence + f"; causes: {_causes(why)}")
             )

@@ -7,7 +7,9 @@ What a person needs next to the fault is there: the end of start N (a traceback,
 a failed write) and the beginning of start N+1 (``Error loading notes: ...``, a
 store recovered as empty). So per fault, at most ``LINES`` error-looking lines:
 the last of the section it ended, the first of the restart, each one line of at
-most 300 characters.
+most 300 characters. A line repeated (a stack trace a server logs on every call, its
+timestamps and numbers aside) is shown once, with how many times it came: one server's
+229k copies of the same trace filled the section and said nothing more than one does.
 
 Offline, like the rest of the audit: these files are part of the run directory,
 and the runner redacted them (the scenario's secrets) when the run ended. A log
@@ -18,10 +20,10 @@ large log costs time but not memory.
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import rundir
 from harness.audit.accumulators import PodFault
@@ -54,28 +56,69 @@ class FaultEvidence:
     """False when the log has no start sections (a container's): the lines are the log's last."""
 
 
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+")
+"""What differs between two copies of one log line: timestamps, line numbers, ids, addresses."""
+
+
+def _shape(line: str) -> str:
+    """A line with what varies between its copies taken out: the key repeats are counted by."""
+    return _VARYING.sub("#", line)
+
+
+class _Lines:
+    """Distinct lines in the order they first came (or, ``last``, in the order they last came), at most
+    ``keep`` of them, each with how many times it came while kept."""
+
+    def __init__(self, keep: int, *, last: bool) -> None:
+        self.keep = keep
+        self.last = last
+        self.lines: dict[str, list[Any]] = {}
+        """Shape -> [the line as first seen, its count]; a dict keeps the order."""
+
+    def add(self, line: str) -> None:
+        shape = _shape(line)
+        kept = self.lines.get(shape)
+        if kept is not None:
+            kept[1] += 1
+            if self.last:  # the most recent last: moved to the end
+                self.lines[shape] = self.lines.pop(shape)
+            return
+        if len(self.lines) >= self.keep:
+            if not self.last:
+                return
+            del self.lines[next(iter(self.lines))]
+        self.lines[shape] = [line, 1]
+
+    def shown(self) -> list[str]:
+        return [line if n == 1 else f"{line} (repeated {n}×)" for line, n in self.lines.values()]
+
+
 @dataclass
 class _Section:
-    head: list[str]
-    tail: deque[str]
+    head: _Lines
+    tail: _Lines
+
+
+def _section(keep: int) -> _Section:
+    return _Section(_Lines(keep, last=False), _Lines(keep, last=True))
 
 
 def _sections(path: Path, keep: int) -> dict[int, _Section]:
-    """Start number -> its first and last ``keep`` error-looking lines (0: a log without sections)."""
+    """Start number -> its first and last ``keep`` distinct error-looking lines (0: a log without
+    sections)."""
     sections: dict[int, _Section] = {}
-    current = sections.setdefault(0, _Section([], deque(maxlen=keep)))
+    current = sections.setdefault(0, _section(keep))
     with open(path, "rb") as log:
         for raw in log:
             marker = _SECTION.match(raw)
             if marker is not None:
-                current = sections.setdefault(int(marker["n"]), _Section([], deque(maxlen=keep)))
+                current = sections.setdefault(int(marker["n"]), _section(keep))
                 continue
             if _ERROR.search(raw) is None:
                 continue
             line = excerpt(raw.decode("utf-8", "replace"))
-            if len(current.head) < keep:
-                current.head.append(line)
-            current.tail.append(line)
+            current.head.add(line)
+            current.tail.add(line)
     return sections
 
 
@@ -95,13 +138,13 @@ def evidence(run_dir: Path, faults: Sequence[PodFault], first: Iterable[int] = (
         if sections is None:
             continue
         if len(sections) == 1:  # no start sections: the log's last error-looking lines
-            lines = list(sections[0].tail)[-LINES:]
+            lines = sections[0].tail.shown()[-LINES:]
             if lines:
                 found.append(FaultEvidence(fault.label(), fault.pod, lines, [], sections=False))
             continue
         ended, restart = sections.get(fault.start), sections.get(fault.start + 1)
-        after = restart.head[:LINES] if restart is not None else []
-        before = list(ended.tail)[-max(half, LINES - len(after)) :] if ended is not None else []
+        after = restart.head.shown()[:LINES] if restart is not None else []
+        before = ended.tail.shown()[-max(half, LINES - len(after)) :] if ended is not None else []
         after = after[: LINES - len(before)]
         if before or after:
             found.append(FaultEvidence(fault.label(), fault.pod, before, after))

@@ -596,6 +596,9 @@ def summarize(
             unavailable_fix=unavailable_fix(unavailable, [u.path for u in unreadable]),
             unreadable=[u.sentence for u in unreadable],
             not_started=max(0, int(fold.run.get("intents", scenario.workload.intents)) - started),
+            story=None
+            if tally.emptied is None
+            else tally.emptied.sentence(tally.acked_after, tally.stored_after),
         ),
         causes=causes,
         checkpoints=CheckpointCounts(

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness.audit.emptied import Emptied
 from harness.audit.stories import PER_CLASS, TOLD
 from harness.history import Outcome, Verdict
 
@@ -62,6 +63,12 @@ class Tally:
     """Rows of intents that may get a story (the firsts of a told class)."""
     blamed: set[int] = field(default_factory=set)
     """Indices (in the fold's pod_faults) of the pod faults vanished effects are blamed on."""
+    emptied: Emptied | None = None
+    """The pod fault after which the store read empty or unreadable, if a read showed one."""
+    acked_after: int = 0
+    """Intents acknowledged after that fault."""
+    stored_after: int = 0
+    """Of those, the ones found stored at the end."""
     unreadable_held: Counter[int] = field(default_factory=Counter)
     """Per file of the store that does not parse (its index): the intents whose effects it held."""
     unreadable_lost: Counter[int] = field(default_factory=Counter)

@@ -40,13 +40,14 @@ import asyncio
 import hashlib
 import itertools
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from harness.client.classify import KEPT_HEADERS, OK_STATUSES, answers, classify
 from harness.client.framing import Framing
+from harness.client.host import Host
 from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult, ToolCall, refused_version
 from harness.client.oauth import Challenge, OAuthTokens
 from harness.client.pool import Pool
@@ -73,16 +74,6 @@ DISCOVER_ID = 0
 """The request id of readiness probes; the driver's ids start at 1, handshakes count down from -1."""
 
 
-class ServerRequests(Protocol):
-    """What answers the requests a 2025 server sends inside a response's stream."""
-
-    capabilities: Mapping[str, Any]
-    """What ``initialize`` declares (``{"elicitation": {}}``)."""
-
-    def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The ``result`` for the request; None: not one this client answers (a JSON-RPC error)."""
-
-
 def session_digest(session: str | None) -> str | None:
     """A session id as the history keeps it: a digest (session ids are credentials of a sort)."""
     return None if session is None else hashlib.sha256(session.encode()).hexdigest()[:12]
@@ -103,7 +94,7 @@ class McpHttpClient:
         history: HistoryWriter | None = None,
         name: str = "client",
         auth: OAuthTokens | None = None,
-        server_requests: ServerRequests | None = None,
+        host: Host | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname or not parts.port:
@@ -134,12 +125,15 @@ class McpHttpClient:
             headers=headers,
             key_header=key_header,
             key_meta=key_meta,
-            capabilities=None if server_requests is None else server_requests.capabilities,
+            capabilities=None if host is None else host.capabilities,
             auth=auth,
         )
-        self._server_requests = server_requests
-        """2025: what answers a request the server sends inside a response's stream (``elicitation``);
-        None: the client declares no such capability, and such a request goes unanswered."""
+        self._host = host
+        """2025: what answers a request the server sends inside a response's stream or the session's own
+        (``roots/list``, ``elicitation/create``); None: the client declares nothing, and such a request
+        goes unanswered (a readiness probe)."""
+        self._readers: dict[str | None, Callable[[bytes], bool]] = {}
+        """Each session's stream reader, made once: a call's path makes none."""
         self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
         """2026-07-28: each listed tool's ``x-mcp-header`` marks (argument path to header token)."""
         self._replies: set[asyncio.Future[Any]] = set()
@@ -371,7 +365,7 @@ class McpHttpClient:
             )
             return done
         self._handshaken = True
-        if self._server_requests is not None:
+        if self._host is not None:
             await self._listen(self.session)
         if self._history is not None:
             self._history.emit(
@@ -426,7 +420,7 @@ class McpHttpClient:
             await auth.authorize(None, sent_with=auth.header, version=self._version())
             request = self._framing.reauthorized(request)
         sent_with = None if auth is None else auth.header
-        reads = answers if self._server_requests is None else self._reader(session)
+        reads = answers if self._host is None else self._reader(session)
         raw = await self._pool.exchange(request, timeout=timeout, answers=reads)
         res = classify(raw, request_id, in_session=session is not None)
         rounds = 0
@@ -450,7 +444,13 @@ class McpHttpClient:
 
     def _reader(self, session: str | None) -> Callable[[bytes], bool]:
         """The stream reader of a client that answers server requests: each event that is a request
-        is answered in a POST of its own while the stream goes on; the rest as :func:`answers`."""
+        is answered in a POST of its own while the stream goes on; the rest as :func:`answers`. One per
+        session, made at its first exchange."""
+        made = self._readers.get(session)
+        if made is not None:
+            return made
+        if len(self._readers) > 1:  # sessions ended: their readers go (a run may open thousands)
+            self._readers.clear()
 
         def reads(event: bytes) -> bool:
             if answers(event):
@@ -465,6 +465,7 @@ class McpHttpClient:
                 task.add_done_callback(self._replies.discard)
             return False
 
+        self._readers[session] = reads
         return reads
 
     async def _listen(self, session: str | None) -> None:
@@ -484,14 +485,9 @@ class McpHttpClient:
         await asyncio.wait(waits, timeout=LISTEN_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
 
     async def _reply(self, msg: dict[str, Any], session: str | None) -> None:
-        assert self._server_requests is not None
+        assert self._host is not None
         params = msg.get("params")
-        result = self._server_requests.answer(msg["method"], params if isinstance(params, dict) else {})
-        member: dict[str, Any] = (
-            {"result": result}
-            if result is not None
-            else {"error": {"code": -32601, "message": f"the client does not answer {msg['method']}"}}
-        )
+        member = self._host.member(msg["method"], params if isinstance(params, dict) else {})
         request = self._framing.reply(msg["id"], member, version=self.protocol, session=session)
         await self.send(request, None, timeout=REPLY_TIMEOUT_S, session=session)
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from harness.history import MESSAGE_LIMIT, Detail, Outcome, clip
-from harness.replies import reads_as_failure
+from harness.replies import reads_as_failure, structured_failure
 
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 """Bytes an event id sent back as ``Last-Event-ID`` cannot hold (a bare CR would start a header)."""
@@ -186,6 +186,10 @@ MESSAGE_LIMIT characters of it, cut after redaction, and a secret that starts in
 whole in the window to be redacted."""
 
 
+WHOLE_JSON = 64 << 10
+"""The longest reply text read whole for a structured failure (a JSON object saying ``"success": false``)."""
+
+
 def text_of(result: dict[str, Any]) -> str:
     """The text blocks of a tool result, joined: what a person reads as the tool's answer."""
     content = result.get("content")
@@ -290,16 +294,19 @@ def interpret_message(msg: Any, request_id: int, *, status: int | None, form: st
 def _answered(result: dict[str, Any], status: int | None, form: str) -> CallResult:
     """An ok answer (``result`` complete, not an error), with the start of its text."""
     text = text_of(result)
-    if not text and result.get("structuredContent") is not None:  # structured only: that is the reply
-        text = orjson.dumps(result["structuredContent"]).decode()
+    structured = result.get("structuredContent")
+    if not text and structured is not None:  # structured only: that is the reply
+        text = orjson.dumps(structured).decode()
     if not text:
         return CallResult(Outcome.OK, status=status, form=form, result=result)
     reply = clip(text[:REPLY_WINDOW])
+    # Structure says it whole (a JSON text cut to the reply's excerpt no longer parses); words, at the start.
+    failing = structured_failure(structured) or reads_as_failure(text if len(text) <= WHOLE_JSON else reply)
     return CallResult(
         Outcome.OK,
         status=status,
         form=form,
         result=result,
         reply=reply,
-        reads_as_failure=reads_as_failure(reply),
+        reads_as_failure=failing,
     )

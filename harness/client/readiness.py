@@ -10,6 +10,9 @@ Waiting only makes sense while nothing listens. A server that answers, but
 not as needed (401/403, 404 at the path, a protocol it does not speak), will
 not change its mind: once the same such answer has held for ``FAIL_FAST_S``,
 the wait ends with what the server said and the scenario field that fixes it.
+Neither will a refused connection where the caller knows nothing is coming
+(``refused``: a URL the harness does not start, a server that listens on
+another port than the one it was given): it ends the wait as fast, with why.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from harness.client.http import McpHttpClient
 from harness.client.messages import MODERN, SESSION_VERSIONS, CallResult
@@ -42,6 +46,11 @@ class Readiness:
     """The server's process went away while we waited (``alive`` said so)."""
     fatal: str | None = None
     """A definitive wrong answer, with the fix: waiting longer would not help."""
+
+
+Refused = Callable[[], str | None]
+"""Asked while a probe's connection is refused: why waiting will not help, with the fix (nothing will
+listen there: the server runs elsewhere, or listens on another port); None while it may yet listen."""
 
 
 async def probe(
@@ -131,8 +140,12 @@ async def wait_ready(
     interval_s: float = 0.05,
     probe_timeout_s: float = 2.0,
     auth: OAuthTokens | None = None,
+    refused: Refused | None = None,
 ) -> Readiness:
     """Probe ``url`` until it answers, ``alive()`` turns false, a wrong answer persists, or time is up.
+
+    A refused connection is waited out (a server starting up), unless ``refused`` says why it will
+    stay refused: that, persisting as a wrong answer must, ends the wait.
 
     The deadline bounds the whole wait, probes included (each is cut at
     ``probe_timeout_s`` and at the deadline), so no server can hold it longer.
@@ -154,11 +167,16 @@ async def wait_ready(
         now = time.monotonic()
         if spoken is not None:
             return Readiness(True, now - started, protocol=spoken)
+        if result.detail is Detail.CONNECT_REFUSED:
+            result = replace(result, message=result.message or f"connection refused: {_nothing_at(url)}")
         # What the server last said is kept when a later probe got no answer at all: the last
         # probe is often cut short by the deadline, and "timeout" would hide the 429 before it.
         if last is None or result.status is not None or last.status is None:
             last = result
         fatal = diagnose(protocol, result)
+        if fatal is None and refused is not None and result.detail is Detail.CONNECT_REFUSED:
+            why = refused()
+            fatal = None if why is None else ("refused connection", why)
         if fatal is None:
             fatal_since = None
         elif fatal_since is None or fatal_since[0] != fatal[0]:
@@ -166,3 +184,9 @@ async def wait_ready(
         elif now - fatal_since[1] >= FAIL_FAST_S:
             return Readiness(False, now - started, last=last, fatal=fatal[1])
         await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
+
+
+def _nothing_at(url: str) -> str:
+    """Where nothing listens, for a refused connection's message."""
+    parts = urlsplit(url)
+    return f"nothing listens on {parts.hostname}:{parts.port}"

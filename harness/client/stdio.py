@@ -15,7 +15,9 @@ skipped, as the SDKs' clients skip them; a message after text that has no newlin
 of its own (``booting... {"jsonrpc": ...}``) is read from its first brace. What
 was skipped last is kept for messages: a handshake that fails says what the
 server printed instead, and one whose answer is unreadable fails at once.
-Requests from the server (``ping``) are answered; others are refused.
+Requests from the server are answered as the channel's :class:`~harness.client.host.Host`
+answers them (``roots/list``, ``elicitation/create``, ``ping``), and declared in
+``initialize``; a channel without one answers ``ping`` and refuses the rest.
 
 With crash points, the host is where a stdio call is held (as the fault proxy holds an
 HTTP one): :class:`StdioClient` tells the hold points that a call's request is at the
@@ -34,6 +36,7 @@ from typing import Any
 import orjson
 
 from harness._version import __version__
+from harness.client.host import Host
 from harness.client.messages import SESSION_VERSIONS, CallResult, ToolCall, interpret_message, refused_version
 from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.points import PointKind
@@ -71,6 +74,8 @@ class StdioChannel:
     key_meta: str | None = None
     history: HistoryWriter | None = None
     name: str = "stdio"
+    host: Host | None = None
+    """What answers the server's requests and is declared in ``initialize``."""
     protocol: str | None = field(default=None, init=False)
     server_info: object = field(default=None, init=False)
     """What ``initialize`` said of the server (``serverInfo``: its name and version), as it sent it."""
@@ -152,12 +157,15 @@ class StdioChannel:
             if token in self._progress:
                 self._progress[token] += 1
             return
-        # A request from the server: answer ping, refuse the rest (this client offers no capabilities).
-        if msg["method"] == "ping":
-            self._write({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+        # A request from the server: answered as the host answers it; without one, ping only.
+        method, params = msg["method"], msg.get("params")
+        if self.host is not None:
+            member = self.host.member(str(method), params if isinstance(params, dict) else {})
+        elif method == "ping":
+            member = {"result": {}}
         else:
-            error = {"code": -32601, "message": f"mcp-chaos does not offer {msg['method']}"}
-            self._write({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+            member = {"error": {"code": -32601, "message": f"mcp-chaos does not offer {method}"}}
+        self._write({"jsonrpc": "2.0", "id": msg["id"], **member})
 
     def _write(self, msg: dict[str, Any]) -> bool:
         if self.closed or self.stdin.is_closing():
@@ -220,7 +228,7 @@ class StdioChannel:
         """The handshake a host makes with a server it started; None on success."""
         params = {
             "protocolVersion": version,
-            "capabilities": {},
+            "capabilities": dict(self.host.capabilities) if self.host is not None else {},
             "clientInfo": {"name": "mcp-chaos", "version": __version__},
         }
         res = await self.request("initialize", params, HANDSHAKE_ID, timeout=timeout)

@@ -15,6 +15,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from harness.client.host import Declined, Host
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult, ToolCall
 from harness.client.oauth import OAuthSettings, OAuthTokens
@@ -88,15 +89,18 @@ class Session:
 
 
 def _answers(question: Mapping[str, Any]) -> dict[str, Any]:
-    """What answers an ``input_required`` result: each of its requests answered as
-    :class:`AcceptDefaults` answers it, and its ``requestState`` as it came (none when it had none)."""
+    """What answers an ``input_required`` result: each of its requests answered as a run's client
+    answers it (:class:`Host`; one it declines is left out: an input response is a result), and its
+    ``requestState`` as it came (none when it had none)."""
     requests = question.get("inputRequests")
     responses: dict[str, Any] = {}
     for name, request in requests.items() if isinstance(requests, dict) else ():
         if isinstance(request, dict):
             params = request.get("params")
             method = str(request.get("method"))
-            responses[name] = AcceptDefaults().answer(method, params if isinstance(params, dict) else {})
+            given = Host().answer(method, params if isinstance(params, dict) else {})
+            if not isinstance(given, Declined):
+                responses[name] = given
     answer: dict[str, Any] = {"inputResponses": responses}
     if "requestState" in question:
         answer["requestState"] = question["requestState"]
@@ -197,30 +201,6 @@ LEGACY = frozenset({"json-schema-ref-no-deref"})
 own conformance client pins them to it too)."""
 
 
-class AcceptDefaults:
-    """Answers ``elicitation/create`` as a user who accepts what the form proposes: each field's
-    ``default`` (SEP-1034), nothing else; no roots, and an empty sampling answer (the suite checks
-    that a client declares what it answers)."""
-
-    capabilities: Mapping[str, Any] = {"elicitation": {"form": {}}, "roots": {}, "sampling": {}}
-
-    def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        if method == "roots/list":
-            return {"roots": []}
-        if method == "sampling/createMessage":
-            return {"role": "assistant", "content": {"type": "text", "text": ""}, "model": "mcp-chaos"}
-        if method != "elicitation/create":
-            return None
-        schema = params.get("requestedSchema")
-        fields = schema.get("properties") if isinstance(schema, dict) else None
-        content = {
-            name: field["default"]
-            for name, field in (fields.items() if isinstance(fields, dict) else ())
-            if isinstance(field, dict) and "default" in field
-        }
-        return {"action": "accept", "content": content}
-
-
 CONTEXT_TYPES: dict[str, type] = {
     "client_id": str,
     "client_secret": str,
@@ -309,7 +289,7 @@ async def act(url: str, scenario: str, context_json: str | None, version: str | 
         protocol=VERSION if version is None or scenario in LEGACY else version,
         auth=auth,
         name="conformance",
-        server_requests=AcceptDefaults(),
+        host=Host(),
     )
     try:
         session = Session(client, context)

@@ -101,9 +101,9 @@ class SeenStore:
     """A store ``init`` saw the server write, as a scenario names it."""
 
     kind: str
-    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document), ``file`` (another file:
-    YAML, CSV, a text list), ``dir`` (a directory) or ``api`` (an HTTP API whose base URL the server is
-    given)."""
+    """``sql`` (a SQLite file or PostgreSQL), ``jsonl``, ``json`` (one document), ``file`` (another file a
+    trial call's marker was found in: YAML, CSV, a text list), ``dir`` (a directory) or ``api`` (an HTTP
+    API whose base URL the server is given)."""
     where: str
     """``sqlite:///{data_dir}/x.db``, ``{postgres_url}``, ``{data_dir}/x.jsonl``, ``{data_dir}``, an API's
     ``https://host``."""

@@ -54,8 +54,9 @@ class FilesSource(EffectSource, field="files"):
 
     @classmethod
     def drafts(cls, stores: Sequence[SeenStore], marker_field: str | None) -> Iterable[Drafted]:
-        """A JSON document (its records counted by the markers in it), another file read in the format
-        its name or content shows, then a directory of files (in the format they share, if one)."""
+        """A JSON document (its records counted by the markers in it), another file a trial call's marker
+        was found in, read in the format its name or content shows, then a directory of files (in the
+        format they share, if one)."""
         for kind, what, rank in (("json", "its records in the JSON file", 2), ("file", "the file", 3)):
             if (document := next((s for s in stores if s.kind == kind), None)) is not None:
                 directory, _, name = document.where.rpartition("/")

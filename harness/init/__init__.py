@@ -1,12 +1,13 @@
 """``mcp-chaos init``: from an image, a command or a URL to a scenario that needs only its TODOs.
 
 ``connect`` starts the server as a run does (through the wiring) and learns what
-it offers, :mod:`harness.catalog` reads its tools, ``draft`` decides arguments,
-marker, key and effect source (pure), ``values`` finds the values only a search
-can find where it can abandon them, and ``render`` writes the commented YAML.
-No tool is called, unless a store the server's command line or environment names
-is made only at its first write: then one call, in init's throwaway data
-directory, shows init the store.
+it offers, :mod:`harness.catalog` reads its tools and ranks them, ``trial`` calls
+the likeliest in throwaway copies of the server until one leaves a record holding
+its marker, and finds the store and the field that record keeps it in (decision
+0076), ``draft`` decides arguments, marker, key and effect source (pure), ``values``
+finds the values only a search can find where it can abandon them, and ``render``
+writes the commented YAML. A server reached at a URL, or given a store outside
+``{data_dir}``, is not called: the record would be left in the user's own store.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from harness.client.messages import CallResult
 from harness.effects.base import SeenStore
 from harness.errors import HarnessError, UsageError
 from harness.history import Outcome, excerpt
-from harness.init.connect import MAX_PAGES, connected, probe
-from harness.init.draft import choose_source, downstream_of, refused, sample_arguments
+from harness.init.connect import MAX_PAGES, Server, connected, probe
+from harness.init.draft import Draft, choose_source, downstream_of, refused
 from harness.init.render import render
+from harness.init.trial import Kept, best, found_in, named_values, store_outside, trial_arguments
 from harness.init.values import draft_bounded
 from harness.redaction import Redactor, literal_credential
 from harness.scenario import TargetSpec
@@ -103,17 +105,16 @@ Prompt = Callable[[Sequence[str]], Awaitable[str]]
 """Asks which of several tools to test; awaited, so that Ctrl-C cancels it as it cancels the rest."""
 
 
-async def _pick(
+def _ranked(
     candidates: Sequence[Classified],
     tools: Mapping[str, Mapping[str, Any]],
     asked: str | None,
-    prompt: Prompt | None,
     *,
     cut: bool = False,
-) -> str:
-    """The tool the workload calls: the one asked for, else the one that best makes a record of each
-    intent (a create/add/insert with free text and a key, over an update or a delete that takes an id,
-    or a schema operation); ``prompt`` chooses among several at a terminal."""
+) -> list[str]:
+    """The tools the workload may call, likeliest first: the one asked for, else those that change
+    state, the ones that best make a record of each intent first (a create/add/insert with free text
+    and a key, over an update or a delete that takes an id, or a schema operation)."""
     # A listing cut short says so: the tool may be on a page never read.
     read = (
         f" (tools/list went on past {MAX_PAGES} pages; only their {len(tools)} tools were read)"
@@ -123,17 +124,14 @@ async def _pick(
     if asked is not None:
         if asked not in tools:
             raise UsageError(f"--tool {asked!r} is not one of the server's tools: {', '.join(tools)}{read}")
-        return asked
+        return [asked]
     if not candidates:
         raise UsageError(
             f"none of the server's tools seems to change state ({', '.join(tools) or 'it has none'}){read}; "
             "name the one to test with --tool"
         )
     ranked = sorted(candidates, key=lambda c: Tool.of(tools[c.name]).suitability(), reverse=True)
-    names = [c.name for c in ranked]
-    if prompt is not None and len(names) > 1:
-        return await prompt(names)
-    return names[0]
+    return [c.name for c in ranked]
 
 
 def _refusal(called: CallResult) -> str | None:
@@ -187,6 +185,87 @@ async def init_scenario(
     return redactor.text(text)
 
 
+MAX_TRIED = 4
+"""Candidate tools init tries at most, the likeliest first, each in a copy of the server of its own."""
+TRIAL_TIMEOUT_S = 20.0
+"""How long one trial call may take."""
+HOME_ENV = "{data_dir}/home"
+"""Where a server that keeps its store under ``$HOME`` is given its home in a run."""
+
+
+@dataclass(slots=True)
+class Tried:
+    """One trial call: the tool, what it left where, and what it answered."""
+
+    tool: str
+    kept: Kept | None = None
+    refusal: str | None = None
+    draft: Draft | None = None
+
+    def said(self) -> str:
+        """The call in words, for the draft's comments."""
+        if self.kept is not None:
+            field = f", field {self.kept.field}" if self.kept.field else ""
+            where = self.kept.store.where
+            return f"{self.tool} stored {self.kept.argument.shown()} in {where}{field}"
+        if self.refusal is not None:
+            return f"{self.tool} refused the call: {excerpt(self.refusal, 160)}"
+        return f"{self.tool} answered ok and stored nothing init could find"
+
+
+async def _trial(
+    server: Server,
+    tool: str,
+    schema: Mapping[str, Any],
+    redactor: Redactor,
+    say: Callable[[str], None] | None,
+) -> Tried:
+    """One call of ``tool`` in ``server`` (a copy of the target of its own), a marker in each free-text
+    argument; where the markers landed."""
+    draft = await draft_bounded(schema)
+    arguments, markers = trial_arguments(schema, draft)
+    if say is not None:
+        say(f"init: calling {tool} once in a throwaway copy of the server, to see what it stores where")
+    called = await server.call(tool, arguments, timeout=TRIAL_TIMEOUT_S)
+    if called.outcome is Outcome.TRANSPORT_ERROR:  # a keep-alive connection the server closed meanwhile
+        called = await server.call(tool, arguments, timeout=TRIAL_TIMEOUT_S)
+    refusal = _refusal(called)
+    tried = Tried(tool, refusal=None if refusal is None else redactor.text(refusal), draft=draft)
+    if refusal is None and server.data_dir is not None:
+        postgres = await server.postgres_rows()
+        named = named_values(arguments)
+        where = found_in(markers, server.data_dir, home=server.home, postgres=postgres, named=named)
+        tried.kept = best(where, draft.marker)
+    if say is not None:
+        say(f"init: {redactor.text(tried.said())}")
+    return tried
+
+
+async def _try_tools(
+    ranked: Sequence[str],
+    tools: Mapping[str, Mapping[str, Any]],
+    first: Server,
+    spec: TargetSpec,
+    ready_timeout_s: float,
+    redactor: Redactor,
+    say: Callable[[str], None] | None,
+) -> list[Tried]:
+    """The likeliest tools tried one by one, each in a fresh copy of the target (the first in the one
+    init listed the tools of), until one stores a record holding a marker (decision 0076)."""
+    tried: list[Tried] = []
+    for number, tool in enumerate(ranked[:MAX_TRIED]):
+        schema = tools[tool].get("inputSchema")
+        schema = schema if isinstance(schema, Mapping) else {}
+        if number == 0:
+            tried.append(await _trial(first, tool, schema, redactor, say))
+        else:
+            async with connected(spec, ready_timeout_s=ready_timeout_s) as copy:
+                tried.append(await _trial(copy, tool, schema, redactor, say))
+        if tried[-1].kept is not None:
+            break
+    return tried
+
+
 async def _drafted(
     origin: Origin,
     target: dict[str, Any],
@@ -202,28 +281,36 @@ async def _drafted(
     async with connected(spec, url=origin.url, ready_timeout_s=ready_timeout_s) as server:
         tools = {str(t["name"]): t for t in server.tools}
         classified = [classify(t) for t in server.tools]
-        chosen = await _pick([c for c in classified if c.changes_state], tools, tool, prompt, cut=server.cut)
+        ranked = _ranked([c for c in classified if c.changes_state], tools, tool, cut=server.cut)
+        outside = store_outside([*(spec.command or ()), *spec.env.values()])
+        tried: list[Tried] = []
+        if origin.url is None and outside is None:
+            tried = await _try_tools(ranked, tools, server, spec, ready_timeout_s, redactor, say)
+        kept = next((t for t in tried if t.kept is not None), None)
+        if kept is not None:
+            chosen = kept.tool
+        elif prompt is not None and len(ranked) > 1:
+            chosen = await prompt(ranked)
+        else:
+            chosen = ranked[0]
         schema = tools[chosen].get("inputSchema")
-        draft = await draft_bounded(schema if isinstance(schema, Mapping) else {})
-        if origin.url is None and (missing := server.missing()):
-            if say is not None:
-                say(
-                    f"init: {', '.join(missing)} is not there yet (made at the first write): calling "
-                    f"{chosen} once, in init's throwaway data directory, to see it"
-                )
-            called = await server.call(chosen, sample_arguments(draft.arguments))
-            refusal = _refusal(called)
-            if refusal is not None:
-                draft = refused(draft, schema if isinstance(schema, Mapping) else {}, redactor.text(refusal))
-            if say is not None and (called.outcome is not Outcome.OK or refusal is not None):
-                said = f": {excerpt(redactor.text(refusal), 160)}" if refusal else ""
-                say(f"init: {chosen} answered {called.outcome.value}{said} (the arguments need an edit?)")
+        schema = schema if isinstance(schema, Mapping) else {}
+        found = None if kept is None else kept.kept
+        draft = await draft_bounded(schema, None if found is None else found.argument)
+        trial = next((t for t in tried if t.tool == chosen), None)
+        if trial is not None and trial.refusal is not None:
+            draft = refused(draft, schema, trial.refusal)
+        draft.notes[:0] = _trial_notes(tried, outside, chosen)
+        if found is not None and found.home is not None:
+            target["env"] = {**target.get("env", {}), "HOME": HOME_ENV}
         api = [] if upstream is None else [SeenStore("api", upstream)]
+        stores = [found.store] if found is not None else [*server.stores(), *api]
         source = choose_source(
-            [*server.stores(), *api],
+            stores,
             draft.marker,
             remote=origin.url is not None,
             stdio=spec.transport == "stdio",
+            field=None if found is None else found.field,
         )
         uses_postgres = server.postgres_tables is not None
     return render(
@@ -240,3 +327,35 @@ async def _drafted(
         upstream=upstream,
         startup_s=server.startup_s,
     )
+
+
+ELSEWHERE = (
+    "TODO: no call init tried left a record in {data_dir}, the harness's PostgreSQL or the home it gave "
+    "the server: {tool} stores nothing (a plan, a prompt, a preview), or the server keeps its store "
+    "elsewhere (its own default path, ~/.<name>, ~/.config/<name>): point it into {data_dir} with the "
+    "server's option or environment variable, or choose another tool"
+)
+
+
+def _trial_notes(tried: Sequence[Tried], outside: str | None, chosen: str) -> list[str]:
+    """What the trial calls showed, for the draft's comments: each call, and when none stored a record,
+    where the store may be and how to point it."""
+    if outside is not None:
+        return [
+            "init called no tool: the server is given a store outside {data_dir} "
+            f"({excerpt(outside, 120)}), where a trial call would leave a record in it; with the store "
+            "inside {data_dir}, init finds the tool and the field the store keeps by trying"
+        ]
+    if not tried:
+        return []
+    notes = [f"init tried, each in a throwaway copy of the server: {'; '.join(t.said() for t in tried)}."]
+    kept = next((t.kept for t in tried if t.kept is not None), None)
+    if kept is None:
+        notes.append(ELSEWHERE.replace("{tool}", chosen))
+    elif kept.home is not None:
+        notes.append(
+            f"The server keeps its store under its home directory (~/{kept.home}): HOME points into "
+            "{data_dir}, so that the store is the run's own (a server run by npx keeps npm's cache "
+            "there too: set npm_config_cache to keep it where it was)"
+        )
+    return notes

@@ -11,11 +11,12 @@ name is the one it gives itself (``serverInfo``).
 Stores are what its command line or environment names inside ``{data_dir}``
 (``--db-path {data_dir}/app.db``, ``MEMORY_FILE_PATH={data_dir}/memory.jsonl``, a
 directory such as ``{data_dir}`` itself) and the PostgreSQL database, opened
-read-only, so the tables it created can be offered to the effect query. Many
-servers make their store at the first write: when a store named that way is not
-there yet, :meth:`Server.call` makes one call in the throwaway data directory,
-as the preflight would, and the stores are looked at again. Otherwise nothing
-is called.
+read-only, so the tables it created can be offered to the effect query. A server
+started from a command gets a home directory of its own in the throwaway
+directory (``HOME`` and the XDG directories; npm's and the XDG cache stay the
+user's, so nothing is downloaded again): a trial call (:meth:`Server.call`,
+:mod:`harness.init.trial`) writes nothing into the user's, and a store kept under
+``$HOME`` is found there.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness import leftovers, rundir
 from harness.client import McpClient
@@ -78,7 +80,11 @@ class Server:
     """The harness's PostgreSQL, as the server left it (None when it uses none)."""
     startup_s: float | None = None
     """How long the server took to start and answer (None: reached at a URL, not started)."""
-    _call: Callable[[str, dict[str, Any]], Awaitable[CallResult]] | None = None
+    home: Path | None = None
+    """The home directory the server was given (None: its own, or an image's)."""
+    postgres_url: str | None = None
+    """The harness's PostgreSQL the server was given, if any."""
+    _call: Callable[[str, dict[str, Any], float], Awaitable[CallResult]] | None = None
 
     def stores(self) -> list[SeenStore]:
         """The stores as they are now: SQLite files (with their tables), JSON-lines and JSON files, other
@@ -99,30 +105,54 @@ class Server:
             found.append(SeenStore("sql", "{postgres_url}", self.postgres_tables))
         return _unique(found)
 
-    def missing(self) -> list[str]:
-        """Stores its command line or environment names that are not there yet (made at the first write)."""
-        return [value for value in self.candidates if not self._path(value).exists()]
-
-    async def call(self, tool: str, arguments: dict[str, Any]) -> CallResult:
-        """One call of ``tool`` in the probe's own data directory: for a store made at the first write."""
+    async def call(self, tool: str, arguments: dict[str, Any], *, timeout: float = 30.0) -> CallResult:
+        """One call of ``tool`` in this copy of the target: a trial call (:mod:`harness.init.trial`)."""
         assert self._call is not None, "a server init started (one reached at a URL is not called)"
-        return await self._call(tool, arguments)
+        return await self._call(tool, arguments, timeout)
+
+    async def postgres_rows(self) -> dict[str, list[dict[str, Any]]]:
+        """The first rows of each table of the harness's PostgreSQL ({} without one): where a trial
+        call's marker may be."""
+        return {} if self.postgres_url is None else await _postgres_rows(self.postgres_url)
 
     def _path(self, value: str) -> Path:
         assert self.data_dir is not None
         return self.data_dir / value.removeprefix(DATA_DIR).lstrip("/")
 
 
+def own_home(tmp: Path) -> dict[str, str]:
+    """The environment that gives a server a home of its own under ``tmp``: its configuration and data
+    there, the package managers' caches where they were (a server run by npx or uvx is not fetched
+    again)."""
+    home = tmp / "home"
+    real = Path.home()
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(real / ".cache")),
+        "npm_config_cache": os.environ.get("npm_config_cache", str(real / ".npm")),  # noqa: SIM112 - npm's own
+    }
+
+
 @contextlib.asynccontextmanager
 async def connected(
     target: TargetSpec, *, url: str | None = None, ready_timeout_s: float = 30.0
 ) -> AsyncIterator[Server]:
-    """The target started (or reached at ``url``), its tools listed; stopped again on the way out."""
+    """The target started (or reached at ``url``), its tools listed; stopped again on the way out. A
+    command's server gets a home of its own (:func:`own_home`)."""
     if url is not None:
         yield await _reached(url, target_headers(target), ready_timeout_s)
         return
-    scenario = probe(target, ready_timeout_s)
     tmp = leftovers.make(INIT_PREFIX)
+    home: Path | None = None
+    if target.command is not None and target.image is None:
+        home = tmp / "home"
+        home.mkdir()
+        # Literal paths: ${VAR} values would be redacted as secrets wherever a log quotes them.
+        target = target.model_copy(update={"env": {**own_home(tmp), **target.env}})
+    scenario = probe(target, ready_timeout_s)
     # Should init be SIGKILLed, its watchdog deletes the directory (the server's log in it is not
     # redacted); should the watchdog die too, `mcp-chaos cleanup` finds it by its name.
     guard.directory(os.getpid(), tmp)
@@ -131,6 +161,7 @@ async def connected(
     (run_dir / rundir.PODS).mkdir()
     try:
         async with _started(scenario, run_dir) as server:
+            server.home = home
             yield server
     except TargetError as exc:
         guard.undirectory(tmp)
@@ -203,8 +234,8 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
         )
         ids = iter(range(2000, 3000))
 
-        async def call(tool: str, arguments: dict[str, Any]) -> CallResult:
-            return await client.call_tool(ToolCall(tool, arguments, next(ids)), timeout=30)
+        async def call(tool: str, arguments: dict[str, Any], timeout: float) -> CallResult:
+            return await client.call_tool(ToolCall(tool, arguments, next(ids)), timeout=timeout)
 
         server = Server(
             wiring.protocol,
@@ -217,6 +248,7 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
             startup_s=wiring.supervisors[0].startup_s,
         )
         if wiring.postgres is not None:
+            server.postgres_url = wiring.postgres.url
             server.postgres_tables = await _postgres_tables(wiring.postgres.url)
         yield server
         if wiring.postgres is not None:  # a call may have made tables since
@@ -248,7 +280,17 @@ class _Listed:
 
 async def _reached(url: str, headers: dict[str, str], ready_timeout_s: float) -> Server:
     """A server already serving at ``url``: nothing to start, only its protocol and tools to learn."""
-    readiness = await wait_ready(url, timeout_s=ready_timeout_s, protocol="auto", headers=headers)
+    parts = urlsplit(url)
+    readiness = await wait_ready(
+        url,
+        timeout_s=ready_timeout_s,
+        protocol="auto",
+        headers=headers,
+        refused=lambda: (
+            f"connection refused: nothing listens on {parts.hostname}:{parts.port} (init --url reaches a "
+            "server that already runs: start it first, or check the URL)"
+        ),
+    )
     if not readiness.ready:
         said = readiness.fatal or (readiness.last.message if readiness.last else None) or "no answer"
         raise TargetNotReady(
@@ -350,6 +392,21 @@ def _unique(stores: list[SeenStore]) -> list[SeenStore]:
             seen.add(store.where)
             out.append(store)
     return out
+
+
+async def _postgres_rows(url: str) -> dict[str, list[dict[str, Any]]]:
+    """The first rows of each table in the public schema, as dicts."""
+    import psycopg
+    from psycopg import sql
+
+    rows: dict[str, list[dict[str, Any]]] = {}
+    tables = await _postgres_tables(url)
+    async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn:
+        for table, columns in tables.items():
+            query = sql.SQL("SELECT * FROM {} LIMIT 1000").format(sql.Identifier(table))
+            cur = await conn.execute(query)
+            rows[table] = [dict(zip(columns, row, strict=False)) for row in await cur.fetchall()]
+    return rows
 
 
 async def _postgres_tables(url: str) -> dict[str, list[str]]:

@@ -189,10 +189,11 @@ def _shown(leaf: Leaf) -> str:
     return excerpt(leaf.shown(), NAME_LIMIT)
 
 
-def plan_arguments(schema: Mapping[str, Any]) -> Plan:
-    """The fields drafted: the required ones, plus those that carry the marker and the key."""
+def plan_arguments(schema: Mapping[str, Any], marker: Leaf | None = None) -> Plan:
+    """The fields drafted: the required ones, plus those that carry the marker and the key; ``marker``:
+    the field a trial call showed the store keeps (else the likeliest, :func:`choose_marker`)."""
     found = list(leaves(schema))
-    marker = choose_marker(found)
+    marker = marker if marker in found else choose_marker(found)
     key = idempotency_key(found)
     fields: list[tuple[Leaf, Any]] = []
     notes: list[str] = []
@@ -337,16 +338,22 @@ def downstream_of(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
 
 
 def choose_source(
-    stores: Sequence[SeenStore], marker: Leaf | None, *, remote: bool = False, stdio: bool = False
+    stores: Sequence[SeenStore],
+    marker: Leaf | None,
+    *,
+    remote: bool = False,
+    stdio: bool = False,
+    field: str | None = None,
 ) -> Drafted:
     """Where the effects are counted: the most specific of every effect source's drafts (SQL over a
     table with a column named like the marker's field; a JSON-lines file by that field; a JSON
     document, another file or a directory by the markers in their files, read in the format they were
     seen in; a SQL store whose query is left to
     write); else a source to fill in (for a ``remote`` server, one that already runs: its own store,
-    as the harness reaches it; a ``stdio`` server's list leaves out the read tool, called over HTTP)."""
+    as the harness reaches it; a ``stdio`` server's list leaves out the read tool, called over HTTP).
+    ``field``: the store's own name for the marker's field, where a trial call showed it."""
     others = "sink, command, jsonl, files" if stdio else "sink, tool, command, jsonl, files"
-    field_name = marker.name.lower() if marker else None
+    field_name = field if field is not None else marker.name.lower() if marker else None
     best = min(drafts(stores, field_name), key=lambda d: d.rank, default=None)
     if best is not None:
         return best

@@ -35,7 +35,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.catalog import Search, searched_value
+from harness.catalog import Leaf, Search, searched_value
 from harness.init.draft import Checked, Draft, TooSlow, check_arguments, plan_arguments
 from harness.proctree import die_with_parent
 
@@ -67,9 +67,10 @@ def uses_patterns(schema: Any) -> bool:
     return False
 
 
-async def draft_bounded(schema: Mapping[str, Any]) -> Draft:
-    """The tool's drafted arguments within :data:`TOTAL_S` (plus a child's start), whatever its schema."""
-    plan = plan_arguments(schema)
+async def draft_bounded(schema: Mapping[str, Any], marker: Leaf | None = None) -> Draft:
+    """The tool's drafted arguments within :data:`TOTAL_S` (plus a child's start), whatever its schema;
+    ``marker``: the field the marker goes in, where a trial call showed it (else the likeliest)."""
+    plan = plan_arguments(schema, marker)
     if not plan.searches and not uses_patterns(schema):
         return plan.draft(check_arguments(schema, plan.arguments([])))
     deadline = time.monotonic() + TOTAL_S

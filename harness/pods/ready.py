@@ -14,12 +14,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
+from urllib.parse import urlsplit
 
+from harness.client.host import Host
 from harness.client.oauth import OAuthTokens
-from harness.client.readiness import Readiness, wait_ready
+from harness.client.readiness import Readiness, Refused, wait_ready
 from harness.client.stdio import StdioChannel
 from harness.history import HistoryWriter, Outcome
 from harness.pods.pod import Pod
+from harness.pods.remote import UrlPod
+from harness.proctree import listening
 
 
 class ReadyCheck(Protocol):
@@ -36,9 +40,21 @@ class HttpReady:
     """Ready when the pod answers ``server/discover`` or ``initialize`` at its URL."""
 
     def __init__(
-        self, url: str, *, protocol: str, headers: Mapping[str, str], auth: OAuthTokens | None = None
+        self,
+        url: str,
+        *,
+        protocol: str,
+        headers: Mapping[str, str],
+        auth: OAuthTokens | None = None,
+        port_env: str = "PORT",
     ) -> None:
         self.url = url
+        self.port_env = port_env
+        """The variable the pod's port is handed in (``target.port_env``), for the message of a server
+        that listens elsewhere."""
+        self.waits = 0
+        """Starts waited for so far: the first of a ``target.url`` server is one nothing the harness ran
+        started."""
         self.auth = auth
         """``target.auth``'s tokens: a probe's 401 is answered as any request's is."""
         self.protocol = protocol
@@ -57,13 +73,56 @@ class HttpReady:
             headers=self.headers,
             alive=alive,
             auth=self.auth,
+            refused=self._refused(pod),
         )
+        self.waits += 1
         if readiness.ready and readiness.protocol is not None:
             self.protocol = readiness.protocol
         return readiness
 
+    def _refused(self, pod: Pod) -> Refused | None:
+        """Why a refused connection will stay so: a ``target.url`` server at its first start (the
+        harness starts nothing there), or a pod whose processes listen, but on other addresses than the
+        URL's (a server that ignores the port it was handed); None: it may yet listen (a restart command
+        ran, a pod on no machine of ours)."""
+        parts = urlsplit(self.url)
+        if isinstance(pod, UrlPod):
+            if self.waits:
+                return None
+            return lambda: (
+                f"connection refused: nothing listens on {parts.hostname}:{parts.port}, and the harness "
+                "does not start a target.url server: start it first, or check target.url"
+            )
+        port_env = self.port_env
+        since: list[float] = []
+
+        def elsewhere() -> str | None:
+            pid = pod.pid
+            where = listening(pid) if pid else []
+            if not where or any(p == parts.port and a in TAKES_LOOPBACK for a, p in where):
+                since.clear()
+                return None
+            since[:] = since or [time.monotonic()]
+            if time.monotonic() - since[0] < ELSEWHERE_S:
+                return None
+            said = ", ".join(f"[{a}]:{p}" if ":" in a else f"{a}:{p}" for a, p in where)
+            return (
+                f"connection refused on {parts.hostname}:{parts.port}, and it listens on {said} instead: "
+                f"start it on the port it is handed (${port_env}, or {{port}} in target.command), "
+                f"on 127.0.0.1 or 0.0.0.0; or name the variable it reads in target.port_env"
+            )
+
+        return elsewhere
+
     async def close(self) -> None:
         return None
+
+
+ELSEWHERE_S = 5.0
+"""How long a pod must listen only elsewhere before that is its answer: a server may open another port
+(metrics, a debugger) before the one it serves MCP on."""
+TAKES_LOOPBACK = frozenset({"127.0.0.1", "0.0.0.0", "::"})
+"""Listening addresses a connection to 127.0.0.1 reaches (``::`` where IPv6 sockets take IPv4 too)."""
 
 
 class StdioPod(Pod, Protocol):
@@ -73,9 +132,11 @@ class StdioPod(Pod, Protocol):
 class StdioReady:
     """Ready when the pod's process takes the ``initialize`` handshake on its stdin and stdout."""
 
-    def __init__(self, *, history: HistoryWriter, key_meta: str | None) -> None:
+    def __init__(self, *, history: HistoryWriter, key_meta: str | None, host: Host | None = None) -> None:
         self.history = history
         self.key_meta = key_meta
+        self.host = host
+        """What answers the server's requests on each channel (:mod:`harness.client.host`)."""
         self.channel: StdioChannel | None = None
         """The channel of the current process, once it is initialized."""
 
@@ -88,7 +149,9 @@ class StdioReady:
         await self.close()
         started = time.monotonic()
         stdout, stdin = stdio_pod.stdio()
-        channel = StdioChannel(stdout, stdin, key_meta=self.key_meta, history=self.history, name="stdio")
+        channel = StdioChannel(
+            stdout, stdin, key_meta=self.key_meta, history=self.history, name="stdio", host=self.host
+        )
 
         # A channel that breaks while its process lives on (an unreadable line) is a dead server to
         # a host: the process is killed, the supervisor records the exit and starts it again.

@@ -16,9 +16,12 @@ calls overwrite each other (a fixed file name) shows only on the second call.
 
 When the call succeeded and the source found nothing, either may be wrong: the
 message quotes the reply (kept in the preflight's history, redacted and cut like
-every server text) and says which is more likely to blame. A reply that reads
-as a failure ("Database error: no such table") points at the server; one that
-reads as a success points at the effect source.
+every server text) and says which is more likely to blame. Nothing in the data
+directory changed during the calls points at the server, whatever its reply says
+and in whatever language (it stored nothing, or stores elsewhere: under ``$HOME``,
+a config directory); so does a reply that reads as a failure ("Database error: no
+such table"); a reply that reads as a success, with the store changed, points at
+the effect source.
 """
 
 from __future__ import annotations
@@ -117,17 +120,51 @@ REPLY_LIMIT = 160
 """How much of the reply a preflight message quotes."""
 
 
-def _blame(tool: str, reply: str | None, pf_dir: Path) -> tuple[str, str]:
-    """What the call answered, quoted, and which side is more likely wrong, in words."""
-    if reply is None:
-        return f"{tool} answered OK", "check the effect source"
-    quoted = f"{tool} answered OK: {excerpt(reply, REPLY_LIMIT)!r}"
-    if reads_as_failure(reply):
+MTIME_SLACK_S = 0.05
+"""How much earlier than the first call a file's time may read and still count as changed by the calls:
+the kernel stamps files from a coarse clock, a few milliseconds behind the one the history reads."""
+
+
+def data_unchanged(scenario: Scenario, pf_dir: Path, events: list[dict[str, Any]]) -> bool:
+    """Whether nothing in the preflight's data directory (names or bytes) changed once its calls began,
+    for a store the scenario reads there; False when that cannot be told (a server the harness does not
+    start, a store in PostgreSQL, the sink's records)."""
+    target = scenario.target
+    if target.url is not None or target.kubernetes is not None or scenario.services.postgres is not None:
+        return False
+    if "{data_dir}" not in str(scenario.audit.effects.model_dump()):
+        return False
+    run = next((e for e in events if e["type"] == EventType.RUN_STARTED), None)
+    first = next((e for e in events if e["type"] == EventType.ATTEMPT_STARTED), None)
+    if run is None or first is None or not isinstance(run.get("epoch_s"), int | float):
+        return False
+    since_ns = (run["epoch_s"] + first["t"] - MTIME_SLACK_S) * 1e9
+    data = pf_dir / rundir.DATA
+    try:
+        return all(path.lstat().st_mtime_ns < since_ns for path in (data, *data.rglob("*")))
+    except OSError:
+        return False
+
+
+def _blame(tool: str, reply: str | None, pf_dir: Path, *, unchanged: bool = False) -> tuple[str, str]:
+    """What the call answered, quoted, and which side is more likely wrong, in words: the server when
+    its reply reads as a failure or nothing in the data directory changed, else the effect source."""
+    quoted = f"{tool} answered OK" + ("" if reply is None else f": {excerpt(reply, REPLY_LIMIT)!r}")
+    if reply is not None and reads_as_failure(reply):
         return quoted, (
             "the reply reads as a failure, so the server most likely stored nothing and reported the "
             "failure as a success: look at the server (and its log in "
             f"{pf_dir / rundir.PODS}) before the effect source"
         )
+    if unchanged:
+        return quoted, (
+            f"nothing in {{data_dir}} changed during the calls, so {tool} is the first suspect: the server "
+            "stored nothing there, whatever its reply says (in any language), or keeps its store "
+            "elsewhere (under $HOME or a config directory: point it into {data_dir} with its option "
+            f"or environment variable); its log is in {pf_dir / rundir.PODS}"
+        )
+    if reply is None:
+        return quoted, "check the effect source"
     return quoted, "the reply reads as a success, so the effect source is more likely wrong"
 
 
@@ -148,7 +185,8 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
     for intent in range(CALLS):
         _succeeded(tool, [a for a in attempts if a["intent"] == intent], pf_dir, intent)
     reply = next((str(a["reply"]) for a in attempts if a["outcome"] == Outcome.OK and "reply" in a), None)
-    answered, blame = _blame(tool, reply, pf_dir)
+    unchanged = data_unchanged(scenario, pf_dir, events)
+    answered, blame = _blame(tool, reply, pf_dir, unchanged=unchanged)
     try:
         audit_and_report(pf_dir)  # its report.md is the evidence a person reads
         counts: Counter[str] = source_of(single.audit.effects).count(pf_dir)
@@ -162,7 +200,7 @@ async def preflight(scenario: Scenario, parent: Path, run_id: str) -> Preflight:
             check = (
                 ": check the query (or path, or field) and that the argument holding {marker} is what the "
                 "store keeps"
-                if reply is None or not reads_as_failure(reply)
+                if not unchanged and (reply is None or not reads_as_failure(reply))
                 else ""
             )
             raise PreflightError(

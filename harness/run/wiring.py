@@ -27,13 +27,14 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
 from harness import rundir
 from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
+from harness.client.host import Host
 from harness.client.http import MODERN, McpHttpClient
 from harness.client.messages import CallResult
 from harness.client.oauth import OAuthTokens
@@ -57,13 +58,23 @@ from harness.pods.watchdog import guard, redact_logs
 from harness.redaction import Redactor
 from harness.run.bus import Bus
 from harness.run.final_read import Reach, final_read, read_now
-from harness.scenario import Scenario
+from harness.scenario import Scenario, TargetSpec
 from harness.services import Postgres
 from harness.sink import EffectSink
 from harness.template import TemplateError
 
 LIST_TIMEOUT_S = 10.0
 """How long one ``tools/list`` page may take when a run learns its tool's ``x-mcp-header`` marks."""
+
+
+def host_roots(target: TargetSpec, run_dir: Path) -> tuple[PurePosixPath, ...]:
+    """The roots a client offers a target: its data directory, as the server sees it; none for a
+    server the harness does not start (its directories are not this machine's)."""
+    if target.url is not None or target.kubernetes is not None:
+        return ()
+    if target.runtime == "docker":
+        return (PurePosixPath(target.data_mount),)
+    return (PurePosixPath((run_dir / rundir.DATA).resolve()),)
 
 
 class TargetWiring:
@@ -136,6 +147,8 @@ class TargetWiring:
             """Whether a plan holds points (the fault proxy and the stdio host then report calls too)."""
             pg = scenario.services.postgres
             self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
+            self.host = Host(roots=host_roots(target, run_dir), elicitation=scenario.client.elicitation)
+            """What every client of the run answers a server that asks (roots, forms)."""
             self.pg_proxy: PostgresProxy | None = None
             if self.postgres is not None:
                 self.pg_proxy = PostgresProxy(self.postgres.port, self.router, free_port())
@@ -219,9 +232,15 @@ class TargetWiring:
         target, client, history = self.scenario.target, self.scenario.client, self.history
         for pod, url in zip(self.pods, self.pod_urls, strict=True):
             ready_check: HttpReady | StdioReady = (
-                StdioReady(history=history, key_meta=client.key_meta)
+                StdioReady(history=history, key_meta=client.key_meta, host=self.host)
                 if target.transport == "stdio"
-                else HttpReady(url, protocol=client.protocol, headers=self.headers, auth=self.auth)
+                else HttpReady(
+                    url,
+                    protocol=client.protocol,
+                    headers=self.headers,
+                    auth=self.auth,
+                    port_env=target.port_env,
+                )
             )
             if self.ready_check is None:
                 self.ready_check = ready_check
@@ -426,6 +445,7 @@ class TargetWiring:
                 history=self.history,
                 auth=self.auth,
                 name=prefix + ("shared" if count == 1 else f"worker-{i}"),
+                host=self.host,
             )
             for i in range(count)
         ]

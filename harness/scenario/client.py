@@ -64,6 +64,11 @@ class ClientPolicy(Section):
     max_input_rounds: int = Field(default=3, ge=1, le=10)
     """MRTR: questions (``input_required`` answers) one intent may be asked before the client stops
     answering and ends it as rejected; the client's own bound on a server that never stops asking."""
+    elicitation: Literal["accept", "decline"] = "accept"
+    """What the client does with a form the server asks a person to fill in (``elicitation/create``,
+    2025): ``accept`` it with each field's default when those fill every required field (decline it
+    otherwise), as a person accepting what the form proposes; ``decline`` every form. 2026-07-28's
+    questions are answered from ``workload.answers``."""
     trace: bool = False
     """Send a W3C ``traceparent`` with every attempt (the HTTP header and ``params._meta.traceparent``;
     stdio: ``_meta`` only): one trace per intent, one span per attempt, ids derived from the run and

@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.errors import ScenarioError
-from harness.scenario import bounded_yaml
+from harness.scenario import bounded_yaml, hints
 from harness.scenario.model import Scenario
 from harness.scenario.overrides import apply_override
 from harness.scenario.placeholders import Place, map_strings, strings_at
@@ -31,10 +31,15 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
+    brace = hints.placeholder_as_mapping(first.get("input"))
     if first["type"] == "extra_forbidden":
-        msg = "unknown field (check the spelling; see scenarios/README.md for the fields)"
+        msg = "unknown field" + (hints.did_you_mean(Scenario, first["loc"]) or " (check the spelling)")
     elif first["type"] == "missing":
-        msg = "required field is missing"
+        msg = "required field is missing" + hints.missing(first["loc"])
+    elif brace is not None:
+        msg = (
+            f'{brace} unquoted is a mapping to YAML (a value that starts with {{ opens one): write "{brace}"'
+        )
     elif "input" in first and not isinstance(first["input"], dict | list):
         msg = f"{msg} (got {first['input']!r})"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -136,6 +141,10 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        marks = [m.line for m in (mark, getattr(exc, "context_mark", None)) if m is not None]
+        brace = hints.yaml_leading_brace(text, marks)
+        if brace is not None:
+            raise ScenarioError(f"{p}: not valid YAML: {brace}") from None
         raise ScenarioError(f"{p}: not valid YAML{where}: {problem}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{p}: cannot read scenario: {exc}") from None

@@ -321,3 +321,200 @@ def add_todo(text: str) -> str:
 
 mcp.run("stdio")
 '''
+
+
+ASKING = '''
+"""A notes server that asks its host what the hosts servers are written for answer: on each call,
+the roots (it writes into the first), a confirmation form (with a default), a model (only where the
+client declares sampling); it logs and reports progress. What the host answered goes in the note.
+Stdio (ASKING_TRANSPORT=stdio) or HTTP with 2025 sessions (the questions ride on the call's stream)."""
+import json, os
+from urllib.parse import urlsplit, unquote
+from pydantic import BaseModel
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+mcp = MCPServer("asking-notes")
+
+
+class Confirm(BaseModel):
+    confirmed: bool = True
+    tag: str = "from-the-form"
+
+
+@mcp.tool()
+async def add_note(body: str, ctx: Context) -> str:
+    """Adds a note to the first root the host gives."""
+    await ctx.info(f"adding {body}")
+    await ctx.report_progress(0.5, 1.0)
+    roots = (await ctx.request_context.session.list_roots()).roots
+    form = await ctx.elicit("Add this note?", Confirm)
+    sampling = "not declared"
+    session = ctx.request_context.session
+    if session.check_client_capability(types.ClientCapabilities(sampling=types.SamplingCapability())):
+        try:
+            hi = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+            await session.create_message([hi], max_tokens=5)
+            sampling = "answered"
+        except Exception as exc:  # the host declined
+            sampling = f"declined: {exc}"
+    directory = unquote(urlsplit(str(roots[0].uri)).path)
+    note = {"body": body, "roots": [str(r.uri) for r in roots], "form": form.action,
+            "content": form.data.model_dump() if form.action == "accept" else None, "sampling": sampling}
+    with open(os.path.join(directory, "notes.jsonl"), "a") as f:
+        f.write(json.dumps(note) + "\\n")
+    await ctx.report_progress(1.0, 1.0)
+    return "added"
+
+
+if os.environ.get("ASKING_TRANSPORT") == "stdio":
+    mcp.run()
+else:
+    mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]))
+'''
+
+
+WIPED = '''
+"""Keeps items in a JSON-lines file; every start after its first finds it "unreadable", sets it
+aside as empty (logging a stack trace for each call it then takes) and keeps each later item in
+memory only, answering ok: a store the first kill emptied, and every later write acknowledged and
+lost. HTTP (stateless), so it is killed mid-workload like any pod."""
+import json, os, traceback
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["ITEMS_FILE"]
+restarted = os.path.exists(FILE + ".started")
+open(FILE + ".started", "w").close()
+if restarted:
+    open(FILE, "w").close()  # "recovered" as empty
+kept = []
+mcp = MCPServer("wiped")
+
+
+@mcp.tool()
+def add(text: str) -> str:
+    """Adds an item."""
+    if restarted:
+        kept.append(text)
+        try:
+            raise OSError(f"{FILE}: store unreadable, keeping items in memory")
+        except OSError:
+            traceback.print_exc()
+        return "ok"
+    with open(FILE, "a") as f:
+        f.write(json.dumps({"text": text}) + "\\n")
+    return "ok"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
+
+
+CHINESE = '''
+"""Notes in a JSON-lines file, answered in Chinese: every FAIL_EVERY-th call (all of them with 1)
+fails and stores nothing, yet answers ok (isError false) with an error in Chinese words."""
+import json, os
+from mcp.server.mcpserver import MCPServer
+
+FILE, EVERY = os.environ["NOTES_FILE"], int(os.environ.get("FAIL_EVERY", "1"))
+calls = 0
+mcp = MCPServer("zh-notes")
+
+
+@mcp.tool()
+def add_note(text: str) -> str:
+    """添加一条笔记。"""
+    global calls
+    calls += 1
+    if calls % EVERY == 0:
+        return "错误：数据库暂时不可用，笔记未保存"
+    with open(FILE, "a") as f:
+        f.write(json.dumps({"text": text}, ensure_ascii=False) + "\\n")
+    return f"已创建笔记 {calls}：{text}"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
+
+
+TASKS = '''
+"""A task manager whose likeliest-looking tools store nothing: plan_task answers a plan (a prompt,
+nothing stored), create_pull_request needs branches that do not exist; add_task keeps each task in a
+SQLite table (its body in the column ``details``, not in the argument's name ``notes``)."""
+import os, sqlite3
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+DB = os.environ["TASKS_DB"]
+mcp = MCPServer("tasks")
+
+
+@mcp.tool()
+def plan_task(title: str, description: str, idempotency_key: str) -> str:
+    """Creates a plan for a task: the steps an assistant should take."""
+    return f"Plan for {title}: 1. understand {description} 2. do it 3. check it"
+
+
+@mcp.tool()
+def create_pull_request(title: str, body: str, head: str, base: str, idempotency_key: str) -> str:
+    """Creates a pull request from head into base."""
+    raise ToolError(f"branch {head!r} does not exist")
+
+
+@mcp.tool()
+def add_task(title: str, notes: str) -> str:
+    """Adds a task."""
+    with sqlite3.connect(DB) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, title TEXT, details TEXT)")
+        cur = db.execute("INSERT INTO tasks (title, details) VALUES (?, ?)", (title, notes))
+    return f"task {cur.lastrowid} added"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
+
+
+PLAIN_TEXT = '''
+"""A to-do list in a plain text file, one item a line (the todo.txt way)."""
+import os
+from mcp.server.mcpserver import MCPServer
+
+FILE = os.environ["TODO_FILE"]
+mcp = MCPServer("todo-txt")
+
+
+@mcp.tool()
+def add_todo(text: str) -> str:
+    """Adds an item to the to-do list."""
+    with open(FILE, "a") as f:
+        f.write(f"(A) {text}\\n")
+    return "added"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''
+
+
+HOME_NOTES = '''
+"""Notes kept where many published servers keep theirs: a JSON file under the user's home
+(~/.config/home-notes/notes.json), with no option to point it anywhere else."""
+import json, os
+from pathlib import Path
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("home-notes")
+
+
+@mcp.tool()
+def create_note(title: str) -> str:
+    """Creates a note."""
+    store = Path.home() / ".config" / "home-notes" / "notes.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    notes = json.loads(store.read_text()) if store.exists() else []
+    notes.append({"title": title})
+    store.write_text(json.dumps(notes))
+    return f"note {len(notes)} created"
+
+
+mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
+'''

@@ -84,3 +84,30 @@ def test_a_run_with_client_defaults_passes_the_suites_sse_retry_scenario(tmp_pat
     assert len(ended) == 1, ended  # one attempt: the closed stream was resumed, not sent again
     assert ended[0]["outcome"] == "ok"
     assert ended[0]["resumed"] is True
+
+
+def test_a_run_answers_the_suites_elicitation_scenario_with_the_form_s_defaults(tmp_path: Path) -> None:
+    """``mcp-chaos run`` answers the form the suite's server asks for mid-call (elicitation/create, on
+    the call's stream) with each field's default, as the conformance client does
+    (tests/conformance/elicitation.yaml); it timed out unanswered before."""
+    require_node("the conformance suite")
+    with npm_lock():
+        suite.install()
+    results = tmp_path / "results"
+    client = tmp_path / "run-client.sh"
+    mcp_chaos = ROOT / ".venv" / "bin" / "mcp-chaos"
+    scenario = ROOT / "tests" / "conformance" / "elicitation.yaml"
+    client.write_text(
+        f'#!/bin/sh\nexec "{mcp_chaos}" run "{scenario}" --set "target.url=$1" --no-preflight --quiet '
+        f'--fail-on duplicate --results "{results}"\n'
+    )
+    client.chmod(0o755)
+    outcome = suite.run(
+        suite.LEGS[0], "elicitation-sep1034-client-defaults", tmp_path / "suite", client=str(client)
+    )
+    assert outcome.ok, outcome.output[-3000:]
+    assert (outcome.passed, outcome.failed) == (outcome.total, 0)
+    [run_dir] = results.iterdir()
+    ended = [e for e in read_history(run_dir / "history.jsonl") if e["type"] == "attempt_ended"]
+    assert [e["outcome"] for e in ended] == ["ok"], ended
+    assert ended[0]["reply"].startswith("Elicitation completed: "), ended[0]

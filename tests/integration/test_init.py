@@ -22,7 +22,7 @@ import yaml
 from harness.loopback import free_port
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import INVOICES, PROVIDER, ROOT, TS_DIR
-from tests.helpers.third_party import LEDGER, TODO_LIST, TORN_DOCUMENT
+from tests.helpers.third_party import HOME_NOTES, LEDGER, PLAIN_TEXT, TASKS, TODO_LIST, TORN_DOCUMENT
 
 pytestmark = pytest.mark.integration
 
@@ -214,9 +214,7 @@ def test_a_database_named_on_the_command_line_and_made_at_the_first_write(tmp_pa
     command = f"{sys.executable} {NOTES} --db-path {{data_dir}}/app.db"
     made = mcp_chaos("init", "--command", command, "--transport", "stdio", "-o", "drafted.yaml", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    assert "init: {data_dir}/app.db is not there yet (made at the first write): calling add_note once" in (
-        made.stderr
-    )
+    assert "init: add_note stored title in sqlite:///{data_dir}/app.db, field title" in made.stderr
     text = (tmp_path / "drafted.yaml").read_text()
     drafted = yaml.safe_load(text)
     assert drafted["name"] == "reference-notes-chaos"  # what the server calls itself
@@ -277,7 +275,9 @@ def test_identifiers_the_server_refused_in_the_trial_call_are_left_as_todos(tmp_
     command = f"{sys.executable} {records} --db-path {{data_dir}}/app.db"
     made = mcp_chaos("init", "--command", command, "--transport", "stdio", "-o", "drafted.yaml", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    assert 'answered ok: Error adding record: relation "records" does not exist' in made.stderr
+    assert (
+        'add_record refused the call: Error adding record: relation "records" does not exist' in made.stderr
+    )
     text = (tmp_path / "drafted.yaml").read_text()
     arguments = yaml.safe_load(text)["workload"]["arguments"]
     assert arguments["db_name"] == "TODO: an existing db name"
@@ -349,3 +349,101 @@ def test_an_api_base_url_in_the_environment_is_drafted_behind_the_downstream_pro
             )  # the preflight's two, and the run's
         finally:
             fake.kill()
+
+
+# -- init chooses by trying (decision 0076): each likeliest tool called once in a copy of the server
+
+
+def init_server(tmp_path: Path, source: str, *args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    server = tmp_path / "server.py"
+    server.write_text(source)
+    made = mcp_chaos(
+        "init", "--command", f"{sys.executable} {server}", *args, "-o", "drafted.yaml", cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stderr
+    return made, (tmp_path / "drafted.yaml").read_text()
+
+
+def preflight_passes(tmp_path: Path) -> str:
+    checked = mcp_chaos("validate", "--preflight", "drafted.yaml", "--results", "r", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    return checked.stderr
+
+
+def test_the_tool_is_the_one_whose_call_left_a_record_and_the_field_the_one_the_store_keeps(
+    tmp_path: Path,
+) -> None:
+    """plan_task looks likeliest (it "creates", takes a key) and stores nothing; create_pull_request is
+    refused; add_task stores its notes in the column details. init chose plan_task before."""
+    made, text = init_server(tmp_path, TASKS, "--env", "TASKS_DB={data_dir}/tasks.db")
+    assert "init: plan_task answered ok and stored nothing init could find" in made.stderr, made.stderr
+    assert "init: create_pull_request refused the call" in made.stderr, made.stderr
+    drafted = yaml.safe_load(text)
+    assert drafted["workload"]["tool"] == "add_task"
+    assert drafted["workload"]["arguments"] == {"title": "title-{index}", "notes": "{marker}"}
+    assert drafted["audit"]["effects"] == {
+        "sql": {
+            "url": "sqlite:///{data_dir}/tasks.db",
+            "query": 'SELECT "details" AS marker, COUNT(*) AS effects FROM "tasks" GROUP BY "details"',
+        }
+    }
+    assert "TODO" not in text
+    assert "preflight: 2 calls of add_task, 1 effect under each marker" in preflight_passes(tmp_path), (
+        made.stderr
+    )
+
+
+def test_the_marker_s_field_is_counted_by_the_name_the_store_gives_it(tmp_path: Path) -> None:
+    """write_note(name, content) keeps content as body: the drafted marker_field was content, and no
+    record has one."""
+    command = f"{sys.executable} {NOTES}"
+    made = mcp_chaos(
+        "init", "--command", command, "--transport", "stdio", "--env", "NOTES_FILE={data_dir}/notes.jsonl",
+        "--tool", "write_note", "-o", "drafted.yaml", cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    drafted = yaml.safe_load((tmp_path / "drafted.yaml").read_text())
+    assert drafted["workload"]["arguments"]["content"] == "{marker}"
+    assert drafted["audit"]["effects"] == {
+        "jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "body"}
+    }
+    assert "preflight: 2 calls of write_note, 1 effect under each marker" in preflight_passes(tmp_path)
+
+
+def test_a_plain_text_store_is_counted_in_its_file(tmp_path: Path) -> None:
+    """A todo.txt store: it was drafted as a SQL store with a query to write."""
+    made, text = init_server(tmp_path, PLAIN_TEXT, "--env", "TODO_FILE={data_dir}/todo.txt")
+    assert yaml.safe_load(text)["audit"]["effects"] == {
+        "files": {"dir": "{data_dir}", "pattern": "todo.txt", "marker_in": "content"}
+    }, made.stderr
+    assert "TODO:" not in text
+    assert "preflight: 2 calls of add_todo, 1 effect under each marker" in preflight_passes(tmp_path)
+
+
+def test_a_store_under_home_is_found_there_and_home_pointed_into_the_data_directory(tmp_path: Path) -> None:
+    """A server that keeps its notes under ~/.config, with no option to move them: init's copy had a home
+    of its own (the user's was not written), found the store in it, and the draft gives the run's server
+    {data_dir}/home. It got no hint before."""
+    made, text = init_server(tmp_path, HOME_NOTES)
+    assert "init: create_note stored title in {data_dir}/home/.config/home-notes/notes.json" in made.stderr
+    drafted = yaml.safe_load(text)
+    assert drafted["target"]["env"] == {"HOME": "{data_dir}/home"}
+    assert drafted["audit"]["effects"] == {
+        "files": {
+            "dir": "{data_dir}/home/.config/home-notes",
+            "pattern": "notes.json",
+            "marker_in": "content",
+        }
+    }
+    assert "under its home directory (~/.config/home-notes/notes.json)" in " ".join(text.split())
+    assert not (Path.home() / ".config" / "home-notes").exists()
+    assert "preflight: 2 calls of create_note, 1 effect under each marker" in preflight_passes(tmp_path)
+
+
+def test_a_call_that_stored_nothing_says_where_the_store_may_be_and_how_to_point_it(tmp_path: Path) -> None:
+    made, text = init_server(tmp_path, TASKS, "--env", "TASKS_DB={data_dir}/tasks.db", "--tool", "plan_task")
+    assert "init: plan_task answered ok and stored nothing init could find" in made.stderr, made.stderr
+    said = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "TODO: no call init tried left a record in {data_dir}" in said
+    assert "~/.config/<name>" in said
+    assert "point it into {data_dir} with the server's option or environment variable" in said

@@ -18,7 +18,7 @@ import yaml
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
-from tests.helpers.third_party import BACKED_UP, LEDGER
+from tests.helpers.third_party import BACKED_UP, CHINESE, LEDGER
 
 pytestmark = pytest.mark.integration
 
@@ -233,3 +233,38 @@ def test_a_success_that_reads_as_a_failure_is_quoted_and_the_server_blamed(
     assert "the reply reads as a failure, so the server most likely stored nothing" in line
     assert "check the query" not in line
     assert str(secret) not in proc.stderr
+
+
+def test_calls_that_changed_nothing_in_the_store_blame_the_tool_whatever_its_reply_says(
+    tmp_path: Path,
+) -> None:
+    """A server that answers a failure as a success in Chinese ("错误：数据库暂时不可用", isError false)
+    and stores nothing: no word the harness reads says it failed, but nothing in {data_dir} changed
+    during the calls, so the tool is named first (it was "the reply reads as a success, so the effect
+    source is more likely wrong")."""
+    server = tmp_path / "zh.py"
+    server.write_text(CHINESE)
+    data = {
+        "name": "zh",
+        "seed": 1,
+        "target": {"command": ["{python}", str(server)], "env": {"NOTES_FILE": "{data_dir}/notes.jsonl"}},
+        "workload": {"intents": 10, "tool": "add_note", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "text"}}},
+    }
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "preflight: add_note answered OK: '错误：数据库暂时不可用，笔记未保存'" in line, line
+    assert "nothing in {data_dir} changed during the calls, so add_note is the first suspect" in line, line
+    assert "under $HOME or a config directory" in line
+    assert "the effect source is more likely wrong" not in line
+
+
+def test_calls_that_changed_the_store_still_point_at_the_effect_source(tmp_path: Path) -> None:
+    data = invoice_scenario(intents=10)
+    data["audit"]["effects"]["sql"]["query"] = "SELECT 'x' || memo AS marker, 1 AS effects FROM invoices"
+    proc, _ = validate_preflight(tmp_path, data)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert "the reply reads as a success, so the effect source is more likely wrong" in line, line
+    assert "changed during the calls" not in line

@@ -92,7 +92,7 @@ def test_the_memory_server_a_store_made_at_the_first_write(tmp_path: Path, node_
     scenario, preflight, said = drafted(
         tmp_path, f"{node_servers} {MEMORY}", "--env", "MEMORY_FILE_PATH={data_dir}/memory.jsonl"
     )
-    assert "calling create_entities once, in init's throwaway data directory" in said
+    assert "init: create_entities stored entities.0.name in {data_dir}/memory.jsonl, field name" in said
     assert scenario["name"] == "memory-server-chaos"
     # The tool that makes records, not add_observations (it takes an entity that must exist) or a delete.
     assert scenario["workload"]["tool"] == "create_entities"

@@ -109,3 +109,86 @@ def test_what_the_server_last_said_survives_a_probe_that_got_no_answer() -> None
     assert not readiness.ready
     assert readiness.last is not None
     assert readiness.last.status == 429
+
+
+# -- connections refused for good: said at once, with where the server is instead
+
+ELSEWHERE = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)  # $PORT ignored: a port of its own
+print("listening on", server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_server_that_listens_on_another_port_is_found_there(tmp_path: Path) -> None:
+    data = invoice_scenario()
+    data["target"]["command"] = ["{python}", "-c", ELSEWHERE]
+    data["target"]["ready_timeout_s"] = 60  # told at once: the wait is not what ends it
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = mcp_chaos_process("validate", "--preflight", str(path), timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    first = next(line for line in proc.stderr.splitlines() if line.startswith("mcp-chaos: error:"))
+    port = next(line.split()[-1] for line in proc.stderr.splitlines() if "listening on" in line)
+    assert f"and it listens on 127.0.0.1:{port} instead" in first, first
+    assert "start it on the port it is handed ($PORT, or {port} in target.command)" in first
+    assert "raise target.ready_timeout_s" not in first
+
+
+def test_a_url_with_nothing_listening_is_said_to_refuse_at_once(tmp_path: Path) -> None:
+    from harness.loopback import free_port
+
+    data = invoice_scenario()
+    del data["target"]["command"]
+    data["target"].pop("env", None)
+    data["target"]["url"] = f"http://127.0.0.1:{free_port()}/mcp"
+    data["target"]["ready_timeout_s"] = 60
+    data["faults"] = {}
+    data["audit"] = {
+        "effects": {"sql": {"url": "sqlite:////nonexistent/x.db", "query": "SELECT 1 AS marker"}}
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = mcp_chaos_process("validate", "--preflight", str(path), timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "connection refused: nothing listens on 127.0.0.1:" in proc.stderr, proc.stderr
+    assert (
+        "the harness does not start a target.url server: start it first, or check target.url" in proc.stderr
+    )
+    assert "within 60s" not in proc.stderr
+
+
+def test_init_at_a_url_with_nothing_listening_says_so_at_once(tmp_path: Path) -> None:
+    from harness.loopback import free_port
+
+    port = free_port()
+    proc = mcp_chaos_process(
+        "init", "--url", f"http://127.0.0.1:{port}/mcp", "-o", str(tmp_path / "s.yaml"), timeout=120
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert (
+        f"connection refused: nothing listens on 127.0.0.1:{port} (init --url reaches a server" in proc.stderr
+    )
+    assert "within 30s: no answer" not in proc.stderr
+
+
+def test_the_addresses_a_process_tree_listens_on_are_read_from_proc() -> None:
+    import socket
+
+    from harness.proctree import listening
+
+    code = (
+        "import socket,time\ns=socket.socket(socket.AF_INET6)\n"
+        "s.bind(('::1',0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(60)"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            port = int(child.stdout.readline())
+            with socket.create_server(("127.0.0.1", 0)) as own:
+                assert ("::1", port) in listening(child.pid)
+                assert ("127.0.0.1", own.getsockname()[1]) not in listening(child.pid)  # not the child's
+        finally:
+            child.kill()

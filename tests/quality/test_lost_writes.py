@@ -22,7 +22,7 @@ import yaml
 
 from harness.cli import main
 from tests.helpers.paths import MEMORY_SERVER
-from tests.helpers.third_party import NEVER_BACK, TORN_DOCUMENT, WEDGED_AFTER
+from tests.helpers.third_party import CHINESE, NEVER_BACK, TORN_DOCUMENT, WEDGED_AFTER, WIPED
 
 pytestmark = pytest.mark.quality
 
@@ -408,3 +408,60 @@ def test_a_server_that_stops_answering_with_no_fault_at_all_is_unavailable(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "stopped"
     assert summary["intents"]["started"] < 30  # it stopped starting them
+
+
+def test_a_store_emptied_by_the_first_kill_is_the_headline_not_four_causes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first kill leaves the store empty and every later write acknowledged and kept nowhere: the
+    headline says that first ("the store was empty after kill#1 ...; every later write was acknowledged
+    and not stored"), not only a count and four causes; the pod log's repeated stack trace is one
+    line with its count, not the section filled with copies of it."""
+    server = tmp_path / "wiped.py"
+    server.write_text(WIPED)
+    data = {
+        "name": "wiped",
+        "seed": 1,
+        "target": {"command": [sys.executable, str(server)], "env": {"ITEMS_FILE": "{data_dir}/items.jsonl"}},
+        "workload": {"intents": 300, "concurrency": 4, "tool": "add", "arguments": {"text": "{marker}"}},
+        "faults": {"kill": {"count": 2, "min_uptime_s": 0.2, "window": [0.2, 0.6]}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/items.jsonl", "marker_field": "text"}}},
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    headline = out.splitlines()[0]
+    assert headline.startswith("LOST: the store was empty after kill#1 pod-0 @"), headline
+    assert "; every later write was acknowledged and not stored (" in headline, headline
+    assert headline.index("every later write") < headline.index("causes:"), headline
+    summary = json.loads((run_dir / "summary.json").read_text())
+    [first] = [e for e in summary["evidence"] if e["fault"].startswith("kill#1 ")]
+    shown = first["after"]
+    assert len(shown) == len(set(shown)), shown  # each repeated line once
+    assert any("store unreadable" in line and "(repeated " in line for line in shown), shown
+
+
+def test_a_failure_answered_as_a_success_in_chinese_is_blamed_on_the_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every fourth call fails and stores nothing, answered ok with an error in Chinese: no English
+    word says so, but the reply is unlike every reply of the notes the store kept ("已创建笔记 #：..."),
+    so each lost intent's cause is error_as_success (it was no_fault, as if the server had dropped a
+    write it had said it stored)."""
+    server = tmp_path / "zh.py"
+    server.write_text(CHINESE)
+    data = {
+        "name": "zh",
+        "seed": 1,
+        "target": {
+            "command": [sys.executable, str(server)],
+            "env": {"NOTES_FILE": "{data_dir}/notes.jsonl", "FAIL_EVERY": "4"},
+        },
+        "workload": {"intents": 40, "concurrency": 1, "tool": "add_note", "arguments": {"text": "{marker}"}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "text"}}},
+    }
+    code, out, run_dir = run_cli(tmp_path, data, capsys, "--no-preflight")
+    assert code == 1, out
+    causes = lost(run_dir)
+    assert len(causes) == 10, out
+    assert set(causes) == {"error_as_success"}, causes.value_counts()
+    assert "error_as_success 10" in out.splitlines()[0]

@@ -38,6 +38,12 @@ from harness.replies import _FAILURE, READ_CHARS, reads_as_failure
         "Saved nothing. ValueError: bad date",
         "Nothing stored: sqlite3.OperationalError: database is locked",
         "write skipped (no such table: notes)",
+        # Structured, in any language: the shape says it, not the words.
+        '{"success": false, "message": "写入失败"}',
+        '{"ok": false, "mensaje": "no se pudo guardar"}',
+        '{"status": "error", "detail": "Datenbank nicht erreichbar"}',
+        '{"id": null, "errors": [{"code": "E42"}]}',
+        '{"result": null, "isError": true}',
     ],
 )
 def test_failures(text: str) -> None:
@@ -59,6 +65,9 @@ def test_failures(text: str) -> None:
         "",
         "Added the observation 'invalid input is rejected'",
         "Entity created; it cannot be renamed later",
+        '{"status": "created", "id": 4}',
+        '{"success": true, "message": "已保存"}',
+        '{"ok": true}',
     ],
 )
 def test_successes(text: str) -> None:
@@ -84,3 +93,26 @@ WORDS = [
 @given(st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join) | st.text(max_size=300))
 def test_the_quick_look_agrees_with_the_pattern(text: str) -> None:
     assert reads_as_failure(text) == (_FAILURE.search(text[:READ_CHARS]) is not None)
+
+
+def test_a_structured_failure_is_read_from_the_structured_content_whole() -> None:
+    """A JSON reply longer than the excerpt the history keeps is still read whole for its structure."""
+    from harness.client.messages import interpret_message
+
+    body = '{"success": false, "detail": "' + "x" * 5000 + '"}'
+    msg = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": body}]}}
+    assert interpret_message(msg, 1, status=200, form="json").reads_as_failure
+    structured = {"success": False, "message": "失败"}
+    msg = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": "done"}], "structuredContent": structured},
+    }
+    assert interpret_message(msg, 1, status=200, form="json").reads_as_failure
+
+
+def test_replies_of_one_kind_share_a_shape_in_any_language() -> None:
+    from harness.replies import reply_shape
+
+    assert reply_shape("已创建笔记 3：a1b2c3d4-m0000007") == reply_shape("已创建笔记 17：a1b2c3d4-m0000123")
+    assert reply_shape("已创建笔记 3：x") != reply_shape("错误：数据库暂时不可用，笔记未保存")

@@ -39,7 +39,27 @@ def test_valid_scenario_parses(scenario_data: dict[str, Any]) -> None:
 
 def test_missing_field_is_named(scenario_data: dict[str, Any]) -> None:
     del scenario_data["workload"]["tool"]
-    assert error_of(scenario_data) == "s.yaml: workload.tool: required field is missing"
+    assert error_of(scenario_data) == (
+        "s.yaml: workload.tool: required field is missing: "
+        "the tool every intent calls, e.g. tool: create_note"
+    )
+
+
+def test_a_misspelt_field_is_offered_the_one_meant(scenario_data: dict[str, Any]) -> None:
+    scenario_data["faults"]["kill"]["cout"] = 3
+    assert error_of(scenario_data) == "s.yaml: faults.kill.cout: unknown field; did you mean count?"
+
+
+def test_an_unknown_field_like_none_lists_the_fields_of_its_section(scenario_data: dict[str, Any]) -> None:
+    scenario_data["client"] = {"backoff": {"zzz": 1}}
+    assert error_of(scenario_data) == (
+        "s.yaml: client.backoff.zzz: unknown field (the fields here: initial_s, jitter, max_s, multiplier)"
+    )
+
+
+def test_a_misspelt_field_in_a_list_item_is_offered_the_one_meant(scenario_data: dict[str, Any]) -> None:
+    scenario_data["faults"]["stream"] = [{"fault": "stall", "tol": "create_invoice"}]
+    assert error_of(scenario_data) == "s.yaml: faults.stream.0.tol: unknown field; did you mean tool?"
 
 
 def test_unknown_field_is_named(scenario_data: dict[str, Any]) -> None:
@@ -450,5 +470,7 @@ def test_a_misspelt_field_is_named_before_the_field_it_leaves_missing(
 ) -> None:
     data = copy.deepcopy(scenario_data)
     data["workload"]["tol"] = data["workload"].pop("tool")
-    with pytest.raises(ScenarioError, match=r"workload\.tol: unknown field .*\(and 1 more\)"):
+    with pytest.raises(
+        ScenarioError, match=r"workload\.tol: unknown field; did you mean tool\? \(and 1 more\)"
+    ):
         parse_scenario(data)
