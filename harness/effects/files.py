@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 from collections import Counter
@@ -162,6 +163,35 @@ def shared_format(formats: Iterable[str]) -> str:
     """The format every file of a directory reads in (``text`` where they differ, or none was seen)."""
     found = set(formats)
     return found.pop() if len(found) == 1 else "text"
+
+
+GUESS_BYTES = 1 << 20
+"""Of a file, what is read to guess its format (``init``); a larger one is guessed by its name alone."""
+GUESS_FILES = 50
+"""Of a directory, the files whose formats init compares (the first it finds, at any depth)."""
+
+
+def file_format(path: Path) -> str:
+    """The format its server likely reads a file in, from its name and (up to ``GUESS_BYTES``) content."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(GUESS_BYTES + 1)
+    except OSError:
+        return "text"
+    if len(data) > GUESS_BYTES:
+        return SUFFIXES.get(path.suffix.lower(), "text")
+    return guess_format(path.name, data)
+
+
+def directory_format(directory: Path) -> str:
+    """The format the files of a directory share (``text`` where they differ), its version-control
+    records passed over as the files source passes them."""
+    files = (
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and not VERSION_CONTROL & set(p.relative_to(directory).parts)
+    )
+    return shared_format(file_format(p) for p in itertools.islice(files, GUESS_FILES))
 
 
 class NotParsed(Exception):

@@ -22,7 +22,6 @@ user's, so nothing is downloaded again): a trial call (:meth:`Server.call`,
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 import shutil
@@ -40,7 +39,7 @@ from harness.client.messages import CallResult, ToolCall
 from harness.client.readiness import wait_ready
 from harness.client.stdio import StdioClient
 from harness.effects.base import SeenStore
-from harness.effects.files import SUFFIXES, VERSION_CONTROL, guess_format, shared_format
+from harness.effects.files import directory_format, file_format
 from harness.errors import TargetError, TargetNotReady
 from harness.history import Outcome
 from harness.pods.factory import target_headers
@@ -98,7 +97,7 @@ class Server:
                     store = _file_store(f"{value.rstrip('/')}/{inside.name}", inside)
                     if store is not None:
                         found.append(store)
-                found.append(SeenStore("dir", value, format=_directory_format(path)))
+                found.append(SeenStore("dir", value, format=directory_format(path)))
             elif (store := _file_store(value, path, named=True)) is not None:
                 found.append(store)
         if self.postgres_tables is not None:
@@ -341,11 +340,11 @@ def _file_store(value: str, path: Path, *, named: bool = False) -> SeenStore | N
     if path.suffix == ".jsonl":
         return SeenStore("jsonl", value)
     if path.suffix == ".json":
-        return SeenStore("json", value, format=_format(path))
+        return SeenStore("json", value, format=file_format(path))
     with open(path, "rb") as f:
         sqlite = f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
     if not sqlite and path.suffix not in SQLITE_SUFFIXES:
-        return SeenStore("file", value, format=_format(path)) if named else None
+        return SeenStore("file", value, format=file_format(path)) if named else None
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
             names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -353,35 +352,6 @@ def _file_store(value: str, path: Path, *, named: bool = False) -> SeenStore | N
     except sqlite3.Error:
         return None  # named like a database, but not one (yet)
     return SeenStore("sql", f"sqlite:///{value}", tables)
-
-
-GUESS_BYTES = 1 << 20
-"""Of a file, what init reads to guess its format; a larger one is guessed by its name alone."""
-GUESS_FILES = 50
-"""Of a directory, the files whose formats init compares (the first it finds, at any depth)."""
-
-
-def _format(path: Path) -> str:
-    """The format its server likely reads a file in, from its name and (up to ``GUESS_BYTES``) content."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(GUESS_BYTES + 1)
-    except OSError:
-        return "text"
-    if len(data) > GUESS_BYTES:
-        return SUFFIXES.get(path.suffix.lower(), "text")
-    return guess_format(path.name, data)
-
-
-def _directory_format(directory: Path) -> str:
-    """The format the files of a directory share (``text`` where they differ), its version-control
-    records passed over as the files source passes them."""
-    files = (
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and not VERSION_CONTROL & set(p.relative_to(directory).parts)
-    )
-    return shared_format(_format(p) for p in itertools.islice(files, GUESS_FILES))
 
 
 def _unique(stores: list[SeenStore]) -> list[SeenStore]:

@@ -414,7 +414,7 @@ def test_a_plain_text_store_is_counted_in_its_file(tmp_path: Path) -> None:
     """A todo.txt store: it was drafted as a SQL store with a query to write."""
     made, text = init_server(tmp_path, PLAIN_TEXT, "--env", "TODO_FILE={data_dir}/todo.txt")
     assert yaml.safe_load(text)["audit"]["effects"] == {
-        "files": {"dir": "{data_dir}", "pattern": "todo.txt", "marker_in": "content"}
+        "files": {"dir": "{data_dir}", "pattern": "todo.txt", "marker_in": "content", "format": "lines"}
     }, made.stderr
     assert "TODO:" not in text
     assert "preflight: 2 calls of add_todo, 1 effect under each marker" in preflight_passes(tmp_path)
@@ -433,6 +433,7 @@ def test_a_store_under_home_is_found_there_and_home_pointed_into_the_data_direct
             "dir": "{data_dir}/home/.config/home-notes",
             "pattern": "notes.json",
             "marker_in": "content",
+            "format": "json",
         }
     }
     assert "under its home directory (~/.config/home-notes/notes.json)" in " ".join(text.split())
