@@ -16,7 +16,9 @@ request being authenticated is never sent by it: the challenge that request got
 from the harness's client is handed to the flow instead, and the
 ``Authorization`` header the flow then puts on it is what the fast client sends
 from then on. So the driver's hot path stays the pool's, and the flows stay the
-SDK's.
+SDK's. Enterprise-managed authorization (SEP-990, ``cross_app_access``) is the SDK's
+identity assertion provider too; the one step it leaves to its caller, the ID token
+exchanged at the identity provider for an ID-JAG (RFC 8693), is :class:`IdJagExchange`.
 
 A token is a secret: each one the flow yields is handed to ``on_secret`` (the
 run's redactor) before it is used. A token replaced during a run (it expired, the
@@ -44,7 +46,7 @@ import warnings
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx2
 import pydantic
@@ -141,7 +143,7 @@ class OAuthTokens:
         self.url = url
         self.issuer = settings.issuer
         self._http = httpx2.AsyncClient(timeout=AUTH_TIMEOUT_S)
-        self._provider = make_provider(settings, url)(self._http)
+        self._provider = make_provider(settings, url, on_secret)(self._http)
         self._on_secret = on_secret
         self._lock = asyncio.Lock()
         self.header: str | None = None
@@ -363,11 +365,24 @@ class _Memory:
 
 
 @dataclass(frozen=True, slots=True)
+class IdentityProvider:
+    """The enterprise identity provider of ``cross_app_access`` (SEP-990): where the client exchanges
+    the ``id_token`` it holds for an ID-JAG, authenticated as ``client_id`` (with ``client_secret``,
+    HTTP Basic) where the provider asks it to be."""
+
+    token_endpoint: str
+    id_token: str
+    client_id: str | None = None
+    client_secret: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OAuthSettings:
     """How a client gets its tokens (``target.auth``, or a conformance scenario's context).
 
-    ``grant``: ``client_credentials`` (a machine's credentials: a nightly job's) or
-    ``authorization_code`` (PKCE; approved without a person by :class:`HeadlessApproval`).
+    ``grant``: ``client_credentials`` (a machine's credentials: a nightly job's),
+    ``authorization_code`` (PKCE; approved without a person by :class:`HeadlessApproval`) or
+    ``cross_app_access`` (SEP-990: an ID token of ``idp`` exchanged for an ID-JAG, traded at ``issuer``).
     ``auth_method``: how the client authenticates at the token endpoint (``client_secret_basic``,
     ``client_secret_post``, ``none``, ``private_key_jwt`` with ``private_key``). Without
     ``client_id`` the code flow registers itself, by ``client_metadata_url`` (a client ID metadata
@@ -386,11 +401,18 @@ class OAuthSettings:
     client_name: str = "mcp-chaos"
     issuer: str | None = None
     """The authorization server the client's credentials may be sent to (None: the one the MCP
-    server names, as the conformance suite's servers expect)."""
+    server names, as the conformance suite's servers expect; ``cross_app_access`` needs it)."""
+    idp: IdentityProvider | None = None
+    """``cross_app_access``: the identity provider and the ID token it exchanges."""
 
     def secrets(self) -> list[str]:
-        """What no output may show: the client secret and the private key."""
-        return [value for value in (self.client_secret, self.private_key) if value]
+        """What no output may show: the client secret, the private key, the ID token and the client's
+        secret at the identity provider."""
+        idp = self.idp
+        held = (self.client_secret, self.private_key) + (
+            () if idp is None else (idp.id_token, idp.client_secret)
+        )
+        return [value for value in held if value]
 
 
 @contextlib.contextmanager
@@ -403,8 +425,11 @@ def _unpinned_issuer(settings: OAuthSettings) -> Iterator[None]:
         yield
 
 
-def make_provider(settings: OAuthSettings, url: str) -> Callable[[httpx2.AsyncClient], httpx2.Auth]:
-    """The SDK provider :class:`OAuthTokens` drives, for ``settings`` and the MCP endpoint ``url``."""
+def make_provider(
+    settings: OAuthSettings, url: str, on_secret: Callable[[str], None] | None = None
+) -> Callable[[httpx2.AsyncClient], httpx2.Auth]:
+    """The SDK provider :class:`OAuthTokens` drives, for ``settings`` and the MCP endpoint ``url``;
+    ``on_secret`` is handed each ID-JAG of ``cross_app_access`` before it is sent."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.auth.extensions.client_credentials import (
         ClientCredentialsOAuthProvider,
@@ -415,6 +440,8 @@ def make_provider(settings: OAuthSettings, url: str) -> Callable[[httpx2.AsyncCl
     from pydantic import AnyUrl
 
     def provider(http: httpx2.AsyncClient) -> httpx2.Auth:
+        if settings.grant == "cross_app_access":
+            return _cross_app_access(settings, url, IdJagExchange(http, settings, on_secret))
         if settings.grant == "client_credentials":
             if settings.client_id is None:
                 raise TargetError("target.auth: the client_credentials grant needs client_id")
@@ -476,3 +503,112 @@ def make_provider(settings: OAuthSettings, url: str) -> Callable[[httpx2.AsyncCl
         )
 
     return provider
+
+
+def _cross_app_access(settings: OAuthSettings, url: str, exchange: IdJagExchange) -> httpx2.Auth:
+    """The SDK's SEP-990 provider: it asks ``exchange`` for an ID-JAG each time it needs a token and
+    trades it at the pinned issuer's token endpoint (RFC 7523 jwt-bearer)."""
+    from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+
+    if settings.client_id is None or settings.client_secret is None or settings.issuer is None:
+        raise TargetError("target.auth: the cross_app_access grant needs client_id, client_secret and issuer")
+    post = settings.auth_method == "client_secret_post"
+    return IdentityAssertionOAuthProvider(
+        url,
+        _Memory(),  # type: ignore[arg-type]
+        settings.client_id,
+        settings.client_secret,
+        settings.issuer,
+        exchange,
+        scope=settings.scope,
+        token_endpoint_auth_method="client_secret_post" if post else "client_secret_basic",
+    )
+
+
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+
+
+class IdJagExchange:
+    """Leg 1 of cross-app access (SEP-990), which the SDK leaves to its caller: the ID token exchanged
+    at the identity provider for an identity assertion authorization grant (RFC 8693), naming the
+    authorization server (``audience``) and the MCP server (``resource``) it is for.
+
+    Its answer is read within :data:`MAX_ANSWER_BYTES`, the grant handed to ``on_secret`` before the
+    SDK sends it on, and a refusal ends the flow with the provider's error in one line.
+    """
+
+    def __init__(
+        self, http: httpx2.AsyncClient, settings: OAuthSettings, on_secret: Callable[[str], None] | None
+    ) -> None:
+        if settings.idp is None:
+            raise TargetError("target.auth: the cross_app_access grant needs idp (token_endpoint, id_token)")
+        self._http = http
+        self._idp = settings.idp
+        self._scope = settings.scope
+        self._on_secret = on_secret
+
+    async def __call__(self, audience: str, resource: str) -> str:
+        """The ID-JAG for the authorization server ``audience`` and the MCP server ``resource``."""
+        idp = self._idp
+        form = {
+            "grant_type": TOKEN_EXCHANGE,
+            "requested_token_type": ID_JAG_TYPE,
+            "subject_token": idp.id_token,
+            "subject_token_type": ID_TOKEN_TYPE,
+            "audience": audience,
+            "resource": resource,
+        }
+        if self._scope:
+            form["scope"] = self._scope
+        auth = None
+        if idp.client_secret is not None and idp.client_id is not None:
+            auth = httpx2.BasicAuth(quote(idp.client_id, safe=""), quote(idp.client_secret, safe=""))
+        elif idp.client_id is not None:
+            form["client_id"] = idp.client_id
+        async with self._http.stream("POST", idp.token_endpoint, data=form, auth=auth) as response:
+            body = await _bounded(response)
+        answer = _json_object(body) or {}
+        if response.status_code != 200:
+            said = ": ".join(str(answer[k]) for k in ("error", "error_description") if answer.get(k))
+            raise TargetError(
+                f"the identity provider refused the token exchange (HTTP {response.status_code}"
+                f"{', ' + clip(said) if said else ''}): check target.auth.idp and that the ID token is "
+                "current"
+            )
+        grant = answer.get("access_token")
+        if not isinstance(grant, str) or not grant or answer.get("issued_token_type") != ID_JAG_TYPE:
+            raise TargetError(
+                "the identity provider's answer to the token exchange holds no ID-JAG (access_token with "
+                f"issued_token_type {ID_JAG_TYPE})"
+            )
+        if self._on_secret is not None:
+            self._on_secret(grant)
+        return grant
+
+
+async def protecting_issuer(url: str) -> str:
+    """The authorization server the MCP endpoint ``url`` names in its protected resource metadata
+    (RFC 9728, at its well-known places): for a client given no issuer (the conformance suite's
+    cross-app access scenario names none); TargetError when none says."""
+    from mcp.client.auth.utils import build_protected_resource_metadata_discovery_urls
+    from mcp.shared.auth import ProtectedResourceMetadata
+
+    async with httpx2.AsyncClient(timeout=AUTH_TIMEOUT_S) as http:
+        for place in build_protected_resource_metadata_discovery_urls(None, url):
+            try:
+                async with http.stream("GET", place) as response:
+                    body = await _bounded(response)
+            except httpx2.HTTPError as exc:
+                raise TargetError(
+                    f"the protected resource metadata of {plain(url)} could not be read: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+            if response.status_code != 200:
+                continue
+            with contextlib.suppress(pydantic.ValidationError):
+                found = ProtectedResourceMetadata.model_validate_json(body).authorization_servers
+                if found:
+                    return str(found[0])
+    raise TargetError(f"{plain(url)} names no authorization server in protected resource metadata")

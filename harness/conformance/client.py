@@ -11,6 +11,7 @@ credentials, a signing key) to the SDK's flows (:mod:`harness.client.oauth`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from harness.client.host import Declined, Host
 from harness.client.http import McpHttpClient
 from harness.client.messages import CallResult, ToolCall
-from harness.client.oauth import OAuthSettings, OAuthTokens
+from harness.client.oauth import IdentityProvider, OAuthSettings, OAuthTokens, protecting_issuer
 from harness.errors import ConformanceFailure, UsageError
 from harness.history import Outcome
 from harness.scenario.target import http_endpoint
@@ -206,6 +207,9 @@ CONTEXT_TYPES: dict[str, type] = {
     "client_secret": str,
     "private_key_pem": str,
     "signing_algorithm": str,
+    "idp_client_id": str,
+    "idp_id_token": str,
+    "idp_token_endpoint": str,
     "toolCalls": list,
 }
 """The context's entries the client reads, and the JSON type each must have."""
@@ -255,6 +259,10 @@ def oauth_settings(scenario: str, context: Mapping[str, Any]) -> OAuthSettings |
         return None
     client_id = context.get("client_id")
     secret = context.get("client_secret")
+    id_token, idp_endpoint = context.get("idp_id_token"), context.get("idp_token_endpoint")
+    if id_token is not None and idp_endpoint is not None:  # SEP-990: its authorization server found later
+        idp = IdentityProvider(idp_endpoint, id_token, client_id=context.get("idp_client_id"))
+        return OAuthSettings(grant="cross_app_access", client_id=client_id, client_secret=secret, idp=idp)
     if scenario.startswith("auth/client-credentials-"):
         key = context.get("private_key_pem")
         return OAuthSettings(
@@ -283,6 +291,10 @@ async def act(url: str, scenario: str, context_json: str | None, version: str | 
     if script is None:
         known = ", ".join(SCENARIOS)
         raise ConformanceFailure(f"unknown conformance scenario {scenario!r}; known: {known}, auth/*")
+    if settings is not None and settings.grant == "cross_app_access" and settings.issuer is None:
+        # The grant goes to an authorization server the client is configured with; the suite's context
+        # names none, so the one the scenario's server names stands in for that configuration.
+        settings = dataclasses.replace(settings, issuer=await protecting_issuer(url))
     auth = None if settings is None else OAuthTokens(url, settings)
     client = McpHttpClient(
         url,

@@ -252,7 +252,7 @@ def target_headers(target: TargetSpec, environ: Mapping[str, str] | None = None)
 
 def target_oauth(target: TargetSpec, environ: Mapping[str, str] | None = None) -> OAuthSettings | None:
     """``target.auth`` with its ``${VAR}`` expanded from ``environ`` (None without it)."""
-    from harness.client.oauth import OAuthSettings
+    from harness.client.oauth import IdentityProvider, OAuthSettings
 
     auth = target.auth
     if auth is None:
@@ -262,6 +262,14 @@ def target_oauth(target: TargetSpec, environ: Mapping[str, str] | None = None) -
     def value(name: str, text: str | None) -> str | None:
         return None if text is None else expand_env(text, environ, f"target.auth.{name}")
 
+    idp = None
+    if auth.idp is not None:
+        idp = IdentityProvider(
+            token_endpoint=auth.idp.token_endpoint,
+            id_token=expand_env(auth.idp.id_token, environ, "target.auth.idp.id_token"),
+            client_id=value("idp.client_id", auth.idp.client_id),
+            client_secret=value("idp.client_secret", auth.idp.client_secret),
+        )
     return OAuthSettings(
         grant=auth.grant,
         client_id=value("client_id", auth.client_id),
@@ -273,6 +281,7 @@ def target_oauth(target: TargetSpec, environ: Mapping[str, str] | None = None) -
         redirect_uri=auth.redirect_uri,
         client_metadata_url=auth.client_metadata_url,
         issuer=auth.issuer,
+        idp=idp,
     )
 
 

@@ -129,8 +129,12 @@ class Scenario(Section):
         ]
         found = collect(target.env, target.headers, strings, environ, commands)
         auth = target.auth
-        if auth is not None:  # the client's secret and key: what they expand to, or as written
-            for text in (auth.client_secret, auth.private_key):
+        if auth is not None:  # the client's secrets, key and ID token: what they expand to, or as written
+            idp = auth.idp
+            held = (auth.client_secret, auth.private_key) + (
+                () if idp is None else (idp.id_token, idp.client_secret)
+            )
+            for text in held:
                 if text is not None:
                     for ref in env_refs_in(text):
                         text = text.replace(f"${{{ref}}}", environ.get(ref, ""))

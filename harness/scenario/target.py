@@ -4,6 +4,7 @@ an MCP endpoint that already runs (``url``)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -125,6 +126,52 @@ class KubernetesTarget(Section):
 
 
 TokenEndpointAuth = Literal["client_secret_basic", "client_secret_post", "none", "private_key_jwt"]
+_ONE_ENV_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+class IdentityProviderSpec(Section):
+    """``target.auth.idp``: the enterprise's identity provider of ``grant: cross_app_access`` (SEP-990).
+
+    The client holds an ID token the identity provider issued for a person (a single sign-on); at the
+    provider's token endpoint it exchanges that for an identity assertion authorization grant (ID-JAG,
+    RFC 8693 token exchange) naming the MCP server's authorization server and the MCP server, and
+    trades the grant there (RFC 7523 jwt-bearer) for the access token. A new grant is asked for each
+    time a token is, so the ID token must live as long as the run.
+    """
+
+    token_endpoint: str = Field(pattern=r"^https?://[^\s]+$")
+    """The identity provider's token endpoint, where the ID token is exchanged for the grant."""
+    id_token: str
+    """The ID token to exchange, as ``${VAR}`` of the harness's environment: a person's credential for
+    as long as it lives, so the scenario keeps only the variable's name."""
+    client_id: str | None = Field(default=None, min_length=1)
+    """The client's id at the identity provider, sent with the exchange (none: the provider knows the
+    client by the ID token's audience)."""
+    client_secret: str | None = Field(default=None, min_length=1)
+    """The client's secret at the identity provider (``${VAR}``), sent as HTTP Basic with ``client_id``."""
+
+    @field_validator("id_token")
+    @classmethod
+    def _id_token_by_name(cls, v: str) -> str:
+        if _ONE_ENV_REF.fullmatch(v) is None:
+            raise ValueError(
+                'target.auth.idp.id_token must be one ${VAR} (id_token: "${IDP_ID_TOKEN}"): an ID token is '
+                "a person's credential, so the scenario keeps only the variable's name"
+            )
+        return v
+
+    @field_validator("client_id", "client_secret")
+    @classmethod
+    def _env_refs(cls, v: str | None, info: Any) -> str | None:
+        if v is not None:
+            check_placeholders(v, frozenset(), f"target.auth.idp.{info.field_name}", env_refs=True)
+        return v
+
+    @model_validator(mode="after")
+    def _secret_needs_id(self) -> IdentityProviderSpec:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("target.auth.idp: client_secret needs client_id (they are sent together)")
+        return self
 
 
 class OAuthSpec(Section):
@@ -137,10 +184,13 @@ class OAuthSpec(Section):
     and every token are hidden in every output.
     """
 
-    grant: Literal["client_credentials", "authorization_code"] = "client_credentials"
+    grant: Literal["client_credentials", "authorization_code", "cross_app_access"] = "client_credentials"
     """``client_credentials``: a machine's own credentials (a nightly job's). ``authorization_code``:
     PKCE, with the authorization URL fetched and the code taken from its redirect, for an
-    authorization server that approves this client without a person (a staging one)."""
+    authorization server that approves this client without a person (a staging one).
+    ``cross_app_access``: enterprise-managed authorization (SEP-990): an ID token of the enterprise's
+    identity provider (``idp``) exchanged there for a grant, which the client (``client_id``,
+    ``client_secret``) trades at ``issuer`` for the token."""
     client_id: str | None = Field(default=None, min_length=1)
     """Without it the code flow registers itself (a client ID metadata document, else dynamically)."""
     client_secret: str | None = Field(default=None, min_length=1)
@@ -161,6 +211,9 @@ class OAuthSpec(Section):
     server names is trusted."""
     client_metadata_url: str | None = Field(default=None, pattern=r"^https://[^\s]+/[^\s]+$")
     """The code flow: the client ID metadata document to use as client id where the server supports it."""
+    idp: IdentityProviderSpec | None = None
+    """``cross_app_access``: the identity provider and the ID token it exchanges
+    (:class:`IdentityProviderSpec`)."""
 
     @field_validator("client_id", "client_secret", "private_key", "scope")
     @classmethod
@@ -184,7 +237,34 @@ class OAuthSpec(Section):
                 )
         if self.token_endpoint_auth == "private_key_jwt" and self.grant != "client_credentials":
             raise ValueError("target.auth: private_key_jwt goes with the client_credentials grant")
+        if self.grant == "cross_app_access":
+            self._cross_app_access_needs()
+        elif self.idp is not None:
+            raise ValueError("target.auth.idp goes with grant: cross_app_access")
         return self
+
+    def _cross_app_access_needs(self) -> None:
+        """The grant is for a confidential client of an authorization server named in the scenario: the
+        SDK's client never asks the MCP server which one (the grant and the secret would follow it)."""
+        for name, why in (
+            ("idp", "the identity provider's token_endpoint and the id_token it exchanges"),
+            ("client_id", "the client's id at the authorization server"),
+            (
+                "client_secret",
+                "the client's secret at the authorization server: the grant is for confidential clients",
+            ),
+            (
+                "issuer",
+                "the authorization server the grant is for, never taken from the MCP server's metadata",
+            ),
+        ):
+            if getattr(self, name) is None:
+                raise ValueError(f"target.auth: the cross_app_access grant needs {name} ({why})")
+        if self.token_endpoint_auth not in (None, "client_secret_basic", "client_secret_post"):
+            raise ValueError(
+                "target.auth: the cross_app_access grant authenticates with client_secret_basic or "
+                f"client_secret_post, not {self.token_endpoint_auth}"
+            )
 
 
 _NOT_FOR_KUBERNETES: dict[str, Any] = {

@@ -24,6 +24,11 @@ URL = "http://127.0.0.1:9/mcp"  # nothing listens there: every case is refused b
             "private_key_pem must be a JSON string, not a boolean",
         ),
         ('{"toolCalls": 5}', "http-custom-headers", "toolCalls must be a JSON array, not a number"),
+        (
+            '{"client_id": "c", "client_secret": "s", "idp_id_token": 7, "idp_token_endpoint": "http://i/t"}',
+            "auth/cross-app-access-complete-flow",
+            "idp_id_token must be a JSON string, not a number",
+        ),
     ],
 )
 def test_a_context_the_client_cannot_act_on_is_one_line(context: str, scenario: str, message: str) -> None:

@@ -459,6 +459,94 @@ def test_the_client_secret_of_target_auth_is_a_secret_of_the_scenario(scenario_d
     assert scenario.target.auth.client_secret == "${OAUTH_SECRET}"  # the name is kept, not the value
 
 
+CROSS_APP_ACCESS: dict[str, Any] = {
+    "grant": "cross_app_access",
+    "client_id": "c",
+    "client_secret": "${S}",
+    "issuer": "https://as.example.com",
+    "idp": {"token_endpoint": "https://idp.example.com/token", "id_token": "${IDP_ID_TOKEN}"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"idp": None},
+            "target.auth: the cross_app_access grant needs idp (the identity provider's token_endpoint "
+            "and the id_token it exchanges)",
+        ),
+        ({"client_id": None}, "the cross_app_access grant needs client_id"),
+        ({"client_secret": None}, "the cross_app_access grant needs client_secret"),
+        ({"issuer": None}, "the cross_app_access grant needs issuer (the authorization server the grant"),
+        (
+            {"token_endpoint_auth": "none"},
+            "the cross_app_access grant authenticates with client_secret_basic or client_secret_post, "
+            "not none",
+        ),
+        (
+            {"idp": {"token_endpoint": "https://idp.example.com/token", "id_token": "eyJhbGciOi.x.y"}},
+            "target.auth.idp.id_token must be one ${VAR}",
+        ),
+        (
+            {"idp": {"token_endpoint": "https://idp/t", "id_token": "${A}${B}"}},
+            "target.auth.idp.id_token must be one ${VAR}",
+        ),
+        (
+            {"idp": {"token_endpoint": "idp.example.com/token", "id_token": "${T}"}},
+            "target.auth.idp.token_endpoint: String should match",
+        ),
+        (
+            {"idp": {"token_endpoint": "https://idp/t", "id_token": "${T}", "secret": "x"}},
+            "target.auth.idp.secret: unknown field; did you mean client_secret?",
+        ),
+        (
+            {"idp": {"token_endpoint": "https://idp/t", "id_token": "${T}", "client_secret": "${X}"}},
+            "target.auth.idp: client_secret needs client_id",
+        ),
+        ({"grant": "client_credentials"}, "target.auth.idp goes with grant: cross_app_access"),
+    ],
+)
+def test_target_auth_says_what_cross_app_access_needs_in_one_line(
+    scenario_data: dict[str, Any], change: dict[str, Any], expected: str
+) -> None:
+    auth = {**CROSS_APP_ACCESS, **change}
+    scenario_data["target"]["auth"] = {k: v for k, v in auth.items() if v is not None}
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(scenario_data)
+    assert expected in raised.value.message
+    assert "\n" not in raised.value.message
+
+
+def test_the_id_token_of_cross_app_access_is_a_secret_kept_by_name(scenario_data: dict[str, Any]) -> None:
+    from harness.pods.factory import target_oauth
+
+    auth = {**CROSS_APP_ACCESS, "token_endpoint_auth": "client_secret_post", "scope": "mcp:read"}
+    auth["idp"] = {**auth["idp"], "client_id": "idp-client", "client_secret": "${IDP_SECRET}"}
+    scenario_data["target"]["auth"] = auth
+    scenario = parse_scenario(scenario_data)
+    environ = {"S": "the-client-secret", "IDP_ID_TOKEN": "eyJ.the-id-token.sig", "IDP_SECRET": "idp-secret-1"}
+    assert {"the-client-secret", "eyJ.the-id-token.sig", "idp-secret-1"} <= set(scenario.secrets(environ))
+    assert scenario.target.auth is not None
+    assert scenario.target.auth.idp is not None
+    assert scenario.target.auth.idp.id_token == "${IDP_ID_TOKEN}"
+    settings = target_oauth(scenario.target, environ)
+    assert settings is not None
+    assert settings.idp is not None
+    assert (settings.grant, settings.issuer, settings.auth_method) == (
+        "cross_app_access",
+        "https://as.example.com",
+        "client_secret_post",
+    )
+    assert settings.idp.token_endpoint == "https://idp.example.com/token"
+    assert (settings.idp.id_token, settings.idp.client_id, settings.idp.client_secret) == (
+        "eyJ.the-id-token.sig",
+        "idp-client",
+        "idp-secret-1",
+    )
+    assert set(settings.secrets()) == {"the-client-secret", "eyJ.the-id-token.sig", "idp-secret-1"}
+
+
 def test_a_directory_named_as_the_scenario_is_said_to_be_one(tmp_path: Path) -> None:
     (tmp_path / "dir.yaml").mkdir()
     with pytest.raises(ScenarioError, match=r"dir\.yaml is a directory, not a scenario file"):
