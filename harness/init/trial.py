@@ -29,7 +29,7 @@ import orjson
 
 from harness.catalog import Leaf, is_free_text, is_identifier, leaves
 from harness.effects.base import SeenStore
-from harness.effects.files import directory_format, file_format
+from harness.effects.files import file_format
 from harness.init.draft import Draft, sample_arguments
 
 MAX_FILES = 2000
@@ -174,7 +174,8 @@ def _files(
             if any(value in relative for value in named):  # a file per call: the directory is the store
                 folder = where.rpartition("/")[0]
                 inside = None if under is None else relative.rpartition("/")[0] or "."
-                yield Kept(leaf, SeenStore("dir", folder, format=directory_format(path.parent)), None, inside)
+                # Its files hold what each call wrote, not a store the server parses: read as bytes.
+                yield Kept(leaf, SeenStore("dir", folder), None, inside)
                 continue
             kind = "json" if path.suffix == ".json" else "file"
             yield Kept(leaf, SeenStore(kind, where, format=file_format(path)), None, under)

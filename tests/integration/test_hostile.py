@@ -109,8 +109,10 @@ def test_answers_that_vary_but_say_the_same_fail_fast(tmp_path: Path, mode: str,
 
 def test_a_busy_server_is_waited_for(tmp_path: Path) -> None:
     """The server answers 429 before the run starts (a server the harness does not start, at
-    target.url): what is tested is the wait and what it says, not how fast a loaded machine starts
-    a process, which in a CI run at its busiest answered no probe within 20 s."""
+    target.url), and the run is a process of its own: what is tested is the wait and what it says.
+    Twice in CI, at its busiest, a run in the test's worker got no answer to any probe (within 20 s
+    of a command's start, then within 3 s of a server that had just answered 429), which no run of
+    its own reproduced, loaded or not."""
     port = free_port()
     server = subprocess.Popen([sys.executable, HOSTILE, "busy429"], env={**os.environ, "PORT": str(port)})
     try:
@@ -121,15 +123,15 @@ def test_a_busy_server_is_waited_for(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the busy server never listened"
             time.sleep(0.1)
         data = invoice_scenario()
-        data["target"] = {"url": url, "ready_timeout_s": 3}
+        data["target"] = {"url": url, "ready_timeout_s": 10}
         data.pop("faults", None)
-        proc, elapsed = cli(tmp_path, data, "run", "--no-preflight")
+        proc, elapsed = cli(tmp_path, data, "run", "--no-preflight", process=True)
     finally:
         server.kill()
         server.wait()
     assert proc.returncode == 3, proc.stderr
-    assert "within 3s; it last answered: HTTP 429" in proc.stderr  # "not now" is not a wrong answer
-    assert elapsed >= 3
+    assert "within 10s; it last answered: HTTP 429" in proc.stderr  # "not now" is not a wrong answer
+    assert elapsed >= 10
 
 
 def answers_429(url: str) -> bool:
