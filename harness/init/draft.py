@@ -217,7 +217,8 @@ REFUSAL_LIMIT = 160
 """Characters of the server's refusal a TODO quotes."""
 
 
-def _get(tree: Any, path: tuple[str | int, ...]) -> Any:
+def value_at(tree: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at a leaf's path in drafted arguments (a list's first item stands for its items)."""
     node = tree
     for here in path:
         if isinstance(node, dict):
@@ -238,7 +239,7 @@ def refused(draft: Draft, schema: Mapping[str, Any], refusal: str) -> Draft:
     notes = list(draft.notes)
     said = excerpt(refusal, REFUSAL_LIMIT)
     for leaf in leaves(schema):
-        value = _get(arguments, leaf.path)
+        value = value_at(arguments, leaf.path)
         if not (isinstance(value, str) and "{index}" in value and is_identifier(leaf)):
             continue
         sample = value.replace("{index}", "0")

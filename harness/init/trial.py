@@ -30,7 +30,7 @@ import orjson
 from harness.catalog import Leaf, is_free_text, is_identifier, leaves
 from harness.effects.base import SeenStore
 from harness.effects.files import file_format
-from harness.init.draft import Draft, sample_arguments
+from harness.init.draft import Draft, sample_arguments, value_at
 
 MAX_FILES = 2000
 MAX_BYTES = 16 << 20
@@ -62,7 +62,7 @@ def trial_arguments(schema: Mapping[str, Any], draft: Draft) -> tuple[dict[str, 
     arguments = sample_arguments(draft.arguments)
     markers: dict[str, Leaf] = {}
     for leaf in leaves(schema):
-        drafted = _get(arguments, leaf.path)
+        drafted = value_at(arguments, leaf.path)
         top = len(leaf.path) == 1
         if not is_free_text(leaf) or is_identifier(leaf) or (drafted is None and not top):
             continue
@@ -75,18 +75,6 @@ def trial_arguments(schema: Mapping[str, Any], draft: Draft) -> tuple[dict[str, 
             continue
         markers[marker] = leaf
     return arguments, markers
-
-
-def _get(tree: Any, path: tuple[str | int, ...]) -> Any:
-    node = tree
-    for part in path:
-        if isinstance(node, dict):
-            node = node.get(part)
-        elif isinstance(node, list) and node:
-            node = node[0]
-        else:
-            return None
-    return node
 
 
 def _put(tree: Any, path: tuple[str | int, ...], value: str) -> bool:
