@@ -63,19 +63,7 @@ def test_a_run_with_client_defaults_passes_the_suites_sse_retry_scenario(tmp_pat
     """Not only the conformance client: ``mcp-chaos run`` itself, the driver and its retry policy, at
     2025-11-25 with the client's defaults, comes back with a GET after the interval the server asked
     for, and the call is one attempt, resumed, not a retry (tests/conformance/sse-retry.yaml)."""
-    require_node("the conformance suite")
-    with npm_lock():
-        suite.install()
-    results = tmp_path / "results"
-    client = tmp_path / "run-client.sh"
-    mcp_chaos = ROOT / ".venv" / "bin" / "mcp-chaos"
-    scenario = ROOT / "tests" / "conformance" / "sse-retry.yaml"
-    client.write_text(
-        f'#!/bin/sh\nexec "{mcp_chaos}" run "{scenario}" --set "target.url=$1" --no-preflight --quiet '
-        f'--fail-on duplicate --results "{results}"\n'
-    )
-    client.chmod(0o755)
-    outcome = suite.run(suite.LEGS[0], "sse-retry", tmp_path / "suite", client=str(client))
+    outcome, results = run_as_client(tmp_path, "sse-retry.yaml", "sse-retry")
     assert outcome.ok, outcome.output[-3000:]
     assert (outcome.passed, outcome.failed) == (3, 0)
     [run_dir] = results.iterdir()
@@ -90,24 +78,28 @@ def test_a_run_answers_the_suites_elicitation_scenario_with_the_form_s_defaults(
     """``mcp-chaos run`` answers the form the suite's server asks for mid-call (elicitation/create, on
     the call's stream) with each field's default, as the conformance client does
     (tests/conformance/elicitation.yaml); it timed out unanswered before."""
-    require_node("the conformance suite")
-    with npm_lock():
-        suite.install()
-    results = tmp_path / "results"
-    client = tmp_path / "run-client.sh"
-    mcp_chaos = ROOT / ".venv" / "bin" / "mcp-chaos"
-    scenario = ROOT / "tests" / "conformance" / "elicitation.yaml"
-    client.write_text(
-        f'#!/bin/sh\nexec "{mcp_chaos}" run "{scenario}" --set "target.url=$1" --no-preflight --quiet '
-        f'--fail-on duplicate --results "{results}"\n'
-    )
-    client.chmod(0o755)
-    outcome = suite.run(
-        suite.LEGS[0], "elicitation-sep1034-client-defaults", tmp_path / "suite", client=str(client)
-    )
+    outcome, results = run_as_client(tmp_path, "elicitation.yaml", "elicitation-sep1034-client-defaults")
     assert outcome.ok, outcome.output[-3000:]
     assert (outcome.passed, outcome.failed) == (outcome.total, 0)
     [run_dir] = results.iterdir()
     ended = [e for e in read_history(run_dir / "history.jsonl") if e["type"] == "attempt_ended"]
     assert [e["outcome"] for e in ended] == ["ok"], ended
     assert ended[0]["reply"].startswith("Elicitation completed: "), ended[0]
+
+
+def run_as_client(tmp_path: Path, scenario: str, name: str) -> tuple[suite.Outcome, Path]:
+    """The suite's scenario ``name`` with ``mcp-chaos run`` of tests/conformance/``scenario`` as its
+    client (the suite's server as ``target.url``): how it went, and where the run's directory is."""
+    require_node("the conformance suite")
+    with npm_lock():
+        suite.install()
+    results = tmp_path / "results"
+    client = tmp_path / "run-client.sh"
+    mcp_chaos = ROOT / ".venv" / "bin" / "mcp-chaos"
+    path = ROOT / "tests" / "conformance" / scenario
+    client.write_text(
+        f'#!/bin/sh\nexec "{mcp_chaos}" run "{path}" --set "target.url=$1" --no-preflight --quiet '
+        f'--fail-on duplicate --results "{results}"\n'
+    )
+    client.chmod(0o755)
+    return suite.run(suite.LEGS[0], name, tmp_path / "suite", client=str(client)), results
