@@ -107,28 +107,24 @@ async def drive(
         with HistoryWriter(history) as h:
             async with McpHttpClient(f"http://127.0.0.1:{port}/mcp", history=h) as client:
                 scheduler = Observed(router) if router is not None else None
-                driver = Driver(
-                    Workload(s, "bench"),
-                    [client],
-                    h,
-                    s.client,
-                    concurrency=concurrency,
-                    seed=0,
-                    scheduler=scheduler,
-                )
-                await driver.run()  # a warm-up round of the same size: connections, prepared plans
+
+                def driver(namespace: str, seed: int) -> Driver:
+                    return Driver(
+                        Workload(s, namespace),
+                        [client],
+                        h,
+                        s.client,
+                        concurrency=concurrency,
+                        seed=seed,
+                        scheduler=scheduler,
+                    )
+
+                # A warm-up round of the same size first: connections, prepared plans.
+                await driver("bench", 0).run()
                 before = resource.getrusage(resource.RUSAGE_SELF)
-                driver = Driver(
-                    Workload(s, "bench2"),
-                    [client],
-                    h,
-                    s.client,
-                    concurrency=concurrency,
-                    seed=1,
-                    scheduler=scheduler,
-                )
+                measured = driver("bench2", 1)
                 start = time.perf_counter()
-                stats = await driver.run()
+                stats = await measured.run()
                 wall = time.perf_counter() - start
                 after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
