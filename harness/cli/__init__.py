@@ -8,7 +8,7 @@ runner, Docker's SDK), and ``audit`` starts reading before it imports its own.
 Exit codes: 0 run (and gate) fine; 1 the scenario's gate failed; 2 bad usage or
 scenario (an output path that cannot be written is one, found before any work);
 3 the target could not be run; 4 a history or its effects could not be audited;
-5 ``export-otlp``'s collector did not take the spans; 130 interrupted (the partial
+5 ``export --format otlp``'s collector did not take the spans; 130 interrupted (the partial
 run is kept and can be audited).
 
 Everything printed passes :func:`harness.sanitize.terminal`: tables and errors
@@ -33,7 +33,7 @@ from harness.cli import (
     contract,
     crashpoints,
     explain,
-    export_otlp,
+    export,
     init,
     reproduce,
     run,
@@ -47,7 +47,7 @@ COMMANDS = (
     run,
     audit,
     explain,
-    export_otlp,
+    export,
     validate,
     reproduce,
     compare,
