@@ -103,7 +103,8 @@ class StoreNotMade(AuditError):
 
 
 class ExportError(HarnessError):
-    """``export-otlp``: the collector was not there, or did not take the spans."""
+    """``export``: the file could not be written, or (``--format otlp``) the collector was not there or
+    did not take the spans."""
 
     exit_code = 5
 

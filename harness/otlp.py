@@ -1,4 +1,5 @@
-"""``mcp-chaos export-otlp``: a run's intents and attempts as OpenTelemetry spans, to a collector or a file.
+"""``mcp-chaos export --format otlp``: a run's intents and attempts as OpenTelemetry spans, to a collector
+or a file.
 
 Each intent is a trace: its root span lasts from ``intent_started`` to
 ``intent_ended`` and carries what the auditor judged (verdict, cause, effects);
@@ -77,7 +78,7 @@ def collector_url(endpoint: str) -> str:
         loopback = host.lower() in LOOPBACK_NAMES
     if not loopback:
         raise UsageError(
-            f"--endpoint {host} is not this machine: export-otlp sends only to a collector on "
+            f"--endpoint {host} is not this machine: export --format otlp sends only to a collector on "
             "127.0.0.1, ::1 or localhost (run one there that forwards, or use --file)"
         )
     path = parts.path if parts.path not in ("", "/") else TRACES_PATH
@@ -342,7 +343,7 @@ def export_endpoint(run_dir: Path, endpoint: str, *, timeout_s: float = 10.0) ->
             if redirected:
                 raise ExportError(
                     f"the OTLP collector at {url} answered {redirected[0]} (a redirect), not the spans "
-                    f"taken (after {done.spans} sent): give export-otlp the collector's own address"
+                    f"taken (after {done.spans} sent): give the export the collector's own address"
                 )
             if result is not SpanExportResult.SUCCESS:
                 raise ExportError(

@@ -5,11 +5,11 @@ With ``client.trace`` every attempt carries a ``traceparent``
 attempt of an intent under one trace, and a duplicate the report names can be
 found in the server's own traces. The ids are a hash of the run's namespace and
 the intent's index (and the attempt's number): the same run directory gives the
-same ids to the history, the report, ``export-otlp`` and a re-read of the
+same ids to the history, the report, ``export --format otlp`` and a re-read of the
 server's logs, with nothing to store but the ids the history already records;
 and two runs (two namespaces) never share a trace.
 
-Span 0 of a trace is the intent's own span (the root ``export-otlp`` writes);
+Span 0 of a trace is the intent's own span (the root ``export --format otlp`` writes);
 span ``n`` is its attempt ``n``, a child of the root, and the ``traceparent``
 an attempt sends names that span as the caller's, so the server's span is a
 child of it. Pure: no I/O.

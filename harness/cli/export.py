@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from harness import rundir
 from harness.cli.common import say
 from harness.cli.outputs import output_file
-from harness.errors import UsageError
+from harness.errors import ExportError, UsageError
 
 if TYPE_CHECKING:
     from harness.cli.options import Commands
@@ -79,8 +79,11 @@ def _jepsen(run_dir: Path, file: str | None) -> int:
         done, where = jepsen.export(run_dir, sys.stdout), "standard output"
     else:
         path = output_file(file, "--file") or run_dir / JEPSEN_FILE
-        with open(path, "w", encoding="utf-8") as out:
-            done, where = jepsen.export(run_dir, out), str(path)
+        try:
+            with open(path, "w", encoding="utf-8") as out:
+                done, where = jepsen.export(run_dir, out), str(path)
+        except OSError as exc:
+            raise ExportError(f"cannot write the history to {path}: {exc.strerror or exc}") from None
     read = (
         "the final read"
         if done.read

@@ -21,7 +21,7 @@ the intent) is the retry policy's, :mod:`harness.run.retry`; the driver sends th
 attempts (each a :class:`~harness.client.ToolCall`) and writes them down.
 
 With ``client.trace`` each attempt carries a ``traceparent``: the intent's trace,
-the attempt's own span, and (recorded, for ``export-otlp``) a link from a retry
+the attempt's own span, and (recorded, for ``export --format otlp``) a link from a retry
 to the intent's first attempt. Off, the hot path pays one test per attempt.
 """
 

@@ -159,11 +159,12 @@ def test_a_torn_last_line_is_a_harness_killed_mid_write_and_audits(
 def test_an_output_that_names_a_file_of_the_run_is_refused_and_the_run_kept(
     name: str, good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``export-otlp RUN --file RUN/history.jsonl`` truncated the history to 0 bytes and said it exported."""
+    """``export-otlp RUN --file RUN/history.jsonl`` truncated the history to 0 bytes and said it exported;
+    ``export`` refuses it in either format."""
     run_dir = tmp_path / "run"
     shutil.copytree(good_run, run_dir)
     before = (run_dir / name).read_bytes()
-    assert main(["export-otlp", str(run_dir), "--file", str(run_dir / name)]) == 2
+    assert main(["export", str(run_dir), "--format", "jepsen", "--file", str(run_dir / name)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert f"is {name} of the run {run_dir.resolve()}, a file of the run this would destroy" in err
@@ -230,7 +231,7 @@ def _directory(path: Path) -> None:
     ],
     ids=["history-dev-zero", "history-fifo", "history-dir", "scenario-link", "no-scenario", "no-history"],
 )
-@pytest.mark.parametrize("command", ["audit", "explain", "export-otlp"])
+@pytest.mark.parametrize("command", ["audit", "explain", "export"])
 def test_a_record_that_is_not_the_runs_file_is_named_not_read(
     record: str,
     make: Callable[[Path], None],
@@ -246,7 +247,9 @@ def test_a_record_that_is_not_the_runs_file_is_named_not_read(
     shutil.copytree(good_run, run_dir)
     shutil.copytree(good_run, run_dir / "x.preflight")  # what made every case read as a stopped preflight
     make(run_dir / record)
-    argv = [command, str(run_dir)] + (["0"] if command == "explain" else ["--file", str(tmp_path / "o")])
+    argv = [command, str(run_dir)] + (
+        ["0"] if command == "explain" else ["--format", "otlp", "--file", str(tmp_path / "o")]
+    )
     assert main(argv[:2] if command == "audit" else argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
@@ -257,10 +260,13 @@ def test_a_record_that_is_not_the_runs_file_is_named_not_read(
 def test_an_export_to_a_full_disk_is_a_one_line_error(
     good_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``export-otlp --file /dev/full`` ended in an OSError traceback."""
-    assert main(["export-otlp", str(good_run), "--file", "/dev/full"]) == 5
+    """``export-otlp --file /dev/full`` ended in an OSError traceback; so would have Jepsen's format."""
+    assert main(["export", str(good_run), "--format", "otlp", "--file", "/dev/full"]) == 5
     err = capsys.readouterr().err
     assert err == "mcp-chaos: error: cannot write the spans to /dev/full: No space left on device\n"
+    assert main(["export", str(good_run), "--format", "jepsen", "--file", "/dev/full"]) == 5
+    err = capsys.readouterr().err
+    assert err == "mcp-chaos: error: cannot write the history to /dev/full: No space left on device\n"
 
 
 @pytest.mark.parametrize("way", ["pods-folder-linked-out", "pod-name-climbing-out"])

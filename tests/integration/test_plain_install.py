@@ -32,6 +32,7 @@ COMMANDS = [
     "run",
     "audit",
     "explain",
+    "export",
     "export-otlp",
     "validate",
     "reproduce",
@@ -45,7 +46,7 @@ COMMANDS = [
 ]
 EXTRAS = {"harness.otlp": {"opentelemetry", "google", "requests"}, "harness.pytest_plugin": {"pytest"}}
 """Modules that need an extra, and the packages of that extra one of which they may miss (each is
-imported only by what needs it: ``export-otlp`` names its extra, pytest loads the plugin itself)."""
+imported only by what needs it: ``export --format otlp`` names its extra, pytest loads the plugin itself)."""
 
 IMPORT_EVERY_MODULE = """
 import importlib, json, pkgutil, sys
@@ -181,10 +182,14 @@ def test_validate_and_a_run_through_the_actions_step(plain: PlainInstall, tmp_pa
     assert summary["intents"]["started"] == 40
     assert [(f["kind"], f["injected"]) for f in summary["faults"]] == [("kill", 1)]
     spans = tmp_path / "spans.json"
-    exported = plain("export-otlp", outputs["run-dir"], "--file", str(spans), cwd=tmp_path)
+    exported = plain("export", outputs["run-dir"], "--format", "otlp", "--file", str(spans), cwd=tmp_path)
     assert exported.returncode != 0
-    assert "pip install 'mcp-chaos[otlp]'" in exported.stderr, "export-otlp must name its extra"
+    assert "pip install 'mcp-chaos[otlp]'" in exported.stderr, "export --format otlp must name its extra"
     _no_traceback(exported)
+    history = tmp_path / "history.edn"  # Jepsen's format needs no extra
+    jepsen = plain("export", outputs["run-dir"], "--format", "jepsen", "--file", str(history), cwd=tmp_path)
+    assert jepsen.returncode == 0, jepsen.stderr[-3000:]
+    assert history.read_text().count(":f :add") >= 2 * 40
 
 
 def test_contract_and_crashpoints(plain: PlainInstall, tmp_path: Path) -> None:

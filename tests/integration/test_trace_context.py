@@ -153,13 +153,22 @@ def test_export_otlp_writes_otlp_json_lines(traced_run: AuditResult, tmp_path: P
     spans = by_span([rs for r in requests for rs in r["resourceSpans"]])
     check_duplicate_spans(traced_run, spans)
     assert f"exported {len(spans)} spans of 3 intents" in done.stdout
+    # The old spelling of `export --format otlp`: it still works, and says what it is now.
+    assert (
+        done.stderr == "export-otlp is now `mcp-chaos export --format otlp`; the old spelling keeps working\n"
+    )
 
 
 @pytest.mark.integration
 def test_export_otlp_sends_protobuf_to_a_local_collector(traced_run: AuditResult) -> None:
     with Collector() as collector:
         done = mcp_chaos(
-            "export-otlp", traced_run.run_dir, "--endpoint", f"http://127.0.0.1:{collector.port}"
+            "export",
+            traced_run.run_dir,
+            "--format",
+            "otlp",
+            "--endpoint",
+            f"http://127.0.0.1:{collector.port}",
         )
     assert done.returncode == 0, done.stderr
     assert collector.paths == ["/v1/traces"]
@@ -176,13 +185,20 @@ def test_export_otlp_sends_protobuf_to_a_local_collector(traced_run: AuditResult
 
 @pytest.mark.integration
 def test_export_otlp_sends_nowhere_but_this_machine(traced_run: AuditResult) -> None:
-    done = mcp_chaos("export-otlp", traced_run.run_dir, "--endpoint", "http://collector.example:4318")
+    done = mcp_chaos(
+        "export", traced_run.run_dir, "--format", "otlp", "--endpoint", "http://collector.example:4318"
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "not this machine" in done.stderr
     with Collector(status=400) as collector:  # a refusal, not a transient error to retry
         refused = mcp_chaos(
-            "export-otlp", traced_run.run_dir, "--endpoint", f"http://localhost:{collector.port}/x"
+            "export",
+            traced_run.run_dir,
+            "--format",
+            "otlp",
+            "--endpoint",
+            f"http://localhost:{collector.port}/x",
         )
     assert refused.returncode == 5
     assert "did not take the spans" in refused.stderr
@@ -200,7 +216,12 @@ def test_a_collector_that_trickles_or_redirects_is_no_export(traced_run: AuditRe
         assert time.monotonic() - started < 6
     with Collector(status=307) as collector:
         moved = mcp_chaos(
-            "export-otlp", traced_run.run_dir, "--endpoint", f"http://127.0.0.1:{collector.port}"
+            "export",
+            traced_run.run_dir,
+            "--format",
+            "otlp",
+            "--endpoint",
+            f"http://127.0.0.1:{collector.port}",
         )
     assert moved.returncode == 5, moved.stdout
     assert moved.stderr.count("\n") == 1
