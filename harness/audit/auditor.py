@@ -453,10 +453,18 @@ def _audit(
 
 def story_of(result: AuditResult, intent: int) -> Story:
     """The story of any started intent of an audited run (its history read again, up to its end)."""
-    rows = result.judged.rows_of([intent])
-    if not rows.num_rows:
-        raise UsageError(f"intent {intent} never started in {result.run_dir}")
+    return stories_of(result, [intent])[intent]
+
+
+def stories_of(result: AuditResult, intents: Sequence[int]) -> dict[int, Story]:
+    """The stories of started intents of an audited run, from one more read of its history."""
+    rows = result.judged.rows_of(list(intents))
+    if rows.num_rows < len(set(intents)):
+        told = set(rows.column("intent").to_pylist())
+        missing = next(i for i in intents if i not in told)
+        raise UsageError(f"intent {missing} never started in {result.run_dir}")
     history = result.run_dir / rundir.HISTORY
     fixes = partial(fix_for, keyed=keyed(result.scenario))
-    told = tell(rows, [intent], lambda: read_batches(history), result.checkpoints, result.pod_faults, fixes)
-    return told[intent]
+    return tell(
+        rows, list(intents), lambda: read_batches(history), result.checkpoints, result.pod_faults, fixes
+    )

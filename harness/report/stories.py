@@ -146,6 +146,19 @@ def _code(text: str) -> str:
     return text.replace("`", "'")
 
 
+REPLAYED_BY_KILLS = frozenset({"kill", "crash", "rollout"})
+"""Causes ``mcp-chaos replay`` makes again: a pod that died under the attempt (harness/replay.py)."""
+
+
+def replay_command(found: FindingClass) -> str | None:
+    """``mcp-chaos replay RUN_DIR INTENT`` for a class whose first intent a replay can make again (the run
+    directory as the other hints name it: where the results went is the user's)."""
+    replayable = found.verdict.value in ("duplicate", "lost", "applied_despite_error")
+    if not found.stories or not replayable or found.cause not in REPLAYED_BY_KILLS:
+        return None
+    return f"mcp-chaos replay RUN_DIR {found.stories[0].intent}"
+
+
 def class_title(found: FindingClass) -> str:
     return f"{found.verdict.value} · {found.cause}: {_plural(found.count, 'intent')}"
 
@@ -165,6 +178,8 @@ def explain(summary: Summary) -> str:
                 f" (and {found.count - 1} more: mcp-chaos explain RUN_DIR INTENT)" if found.count > 1 else ""
             )
             lines += [f"  the first{more}:", *("  " + line for line in story_lines(first, fix=False))]
+        if (command := replay_command(found)) is not None:
+            lines.append(f"  reproduce with: {command}")
     return "\n".join(lines)
 
 
@@ -182,6 +197,8 @@ def findings_markdown(summary: Summary) -> list[str]:
         lines += ["", f"### {class_title(found)}", ""]
         if found.fix is not None:
             lines += [f"- **What it means:** {found.fix.meaning}.", f"- **Fix:** {found.fix.fix}."]
+        if (command := replay_command(found)) is not None:
+            lines.append(f"- **Reproduce with:** `{command}` (the kill made again where it caught it)")
         if found.stories:
             lines += ["", "```text"]
             for story in found.stories:

@@ -32,6 +32,7 @@ COMMANDS = [
     "run",
     "audit",
     "explain",
+    "replay",
     "export",
     "export-otlp",
     "validate",

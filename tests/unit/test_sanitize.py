@@ -51,6 +51,11 @@ WRITERS = {
     ("harness.cli.cleanup", "command"): "names the harness gave",
     ("harness.cli.contract", "command"): "junit (xml()), contract.json as written (json_safe())",
     ("harness.cli.crashpoints", "command"): "crash_render.json_text: json_safe()",
+    (
+        "harness.cli.export",
+        "_jepsen",
+    ): "history.edn: EDN strings, quotes and backslashes escaped (data, not a terminal)",
+    ("harness.cli.replay", "command"): "replay.json: json.dumps escapes every control character",
     ("harness.cli.init", "command"): "the draft, redacted by init_scenario",
     ("harness.cli.reproduce", "command"): "a table of harness numbers",
     ("harness.cli.run", "command"): "a harness line; run_junit (xml())",

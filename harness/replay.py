@@ -1,0 +1,249 @@
+"""Replay a run's findings: each kill made again, at the point its attempt had reached, on a fresh target.
+
+A random run finds a rare window (the article's keyed duplicate, about 1 in 2,700)
+by luck, and luck does not come twice. What the run recorded does: every attempt's
+``attempt_ended`` names the points it reached (the decision router observes every
+run), so a finding's story says where the kill caught it ("after db_commit#2
+(INSERT invoices), before its answer"). ``replay`` turns that into a crash point:
+a scenario derived from the run's own, which kills the pod at that point in each of
+``times`` intents, one call at a time, and retries as the run's client did. The
+ordinary audit judges each try:
+
+* ``STILL FAILING``: every try ended with the finding's verdict: the window is
+  there, and now it is found every time.
+* ``FIXED``: every try reached the point, was killed there, and took effect
+  exactly once (after a fix, or against another build given with ``--set``).
+* ``COULD NOT REPRODUCE``: anything else, with why: tries that differ, a point the
+  call no longer reaches, or a finding no pod kill made (a stream fault, no fault
+  at all), which this replay does not make again.
+
+Where the run observed no point of the call (a target with no database or file
+points the harness sees: the embedded SQLite target, a stdio server), the replay
+kills the pod when the attempt's answer reaches the harness (``response``): after
+everything the call did, before the client learns of it, which is where a kill that
+broke an answer must have landed. Findings at the same point with the same verdict
+are replayed together: one run of ``times`` intents.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness import rundir
+from harness.audit.auditor import AuditResult, audit_run, stories_of
+from harness.audit.stories import Story
+from harness.crashpoints.explore import retry_quickly
+from harness.errors import UsageError
+from harness.history import EventType, Verdict, read_history
+from harness.report.tables import markdown_table
+from harness.scenario import Scenario, load_scenario, parse_scenario
+
+REPLAYED = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
+"""The findings a replay makes again (those the default gate fails on)."""
+MAX_FINDINGS = 100
+"""Findings replayed at most in one call (name intents to choose others)."""
+POD_KILLS = ("kill#", "crash#", "rollout#")
+"""How a story labels the pod faults that broke an attempt (``kill#1 pod-0 @2.72s``)."""
+
+
+class Result(enum.StrEnum):
+    FIXED = "FIXED"
+    STILL_FAILING = "STILL FAILING"
+    COULD_NOT_REPRODUCE = "COULD NOT REPRODUCE"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A finding of the run, and where the kill that made it caught its attempt."""
+
+    intent: int
+    verdict: str
+    cause: str
+    point: str | None
+    """Where the replay kills the pod (``db_commit#2``, ``response``), or None: no pod kill made it."""
+    where: str
+    """As the story says it: ``after db_commit#2 (INSERT invoices), before its answer``, or why not."""
+
+
+@dataclass(slots=True)
+class Replayed:
+    """One point and verdict's replay: the findings it stands for and what the tries did."""
+
+    point: str | None
+    verdict: str
+    findings: list[Finding]
+    result: Result
+    why: str
+    tries: list[str] = field(default_factory=list)
+    """The verdict of each try."""
+    run_dir: Path | None = None
+
+
+def findings_of(audit: AuditResult, intents: Sequence[int] = ()) -> list[Finding]:
+    """The run's findings (or the ``intents`` named), each with the point its kill caught it at."""
+    table = audit.intents
+    if intents:
+        known = set(table["intent"].tolist())
+        missing = [i for i in intents if i not in known]
+        if missing:
+            raise UsageError(f"intent {missing[0]} never started in {audit.run_dir}")
+        chosen = table[table["intent"].isin(list(intents))]
+    else:
+        chosen = table[table["verdict"].isin([v.value for v in REPLAYED])].head(MAX_FINDINGS)
+    wanted = [int(i) for i in chosen["intent"].tolist()]
+    stories = stories_of(audit, wanted)
+    return [_finding(stories[i]) for i in wanted]
+
+
+def _finding(story: Story) -> Finding:
+    base = (story.intent, story.verdict, story.cause)
+    if story.verdict not in REPLAYED:
+        return Finding(*base, None, f"{story.verdict}: no finding to replay")
+    hit = next((s for s in story.steps if any(f.startswith(POD_KILLS) for f in s.faults)), None)
+    if hit is None:
+        faults = sorted({f.split("#")[0].split(" ")[0] for s in story.steps for f in s.faults})
+        made = f"made by {', '.join(faults)}" if faults else "made with no fault"
+        return Finding(*base, None, f"{made}: replay makes pod kills again, not this")
+    mine = [p for p in hit.points if not p.ambiguous]
+    if not mine or hit.outcome == "ok":
+        return Finding(
+            *base, "response", f"attempt {hit.attempt}: before its answer (no point of it observed)"
+        )
+    last = mine[-1]
+    label = f" ({last.label})" if last.label else ""
+    return Finding(*base, last.point, f"attempt {hit.attempt}: after {last.point}{label}, before its answer")
+
+
+def replay_scenario(scenario: Scenario, point: str, times: int) -> Scenario:
+    """The run's scenario, its faults replaced by a kill at ``point`` in each of ``times`` intents."""
+    data = retry_quickly(scenario, kills=times)
+    data["name"] = f"{scenario.name}-replay"
+    data["description"] = f"mcp-chaos replay: the pod SIGKILLed at {point} in each intent, then retried."
+    data["workload"].update(intents=times, concurrency=1)
+    data["faults"] = {"crash_points": {"holds": [{"at": point}]}}
+    data["gate"] = {"fail_on": [v.value for v in REPLAYED]}
+    return parse_scenario(data, source="the replay of " + scenario.name)
+
+
+def judge(replayed: Replayed, audit: AuditResult) -> None:
+    """What the tries of ``replayed`` say (see the module's docstring)."""
+    tries = [str(v) for v in audit.intents.sort_values("intent")["verdict"].tolist()]
+    replayed.tries = tries
+    missed: list[str] = []
+    killed = set()
+    for e in read_history(audit.run_dir / rundir.HISTORY):
+        if e.get("type") == EventType.FAULT_MISSED:
+            missed.append(str(e.get("reason", "")))
+        elif e.get("type") == EventType.CRASH_POINT and e.get("held"):
+            killed.add(e.get("intent"))
+    n = len(tries)
+    if tries and all(t == replayed.verdict for t in tries):
+        replayed.result, replayed.why = Result.STILL_FAILING, f"{replayed.verdict} in {n} of {n} tries"
+    elif missed or len(killed) < n:
+        replayed.result = Result.COULD_NOT_REPRODUCE
+        why = missed[0] if missed else f"the pod was killed there in {len(killed)} of {n} tries"
+        replayed.why = f"the kill at {replayed.point} was not made: {why}"
+    elif tries and all(t == Verdict.EXACTLY_ONCE for t in tries):
+        replayed.result = Result.FIXED
+        replayed.why = f"killed at {replayed.point}, exactly once in {n} of {n} tries"
+    else:
+        counts = ", ".join(f"{v} {tries.count(v)}" for v in sorted(set(tries)))
+        replayed.result, replayed.why = Result.COULD_NOT_REPRODUCE, f"the tries differ: {counts}"
+
+
+def group(findings: Sequence[Finding]) -> list[Replayed]:
+    """One replay per point and verdict; findings no pod kill made are their own, not replayed."""
+    groups: dict[tuple[str | None, str], Replayed] = {}
+    alone = []
+    for finding in findings:
+        if finding.point is None:
+            alone.append(
+                Replayed(None, finding.verdict, [finding], Result.COULD_NOT_REPRODUCE, finding.where)
+            )
+            continue
+        key = (finding.point, finding.verdict)
+        if key not in groups:
+            groups[key] = Replayed(finding.point, finding.verdict, [], Result.COULD_NOT_REPRODUCE, "")
+        groups[key].findings.append(finding)
+    return [*groups.values(), *alone]
+
+
+async def replay(
+    run_dir: Path,
+    intents: Sequence[int],
+    *,
+    times: int,
+    overrides: Sequence[str],
+    results: Path,
+    out: TextIO | None = None,
+) -> list[Replayed]:
+    """Replay the findings of ``run_dir`` (or the ``intents`` named), ``times`` tries each."""
+    from harness.run.runner import check_environment, run_and_audit
+
+    rundir.require_run_dir(run_dir)
+    scenario = load_scenario(run_dir / rundir.SCENARIO, overrides)
+    check_environment(scenario)
+    audit = audit_run(run_dir)
+    replays = group(findings_of(audit, intents))
+    for replayed in replays:
+        if replayed.point is None:
+            continue
+        made = replay_scenario(scenario, replayed.point, times)
+        target = rundir.prepare_run_dir(results, made)
+        if out is not None:
+            out.write(
+                f"replay: {len(replayed.findings)} finding(s) killed at {replayed.point}, {times} tries\n"
+            )
+            out.flush()
+        done = await run_and_audit(made, target, out=io.StringIO(), progress_interval_s=None, html=False)
+        replayed.run_dir = target
+        judge(replayed, done)
+    return replays
+
+
+def exit_code(replays: Sequence[Replayed]) -> int:
+    """0 every finding FIXED, 1 one STILL FAILING, 2 otherwise (none left to say either)."""
+    results = {r.result for r in replays}
+    if Result.STILL_FAILING in results:
+        return 1
+    if results == {Result.FIXED}:
+        return 0
+    return 2
+
+
+def render(replays: Sequence[Replayed]) -> str:
+    """The table: a row per finding, its replay's result and why."""
+    rows = [
+        [str(f.intent), f.verdict, f.cause or "-", f.where, r.result.value, r.why]
+        for r in replays
+        for f in r.findings
+    ]
+    head = ["intent", "verdict", "cause", "the kill caught it", "replay", "why"]
+    table = markdown_table(head, rows, "rlllll")
+    counts = {res: sum(len(r.findings) for r in replays if r.result is res) for res in Result}
+    told = ", ".join(f"{n} {res.value}" for res, n in counts.items() if n)
+    runs = [str(r.run_dir) for r in replays if r.run_dir is not None]
+    return table + f"\n\nreplay: {told}" + (f"\nruns: {', '.join(runs)}" if runs else "")
+
+
+def as_json(replays: Sequence[Replayed]) -> list[Mapping[str, Any]]:
+    return [
+        {
+            "intent": f.intent,
+            "verdict": f.verdict,
+            "cause": f.cause,
+            "point": f.point,
+            "where": f.where,
+            "result": r.result.value,
+            "why": r.why,
+            "tries": r.tries,
+            "run_dir": str(r.run_dir) if r.run_dir else None,
+        }
+        for r in replays
+        for f in r.findings
+    ]

@@ -1,0 +1,91 @@
+"""`mcp-chaos replay`: a run's finding made again, its kill at the point its attempt had reached, on a
+fresh target: STILL FAILING against the design that made it, FIXED against one that takes the same
+kill exactly once. The runs that find the finding use failpoints (the server exits right after its
+invoice's commit, once), so that each test starts from a finding every time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.history import Verdict
+from tests.helpers.cli import mcp_chaos
+from tests.helpers.scenarios import invoice_scenario, run_scenario
+
+pytestmark = pytest.mark.integration
+
+QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+
+
+def found(data: dict[str, Any], results: Path) -> tuple[Path, int]:
+    """A run with one duplicate: its directory and the duplicate's intent."""
+    result = run_scenario(data, results)
+    duplicates = result.intents.loc[result.intents["verdict"] == Verdict.DUPLICATE, "intent"].tolist()
+    assert len(duplicates) == 1, result.intents["verdict"].tolist()
+    return result.run_dir, int(duplicates[0])
+
+
+def replayed(run_dir: Path, tmp_path: Path, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    out = tmp_path / f"replay-{len(list(tmp_path.iterdir()))}.json"
+    done = mcp_chaos("replay", run_dir, *args, "--json", out, "--results", tmp_path)
+    assert done.returncode in (0, 1, 2), done.stderr
+    return done.returncode, json.loads(out.read_text(encoding="utf-8")), done.stdout
+
+
+def test_a_duplicate_no_point_of_which_was_seen_replays_killed_before_its_answer(tmp_path: Path) -> None:
+    """SQLite: the harness sees no point of the call, so the replay kills the pod when the answer reaches
+    it: the naive design makes the invoice twice in every try; the atomic one once."""
+    data = invoice_scenario(mode="naive", intents=4, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    run_dir, intent = found(data, tmp_path / "results")
+    code, rows, told = replayed(run_dir, tmp_path)
+    assert code == 1, told
+    (row,) = rows
+    assert (row["intent"], row["point"], row["result"]) == (intent, "response", "STILL FAILING")
+    assert row["tries"] == ["duplicate"] * 3
+    assert "replay: 1 STILL FAILING" in told
+    code, rows, told = replayed(run_dir, tmp_path, "--set", "target.env.INVOICES_MODE=atomic")
+    assert code == 0, told
+    assert [(r["result"], r["tries"]) for r in rows] == [("FIXED", ["exactly_once"] * 3)]
+
+
+@pytest.mark.postgres
+def test_a_duplicate_replays_at_the_commit_its_attempt_had_made(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """PostgreSQL: the story says the crash caught the attempt after its invoice's commit; the replay kills
+    the pod at that commit (by its index in the call), three times of three a duplicate; against the
+    atomic design, the same commit index is its one transaction, and the retry finds the key."""
+    data = invoice_scenario(mode="naive", intents=4, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    run_dir, intent = found(data, tmp_path / "results")
+    code, rows, told = replayed(run_dir, tmp_path)
+    assert code == 1, told
+    (row,) = rows
+    assert row["intent"] == intent
+    assert row["point"] == "db_commit#2"  # the failpoint's own row, committed after the invoice's
+    assert row["where"] == "attempt 1: after db_commit#2 (INSERT failpoint_hits), before its answer"
+    assert (row["result"], row["tries"]) == ("STILL FAILING", ["duplicate"] * 3)
+    code, rows, told = replayed(run_dir, tmp_path, str(intent), "--set", "target.env.INVOICES_MODE=atomic")
+    assert code == 0, told
+    assert [(r["result"], r["tries"]) for r in rows] == [("FIXED", ["exactly_once"] * 3)]
+
+
+def test_a_finding_no_pod_kill_made_is_not_replayed_and_says_why(tmp_path: Path) -> None:
+    """A duplicate made by a stream fault (the answer cut after the server finished): replay makes pod
+    kills again, not this; it says so, and exits 2. An intent that is no finding is said to be none."""
+    data = invoice_scenario(mode="naive", intents=2)
+    data["faults"] = {"stream": [{"fault": "sever_response", "intent": 1, "attempt": 1}]}
+    run_dir, intent = found(data, tmp_path / "results")
+    code, rows, told = replayed(run_dir, tmp_path, "0", str(intent))
+    assert code == 2, told
+    assert [(r["intent"], r["result"], r["point"]) for r in rows] == [
+        (0, "COULD NOT REPRODUCE", None),
+        (intent, "COULD NOT REPRODUCE", None),
+    ]
+    assert rows[0]["where"] == "exactly_once: no finding to replay"
+    assert rows[1]["where"] == "made by sever_response: replay makes pod kills again, not this"
