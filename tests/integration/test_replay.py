@@ -40,6 +40,9 @@ def test_a_duplicate_no_point_of_which_was_seen_replays_killed_before_its_answer
     it: the naive design makes the invoice twice in every try; the atomic one once."""
     data = invoice_scenario(mode="naive", intents=4, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
     run_dir, intent = found(data, tmp_path / "results")
+    explained = mcp_chaos("explain", run_dir)  # the finding says how to make it again
+    assert f"reproduce with: mcp-chaos replay RUN_DIR {intent}" in explained.stdout, explained.stdout
+    assert f"`mcp-chaos replay RUN_DIR {intent}`" in (run_dir / "report.md").read_text(encoding="utf-8")
     code, rows, told = replayed(run_dir, tmp_path)
     assert code == 1, told
     (row,) = rows
