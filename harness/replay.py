@@ -68,6 +68,8 @@ class Finding:
     """Where the replay kills the pod (``db_commit#2``, ``response``), or None: no pod kill made it."""
     where: str
     """As the story says it: ``after db_commit#2 (INSERT invoices), before its answer``, or why not."""
+    guessed: bool = False
+    """No point of the attempt was observed: ``response`` is where its kill must have landed at the latest."""
 
 
 @dataclass(slots=True)
@@ -82,6 +84,7 @@ class Replayed:
     tries: list[str] = field(default_factory=list)
     """The verdict of each try."""
     run_dir: Path | None = None
+    guessed: bool = False
 
 
 def findings_of(audit: AuditResult, intents: Sequence[int] = ()) -> list[Finding]:
@@ -112,7 +115,10 @@ def _finding(story: Story) -> Finding:
     mine = [p for p in hit.points if not p.ambiguous]
     if not mine or hit.outcome == "ok":
         return Finding(
-            *base, "response", f"attempt {hit.attempt}: before its answer (no point of it observed)"
+            *base,
+            "response",
+            f"attempt {hit.attempt}: before its answer (no point of it observed)",
+            guessed=True,
         )
     last = mine[-1]
     label = f" ({last.label})" if last.label else ""
@@ -158,7 +164,7 @@ def judge(replayed: Replayed, audit: AuditResult) -> None:
 
 def group(findings: Sequence[Finding]) -> list[Replayed]:
     """One replay per point and verdict; findings no pod kill made are their own, not replayed."""
-    groups: dict[tuple[str | None, str], Replayed] = {}
+    groups: dict[tuple[str | None, str, bool], Replayed] = {}
     alone = []
     for finding in findings:
         if finding.point is None:
@@ -166,9 +172,11 @@ def group(findings: Sequence[Finding]) -> list[Replayed]:
                 Replayed(None, finding.verdict, [finding], Result.COULD_NOT_REPRODUCE, finding.where)
             )
             continue
-        key = (finding.point, finding.verdict)
+        key = (finding.point, finding.verdict, finding.guessed)
         if key not in groups:
-            groups[key] = Replayed(finding.point, finding.verdict, [], Result.COULD_NOT_REPRODUCE, "")
+            groups[key] = Replayed(
+                finding.point, finding.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=finding.guessed
+            )
         groups[key].findings.append(finding)
     return [*groups.values(), *alone]
 
@@ -183,7 +191,7 @@ async def replay(
     out: TextIO | None = None,
 ) -> list[Replayed]:
     """Replay the findings of ``run_dir`` (or the ``intents`` named), ``times`` tries each."""
-    from harness.run.runner import check_environment, run_and_audit
+    from harness.run.runner import check_environment
 
     rundir.require_run_dir(run_dir)
     scenario = load_scenario(run_dir / rundir.SCENARIO, overrides)
@@ -193,17 +201,52 @@ async def replay(
     for replayed in replays:
         if replayed.point is None:
             continue
-        made = replay_scenario(scenario, replayed.point, times)
-        target = rundir.prepare_run_dir(results, made)
         if out is not None:
             out.write(
                 f"replay: {len(replayed.findings)} finding(s) killed at {replayed.point}, {times} tries\n"
             )
             out.flush()
-        done = await run_and_audit(made, target, out=io.StringIO(), progress_interval_s=None, html=False)
-        replayed.run_dir = target
-        judge(replayed, done)
+        replayed.run_dir = await _tries(replayed, scenario, times, results)
+        if replayed.guessed and replayed.result is Result.FIXED:
+            await _confirm(replayed, run_dir, overrides, times, results)
     return replays
+
+
+async def _tries(replayed: Replayed, scenario: Scenario, times: int, results: Path) -> Path:
+    """One run of ``times`` intents killed at the replay's point, judged into ``replayed``; its directory."""
+    from harness.run.runner import run_and_audit
+
+    assert replayed.point is not None
+    made = replay_scenario(scenario, replayed.point, times)
+    target = rundir.prepare_run_dir(results, made)
+    done = await run_and_audit(made, target, out=io.StringIO(), progress_interval_s=None, html=False)
+    judge(replayed, done)
+    return target
+
+
+async def _confirm(
+    replayed: Replayed, run_dir: Path, overrides: Sequence[str], times: int, results: Path
+) -> None:
+    """A FIXED at a guessed point (``response``: no point of the call was seen) holds only if the run's own
+    build still fails there: else the kill is not where the window is (a keyed design's rare duplicate
+    falls between its two commits, which a kill before the answer never reaches)."""
+    if not overrides:
+        replayed.result = Result.COULD_NOT_REPRODUCE
+        replayed.why = (
+            f"killed before its answer, {replayed.why.split(', ', 1)[1]}: the window is inside the call, "
+            "where this run saw no point (mcp-chaos crashpoints explores them)"
+        )
+        return
+    check = Replayed(replayed.point, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=True)
+    await _tries(check, load_scenario(run_dir / rundir.SCENARIO), times, results)
+    if check.result is Result.STILL_FAILING:
+        replayed.why += f"; the run's own build, killed there: {check.why}"
+    else:
+        replayed.result = Result.COULD_NOT_REPRODUCE
+        replayed.why = (
+            f"killed before its answer, the run's own build too took effect once ({check.why}): the window "
+            "is inside the call, where this run saw no point (mcp-chaos crashpoints explores them)"
+        )
 
 
 def exit_code(replays: Sequence[Replayed]) -> int:

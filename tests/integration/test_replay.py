@@ -49,9 +49,12 @@ def test_a_duplicate_no_point_of_which_was_seen_replays_killed_before_its_answer
     assert (row["intent"], row["point"], row["result"]) == (intent, "response", "STILL FAILING")
     assert row["tries"] == ["duplicate"] * 3
     assert "replay: 1 STILL FAILING" in told
+    # Against the atomic design: exactly once, and (the point being a guess) the run's own build, killed
+    # there too, still made the duplicate: the kill is where the window is, so the fix is one.
     code, rows, told = replayed(run_dir, tmp_path, "--set", "target.env.INVOICES_MODE=atomic")
     assert code == 0, told
     assert [(r["result"], r["tries"]) for r in rows] == [("FIXED", ["exactly_once"] * 3)]
+    assert rows[0]["why"].endswith("; the run's own build, killed there: duplicate in 3 of 3 tries")
 
 
 @pytest.mark.postgres
