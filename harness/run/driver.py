@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import random
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -147,7 +146,7 @@ class Driver:
         self.stats = DriverStats(planned=len(workload)) if stats is None else stats
         """Its live counters (the run's, when it shares them with the injector and the status line)."""
         self.deadline_hit = False
-        self._rng = random.Random(f"{seed}:driver")
+        self._seed = seed
         self._ids = itertools.count(1)
         self._in_flight: dict[int, tuple[int, int]] = {}
         self._intents: Iterator[Intent] = iter(workload)
@@ -199,7 +198,12 @@ class Driver:
     async def _perform(self, intent: Intent, worker: int, client: McpClient) -> None:
         history, stats = self.history, self.stats
         history.hold(_INTENT_STARTED, intent=intent.index, marker=intent.marker, key=intent.key)
-        attempts = Attempts(self.policy, self._rng, clock=history.now, respond=self.workload.respond)
+        attempts = Attempts(
+            self.policy,
+            f"{self._seed}:backoff:{intent.index}",
+            clock=history.now,
+            respond=self.workload.respond,
+        )
         step: Step | None = None
         # MRTR: what answers the server's last question; its attempts keep the question's arguments
         # (the server binds its requestState to them).

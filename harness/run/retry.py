@@ -82,17 +82,21 @@ class Attempts:
     """One intent's attempts under the policy: how many, with which key, and what follows each.
 
     ``clock`` is the run's clock (seconds since it began), ``began`` the intent's
-    start on it; ``rng`` jitters the backoff (the driver's, seeded by the run). A plain class with
-    slots, not a dataclass: one is made per intent on the driver's hot path.
+    start on it. The backoff's jitter is the intent's own, drawn from ``seed`` (the run's seed and
+    the intent's index): the waits an intent gets do not depend on which other attempts failed
+    first, so a run made again draws them again (one stream shared by every worker did not). The
+    generator is made at the first retry: most intents never wait. A plain class with slots, not
+    a dataclass: one is made per intent on the driver's hot path.
     """
 
-    __slots__ = ("attempt", "began", "charged", "clock", "policy", "questions", "respond", "rng")
+    __slots__ = ("attempt", "began", "charged", "clock", "policy", "questions", "respond", "rng", "seed")
 
     def __init__(
-        self, policy: ClientPolicy, rng: random.Random, *, clock: Callable[[], float], respond: Respond
+        self, policy: ClientPolicy, seed: str, *, clock: Callable[[], float], respond: Respond
     ) -> None:
         self.policy = policy
-        self.rng = rng
+        self.seed = seed
+        self.rng: random.Random | None = None
         self.clock = clock
         self.respond = respond
         self.began = clock()
@@ -148,6 +152,8 @@ class Attempts:
             return End(IntentStatus.REJECTED)
         if self.charged >= policy.max_attempts or past_deadline():
             return End(IntentStatus.GAVE_UP)
+        if self.rng is None:
+            self.rng = random.Random(self.seed)
         wait = max(asked, backoff_delay(policy.backoff, self.charged or 1, self.rng))
         limit = policy.give_up_after_s
         if limit is not None and self.clock() + wait - self.began >= limit:

@@ -8,7 +8,6 @@ driver wrote, as the auditor does.
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -208,7 +207,7 @@ def test_a_fresh_key_client_gives_each_retry_its_own_key_in_the_arguments(tmp_pa
 
 
 def attempts(clock: Callable[[], float] = lambda: 0.0, **policy: Any) -> Attempts:
-    return Attempts(ClientPolicy(**policy), random.Random(0), clock=clock, respond=lambda _: {})
+    return Attempts(ClientPolicy(**policy), "0", clock=clock, respond=lambda _: {})
 
 
 def after(a: Attempts, res: CallResult, *, past: bool = False, stopped: str | None = None) -> Any:
@@ -234,6 +233,19 @@ def test_jittered_backoff_stays_within_its_bounds() -> None:
     assert all(0.5 <= w <= 1 for w in equal_waits)
     assert len(set(full_waits)) > 1
     assert len(set(equal_waits)) > 1
+
+
+def test_an_intents_waits_are_its_own_whatever_else_failed_first() -> None:
+    """The jitter is drawn from the intent's own seed: the same intent waits the same in a run made again,
+    however the other intents' failures fell; two intents wait differently."""
+    policy = ClientPolicy.model_validate({"backoff": {"jitter": "full", "initial_s": 1, "max_s": 1}})
+
+    def waits(seed: str) -> list[float]:
+        a = Attempts(policy, seed, clock=lambda: 0.0, respond=lambda _: {})
+        return [after(a, BROKEN).wait_s for _ in range(5)]
+
+    assert waits("7:backoff:3") == waits("7:backoff:3")
+    assert waits("7:backoff:3") != waits("7:backoff:4")
 
 
 def test_no_attempt_starts_past_give_up_after_s() -> None:
@@ -268,6 +280,6 @@ def test_the_deadline_is_asked_only_when_a_retry_would_follow() -> None:
 
 
 def test_an_answerable_question_is_answered_at_once() -> None:
-    a = Attempts(ClientPolicy(), random.Random(0), clock=lambda: 0.0, respond=lambda q: {"requestState": 1})
+    a = Attempts(ClientPolicy(), "0", clock=lambda: 0.0, respond=lambda q: {"requestState": 1})
     assert after(a, QUESTION) == Answer({"requestState": 1})
     assert (a.charged, a.questions) == (0, 1)
