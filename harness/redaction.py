@@ -98,7 +98,9 @@ def _percent_pattern(secret: str) -> str:
 
     def character(c: str) -> str:
         encoded = "".join(f"%{digit(b >> 4)}{digit(b & 15)}" for b in c.encode("utf-8", "surrogatepass"))
-        return f"(?:{re.escape(c)}|{encoded}{'|[+]' if c == ' ' else ''})"
+        # The encoding first: a regular expression takes the first alternative that matches, and a raw
+        # ``%`` is a prefix of ``%25``.
+        return f"(?:{encoded}|{re.escape(c)}{'|[+]' if c == ' ' else ''})"
 
     return "".join(map(character, secret))
 
@@ -169,15 +171,30 @@ class Redactor:
         """``value`` with every form of every secret, and every credential-named query parameter's
         value (:func:`mask_credential_params`), replaced by the mask."""
         for _ in range(_PASSES):
-            redacted = value if self._pattern is None else self._pattern.sub(self.mask, value)
-            # After the whole forms (it matches the raw secret inside them); only where a URL-encoding is.
-            if self._encoded is not None and ("%" in redacted or "+" in redacted):
-                redacted = self._encoded.sub(self.mask, redacted)
+            redacted = self._masked(value)
             redacted = mask_credential_params(redacted, self.mask)
             if redacted == value:
                 break
             value = redacted
         return value
+
+    def _masked(self, value: str) -> str:
+        """Every form of every secret in ``value`` masked, the longest where forms start together: the
+        whole forms, and (only where a URL-encoding is) the partly encoded ones. Two passes, one per
+        pattern, masked a raw secret ending in ``%`` inside its own encoding (``…:%25``) and left the
+        rest of the encoding shown."""
+        patterns = [p for p in (self._pattern, self._encoded) if p is not None]
+        if self._encoded is not None and "%" not in value and "+" not in value:
+            patterns.remove(self._encoded)
+        shown: list[str] = []
+        at = 0
+        while found := [m for p in patterns if (m := p.search(value, at)) is not None]:
+            start = min(m.start() for m in found)
+            end = max(m.end() for p in patterns if (m := p.match(value, start)) is not None)
+            shown += [value[at:start], self.mask]
+            at = max(end, start + 1)
+        shown.append(value[at:])
+        return "".join(shown)
 
     def error(self, exc: HarnessError) -> HarnessError:
         """``exc`` with its message (cut to ERROR_LIMIT after redaction) and details redacted: an error

@@ -133,6 +133,12 @@ def test_a_secret_url_encoded_only_in_part_is_hidden(secret: str, data: st.DataO
     assert shown.endswith(f"{MASK}&n=1 HTTP/1.1")
 
 
+def test_a_secret_ending_in_a_percent_sign_is_hidden_with_its_encoding() -> None:
+    """Found by the property above: the raw secret is a prefix of its own partial encoding (``:%`` then
+    ``:%25``), and masking the raw one first left ``25`` shown."""
+    assert Redactor(["000001:%"]).text("q=000001:%25&n=1") == f"q={MASK}&n=1"
+
+
 def test_the_issue_token_with_only_its_angle_brackets_encoded_is_hidden() -> None:
     partly = TOKEN.replace("<", "%3C").replace(">", "%3e")
     assert Redactor([TOKEN]).text(f"/v1/charges?memo={partly}") == f"/v1/charges?memo={MASK}"
