@@ -188,11 +188,15 @@ class Redactor:
             patterns.remove(self._encoded)
         shown: list[str] = []
         at = 0
-        while found := [m for p in patterns if (m := p.search(value, at)) is not None]:
+        ahead = {p: p.search(value) for p in patterns}  # each pattern's next match, searched again once passed
+        while found := [m for m in ahead.values() if m is not None]:
             start = min(m.start() for m in found)
             end = max(m.end() for p in patterns if (m := p.match(value, start)) is not None)
             shown += [value[at:start], self.mask]
             at = max(end, start + 1)
+            for p, m in ahead.items():
+                if m is not None and m.start() < at:
+                    ahead[p] = p.search(value, at)
         shown.append(value[at:])
         return "".join(shown)
 
