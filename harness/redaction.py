@@ -188,7 +188,7 @@ class Redactor:
             patterns.remove(self._encoded)
         shown: list[str] = []
         at = 0
-        ahead = {p: p.search(value) for p in patterns}  # each pattern's next match, searched again once passed
+        ahead = {p: p.search(value) for p in patterns}  # each pattern's next match
         while found := [m for m in ahead.values() if m is not None]:
             start = min(m.start() for m in found)
             end = max(m.end() for p in patterns if (m := p.match(value, start)) is not None)
