@@ -62,7 +62,7 @@ nightly: $(STAMP)
 
 ## The loop while editing, under a minute: lint and type-check, then the unit tests in parallel.
 check: lint
-	$(BIN)/pytest tests/unit -q -n $(CHECK_JOBS) $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=check $(BIN)/pytest tests/unit -q -n $(CHECK_JOBS) $(PYTEST_ARGS)
 
 ## Lint, type-check, then every test (unit, integration with real processes, quality) in parallel;
 ## tests that share the Docker engine or the machine's state run one at a time (tests/conftest.py).

@@ -51,6 +51,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None)
+settings.register_profile("check", deadline=None, max_examples=20)  # `make check` (tests/helpers/quick.py)
 settings.register_profile("slow", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if "CI" in os.environ else "dev"))
 

@@ -28,6 +28,7 @@ from harness.faults.schedule import build_schedule
 from harness.pods.factory import make_pod, target_headers
 from harness.scenario import load_scenario
 from harness.workload import Workload
+from tests.helpers.quick import examples
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "scenarios"
 EXPECT = re.compile(r"# expect: (\w+) exits (\d+): (.+)")
@@ -196,7 +197,7 @@ def _valid_or_one_line(text: str) -> None:
         assert "\n" not in error.message, error.message
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(PATHS), VALUES), min_size=1, max_size=3))
 def test_random_values_in_any_field_never_escape_as_a_traceback(
     changes: list[tuple[tuple[Any, ...], Any]],
@@ -207,7 +208,7 @@ def test_random_values_in_any_field_never_escape_as_a_traceback(
     _valid_or_one_line(yaml.safe_dump(data, allow_unicode=True))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(VALUES)
 def test_any_yaml_document_is_a_scenario_or_a_scenario_error(document: Any) -> None:
     _valid_or_one_line(yaml.safe_dump(document, allow_unicode=True))

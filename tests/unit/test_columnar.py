@@ -28,6 +28,7 @@ from harness.audit.fold import Fold, fold_history
 from harness.audit.verdicts import ClientStatus
 from harness.errors import HistoryError
 from harness.history import read_batches
+from tests.helpers.quick import seeds
 from tests.unit.histories import random_history
 
 
@@ -73,7 +74,7 @@ def test_the_benchmark_history(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("batch", [3, 17, 1 << 15])
 @pytest.mark.parametrize("replicas", [1, 3])
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", seeds(12))
 def test_random_histories(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, replicas: int, batch: int
 ) -> None:

@@ -28,6 +28,7 @@ from harness.crashpoints.pgwire import (
     statement_label,
     statement_text,
 )
+from tests.helpers.quick import examples
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "pgwire"
 RECORDINGS = ["psycopg", "psycopg-writes", "psycopg-async", "asyncpg", "sqlalchemy", "node-postgres"]
@@ -298,7 +299,7 @@ def test_the_rollbacks_of_one_simple_query_are_told_apart() -> None:
 MESSAGE_TYPES = b"QPBESCDHFdcfXZ" + b"CZsIGEDTnt123"
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(
     st.lists(
         st.tuples(

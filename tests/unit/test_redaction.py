@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from harness.errors import TargetError
 from harness.history import excerpt
 from harness.redaction import MASK, Redactor, collect, forms_of, mask_url_passwords, url_passwords
+from tests.helpers.quick import examples
 
 TOKEN = 'Zq9S3cr3t+/=&<>"x'
 
@@ -63,7 +64,7 @@ def test_redaction_comes_before_a_space_is_collapsed() -> None:
     assert excerpt(Redactor([secret]).text(said)) == "bad token *** please"
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(secret=secrets_, before=around, after=around, encoding=st.sampled_from(sorted(ENCODINGS)))
 def test_no_secret_survives_in_any_encoding_inside_any_text(
     secret: str, before: str, after: str, encoding: str
@@ -121,7 +122,7 @@ def test_a_secret_found_during_a_run_is_hidden_from_then_on_in_its_every_form() 
     assert redactor.text("plain text") == "plain text"
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(secret=secrets_, data=st.data())
 def test_a_secret_url_encoded_only_in_part_is_hidden(secret: str, data: st.DataObject) -> None:
     """A client encodes what it must and leaves the rest: each character as it is or as its %XX."""

@@ -22,6 +22,7 @@ from harness.catalog import Tool, classify, leaves, obvious_value
 from harness.effects.base import SeenStore
 from harness.init.draft import Draft, check_arguments, choose_source, plan_arguments
 from harness.init.render import comment_text, render
+from tests.helpers.quick import examples
 
 SECTIONS = ["name", "seed", "target", "workload", "client", "faults", "audit", "gate"]
 
@@ -242,7 +243,7 @@ SCHEMA_LIKE = st.recursive(
     max_leaves=25,
 )
 FUZZ = settings(
-    max_examples=250,
+    max_examples=examples(250),
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
