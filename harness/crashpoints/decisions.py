@@ -127,6 +127,11 @@ class Plan(Protocol):
         """Held points to let go of now, by ticket, each with what happens to it."""
         ...
 
+    def severs(self) -> list[tuple[int, int]]:
+        """Attempts (intent, attempt) whose client stream to break now, the server's side left running: the
+        client has lost the answer and re-issues the call at once (a race's retry beside its original)."""
+        ...
+
     def blocked(self, ticket: int) -> None:
         """A held point waited ``HOLD_LIMIT_S``: the target cannot go on while it is held."""
         ...

@@ -52,6 +52,9 @@ class Plan:
     def releases(self) -> list[tuple[int, Decision]]:
         return []
 
+    def severs(self) -> list[tuple[int, int]]:
+        return []
+
     def blocked(self, ticket: int) -> None:
         return None
 
@@ -251,6 +254,10 @@ def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.mon
     exploration's budget is counted on, from now."""
     if crash is None:
         return ObservePlan()
+    if crash.race is not None:
+        from harness.crashpoints.races import RacePlan  # races builds on this module's Plan
+
+        return RacePlan(budget_s=crash.race.budget_s, hold_limit_s=crash.race.hold_limit_s, clock=clock)
     if crash.order is not None:
         order = crash.order
         return OrderPlan(parse_point(order.at), order.order, hold_limit_s=order.hold_limit_s)

@@ -80,6 +80,8 @@ class _Window:
     """Points beyond ``TOLD_POINTS``."""
     taken: bool = False
     """The driver has taken its points: it ended for the client before its exchange did."""
+    sever: Callable[[], None] | None = None
+    """Breaks the client's stream of this exchange, the server's side left running (the fault proxy's)."""
 
     def tell(self, entry: list[Any]) -> None:
         if len(self.told) < TOLD_POINTS:
@@ -146,9 +148,10 @@ class Router:
         and restarted (a pod killed while it starts would end the run)."""
         return self._ready()
 
-    def opened(self, intent: int, attempt: int) -> None:
-        """An attempt's request is about to reach the server: its window opens."""
-        self._windows[(intent, attempt)] = _Window(intent, attempt)
+    def opened(self, intent: int, attempt: int, sever: Callable[[], None] | None = None) -> None:
+        """An attempt's request is about to reach the server: its window opens. ``sever``: how the site
+        breaks the client's stream of it while the server goes on, where it can (the fault proxy)."""
+        self._windows[(intent, attempt)] = _Window(intent, attempt, sever=sever)
 
     def closed(self, intent: int, attempt: int) -> None:
         """The exchange is over (answered, or broken): later points are not this attempt's."""
@@ -158,6 +161,8 @@ class Router:
         for connection in [c for c, served in self._serving.items() if served == (intent, attempt)]:
             del self._serving[connection]
         self.plan.ended(intent, attempt)
+        if self.plan.decides:
+            self._release()  # an attempt's end may be what a held one waits for
 
     def _keep(self, window: _Window) -> None:
         """Keep an ended attempt's points until the driver takes them (bounded: those never taken go)."""
@@ -322,13 +327,18 @@ class Router:
         return done
 
     def _release(self) -> None:
-        """Let go of what the plan releases now."""
+        """Let go of what the plan releases now, and break the client streams it breaks (a release may be
+        what starts a hold whose stream it breaks)."""
         for ticket, decision in self.plan.releases():
             held = self._held.get(ticket)
             if held is None or held[0].done():
                 continue
             future, at = held
             future.set_result(self._carry_out(at, decision))
+        for key in self.plan.severs():
+            window = self._windows.get(key)
+            if window is not None and window.sever is not None:
+                window.sever()
 
     def _carry_out(self, at: At, decision: Decision) -> Decision:
         if decision in KILLS and not self._strike(at, KILLS[decision]):
