@@ -34,8 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision
-from harness.crashpoints.plans import Plan
+from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed
 from harness.crashpoints.points import Point, PointKind, reached
 
 RACE_KINDS = frozenset(
@@ -48,6 +47,7 @@ RACE_HOLD_LIMIT_S = 2.0
 tens of milliseconds, so two seconds is ample, and a serializing server costs two seconds a try."""
 AT_SERVER = RACE_KINDS - {PointKind.REQUEST}
 """Points that show an attempt was at work in the server (its request at the door shows nothing)."""
+SERIALIZES = "the server serializes here"
 ORIGINAL = 1
 """The original attempt's number; the retry is the next."""
 RETRY = 2
@@ -134,9 +134,11 @@ class _Try:
         }
 
 
-class RacePlan(Plan):
-    """A clean call, then one intent per ordering of its original and a retry (see the module)."""
+class RacePlan:
+    """A clean call, then one intent per ordering of its original and a retry (see the module). A plan
+    of the router's (:class:`~.decisions.Plan`) beside those of :mod:`.plans`, which builds it."""
 
+    decides = True
     kinds = RACE_KINDS
 
     def __init__(
@@ -158,6 +160,8 @@ class RacePlan(Plan):
         self.ran_out = False
         """The budget was spent with orderings left to try."""
         self._sever: list[tuple[int, int]] = []
+        self._closing: dict[int, At] = {}
+        """Intents past the last ordering, held at the door while a try's call is still at work."""
         self._running: set[tuple[int, int]] = set()
         """Attempts whose request reached the server and whose exchange has not ended."""
         self._changed = True
@@ -173,6 +177,11 @@ class RacePlan(Plan):
                 self._clean_window = at.window
             return Decision.PASS
         one = self._try_of(at.intent)
+        if one is None and at.attempt == ORIGINAL and at.point.kind is PointKind.REQUEST:
+            if self._quiet(at.intent):
+                return Decision.PASS
+            self._closing[at.intent] = at  # the call that closes the run waits for the last try's
+            return Decision.HOLD
         if one is None or one.made is not None:
             return Decision.PASS
         ordering = one.ordering
@@ -222,7 +231,7 @@ class RacePlan(Plan):
     def _try_of(self, intent: int) -> _Try | None:
         """The intent's try; a new intent takes the next ordering while there is one and budget left."""
         one = self.tries.get(intent)
-        if one is None and self.clean is not None and not self.exhausted():
+        if one is None and self._more():
             one = _Try(intent, self.orderings[len(self.tries)])
             self.tries[intent] = one
             self._changed = True
@@ -245,6 +254,8 @@ class RacePlan(Plan):
             self._settle(one, Made.NOT_REACHED, f"the {who} never reached {one.ordering.where}")
 
     def blocked(self, ticket: int) -> None:
+        # Past its limit the router lets a closing call go of itself.
+        self._closing = {i: at for i, at in self._closing.items() if at.ticket != ticket}
         for one in self.tries.values():
             if ticket in (t.ticket for t in (one.held, one.door, one.gate) if t is not None):
                 one.blocked.add(ticket)
@@ -252,6 +263,10 @@ class RacePlan(Plan):
 
     def releases(self) -> list[tuple[int, Decision]]:
         let_go: list[tuple[int, Decision]] = []
+        for intent, at in list(self._closing.items()):
+            if self._quiet(intent):
+                del self._closing[intent]
+                let_go.append((at.ticket, Decision.PASS))
         for one in self.tries.values():
             gate = one.gate
             if gate is not None and one.door is None and one.held is None and gate.ticket not in one.released:
@@ -290,12 +305,12 @@ class RacePlan(Plan):
         return severed
 
     def _why_blocked(self, one: _Try) -> str:
-        other = "retry" if one.other == RETRY else "original"
+        other, held = ("retry", "original") if one.other == RETRY else ("original", "retry")
         if not one.meanwhile:
-            return f"the {other} reached nothing at the server while it was held: the server serializes here"
+            return f"the {other} reached nothing at the server while the {held} was held: " + SERIALIZES
         return (
-            f"the {other} reached {one.meanwhile[-1]}, then waited for it past {self.hold_limit_s:g} s "
-            "(a lock it holds, or the server's own order)"
+            f"the {other} reached {one.meanwhile[-1]}, then waited for the {held} past "
+            f"{self.hold_limit_s:g} s (a lock it holds, or the server's own order)"
         )
 
     def _settle(self, one: _Try, made: Made, why: str) -> None:
@@ -303,17 +318,28 @@ class RacePlan(Plan):
             one.made, one.why = made, why
             self._changed = True
 
-    def exhausted(self) -> bool:
-        """Every ordering has its intent, or the budget is spent (the orderings left are said)."""
-        if self.clean is None:
+    def _more(self) -> bool:
+        """Whether an ordering is left to try within the budget (once spent, the plan says so)."""
+        if self.clean is None or self.ran_out or len(self.tries) >= len(self.orderings):
             return False
-        if len(self.tries) >= len(self.orderings):
-            return True
         if self._clock() >= self._deadline:
-            if not self.ran_out:
-                self.ran_out, self._changed = True, True
-            return True
-        return False
+            self.ran_out, self._changed = True, True
+            return False
+        return True
+
+    def exhausted(self) -> bool:
+        """Every ordering has its intent, or the budget is spent, and no call is at work. A released original
+        may be, after the retry's answer ended its intent: one more intent, held at the server's door until
+        it is done, closes the run, so the effects are read once the last try's are all made."""
+        if self.clean is None or self._more():
+            return False
+        return not self._running
+
+    def applied(self, at: At, decision: Decision) -> None:
+        return None  # it only holds and passes: what it decided is what was done
+
+    def missed(self) -> list[Missed]:
+        return []  # an ordering not made is a row of its own (blocked, not reached), not a missed fault
 
     def annotate(self, intent: int) -> Mapping[str, Any]:
         one = self.tries.get(intent)

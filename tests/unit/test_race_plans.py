@@ -11,6 +11,7 @@ import pytest
 
 from harness.crashpoints.decisions import At, Decision, Reached, Site
 from harness.crashpoints.points import Point, PointKind
+from harness.crashpoints.racing import fix_of
 from harness.crashpoints.races import Held, Made, Ordering, RacePlan
 from harness.crashpoints.router import Router
 from harness.errors import ScenarioError
@@ -115,7 +116,9 @@ def test_a_retry_that_reaches_nothing_while_the_original_is_held_is_blocked_the_
     assert plan.releases() == [(held, Decision.PASS)]
     one = plan.tries[intent]
     assert one.made is Made.BLOCKED
-    assert one.why == "the retry reached nothing at the server while it was held: the server serializes here"
+    assert one.why == (
+        "the retry reached nothing at the server while the original was held: the server serializes here"
+    )
 
 
 def test_a_retry_that_waits_on_the_original_after_a_statement_is_blocked_on_it() -> None:
@@ -129,7 +132,7 @@ def test_a_retry_that_waits_on_the_original_after_a_statement_is_blocked_on_it()
         script.reach(intent, 2, point)
     plan.blocked(held)
     assert plan.releases() == [(held, Decision.PASS)]
-    assert "the retry reached db_statement#2, then waited for it past 2 s" in plan.tries[intent].why
+    assert "the retry reached db_statement#2, then waited for the original past 2 s" in plan.tries[intent].why
 
 
 def test_the_retry_held_at_its_point_while_the_original_runs_from_the_door() -> None:
@@ -185,6 +188,10 @@ def test_the_budget_ends_the_tries_and_the_plan_says_which_orderings_were_left()
     plan, script = learned(10.0, clock)
     script.reach(1, 1, REQUEST)
     clock.now += 11
+    assert not plan.exhausted()  # its try is still at work
+    script.call(1, 2)
+    plan.releases()
+    script.call(1, 1, CLEAN[1:])
     assert plan.exhausted()
     told = plan.told()
     assert told is not None
@@ -194,10 +201,22 @@ def test_the_budget_ends_the_tries_and_the_plan_says_which_orderings_were_left()
     assert plan.told() is None  # told once until something changes
 
 
-def test_every_ordering_tried_ends_the_run() -> None:
-    plan, _ = learned()
+def test_every_ordering_tried_ends_the_run_once_no_call_is_at_work() -> None:
+    """The last try's retry answered while its original, released, is still at work: one more call, held
+    at the door until the original is done, closes the run (so the final read sees the original's work)."""
+    plan, script = learned()
     to(plan, plan.orderings[-1].name)
-    plan._try_of(99)
+    last = len(plan.tries) + 1
+    _, door = script.reach(last, 1, REQUEST)
+    script.call(last, 2, CLEAN[:1])  # the retry, held nowhere it reaches: not reached; the original goes
+    assert plan.releases() == [(door, Decision.PASS)]
+    assert not plan.exhausted()
+    decision, closing = script.reach(last + 1, 1, REQUEST)
+    assert decision is Decision.HOLD
+    assert plan.releases() == []
+    script.call(last, 1, ())
+    assert plan.releases() == [(closing, Decision.PASS)]
+    script.call(last + 1, 1, CLEAN[1:])
     assert plan.exhausted()
 
 
@@ -266,3 +285,20 @@ def test_the_scenario_refuses_a_race_it_cannot_place() -> None:
     assert crash is not None
     assert not crash.kills()
     assert not crash.traces_files()
+
+
+def test_a_duplicates_fix_names_the_read_and_the_insert_its_clean_call_made() -> None:
+    clean = [
+        "request",
+        "db_statement#1 (SELECT idempotency_keys)",
+        "db_commit#1 (SELECT idempotency_keys)",
+        "db_statement#2 (INSERT invoices)",
+        "db_commit#2 (INSERT invoices)",
+        "response",
+    ]
+    assert fix_of(clean) == (
+        "reads the key (SELECT idempotency_keys), then inserts (INSERT invoices), with neither a unique key "
+        "nor a lock: take a unique key on the key column and on conflict return the stored result, or lock "
+        "the key in the transaction"
+    )
+    assert fix_of(["request", "downstream#1", "response"]).startswith("the retry made the effect again")
