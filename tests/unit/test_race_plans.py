@@ -11,8 +11,8 @@ import pytest
 
 from harness.crashpoints.decisions import At, Decision, Reached, Site
 from harness.crashpoints.points import Point, PointKind
-from harness.crashpoints.racing import fix_of
 from harness.crashpoints.races import Held, Made, Ordering, RacePlan
+from harness.crashpoints.racing import fix_of
 from harness.crashpoints.router import Router
 from harness.errors import ScenarioError
 from harness.scenario import parse_scenario
