@@ -114,8 +114,10 @@ class Plan(Protocol):
     """False for a plan that passes everything (observe): the router only counts for it."""
     kinds: frozenset[PointKind]
     """The kinds of point it decides on; others pass without being counted in a window."""
-    hold_limit_s: float
-    """How long a point may stay held before the plan is told it is blocked (:data:`HOLD_LIMIT_S`)."""
+
+    def limit(self, at: At) -> float:
+        """How long ``at``, held, may wait before the plan is told it is blocked (:data:`HOLD_LIMIT_S`)."""
+        ...
 
     def decide(self, at: At) -> Decision: ...
 

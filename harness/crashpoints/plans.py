@@ -53,6 +53,9 @@ class Plan:
     def applied(self, at: At, decision: Decision) -> None:
         return None
 
+    def limit(self, at: At) -> float:
+        return self.hold_limit_s
+
     def releases(self) -> list[tuple[int, Decision]]:
         return []
 

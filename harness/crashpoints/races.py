@@ -45,6 +45,9 @@ answer. File operations are not yet (a file store's races are the next step)."""
 RACE_HOLD_LIMIT_S = 2.0
 """How long a held point waits for the other attempt to end: a call of the reference targets takes
 tens of milliseconds, so two seconds is ample, and a serializing server costs two seconds a try."""
+WAIT_LIMIT_S = 30.0
+"""How long a try's original waits at the door for the last try's calls to be done at the server: they
+are not held, only slow (a server that renders an error's traceback takes seconds)."""
 AT_SERVER = RACE_KINDS - {PointKind.REQUEST}
 """Points that show an attempt was at work in the server (its request at the door shows nothing)."""
 SERIALIZES = "the server serializes here"
@@ -224,6 +227,14 @@ class RacePlan:
     def _quiet(self, intent: int) -> bool:
         """No attempt of another intent is still at the server."""
         return all(i == intent for i, _ in self._running)
+
+    def limit(self, at: At) -> float:
+        """A race's own hold waits the hold limit; a call waiting at the door for the last try's, longer."""
+        one = self.tries.get(at.intent)
+        waiting = at.intent in self._closing or (
+            one is not None and one.gate is not None and one.gate.ticket == at.ticket
+        )
+        return WAIT_LIMIT_S if waiting else self.hold_limit_s
 
     def _holding(self, one: _Try) -> bool:
         return one.held is not None and one.held.ticket not in one.released

@@ -321,7 +321,7 @@ class Router:
             self._at_door.add(door)
         self._release()  # holding this one may be what lets another go
         try:
-            done = await asyncio.wait_for(asyncio.shield(future), self.plan.hold_limit_s)
+            done = await asyncio.wait_for(asyncio.shield(future), self.plan.limit(at))
         except TimeoutError:
             self.plan.blocked(at.ticket)
             self._release()

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from harness.cli import main
+from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -87,3 +88,48 @@ def test_the_atomic_design_has_no_finding_and_every_ordering_is_made_or_said_blo
         assert row["made"] in ("made", "blocked"), row
         if row["made"] == "blocked":
             assert row["why"].endswith("the server serializes here"), row
+
+
+PGCLIENTS = ROOT / "targets" / "pgclients" / "server.py"
+
+
+def pooled(mode: str, tmp_path: Path) -> dict[str, Any]:
+    """``races`` of the pgclients target on asyncpg with a pool of two: each attempt has a connection of
+    its own, so holding one attempt's statement leaves the other free to run."""
+    data = invoice_scenario()
+    data["services"] = {"postgres": {}}
+    data["target"]["command"] = ["{python}", str(PGCLIENTS)]
+    data["target"]["env"] = {
+        "PGCLIENTS_DB": "{postgres_url}",
+        "PGCLIENTS_DRIVER": "asyncpg",
+        "PGCLIENTS_MODE": mode,
+        "PGCLIENTS_POOL": "2",
+    }
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    scenario = tmp_path / f"pooled-{mode}.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    out = tmp_path / f"pooled-{mode}.json"
+    main(["races", str(scenario), "--json", str(out), "--results", str(tmp_path), "--quiet"])
+    found: dict[str, Any] = orjson.loads(out.read_bytes())
+    return {o["ordering"]: o for o in found["orderings"]}
+
+
+def test_a_pooled_server_runs_each_ordering_and_a_lock_is_said_to_block(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """Keyed: every ordering made; the retry held at its invoice commit while the original runs whole is
+    a duplicate, and held once its key record committed it is not. Atomic: no finding; the retry's key
+    record waits on the original's uncommitted one (its unique key), which the table says."""
+    keyed = pooled("keyed", tmp_path)
+    assert {o["made"] for o in keyed.values()} == {"made"}
+    assert (
+        keyed["retry held at db_commit#3 (INSERT invoices) while the original runs"]["verdict"] == "duplicate"
+    )
+    after = keyed["retry held at db_commit#5 (INSERT idempotency_keys) while the original runs"]
+    assert after["verdict"] == "exactly_once"
+    atomic = pooled("atomic", tmp_path)
+    assert {o["verdict"] for o in atomic.values()} == {"exactly_once"}
+    blocked = [o for o in atomic.values() if o["made"] == "blocked"]
+    assert blocked, atomic
+    for row in blocked:
+        assert "then waited for the" in row["why"], row

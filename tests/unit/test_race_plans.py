@@ -302,3 +302,14 @@ def test_a_duplicates_fix_names_the_read_and_the_insert_its_clean_call_made() ->
         "the key in the transaction"
     )
     assert fix_of(["request", "downstream#1", "response"]).startswith("the retry made the effect again")
+
+
+def test_a_call_waiting_for_the_last_tries_calls_waits_longer_than_a_race_holds() -> None:
+    plan, script = learned()
+    _, door = script.reach(1, 1, REQUEST)  # retry sent at request: held at the door
+    race = At(1, 1, REQUEST, (REQUEST,), Site.PROXY, door)
+    assert plan.limit(race) == 2.0
+    script.call(1, 2)
+    plan.releases()
+    _, gate = script.reach(2, 1, REQUEST)  # the original of intent 1 is still at work
+    assert plan.limit(At(2, 1, REQUEST, (REQUEST,), Site.PROXY, gate)) == 30.0
