@@ -76,7 +76,9 @@ crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashp
                    pod was killed there
 crash_plan         planned (a list of {path, labels, [same: the points whose crash state it shares]}),
                    [points: the clean call's crash points], [ran_out: the budget was spent with
-                   tries left]: an exploration's plan as it grew
+                   tries left]: an exploration's plan as it grew; or, for ``races``, races (each
+                   ordering tried: intent, ordering, held, at, label, made, why, meanwhile),
+                   orderings (every one of the clean call), clean_intent, [ran_out]
 pod_unavailable    pod, ready_seq (its last pod_ready), for_s, failed (attempts), [answered (calls
                    it answered since it came back)], bound_s, locks (lock-like files in the data
                    directory since the last answer before the fault), message (the pod log's last

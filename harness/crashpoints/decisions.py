@@ -114,8 +114,10 @@ class Plan(Protocol):
     """False for a plan that passes everything (observe): the router only counts for it."""
     kinds: frozenset[PointKind]
     """The kinds of point it decides on; others pass without being counted in a window."""
-    hold_limit_s: float
-    """How long a point may stay held before the plan is told it is blocked (:data:`HOLD_LIMIT_S`)."""
+
+    def limit(self, at: At) -> float:
+        """How long ``at``, held, may wait before the plan is told it is blocked (:data:`HOLD_LIMIT_S`)."""
+        ...
 
     def decide(self, at: At) -> Decision: ...
 
@@ -125,6 +127,11 @@ class Plan(Protocol):
 
     def releases(self) -> list[tuple[int, Decision]]:
         """Held points to let go of now, by ticket, each with what happens to it."""
+        ...
+
+    def severs(self) -> list[tuple[int, int]]:
+        """Attempts (intent, attempt) whose client stream to break now, the server's side left running: the
+        client has lost the answer and re-issues the call at once (a race's retry beside its original)."""
         ...
 
     def blocked(self, ticket: int) -> None:

@@ -18,6 +18,8 @@ history and a plan be tested with a scripted stream and a clock of the test's.
   them are there releases them in a given order: two attempts of one intent held at
   the same statement, let go in either order (``faults.crash_points.order``). The
   first step of the interleavings that ``races`` explores.
+* :class:`~.races.RacePlan` (its own module): an intent's retry sent beside its original at each of
+  the original's points, and held at each of its own while the original runs (``races``).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness.crashpoints import decisions
 from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed, crash_decision
 from harness.crashpoints.paths import ExplorePlan, FixedPlan, Path
 from harness.crashpoints.points import Point, PointKind, parse_point, path_name, reached
+from harness.crashpoints.races import RacePlan
 from harness.scenario import CrashPoints
 
 EVERY_KIND = frozenset(PointKind)
@@ -49,7 +53,13 @@ class Plan:
     def applied(self, at: At, decision: Decision) -> None:
         return None
 
+    def limit(self, at: At) -> float:
+        return self.hold_limit_s
+
     def releases(self) -> list[tuple[int, Decision]]:
+        return []
+
+    def severs(self) -> list[tuple[int, int]]:
         return []
 
     def blocked(self, ticket: int) -> None:
@@ -246,11 +256,13 @@ class OrderPlan(Plan):
         return [(self._arrived[p - 1].intent, self._arrived[p - 1].attempt) for p in self._released]
 
 
-def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.monotonic) -> Plan:
+def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.monotonic) -> decisions.Plan:
     """The plan of a run's ``faults.crash_points``: observe where there is none. ``clock``: what an
     exploration's budget is counted on, from now."""
     if crash is None:
         return ObservePlan()
+    if crash.race is not None:
+        return RacePlan(budget_s=crash.race.budget_s, hold_limit_s=crash.race.hold_limit_s, clock=clock)
     if crash.order is not None:
         order = crash.order
         return OrderPlan(parse_point(order.at), order.order, hold_limit_s=order.hold_limit_s)

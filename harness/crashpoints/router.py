@@ -23,7 +23,8 @@ The router owns what every plan needs and none should repeat:
   point carries, narrowed by its connection: the attempt whose transaction the
   connection is in, else the one attempt no connection is serving (a pool gives
   each call a connection of its own). A point several open attempts could own is
-  recorded as ambiguous, never guessed.
+  recorded as ambiguous, never guessed. An attempt whose request is held at the server's door owns
+  none: the server has not seen it yet.
 * **Counting.** Points are indexed per attempt (``db_commit#2``) and labelled by
   what they commit (``INSERT invoices``, which of the attempt's commits with that
   label it is), so a plan finds the same point in another call.
@@ -80,6 +81,8 @@ class _Window:
     """Points beyond ``TOLD_POINTS``."""
     taken: bool = False
     """The driver has taken its points: it ended for the client before its exchange did."""
+    sever: Callable[[], None] | None = None
+    """Breaks the client's stream of this exchange, the server's side left running (the fault proxy's)."""
 
     def tell(self, entry: list[Any]) -> None:
         if len(self.told) < TOLD_POINTS:
@@ -105,6 +108,8 @@ class Router:
         """Connection id -> the attempt its open transaction serves (set by its points, cleared by
         :meth:`idle`)."""
         self._held: dict[int, tuple[asyncio.Future[Decision], At]] = {}
+        self._at_door: set[tuple[int, int]] = set()
+        """Attempts whose request is held at the server's door: no point at the server is theirs."""
         self._tickets = itertools.count(1)
         self._connections = itertools.count(1)
         self._history: HistoryWriter | None = None
@@ -146,9 +151,10 @@ class Router:
         and restarted (a pod killed while it starts would end the run)."""
         return self._ready()
 
-    def opened(self, intent: int, attempt: int) -> None:
-        """An attempt's request is about to reach the server: its window opens."""
-        self._windows[(intent, attempt)] = _Window(intent, attempt)
+    def opened(self, intent: int, attempt: int, sever: Callable[[], None] | None = None) -> None:
+        """An attempt's request is about to reach the server: its window opens. ``sever``: how the site
+        breaks the client's stream of it while the server goes on, where it can (the fault proxy)."""
+        self._windows[(intent, attempt)] = _Window(intent, attempt, sever=sever)
 
     def closed(self, intent: int, attempt: int) -> None:
         """The exchange is over (answered, or broken): later points are not this attempt's."""
@@ -158,6 +164,8 @@ class Router:
         for connection in [c for c, served in self._serving.items() if served == (intent, attempt)]:
             del self._serving[connection]
         self.plan.ended(intent, attempt)
+        if self.plan.decides:
+            self._release()  # an attempt's end may be what a held one waits for
 
     def _keep(self, window: _Window) -> None:
         """Keep an ended attempt's points until the driver takes them (bounded: those never taken go)."""
@@ -252,9 +260,11 @@ class Router:
         windows = self._windows
         if r.attempt is not None:
             return windows.get(r.attempt)
+        if self._at_door:  # a request held at the server's door has not reached it: nothing there is its
+            windows = {key: w for key, w in windows.items() if key not in self._at_door}
         if len(windows) <= 1:
             return next((self._placed(r, w) for w in windows.values()), None)
-        candidates = self._by_marker(r) or list(windows.values())
+        candidates = self._by_marker(r, windows) or list(windows.values())
         if len(candidates) > 1 and r.connection is not None:
             candidates = self._by_connection(r.connection, candidates)
         if len(candidates) == 1:
@@ -263,12 +273,12 @@ class Router:
             window.tell([r.kind.value, r.label, "ambiguous"])
         return None
 
-    def _by_marker(self, r: Reached) -> list[_Window]:
+    def _by_marker(self, r: Reached, windows: dict[tuple[int, int], _Window]) -> list[_Window]:
         """The open attempts of the intents whose markers the point carries."""
         if not r.payload:
             return []
         intents = {int(m[-7:]) for m in MARKER_SHAPE.findall(r.payload)}
-        return [w for w in self._windows.values() if w.intent in intents]
+        return [w for w in windows.values() if w.intent in intents]
 
     def _by_connection(self, connection: Connection, candidates: list[_Window]) -> list[_Window]:
         """Of the candidates, the attempt the connection is serving (its transaction is open), else the
@@ -306,14 +316,19 @@ class Router:
     async def _hold(self, at: At, r: Reached) -> Decision:
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._held[at.ticket] = (future, at)
+        door = (at.intent, at.attempt) if at.point.kind is PointKind.REQUEST else None
+        if door is not None:
+            self._at_door.add(door)
         self._release()  # holding this one may be what lets another go
         try:
-            done = await asyncio.wait_for(asyncio.shield(future), self.plan.hold_limit_s)
+            done = await asyncio.wait_for(asyncio.shield(future), self.plan.limit(at))
         except TimeoutError:
             self.plan.blocked(at.ticket)
             self._release()
             done = future.result() if future.done() else Decision.PASS
         self._held.pop(at.ticket, None)
+        if door is not None:
+            self._at_door.discard(door)
         window = self._windows.get((at.intent, at.attempt)) or _Window(at.intent, at.attempt)
         self._record(window, at.point, r, done, held_for=True)
         self.plan.applied(at, done)
@@ -322,13 +337,18 @@ class Router:
         return done
 
     def _release(self) -> None:
-        """Let go of what the plan releases now."""
+        """Let go of what the plan releases now, and break the client streams it breaks (a release may be
+        what starts a hold whose stream it breaks)."""
         for ticket, decision in self.plan.releases():
             held = self._held.get(ticket)
             if held is None or held[0].done():
                 continue
             future, at = held
             future.set_result(self._carry_out(at, decision))
+        for key in self.plan.severs():
+            window = self._windows.get(key)
+            if window is not None and window.sever is not None:
+                window.sever()
 
     def _carry_out(self, at: At, decision: Decision) -> Decision:
         if decision in KILLS and not self._strike(at, KILLS[decision]):

@@ -84,6 +84,19 @@ def _draw(seed: int, rule: int, intent: int | None, attempt: int | None) -> floa
     return int.from_bytes(digest, "big") / 2**64
 
 
+@dataclass(slots=True)
+class _ClientCut:
+    """The client's side of one exchange, which a plan may break while the server goes on with the call:
+    under 2026-07-28 the client has then lost the answer and re-issues the call at once (``races``)."""
+
+    writer: asyncio.StreamWriter
+    done: bool = False
+
+    def now(self) -> None:
+        self.done = True
+        self.writer.transport.abort()
+
+
 def choose_fault(rules: Sequence[StreamFault], seed: int, ex: Exchange) -> int | None:
     """The index of the first rule that matches the exchange and whose seeded draw hits; pure."""
     for index, rule in enumerate(rules):
@@ -438,9 +451,11 @@ class FaultProxy(LoopbackServer):
         router = self.router
         if router is None or ex.intent is None or ex.attempt is None:
             return await self._carry(request, reader, writer, upstream, ex)
-        router.opened(ex.intent, ex.attempt)  # what the server does for it from now on is its attempt's
+        cut = _ClientCut(writer)
+        # What the server does for it from now on is its attempt's; a plan may break the client's stream.
+        router.opened(ex.intent, ex.attempt, sever=cut.now)
         try:
-            return await self._carry(request, reader, writer, upstream, ex)
+            return await self._carry(request, reader, writer, upstream, ex, cut)
         finally:
             router.closed(ex.intent, ex.attempt)
 
@@ -451,12 +466,13 @@ class FaultProxy(LoopbackServer):
         writer: asyncio.StreamWriter,
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         ex: Exchange,
+        cut: _ClientCut | None = None,
     ) -> bool:
         chosen = choose_fault(self.rules, self.seed, ex)
         up_reader, up_writer = upstream
         router = self.router
         if chosen is None and router is not None and ex.intent is not None and ex.attempt is not None:
-            return await self._hooked(request, writer, upstream, router, ex)
+            return await self._hooked(request, writer, upstream, router, ex, cut or _ClientCut(writer))
         if chosen is None:
             up_writer.write(self._outgoing(request))
             return await self._relay(up_reader, writer)
@@ -483,9 +499,11 @@ class FaultProxy(LoopbackServer):
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         router: Router,
         ex: Exchange,
+        cut: _ClientCut,
     ) -> bool:
         """A tool call under crash points: the router hears of its request before it is forwarded, and of
-        its answer before any of the answer is relayed (``AnswerWatch``)."""
+        its answer before any of the answer is relayed (``AnswerWatch``). Once its plan has broken the
+        client's stream (``cut``), the server's answer is still read to its end, and goes nowhere."""
         intent, attempt = ex.intent, ex.attempt
         assert intent is not None
         assert attempt is not None
@@ -513,14 +531,14 @@ class FaultProxy(LoopbackServer):
                 if await router.reached(back) is not Decision.PASS:
                     return False  # held: the pod was killed; none of the answer goes out
             safe = len(watch.raw) if asked or not data else watch.safe
-            if safe > relayed:
+            if safe > relayed and not cut.done:
                 writer.write(watch.raw[relayed:safe])
                 relayed = safe
                 await writer.drain()
             if not data:
                 return False  # the server's side closed before the response ended
             if watch.complete:
-                return True
+                return not cut.done
 
     async def _relay(
         self,

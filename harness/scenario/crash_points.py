@@ -134,6 +134,18 @@ class CrashOrder(Section):
         return self
 
 
+class CrashRace(Section):
+    """A clean call, then one intent per ordering of an original and its retry run side by side: the
+    retry sent at each point of the original (its client stream broken there), and held at each of its
+    own while the original runs (``mcp-chaos races`` writes this; ``harness.crashpoints.races`` plans it)."""
+
+    budget_s: float = Field(default=DEFAULT_BUDGET_S, ge=0, le=MAX_BUDGET_S)
+    """Seconds from the run's start after which no ordering is tried (``--budget``)."""
+    hold_limit_s: float = Field(default=2.0, gt=0, le=30)
+    """How long a held point waits for the other attempt to end; past it the ordering is blocked (the
+    server serializes there, or waits on a lock) and the held point goes on."""
+
+
 class CrashPoints(Section):
     """Hold points wired into the run: every attempt's points are recorded (``crash_point`` events),
     and the holds listed kill the pod at theirs. The first hold that names an intent applies to it."""
@@ -144,6 +156,8 @@ class CrashPoints(Section):
     """Explore every point of a clean call instead (what ``mcp-chaos crashpoints`` runs)."""
     order: CrashOrder | None = None
     """Hold two attempts of one intent at one point and release them in a given order (a race)."""
+    race: CrashRace | None = None
+    """Explore the orderings of each intent's original and a retry beside it (``mcp-chaos races``)."""
     files: bool = True
     """Trace the pod's file operations on its data directory (ptrace, from outside the server): each is
     a hold point (``fs_write#N``, ``fs_rename#N``, ...), and a crash there can be a power loss. For a
@@ -158,14 +172,16 @@ class CrashPoints(Section):
             return True
         if self.order is not None:
             return parse_point(self.order.at).kind in FILE_KINDS
+        if self.race is not None:
+            return False  # a race's points are the database's, the downstream's and the call's
         return any(hold.kinds() & FILE_KINDS or "@" in hold.at for hold in self.holds)
 
     @model_validator(mode="after")
     def _one_plan(self) -> CrashPoints:
-        if sum(1 for plan in (self.holds, self.explore, self.order) if plan) > 1:
-            raise ValueError("faults.crash_points: give one of holds, explore or order")
+        if sum(1 for plan in (self.holds, self.explore, self.order, self.race) if plan) > 1:
+            raise ValueError("faults.crash_points: give one of holds, explore, order or race")
         return self
 
     def kills(self) -> bool:
         """Whether its plan kills the pod at points (holds, explore), rather than only ordering them."""
-        return self.order is None
+        return self.order is None and self.race is None

@@ -198,6 +198,8 @@ def crash_points_fit(s: Scenario) -> None:
                 "faults.crash_points.order holds attempts that run side by side: give workload.concurrency "
                 "2 or more, or a stall stream fault that sends a retry beside its original"
             )
+    if crash.race is not None:
+        _race_fits(s)
     if kinds & {PointKind.DB_COMMIT, PointKind.DB_STATEMENT} and s.services.postgres is None:
         raise ValueError(
             "a db_commit or db_statement point needs services.postgres (the harness holds its statements)"
@@ -217,6 +219,28 @@ def crash_points_fit(s: Scenario) -> None:
         raise ValueError(
             "file hold points and power losses need the pod's file operations traced "
             "(faults.crash_points.files: true)"
+        )
+
+
+def _race_fits(s: Scenario) -> None:
+    """A race places one intent's retry beside its original, one intent at a time, and breaks the
+    original's stream where the fault proxy stands: one pod the harness runs over HTTP, no other fault."""
+    target = s.target
+    if s.workload.concurrency != 1 or target.replicas != 1 or target.kubernetes is not None:
+        raise ValueError(
+            "faults.crash_points.race places a retry beside its original, one intent at a time: it needs "
+            "workload.concurrency 1 and one pod (no replicas or Kubernetes target)"
+        )
+    if target.transport == "stdio" or target.url is not None:
+        raise ValueError(
+            "faults.crash_points.race breaks the original's response stream in the fault proxy: it needs "
+            "an HTTP target the harness runs (not stdio, not target.url)"
+        )
+    f = s.faults
+    if f.kill is not None or f.pause is not None or f.rollout is not None or f.stream:
+        raise ValueError(
+            "faults.crash_points.race makes its own retries; it does not mix with faults.kill, pause, "
+            "rollout or stream"
         )
 
 

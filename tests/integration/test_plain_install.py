@@ -41,6 +41,7 @@ COMMANDS = [
     "trend",
     "contract",
     "crashpoints",
+    "races",
     "init",
     "cleanup",
     "conformance-client",

@@ -365,7 +365,7 @@ def test_the_scenario_refuses_crash_points_it_cannot_count() -> None:
     with pytest.raises(ScenarioError, match=r"needs services\.postgres"):
         parse_scenario(data)
     data["faults"] = {"crash_points": {"explore": {}, "holds": [{"at": "request"}]}}
-    with pytest.raises(ScenarioError, match="one of holds, explore or order"):
+    with pytest.raises(ScenarioError, match="one of holds, explore, order or race"):
         parse_scenario(data)
     data["faults"] = {"crash_points": {"holds": [{"at": "db_commit#0"}]}}
     with pytest.raises(ScenarioError, match="not a hold point"):

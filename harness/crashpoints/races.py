@@ -1,0 +1,369 @@
+"""Races: an intent's original attempt and its retry (same key, new request id) run side by side, the
+retry placed at each point of the original in turn. Pure: the plan that ``mcp-chaos races`` runs.
+
+Under 2026-07-28 a broken response stream loses the call for the client, which re-issues it at once,
+while the server may still be running the first: the commonest retry is beside its original, not after
+a crash. A read-then-write key check then races itself. This plan makes those races one at a time,
+in an order it chooses, from what a clean first call showed (as the crash explorer learns its points):
+
+* **The retry sent at point k of the original** (``retry sent at db_commit#1 (INSERT invoices) of the
+  original``): the original is held at k, its client stream is broken (the router asks the fault
+  proxy, :meth:`RacePlan.severs`), the client re-issues the call, and the retry runs until it ends or
+  the hold limit passes; then the original goes on.
+* **The retry held at its point k while the original runs** (the reverse): the original is held at the
+  server's door and its stream broken; the retry runs to its point k and is held there; the original
+  goes on until it ends or the hold limit passes; then the retry goes on.
+
+Each try is one intent, one call at a time, so the router places every point by its attempt. A try is
+*made* when the other attempt ended while the point was held; *blocked* when it did not: either it
+reached nothing at the server meanwhile (the server serializes its work there: one connection, a
+synchronous driver on its event loop), or it reached some points and then waited (a lock the held one
+has, or the server's own order). Blocked is an answer, not a hang: the held point goes on at the hold
+limit, and the server's own scheduling decides the rest (its verdict is judged all the same). A try
+whose attempt took another path and never reached its point is *not reached*.
+
+The plan reads no time but its clock's (the budget); the same stream of points gives the same
+decisions, so the same target gives the same table.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed
+from harness.crashpoints.points import Point, PointKind, reached
+
+RACE_KINDS = frozenset(
+    {PointKind.REQUEST, PointKind.DB_STATEMENT, PointKind.DB_COMMIT, PointKind.DOWNSTREAM, PointKind.RESPONSE}
+)
+"""What a race is placed at: every statement and commit, every downstream call, the call's request and
+answer. File operations are not yet (a file store's races are the next step)."""
+RACE_HOLD_LIMIT_S = 2.0
+"""How long a held point waits for the other attempt to end: a call of the reference targets takes
+tens of milliseconds, so two seconds is ample, and a serializing server costs two seconds a try."""
+WAIT_LIMIT_S = 30.0
+"""How long a try's original waits at the door for the last try's calls to be done at the server: they
+are not held, only slow (a server that renders an error's traceback takes seconds)."""
+AT_SERVER = RACE_KINDS - {PointKind.REQUEST}
+"""Points that show an attempt was at work in the server (its request at the door shows nothing)."""
+SERIALIZES = "the server serializes here"
+ORIGINAL = 1
+"""The original attempt's number; the retry is the next."""
+RETRY = 2
+
+
+class Held(enum.StrEnum):
+    """Whose point an ordering holds."""
+
+    ORIGINAL = "original"
+    """The retry is sent while the original is held at the point."""
+    RETRY = "retry"
+    """The retry is held at its point while the original runs."""
+
+
+class Made(enum.StrEnum):
+    """What became of an ordering's try."""
+
+    MADE = "made"
+    BLOCKED = "blocked"
+    NOT_REACHED = "not reached"
+
+
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    """One ordering to try: whose point is held, and which."""
+
+    held: Held
+    at: Point
+
+    @property
+    def where(self) -> str:
+        return f"{self.at.name} ({self.at.label})" if self.at.label else self.at.name
+
+    @property
+    def name(self) -> str:
+        if self.held is Held.ORIGINAL:
+            return f"retry sent at {self.where} of the original"
+        return f"retry held at {self.where} while the original runs"
+
+
+def orderings_of(clean: tuple[Point, ...]) -> list[Ordering]:
+    """Every ordering of a call whose clean run passed ``clean``: the retry sent at each of its points,
+    then the retry held at each while the original runs."""
+    return [Ordering(held, point) for held in Held for point in clean]
+
+
+@dataclass(slots=True)
+class _Try:
+    intent: int
+    ordering: Ordering
+    gate: At | None = None
+    """The original at the server's door, held there while an earlier try's calls are still at work."""
+    door: At | None = None
+    """The reverse: the original held at the server's door until the retry is held at its point."""
+    held: At | None = None
+    """The point the ordering holds, once reached."""
+    released: set[int] = field(default_factory=set)
+    """Tickets let go of."""
+    ended: set[int] = field(default_factory=set)
+    """Attempts whose exchange ended."""
+    blocked: set[int] = field(default_factory=set)
+    """Tickets held past the hold limit."""
+    meanwhile: list[str] = field(default_factory=list)
+    """Points the other attempt reached at the server while ``held`` was held."""
+    made: Made | None = None
+    why: str = ""
+
+    @property
+    def other(self) -> int:
+        """The attempt that runs while ``held`` is held."""
+        return RETRY if self.ordering.held is Held.ORIGINAL else ORIGINAL
+
+    def told(self) -> dict[str, Any]:
+        ordering = self.ordering
+        return {
+            "intent": self.intent,
+            "ordering": ordering.name,
+            "held": ordering.held.value,
+            "at": ordering.at.name,
+            "label": ordering.at.label,
+            "made": self.made.value if self.made is not None else None,
+            "why": self.why,
+            "meanwhile": self.meanwhile,
+        }
+
+
+class RacePlan:
+    """A clean call, then one intent per ordering of its original and a retry (see the module). A plan
+    of the router's (:class:`~.decisions.Plan`) beside those of :mod:`.plans`, which builds it."""
+
+    decides = True
+    kinds = RACE_KINDS
+
+    def __init__(
+        self,
+        *,
+        budget_s: float,
+        hold_limit_s: float = RACE_HOLD_LIMIT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.hold_limit_s = min(hold_limit_s, HOLD_LIMIT_S)
+        self._clock = clock
+        self._deadline = clock() + budget_s
+        self.clean_intent: int | None = None
+        self._clean_window: tuple[Point, ...] = ()
+        self.clean: tuple[Point, ...] | None = None
+        """The clean call's points, once its exchange ended: what the orderings are placed at."""
+        self.orderings: list[Ordering] = []
+        self.tries: dict[int, _Try] = {}
+        self.ran_out = False
+        """The budget was spent with orderings left to try."""
+        self._sever: list[tuple[int, int]] = []
+        self._closing: dict[int, At] = {}
+        """Intents past the last ordering, held at the door while a try's call is still at work."""
+        self._running: set[tuple[int, int]] = set()
+        """Attempts whose request reached the server and whose exchange has not ended."""
+        self._changed = True
+
+    # -- what the router asks
+    def decide(self, at: At) -> Decision:
+        if self.clean_intent is None:
+            self.clean_intent = at.intent
+        if at.point.kind is PointKind.REQUEST:
+            self._running.add((at.intent, at.attempt))
+        if at.intent == self.clean_intent:
+            if at.attempt == ORIGINAL:
+                self._clean_window = at.window
+            return Decision.PASS
+        one = self._try_of(at.intent)
+        if one is None and at.attempt == ORIGINAL and at.point.kind is PointKind.REQUEST:
+            if self._quiet(at.intent):
+                return Decision.PASS
+            self._closing[at.intent] = at  # the call that closes the run waits for the last try's
+            return Decision.HOLD
+        if one is None or one.made is not None:
+            return Decision.PASS
+        ordering = one.ordering
+        if at.attempt == ORIGINAL and at.point.kind is PointKind.REQUEST:
+            # A try starts once the last one's calls are over: a released original may still be at work.
+            if not self._quiet(at.intent):
+                one.gate = at
+                return Decision.HOLD
+            return Decision.HOLD if self._start(one, at) else Decision.PASS
+        if at.attempt == ORIGINAL:
+            if ordering.held is Held.ORIGINAL and one.held is None and reached(ordering.at, at.window):
+                one.held = at
+                self._sever.append((at.intent, ORIGINAL))
+                return Decision.HOLD
+        elif (
+            at.attempt == RETRY
+            and ordering.held is Held.RETRY
+            and one.held is None
+            and reached(ordering.at, at.window)
+        ):
+            one.held = at
+            return Decision.HOLD
+        if at.attempt == one.other and self._holding(one) and at.point.kind in AT_SERVER:
+            one.meanwhile.append(at.point.name)
+        return Decision.PASS
+
+    def _start(self, one: _Try, request: At) -> bool:
+        """The try's original is at the server's door: whether it is held there (the reverse, or the retry
+        sent at ``request``), its client stream broken so that the retry comes."""
+        ordering = one.ordering
+        if ordering.held is Held.RETRY:
+            one.door = request
+        elif reached(ordering.at, request.window):
+            one.held = request
+        else:
+            return False
+        self._sever.append((request.intent, ORIGINAL))
+        return True
+
+    def _quiet(self, intent: int) -> bool:
+        """No attempt of another intent is still at the server."""
+        return all(i == intent for i, _ in self._running)
+
+    def limit(self, at: At) -> float:
+        """A race's own hold waits the hold limit; a call waiting at the door for the last try's, longer."""
+        one = self.tries.get(at.intent)
+        waiting = at.intent in self._closing or (
+            one is not None and one.gate is not None and one.gate.ticket == at.ticket
+        )
+        return WAIT_LIMIT_S if waiting else self.hold_limit_s
+
+    def _holding(self, one: _Try) -> bool:
+        return one.held is not None and one.held.ticket not in one.released
+
+    def _try_of(self, intent: int) -> _Try | None:
+        """The intent's try; a new intent takes the next ordering while there is one and budget left."""
+        one = self.tries.get(intent)
+        if one is None and self._more():
+            one = _Try(intent, self.orderings[len(self.tries)])
+            self.tries[intent] = one
+            self._changed = True
+        return one
+
+    def ended(self, intent: int, attempt: int) -> None:
+        self._running.discard((intent, attempt))
+        if intent == self.clean_intent and attempt == ORIGINAL and self.clean is None:
+            self.clean = self._clean_window
+            self.orderings = orderings_of(self.clean)
+            self._changed = True
+            return
+        one = self.tries.get(intent)
+        if one is None or one.made is not None:
+            return
+        one.ended.add(attempt)
+        if one.held is None and (attempt == ORIGINAL or one.door is not None):
+            # Its attempt ended (the original's own call, or the retry before the point) without reaching it.
+            who = "original" if one.ordering.held is Held.ORIGINAL else "retry"
+            self._settle(one, Made.NOT_REACHED, f"the {who} never reached {one.ordering.where}")
+
+    def blocked(self, ticket: int) -> None:
+        # Past its limit the router lets a closing call go of itself.
+        self._closing = {i: at for i, at in self._closing.items() if at.ticket != ticket}
+        for one in self.tries.values():
+            if ticket in (t.ticket for t in (one.held, one.door, one.gate) if t is not None):
+                one.blocked.add(ticket)
+                return
+
+    def releases(self) -> list[tuple[int, Decision]]:
+        let_go: list[tuple[int, Decision]] = []
+        for intent, at in list(self._closing.items()):
+            if self._quiet(intent):
+                del self._closing[intent]
+                let_go.append((at.ticket, Decision.PASS))
+        for one in self.tries.values():
+            gate = one.gate
+            if gate is not None and one.door is None and one.held is None and gate.ticket not in one.released:
+                if gate.ticket in one.blocked:
+                    self._settle(one, Made.NOT_REACHED, "the try before it was still at work past the limit")
+                elif not self._quiet(one.intent) or self._start(one, gate):
+                    continue  # still waiting, or held on now as the ordering's own hold
+                one.released.add(gate.ticket)
+                let_go.append((gate.ticket, Decision.PASS))
+            door, held = one.door, one.held
+            # The original waits at the door until the retry is held (or went its way, or took too long).
+            if (
+                door is not None
+                and door.ticket not in one.released
+                and (held is not None or one.made is not None or door.ticket in one.blocked)
+            ):
+                one.released.add(door.ticket)
+                let_go.append((door.ticket, Decision.PASS))
+                if held is None and one.made is None:
+                    self._settle(
+                        one, Made.NOT_REACHED, f"the retry did not reach {one.ordering.where} in time"
+                    )
+            if held is not None and held.ticket not in one.released:
+                if one.other in one.ended:
+                    self._settle(one, Made.MADE, "")
+                elif held.ticket in one.blocked:
+                    self._settle(one, Made.BLOCKED, self._why_blocked(one))
+                else:
+                    continue
+                one.released.add(held.ticket)
+                let_go.append((held.ticket, Decision.PASS))
+        return let_go
+
+    def severs(self) -> list[tuple[int, int]]:
+        severed, self._sever = self._sever, []
+        return severed
+
+    def _why_blocked(self, one: _Try) -> str:
+        other, held = ("retry", "original") if one.other == RETRY else ("original", "retry")
+        if not one.meanwhile:
+            return f"the {other} reached nothing at the server while the {held} was held: " + SERIALIZES
+        return (
+            f"the {other} reached {one.meanwhile[-1]}, then waited for the {held} past "
+            f"{self.hold_limit_s:g} s (a lock it holds, or the server's own order)"
+        )
+
+    def _settle(self, one: _Try, made: Made, why: str) -> None:
+        if one.made is None:
+            one.made, one.why = made, why
+            self._changed = True
+
+    def _more(self) -> bool:
+        """Whether an ordering is left to try within the budget (once spent, the plan says so)."""
+        if self.clean is None or self.ran_out or len(self.tries) >= len(self.orderings):
+            return False
+        if self._clock() >= self._deadline:
+            self.ran_out, self._changed = True, True
+            return False
+        return True
+
+    def exhausted(self) -> bool:
+        """Every ordering has its intent, or the budget is spent, and no call is at work. A released original
+        may be, after the retry's answer ended its intent: one more intent, held at the server's door until
+        it is done, closes the run, so the effects are read once the last try's are all made."""
+        if self.clean is None or self._more():
+            return False
+        return not self._running
+
+    def applied(self, at: At, decision: Decision) -> None:
+        return None  # it only holds and passes: what it decided is what was done
+
+    def missed(self) -> list[Missed]:
+        return []  # an ordering not made is a row of its own (blocked, not reached), not a missed fault
+
+    def annotate(self, intent: int) -> Mapping[str, Any]:
+        one = self.tries.get(intent)
+        return {"race": one.ordering.name} if one is not None else {}
+
+    def told(self) -> Mapping[str, Any] | None:
+        """A ``crash_plan`` event when a try began or settled: each ordering with what became of it."""
+        if not self._changed:
+            return None
+        self._changed = False
+        return {
+            "races": [one.told() for one in self.tries.values()],
+            "orderings": [o.name for o in self.orderings],
+            **({"clean_intent": self.clean_intent} if self.clean_intent is not None else {}),
+            **({"ran_out": True} if self.ran_out else {}),
+        }

@@ -1,0 +1,255 @@
+"""``mcp-chaos races``: every ordering of an intent's original and a retry beside it, each judged.
+
+Like ``crashpoints``, the exploration is one ordinary run of the user's scenario, changed so that its
+hold points race (``faults.crash_points.race``, planned by :mod:`harness.crashpoints.races`): intent 0
+is a clean call whose points become the orderings; every later intent is one ordering, its original's
+stream broken at a point so that the client re-issues the call at once with a new request id and the
+same key. The run directory is audited by the ordinary auditor; this module reads its history back to
+name each intent's ordering and what became of it, so every verdict is the auditor's.
+
+What the exploration changes of the scenario, and why:
+
+* one intent at a time, as many as the orderings (twice the clean call's points), no other fault, no
+  gate, the budget in the run's time limit;
+* the client retries a broken stream after 0.05 s, a few times, and waits for an answer long enough
+  for a held point's limit: what is tested stays the client's (a new request id, the intent's key).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness import rundir
+from harness.audit.auditor import AuditResult
+from harness.auditing import audit_and_report
+from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made
+from harness.errors import PreflightError
+from harness.history import EventType, Verdict, read_history
+from harness.report.tables import markdown_table
+from harness.run.runner import execute
+from harness.sanitize import json_safe
+from harness.scenario import Scenario, parse_scenario
+
+MAX_POINTS = 64
+"""A clean call's points a race places its retry at, at most (twice over: sent at, held at)."""
+RETRY_AFTER_S = 0.05
+"""The client's wait after a broken stream: under 2026-07-28 it re-issues the call at once."""
+DRAIN_S = 60.0
+"""Beyond the budget: the clean call, the last ordering, the run's end."""
+FIX_READ_THEN_WRITE = (
+    "reads the key ({read}), then inserts ({write}), with neither a unique key nor a lock: take a unique "
+    "key on the key column and on conflict return the stored result, or lock the key in the transaction"
+)
+FIX_OTHER = (
+    "the retry made the effect again while the original was still at work: check the key and make the "
+    "effect under one unique key or one lock, and return the stored result to the one that loses"
+)
+
+
+def racing_scenario(scenario: Scenario, budget_s: float, hold_limit_s: float = RACE_HOLD_LIMIT_S) -> Scenario:
+    """The scenario as the exploration runs it (see the module's docstring)."""
+    data = scenario.model_dump(mode="json")
+    data["workload"].update(intents=2 + 2 * MAX_POINTS, concurrency=1)
+    data["workload"]["max_duration_s"] = max(data["workload"]["max_duration_s"], budget_s + DRAIN_S)
+    client = data["client"]
+    client["backoff"] = {
+        "initial_s": RETRY_AFTER_S,
+        "max_s": RETRY_AFTER_S,
+        "multiplier": 1.0,
+        "jitter": "none",
+    }
+    client["max_attempts"] = max(client["max_attempts"], 5)
+    client["attempt_timeout_s"] = max(client["attempt_timeout_s"], 3 * hold_limit_s + 5)
+    data["faults"] = {
+        "crash_points": {"race": {"budget_s": budget_s, "hold_limit_s": hold_limit_s}, "files": False}
+    }
+    data["gate"] = {}
+    return parse_scenario(data, source="the races of " + scenario.name)
+
+
+@dataclass
+class RaceRow:
+    """One ordering tried: what became of it, and the auditor's verdict on its intent."""
+
+    ordering: str
+    intent: int
+    made: str
+    why: str
+    verdict: str
+    effects: int
+    ran: list[str] = field(default_factory=list)
+    """The two attempts' points in the order the history has them (``o:`` the original, ``r:`` the retry)."""
+    fix: str | None = None
+
+    @property
+    def finding(self) -> bool:
+        return self.verdict in FINDINGS
+
+
+FINDINGS = frozenset({Verdict.DUPLICATE.value, Verdict.LOST.value, Verdict.APPLIED_DESPITE_ERROR.value})
+
+
+@dataclass
+class Races:
+    """What ``races`` found."""
+
+    scenario: Scenario
+    run_dir: Path
+    clean: list[str]
+    """The clean call's points, each with its label."""
+    rows: list[RaceRow]
+    orderings: list[str]
+    """Every ordering of the clean call, tried or not."""
+    ran_out: bool
+    seconds: float
+
+    @property
+    def findings(self) -> list[RaceRow]:
+        return [r for r in self.rows if r.finding]
+
+    @property
+    def untried(self) -> list[str]:
+        tried = {r.ordering for r in self.rows}
+        return [o for o in self.orderings if o not in tried]
+
+
+async def explore_races(
+    scenario: Scenario,
+    results_dir: Path,
+    *,
+    budget_s: float,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    run_id: str | None = None,
+    out: TextIO = sys.stderr,
+    progress_interval_s: float | None = 1.0,
+) -> Races:
+    """Run the races, audit the run with the auditor, and read each ordering's intent back."""
+    started = time.monotonic()
+    racing = racing_scenario(scenario, budget_s, hold_limit_s)
+    run_dir = rundir.prepare_run_dir(results_dir, racing, run_id)
+    await execute(racing, run_dir, out=out, progress_interval_s=progress_interval_s)
+    audit = audit_and_report(run_dir, html=False)
+    return read_races(scenario, run_dir, audit, started)
+
+
+def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: float) -> Races:
+    """Each ordering the plan told of (its last ``crash_plan`` event), with its intent's verdict."""
+    table = audit.intents
+    judged = "verdict" in table.columns
+    verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True)) if judged else {}
+    effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True)) if judged else {}
+    plan: dict[str, Any] = {}
+    ran: dict[int, list[str]] = {}
+    firsts: dict[int, list[str]] = {}
+    for ev in read_history(run_dir / rundir.HISTORY):
+        if ev.get("type") == EventType.CRASH_PLAN and "races" in ev:
+            plan = ev
+        elif ev.get("type") == EventType.CRASH_POINT and ev.get("attempt") in (1, 2):
+            intent, point, label = int(ev["intent"]), str(ev["point"]), ev.get("label")
+            ran.setdefault(intent, []).append(f"{'o' if ev['attempt'] == 1 else 'r'}:{point}")
+            if ev["attempt"] == 1:
+                firsts.setdefault(intent, []).append(f"{point} ({label})" if label else point)
+    clean_intent = int(plan.get("clean_intent", 0))
+    clean = firsts.get(clean_intent, [])
+    clean_verdict = verdicts.get(clean_intent) or "never made"
+    if clean_verdict != Verdict.EXACTLY_ONCE.value:
+        raise PreflightError(
+            f"races: the clean call (intent {clean_intent}, nothing held) was {clean_verdict}, with "
+            f"{effects.get(clean_intent, 0)} effects; it must succeed and be counted once before races can "
+            f"be judged (see {run_dir / rundir.REPORT_MD})"
+        )
+    rows = []
+    for race in plan.get("races", ()):
+        intent = int(race["intent"])
+        row = RaceRow(
+            ordering=str(race["ordering"]),
+            intent=intent,
+            made=str(race.get("made") or "unfinished"),
+            why=str(race.get("why") or ""),
+            verdict=str(verdicts.get(intent, "not judged")),
+            effects=int(effects.get(intent, 0)),
+            ran=ran.get(intent, []),
+        )
+        if row.verdict == Verdict.DUPLICATE.value:
+            row.fix = fix_of(clean)
+        rows.append(row)
+    return Races(
+        scenario=scenario,
+        run_dir=run_dir,
+        clean=clean,
+        rows=rows,
+        orderings=[str(o) for o in plan.get("orderings", ())],
+        ran_out=plan.get("ran_out") is True,
+        seconds=time.monotonic() - started,
+    )
+
+
+def fix_of(clean: list[str]) -> str:
+    """A duplicate's fix in the server's terms: where its clean call read before it wrote, say so."""
+    read = next((p for p in clean if p.startswith("db_statement") and "(SELECT " in p), None)
+    write = next((p for p in clean if p.startswith("db_commit") and "(INSERT " in p), None)
+    if read is None or write is None:
+        return FIX_OTHER
+    return FIX_READ_THEN_WRITE.format(read=_label(read), write=_label(write))
+
+
+def _label(point: str) -> str:
+    return point.partition(" (")[2].removesuffix(")")
+
+
+def coverage_line(races: Races) -> str:
+    made = Counter(r.made for r in races.rows)
+    parts = [f"{made[m.value]} {m.value}" for m in Made if made[m.value]]
+    tried = f"{len(races.rows)} of {len(races.orderings)} orderings tried ({', '.join(parts) or 'none'})"
+    left = f"; the budget ran out: {len(races.untried)} not tried" if races.ran_out else ""
+    found = len(races.findings)
+    verdict = f"{found} with a finding" if found else "no finding"
+    return f"races: {tried}{left}; {verdict}; clean call: {len(races.clean)} points; {races.seconds:.1f} s"
+
+
+def render_terminal(races: Races) -> str:
+    """The table, each blocked ordering's reason, each finding's order and fix, then the coverage."""
+    rows = [[r.intent, r.ordering, r.made, r.verdict, r.effects] for r in races.rows]
+    lines = [markdown_table(["intent", "ordering", "made", "verdict", "effects"], rows, "rlllr")]
+    whys = sorted({r.why for r in races.rows if r.made != Made.MADE.value and r.why})
+    lines += [f"  {why}" for why in whys]
+    for row in races.findings:
+        lines += ["", f"{row.ordering}: {row.verdict} ({row.effects} effects)", f"  ran: {' '.join(row.ran)}"]
+        if row.fix is not None:
+            lines.append(f"  fix: {row.fix}")
+    lines += ["", coverage_line(races), f"run: {races.run_dir}"]
+    return "\n".join(lines)
+
+
+def as_json(races: Races) -> dict[str, Any]:
+    return {
+        "scenario": races.scenario.name,
+        "run_dir": str(races.run_dir),
+        "clean": races.clean,
+        "orderings": [
+            {
+                "ordering": r.ordering,
+                "intent": r.intent,
+                "made": r.made,
+                "why": r.why,
+                "verdict": r.verdict,
+                "effects": r.effects,
+                "ran": r.ran,
+                **({"fix": r.fix} if r.fix else {}),
+            }
+            for r in races.rows
+        ],
+        "untried": races.untried,
+        "ran_out": races.ran_out,
+        "seconds": round(races.seconds, 1),
+    }
+
+
+def json_text(races: Races) -> str:
+    return json.dumps(json_safe(as_json(races)), indent=2, ensure_ascii=False) + "\n"

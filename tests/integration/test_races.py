@@ -1,0 +1,135 @@
+"""``mcp-chaos races`` on the reference target and real PostgreSQL: the keyed read-then-write design
+duplicates where the retry reads before the original's key record commits, in every repetition and in
+the same table each time; the atomic design has no finding, every ordering made or said blocked.
+
+The reference target calls its database driver synchronously on its event loop, so holding one of its
+statements stalls every request: most orderings are blocked (the server serializes there) and the
+server's own scheduling places the retry, at its ``await`` between steps (the latencies below give it
+those steps). That is what the table says, and what a user's server of that shape does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from harness.cli import main
+from tests.helpers.paths import ROOT
+from tests.helpers.scenarios import invoice_scenario
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
+BOTH_READ = "retry sent at db_statement#1 (SELECT idempotency_keys) of the original"
+"""The retry sent while the original is about to read the key: both read it missing."""
+BETWEEN_COMMITS = "retry sent at db_commit#2 (INSERT invoices) of the original"
+"""The narrow one: the invoice committed, the key record not yet."""
+AFTER_KEY = "retry sent at db_commit#3 (INSERT idempotency_keys) of the original"
+
+
+def races(mode: str, tmp_path: Path, name: str) -> tuple[int, dict[str, Any], float]:
+    """``mcp-chaos races`` of the reference target on PostgreSQL: its exit code, its JSON, its seconds."""
+    data = invoice_scenario(
+        mode=mode, env={"INVOICES_PRE_COMMIT_MS": "30", "INVOICES_BETWEEN_COMMITS_MS": "30"}
+    )
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    scenario = tmp_path / f"{name}.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    out = tmp_path / f"{name}.json"
+    started = time.monotonic()
+    code = main(["races", str(scenario), "--json", str(out), "--results", str(tmp_path), "--quiet"])
+    return code, orjson.loads(out.read_bytes()), time.monotonic() - started
+
+
+def table(found: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(o["ordering"], o["made"], o["verdict"]) for o in found["orderings"]]
+
+
+def test_the_keyed_design_duplicates_where_the_retry_reads_before_the_key_commits_every_time(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    tables = []
+    for repetition in range(3):
+        code, found, seconds = races("keyed", tmp_path, f"keyed{repetition}")
+        assert code == 1
+        rows = {o["ordering"]: o for o in found["orderings"]}
+        assert not found["untried"], found["untried"]
+        assert rows[BOTH_READ]["verdict"] == "duplicate"
+        assert rows[BETWEEN_COMMITS]["verdict"] == "duplicate"
+        assert rows[AFTER_KEY]["verdict"] == "exactly_once"  # the retry finds the key and replays
+        assert rows[BETWEEN_COMMITS]["fix"].startswith(
+            "reads the key (SELECT idempotency_keys), then inserts (INSERT invoices), with neither"
+        )
+        # The sequential orders, each way round, are made and safe.
+        for sequential in (
+            "retry sent at request of the original",
+            "retry held at request while the original runs",
+        ):
+            assert (rows[sequential]["made"], rows[sequential]["verdict"]) == ("made", "exactly_once")
+        assert seconds < 240, seconds  # about 60 s alone on 2 cores; generous for a loaded machine
+        tables.append(table(found))
+    assert tables[0] == tables[1] == tables[2]  # the same table every time
+
+
+def test_the_atomic_design_has_no_finding_and_every_ordering_is_made_or_said_blocked(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    code, found, _ = races("atomic", tmp_path, "atomic")
+    assert code == 0
+    assert not found["untried"]
+    assert {o["verdict"] for o in found["orderings"]} == {"exactly_once"}
+    for row in found["orderings"]:
+        assert row["made"] in ("made", "blocked"), row
+        if row["made"] == "blocked":
+            assert row["why"].endswith("the server serializes here"), row
+
+
+PGCLIENTS = ROOT / "targets" / "pgclients" / "server.py"
+
+
+def pooled(mode: str, tmp_path: Path) -> dict[str, Any]:
+    """``races`` of the pgclients target on asyncpg with a pool of two: each attempt has a connection of
+    its own, so holding one attempt's statement leaves the other free to run."""
+    data = invoice_scenario()
+    data["services"] = {"postgres": {}}
+    data["target"]["command"] = ["{python}", str(PGCLIENTS)]
+    data["target"]["env"] = {
+        "PGCLIENTS_DB": "{postgres_url}",
+        "PGCLIENTS_DRIVER": "asyncpg",
+        "PGCLIENTS_MODE": mode,
+        "PGCLIENTS_POOL": "2",
+    }
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    scenario = tmp_path / f"pooled-{mode}.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    out = tmp_path / f"pooled-{mode}.json"
+    main(["races", str(scenario), "--json", str(out), "--results", str(tmp_path), "--quiet"])
+    found: dict[str, Any] = orjson.loads(out.read_bytes())
+    return {o["ordering"]: o for o in found["orderings"]}
+
+
+def test_a_pooled_server_runs_each_ordering_and_a_lock_is_said_to_block(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """Keyed: every ordering made; the retry held at its invoice commit while the original runs whole is
+    a duplicate, and held once its key record committed it is not. Atomic: no finding; the retry's key
+    record waits on the original's uncommitted one (its unique key), which the table says."""
+    keyed = pooled("keyed", tmp_path)
+    assert {o["made"] for o in keyed.values()} == {"made"}
+    assert (
+        keyed["retry held at db_commit#3 (INSERT invoices) while the original runs"]["verdict"] == "duplicate"
+    )
+    after = keyed["retry held at db_commit#5 (INSERT idempotency_keys) while the original runs"]
+    assert after["verdict"] == "exactly_once"
+    atomic = pooled("atomic", tmp_path)
+    assert {o["verdict"] for o in atomic.values()} == {"exactly_once"}
+    blocked = [o for o in atomic.values() if o["made"] == "blocked"]
+    assert blocked, atomic
+    for row in blocked:
+        assert "then waited for the" in row["why"], row

@@ -1,0 +1,315 @@
+"""The race plan, fed scripted points as the router places them (no process): which orderings a clean
+call gives, what each try holds, whose stream it breaks, when it lets go, and what it says of each."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from harness.crashpoints.decisions import At, Decision, Reached, Site
+from harness.crashpoints.points import Point, PointKind
+from harness.crashpoints.races import Held, Made, Ordering, RacePlan
+from harness.crashpoints.racing import fix_of
+from harness.crashpoints.router import Router
+from harness.errors import ScenarioError
+from harness.scenario import parse_scenario
+from tests.helpers.scenarios import invoice_scenario
+
+REQUEST, RESPONSE = Point(PointKind.REQUEST), Point(PointKind.RESPONSE)
+READ_KEY = Point(PointKind.DB_STATEMENT, 1, "SELECT idempotency_keys")
+INSERT = Point(PointKind.DB_STATEMENT, 2, "INSERT invoices")
+EFFECT = Point(PointKind.DB_COMMIT, 1, "INSERT invoices")
+RECORD = Point(PointKind.DB_STATEMENT, 3, "INSERT idempotency_keys")
+KEY = Point(PointKind.DB_COMMIT, 2, "INSERT idempotency_keys")
+CLEAN = (REQUEST, READ_KEY, INSERT, EFFECT, RECORD, KEY, RESPONSE)
+"""A keyed read-then-write call: read the key, insert the invoice and commit, then the key record."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Script:
+    """Points fed to a plan as the router places them: each attempt's window grows, tickets count up."""
+
+    def __init__(self, plan: RacePlan) -> None:
+        self.plan = plan
+        self.windows: dict[tuple[int, int], list[Point]] = {}
+        self.tickets = itertools.count(1)
+
+    def reach(self, intent: int, attempt: int, point: Point) -> tuple[Decision, int]:
+        window = self.windows.setdefault((intent, attempt), [])
+        window.append(point)
+        at = At(intent, attempt, point, tuple(window), Site.POSTGRES, next(self.tickets))
+        return self.plan.decide(at), at.ticket
+
+    def call(self, intent: int, attempt: int, points: tuple[Point, ...] = CLEAN) -> None:
+        """A whole call that is never held."""
+        for point in points:
+            assert self.reach(intent, attempt, point)[0] is Decision.PASS
+        self.plan.ended(intent, attempt)
+
+
+def learned(budget_s: float = 60.0, clock: Clock | None = None) -> tuple[RacePlan, Script]:
+    plan = RacePlan(budget_s=budget_s, clock=clock or Clock())
+    script = Script(plan)
+    assert not plan.exhausted()  # nothing learned yet: the clean call comes first
+    script.call(0, 1)
+    return plan, script
+
+
+def to(plan: RacePlan, name: str) -> None:
+    """Skip the tries before the ordering named, as made."""
+    while plan.orderings[len(plan.tries)].name != name:
+        intent = len(plan.tries) + 1
+        plan.tries[intent] = plan._try_of(intent) or pytest.fail("no ordering left")
+        plan.tries[intent].made = Made.MADE
+
+
+def test_a_clean_call_gives_the_retry_sent_at_each_of_its_points_then_held_at_each() -> None:
+    plan, _ = learned()
+    assert plan.clean == CLEAN
+    names = [o.name for o in plan.orderings]
+    assert len(names) == 2 * len(CLEAN)
+    assert names[3] == "retry sent at db_commit#1 (INSERT invoices) of the original"
+    assert names[7] == "retry held at request while the original runs"
+    assert names[9] == "retry held at db_statement#2 (INSERT invoices) while the original runs"
+
+
+def test_the_retry_sent_at_a_commit_runs_to_its_end_while_the_original_waits_there() -> None:
+    plan, script = learned()
+    to(plan, "retry sent at db_commit#1 (INSERT invoices) of the original")
+    intent = len(plan.tries) + 1
+    for point in CLEAN[:3]:
+        assert script.reach(intent, 1, point)[0] is Decision.PASS
+    decision, held = script.reach(intent, 1, EFFECT)
+    assert decision is Decision.HOLD
+    assert plan.severs() == [(intent, 1)]  # the client loses the original's stream: the retry comes
+    assert plan.severs() == []
+    for point in (REQUEST, READ_KEY, INSERT, EFFECT):  # the key is not there yet: it inserts
+        assert script.reach(intent, 2, point)[0] is Decision.PASS
+    assert plan.releases() == []  # its exchange is not over
+    script.call(intent, 2, (RECORD, KEY, RESPONSE))
+    assert plan.releases() == [(held, Decision.PASS)]
+    one = plan.tries[intent]
+    assert (one.made, one.meanwhile[:2]) == (Made.MADE, ["db_statement#1", "db_statement#2"])
+    assert script.reach(intent, 1, RECORD)[0] is Decision.PASS  # the original goes on, never held again
+
+
+def test_a_retry_that_reaches_nothing_while_the_original_is_held_is_blocked_the_server_serializes() -> None:
+    plan, script = learned()
+    to(plan, "retry sent at db_statement#1 (SELECT idempotency_keys) of the original")
+    intent = len(plan.tries) + 1
+    script.reach(intent, 1, REQUEST)
+    decision, held = script.reach(intent, 1, READ_KEY)
+    assert decision is Decision.HOLD
+    assert script.reach(intent, 2, REQUEST)[0] is Decision.PASS  # at the door, and no further
+    assert plan.releases() == []
+    plan.blocked(held)  # the hold limit passed
+    assert plan.releases() == [(held, Decision.PASS)]
+    one = plan.tries[intent]
+    assert one.made is Made.BLOCKED
+    assert one.why == (
+        "the retry reached nothing at the server while the original was held: the server serializes here"
+    )
+
+
+def test_a_retry_that_waits_on_the_original_after_a_statement_is_blocked_on_it() -> None:
+    plan, script = learned()
+    to(plan, "retry sent at db_commit#1 (INSERT invoices) of the original")
+    intent = len(plan.tries) + 1
+    for point in CLEAN[:3]:
+        script.reach(intent, 1, point)
+    _, held = script.reach(intent, 1, EFFECT)
+    for point in (REQUEST, READ_KEY, INSERT):  # its INSERT waits on the original's row
+        script.reach(intent, 2, point)
+    plan.blocked(held)
+    assert plan.releases() == [(held, Decision.PASS)]
+    assert "the retry reached db_statement#2, then waited for the original past 2 s" in plan.tries[intent].why
+
+
+def test_the_retry_held_at_its_point_while_the_original_runs_from_the_door() -> None:
+    plan, script = learned()
+    to(plan, "retry held at db_commit#1 (INSERT invoices) while the original runs")
+    intent = len(plan.tries) + 1
+    decision, door = script.reach(intent, 1, REQUEST)
+    assert decision is Decision.HOLD  # the original waits at the door, its stream broken
+    assert plan.severs() == [(intent, 1)]
+    for point in CLEAN[:3]:
+        assert script.reach(intent, 2, point)[0] is Decision.PASS
+    assert plan.releases() == []  # the retry has not reached its point yet
+    decision, held = script.reach(intent, 2, EFFECT)
+    assert decision is Decision.HOLD
+    assert plan.releases() == [(door, Decision.PASS)]  # now the original runs
+    script.call(intent, 1, CLEAN[1:])
+    assert plan.releases() == [(held, Decision.PASS)]
+    one = plan.tries[intent]
+    assert one.made is Made.MADE
+    assert one.meanwhile == [p.name for p in CLEAN[1:]]
+
+
+def test_an_ordering_its_call_never_reaches_is_said_not_reached_and_nothing_waits() -> None:
+    plan, script = learned()
+    to(plan, "retry held at db_commit#2 (INSERT idempotency_keys) while the original runs")
+    intent = len(plan.tries) + 1
+    _, door = script.reach(intent, 1, REQUEST)
+    script.call(intent, 2, (REQUEST, READ_KEY, RESPONSE))  # the retry replayed: it never commits
+    assert plan.releases() == [(door, Decision.PASS)]
+    one = plan.tries[intent]
+    assert one.made is Made.NOT_REACHED
+    assert one.why == "the retry never reached db_commit#2 (INSERT idempotency_keys)"
+
+
+def test_a_try_starts_only_once_the_last_ones_original_is_done_at_the_server() -> None:
+    """The retry answered, so the client goes on to the next intent while the original released after it
+    is still at work: the next try's original waits at the door for it."""
+    plan, script = learned()
+    script.reach(1, 1, REQUEST)  # retry sent at request: the original held at the door
+    assert plan.severs() == [(1, 1)]
+    script.call(1, 2)
+    assert len(plan.releases()) == 1  # the original goes on
+    decision, gate = script.reach(2, 1, REQUEST)
+    assert decision is Decision.HOLD
+    assert plan.releases() == []
+    script.call(1, 1, ())  # the original's exchange ends
+    assert plan.releases() == [(gate, Decision.PASS)]  # the next ordering holds later, not at the door
+    assert plan.severs() == []
+
+
+def test_the_budget_ends_the_tries_and_the_plan_says_which_orderings_were_left() -> None:
+    clock = Clock()
+    plan, script = learned(10.0, clock)
+    script.reach(1, 1, REQUEST)
+    clock.now += 11
+    assert not plan.exhausted()  # its try is still at work
+    script.call(1, 2)
+    plan.releases()
+    script.call(1, 1, CLEAN[1:])
+    assert plan.exhausted()
+    told = plan.told()
+    assert told is not None
+    assert told["ran_out"] is True
+    assert len(told["orderings"]) == 14
+    assert [r["ordering"] for r in told["races"]] == ["retry sent at request of the original"]
+    assert plan.told() is None  # told once until something changes
+
+
+def test_every_ordering_tried_ends_the_run_once_no_call_is_at_work() -> None:
+    """The last try's retry answered while its original, released, is still at work: one more call, held
+    at the door until the original is done, closes the run (so the final read sees the original's work)."""
+    plan, script = learned()
+    to(plan, plan.orderings[-1].name)
+    last = len(plan.tries) + 1
+    _, door = script.reach(last, 1, REQUEST)
+    script.call(last, 2, CLEAN[:1])  # the retry, held nowhere it reaches: not reached; the original goes
+    assert plan.releases() == [(door, Decision.PASS)]
+    assert not plan.exhausted()
+    decision, closing = script.reach(last + 1, 1, REQUEST)
+    assert decision is Decision.HOLD
+    assert plan.releases() == []
+    script.call(last, 1, ())
+    assert plan.releases() == [(closing, Decision.PASS)]
+    script.call(last + 1, 1, CLEAN[1:])
+    assert plan.exhausted()
+
+
+def test_the_same_stream_of_points_gives_the_same_decisions() -> None:
+    def run() -> list[Any]:
+        plan, script = learned()
+        out: list[Any] = []
+        for intent, ordering in enumerate(plan.orderings[:4], 1):
+            assert plan.tries.get(intent) is None
+            out.append(script.reach(intent, 1, REQUEST)[0])
+            out.append(plan.severs())
+            script.call(intent, 2)
+            out.append(plan.releases())
+            script.call(intent, 1, ())
+            out.append((ordering.name, plan.tries[intent].made))
+        return out
+
+    assert run() == run()
+
+
+def test_the_router_breaks_the_originals_stream_and_lets_it_go_when_the_retry_ends() -> None:
+    """The router with a race plan, driven as the fault proxy and the PostgreSQL proxy drive it: the
+    original held at its first statement, its stream broken, the retry beside it to its end, then the
+    original released."""
+
+    async def race() -> list[str]:
+        said: list[str] = []
+        plan = RacePlan(budget_s=60.0)
+        router = Router(plan)
+
+        async def call(intent: int, attempt: int, statements: list[str]) -> None:
+            router.opened(intent, attempt, sever=lambda: said.append(f"severed {intent}/{attempt}"))
+            await router.reached(Reached(Site.PROXY, PointKind.REQUEST, attempt=(intent, attempt)))
+            for label in statements:
+                point = Reached(Site.POSTGRES, PointKind.DB_STATEMENT, attempt=(intent, attempt), label=label)
+                await router.reached(point)
+                said.append(f"{intent}/{attempt} {label}")
+            router.closed(intent, attempt)
+
+        await call(0, 1, ["SELECT k", "INSERT i"])  # the clean call
+        plan.tries[1] = plan._try_of(1) or pytest.fail("no ordering")
+        plan.tries[1].made = Made.MADE  # skip "retry sent at request"
+        assert plan.orderings[1] == Ordering(Held.ORIGINAL, Point(PointKind.DB_STATEMENT, 1, "SELECT k"))
+        original = asyncio.create_task(call(2, 1, ["SELECT k", "INSERT i"]))
+        while not said or said[-1] != "severed 2/1":
+            await asyncio.sleep(0)
+        await call(2, 2, ["SELECT k", "INSERT i"])
+        await original
+        return said
+
+    said = asyncio.run(race())
+    assert said[2:] == ["severed 2/1", "2/2 SELECT k", "2/2 INSERT i", "2/1 SELECT k", "2/1 INSERT i"]
+
+
+def test_the_scenario_refuses_a_race_it_cannot_place() -> None:
+    data = invoice_scenario(concurrency=2)
+    data["faults"] = {"crash_points": {"race": {}}}
+    with pytest.raises(ScenarioError, match="one intent at a time"):
+        parse_scenario(data)
+    data = invoice_scenario()
+    data["faults"] = {"crash_points": {"race": {}}, "stream": [{"fault": "stall", "probability": 0.5}]}
+    with pytest.raises(ScenarioError, match="makes its own retries"):
+        parse_scenario(data)
+    data["faults"] = {"crash_points": {"race": {"hold_limit_s": 3}}}
+    crash = parse_scenario(data).faults.crash_points
+    assert crash is not None
+    assert not crash.kills()
+    assert not crash.traces_files()
+
+
+def test_a_duplicates_fix_names_the_read_and_the_insert_its_clean_call_made() -> None:
+    clean = [
+        "request",
+        "db_statement#1 (SELECT idempotency_keys)",
+        "db_commit#1 (SELECT idempotency_keys)",
+        "db_statement#2 (INSERT invoices)",
+        "db_commit#2 (INSERT invoices)",
+        "response",
+    ]
+    assert fix_of(clean) == (
+        "reads the key (SELECT idempotency_keys), then inserts (INSERT invoices), with neither a unique key "
+        "nor a lock: take a unique key on the key column and on conflict return the stored result, or lock "
+        "the key in the transaction"
+    )
+    assert fix_of(["request", "downstream#1", "response"]).startswith("the retry made the effect again")
+
+
+def test_a_call_waiting_for_the_last_tries_calls_waits_longer_than_a_race_holds() -> None:
+    plan, script = learned()
+    _, door = script.reach(1, 1, REQUEST)  # retry sent at request: held at the door
+    race = At(1, 1, REQUEST, (REQUEST,), Site.PROXY, door)
+    assert plan.limit(race) == 2.0
+    script.call(1, 2)
+    plan.releases()
+    _, gate = script.reach(2, 1, REQUEST)  # the original of intent 1 is still at work
+    assert plan.limit(At(2, 1, REQUEST, (REQUEST,), Site.PROXY, gate)) == 30.0
