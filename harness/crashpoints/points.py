@@ -53,10 +53,13 @@ class PointKind(enum.StrEnum):
     FS_TRUNCATE = "fs_truncate"
     """A file is about to be cut (``ftruncate``, or opened with ``O_TRUNC``)."""
     FS_WRITE = "fs_write"
+    """Bytes are about to be written to a file (``write``, ``pwrite``, ...)."""
     FS_FSYNC = "fs_fsync"
     """A file's (or a directory's) ``fsync``/``fdatasync`` is about to run."""
     FS_RENAME = "fs_rename"
+    """A name is about to be moved (``rename``, ``renameat2``): what a reader finds under the new name."""
     FS_UNLINK = "fs_unlink"
+    """A name is about to be removed (a file's, or an empty directory's)."""
 
 
 class Site(enum.StrEnum):
