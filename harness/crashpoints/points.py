@@ -19,6 +19,10 @@ the operation runs. Each point can be crashed two ways: a process kill (everythi
 the server wrote survives) or a power loss (``fs_write#3@power_loss``: the kill,
 then the data directory rolled back to what had been made durable).
 
+Each kind is described once, by its facts (:data:`KINDS`): where it is seen, whether it is
+counted, crashed, observed in every run; every set of kinds the harness uses is derived from
+them (ARCHITECTURE.md, "Adding a crash-point kind").
+
 Pure: the scenario model validates names with it, the hold controller counts with
 it, the explorer and the reports read it back from the history.
 """
@@ -124,26 +128,26 @@ KINDS: Mapping[PointKind, KindFacts] = {
 """Every kind's facts; a kind without them fails the unit tests (``tests/unit/test_point_kinds.py``)."""
 
 
-def kinds_where(test: Callable[[KindFacts], bool]) -> frozenset[PointKind]:
-    """The kinds whose facts pass ``test``, for the sets below and the modules that need another."""
+def _kinds_where(test: Callable[[KindFacts], bool]) -> frozenset[PointKind]:
+    """The kinds whose facts pass ``test``: the sets below."""
     return frozenset(k for k, facts in KINDS.items() if test(facts))
 
 
-COUNTED = kinds_where(lambda f: f.counted)
+COUNTED = _kinds_where(lambda f: f.counted)
 """Kinds that can happen several times in one attempt, so their names carry an index."""
-CRASH_KINDS = kinds_where(lambda f: f.crashable)
+CRASH_KINDS = _kinds_where(lambda f: f.crashable)
 """What crash points hold and explore: a statement not yet run leaves nothing a crash there would not."""
-OBSERVED = kinds_where(lambda f: f.observed)
+OBSERVED = _kinds_where(lambda f: f.observed)
 """What every run's observe mode counts: a run's story tells what each attempt committed, and counting
 every statement costs."""
-FILE_KINDS = kinds_where(lambda f: Site.FILES in f.sites)
+FILE_KINDS = _kinds_where(lambda f: Site.FILES in f.sites)
 """The file tracer's points: operations on the data directory, each held before it runs."""
-EDGES = kinds_where(lambda f: Site.PROXY in f.sites)
+EDGES = _kinds_where(lambda f: Site.PROXY in f.sites)
 """A call's door and its answer: a crash there changes no store, whatever the design."""
-SERVICE_KINDS = kinds_where(lambda f: bool(f.sites & {Site.POSTGRES, Site.SINK, Site.DOWNSTREAM}))
+SERVICE_KINDS = _kinds_where(lambda f: bool(f.sites & {Site.POSTGRES, Site.SINK, Site.DOWNSTREAM}))
 """Points of a store a harness service holds (a database, a downstream): what they change, the file
 tracer does not see."""
-BOUNDARIES = kinds_where(lambda f: f.boundary)
+BOUNDARIES = _kinds_where(lambda f: f.boundary)
 """File operations that change what a crash leaves (what is durable, which name means what); an
 exploration tries them before the writes between them."""
 
