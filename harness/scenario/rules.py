@@ -234,8 +234,7 @@ def _sites_served(s: Scenario, kinds: Collection[PointKind]) -> None:
         needed = [SERVICE_SECTIONS[site] for site in Site if site in sites and site in SERVICE_SECTIONS]
         if not needed or any(_section(s, path) is not None for path, _ in needed):
             continue
-        alike = " or ".join(sorted(k.value for k, facts in KINDS.items() if facts.sites == sites))
-        raise ValueError(f"a {alike} point needs {' or '.join(path for path, _ in needed)} ({needed[0][1]})")
+        raise ValueError(f"a {kind} point needs {' or '.join(path for path, _ in needed)} ({needed[0][1]})")
 
 
 def _one_call_at_a_time(s: Scenario) -> None:
