@@ -3,7 +3,8 @@
 The reference is generated from the code at every build, so that it cannot go stale: every command
 and option from the argument parser (``harness.cli.build_parser``), every field of a scenario from
 its JSON Schema (``harness.scenario.schema``, itself from the pydantic model), the verdicts and
-causes from their enums with their docstrings, the meaning and fix of each finding from
+causes from their enums with their docstrings, the kinds of hold point from their facts
+(``harness.crashpoints.points.KINDS``), the meaning and fix of each finding from
 ``harness.audit.fixes``, and the exit codes from the exception tree (``harness.errors``).
 
 The repository's own Markdown files that are documentation (the README, ARCHITECTURE.md, the
@@ -33,8 +34,10 @@ from harness.audit.causes import Cause
 from harness.audit.fixes import FIXES
 from harness.cli import build_parser
 from harness.cli.common import EXIT_GATE_FAILED, EXIT_INTERRUPTED
+from harness.crashpoints.points import KINDS, PointKind, Site
 from harness.errors import HarnessError
 from harness.history import FaultKind, IntentStatus, Outcome, RunStatus, Verdict
+from harness.scenario.rules import SERVICE_SECTIONS
 from harness.scenario.schema import SCHEMA_FILE, attribute_docstrings, schema_text
 
 log = logging.getLogger("mkdocs.hooks.reference")
@@ -56,6 +59,7 @@ GENERATED = {
     "reference/cli.md": "cli_page",
     "reference/scenario.md": "scenario_page",
     "reference/findings.md": "findings_page",
+    "reference/points.md": "points_page",
     "explanation/decisions.md": "decisions_page",
 }
 """The pages made from the code: page → the function of this module that writes it."""
@@ -333,6 +337,46 @@ def findings_page(config: MkDocsConfig) -> str:
             "## Exit codes {#exit-codes}",
             "",
             *table(("code", "when"), _exit_codes()),
+        ]
+    )
+
+
+SITE_NEEDS = {
+    Site.PROXY: "nothing: in every run",
+    Site.FILES: "a pod the harness runs, traced (`faults.crash_points.files`)",
+    **{site: f"`{section}`" for site, (section, _) in SERVICE_SECTIONS.items()},
+}
+"""What each hold site needs of a scenario, in words."""
+
+
+def _yes(fact: bool) -> str:
+    return "yes" if fact else "no"
+
+
+def points_page(config: MkDocsConfig) -> str:
+    """Every kind of hold point with its facts: how it is named, where it is seen, what it needs."""
+    docs = attribute_docstrings(PointKind)
+    rows = [
+        (
+            f"`{kind.value}#N`" if facts.counted else f"`{kind.value}`",
+            cell(" or ".join(SITE_NEEDS[site] for site in Site if site in facts.sites)),
+            _yes(facts.crashable),
+            _yes(facts.observed),
+            cell(docs.get(kind.name)),
+        )
+        for kind, facts in KINDS.items()
+    ]
+    return "\n".join(
+        [
+            "# Hold points",
+            "",
+            "Generated from the code at every build of this site: the facts of each kind of point",
+            "(`KINDS` in `harness/crashpoints/points.py`), in the order a call passes them. A point `#N` is",
+            "the N-th of its kind in one attempt; any point can be crashed `@power_loss` where the pod's",
+            "files are traced. [Crash points](../explanation/crash-points.md) says how they are held,",
+            "explored and proven.",
+            "",
+            *table(("point", "needs", "crashed by crash points", "every run records it", "what it is"), rows),
         ]
     )
 

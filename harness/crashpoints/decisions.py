@@ -13,22 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.crashpoints.points import Crash, FileOp, Point, PointKind
+from harness.crashpoints.points import KINDS, Crash, FileOp, Point, PointKind
+from harness.crashpoints.points import Site as Site  # the hold sites name where they report with it
 
 HOLD_LIMIT_S = 30.0
 """How long a point may stay held before the plan is told it is blocked: a target that serializes its
 own work (one database connection, a synchronous driver) cannot go on while one of its steps is held."""
-
-
-class Site(enum.StrEnum):
-    """Where a point is seen."""
-
-    PROXY = "proxy"
-    """The fault proxy in front of an HTTP pod, or the host of a stdio pod: a call's request and answer."""
-    POSTGRES = "postgres"
-    SINK = "sink"
-    DOWNSTREAM = "downstream"
-    FILES = "files"
 
 
 class Decision(enum.StrEnum):
@@ -80,6 +70,12 @@ class Reached:
     """At ``response``: what came instead of the tool's answer (``HTTP 404``): recorded, never a point."""
     op: FileOp | None = None
     """A file operation's effect, as the tracer told it: what the crash states are computed from."""
+
+    def __post_init__(self) -> None:
+        if self.site not in KINDS[self.kind].sites:  # a hold site reporting a kind its facts do not name
+            raise ValueError(
+                f"{self.site} reported {self.kind}; its facts name {sorted(KINDS[self.kind].sites)}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,17 @@ from harness.auditing import audit_and_report
 from harness.crashpoints.cost import TryCost, try_costs
 from harness.crashpoints.options import ExploreOptions
 from harness.crashpoints.paths import labelled
-from harness.crashpoints.points import FILE_KINDS, MAX_DEPTH, Point, PointKind, parse_path, path_name
+from harness.crashpoints.points import (
+    CRASH_KINDS,
+    EDGES,
+    KINDS,
+    MAX_DEPTH,
+    Point,
+    PointKind,
+    Site,
+    parse_path,
+    path_name,
+)
 from harness.crashpoints.proof import Held, Try, clean_call, clean_points, read_evidence
 from harness.errors import PreflightError
 from harness.history import FINDINGS, RunStatus, Verdict, read_history
@@ -54,26 +64,26 @@ DETAILS = ("statements", "wrote", "autocommit", "label", "nth", "key", "replayed
 """What a ``crash_point`` event says of its point beyond its name."""
 
 
-def hold_points(scenario: Scenario) -> list[str]:
-    """Where the harness can hold this target's work: ``db_commit`` when it writes to the harness's
-    PostgreSQL (``{postgres_url}``, through the proxy that holds commits), ``downstream`` when it calls
-    the effect sink (``{sink_url}``) or an API behind the downstream proxy (``services.downstream``),
-    ``fs`` when it runs as a process or a container whose file operations on its data directory can be
-    traced (unless ``faults.crash_points.files`` says not to). ``request`` and ``response`` are always
-    there, and tell nothing of what a crash leaves half done."""
+def hold_points(scenario: Scenario) -> list[PointKind]:
+    """Where the harness can hold this target's work: the kinds crash points hold (beyond ``request`` and
+    ``response``, always there, which tell nothing of what a crash leaves half done) seen at a site that
+    serves it. The PostgreSQL proxy when it writes to the harness's PostgreSQL (``{postgres_url}``), the
+    sink when it calls it (``{sink_url}``), the downstream proxy in front of an API
+    (``services.downstream``), the file tracer when it runs as a process or a container whose file
+    operations on its data directory can be traced (unless ``faults.crash_points.files`` says not to)."""
     target = scenario.target
     texts = [*(target.command or ()), *target.env.values()]
-    found = []
+    served = set()
     if scenario.services.postgres is not None and any("{postgres_url}" in t for t in texts):
-        found.append("db_commit")
-    if (scenario.audit.effects.sink is not None and any("{sink_url}" in t for t in texts)) or (
-        scenario.services.downstream is not None
-    ):
-        found.append("downstream")
+        served.add(Site.POSTGRES)
+    if scenario.audit.effects.sink is not None and any("{sink_url}" in t for t in texts):
+        served.add(Site.SINK)
+    if scenario.services.downstream is not None:
+        served.add(Site.DOWNSTREAM)
     crash = scenario.faults.crash_points
     if target.runtime in ("process", "docker") and (crash is None or crash.files):
-        found.append("fs")
-    return found
+        served.add(Site.FILES)
+    return [k for k in PointKind if k in CRASH_KINDS - EDGES and KINDS[k].sites & served]
 
 
 def unexplorable(scenario: Scenario) -> str | None:
@@ -594,9 +604,7 @@ def bypassed(
     if effects == 0:
         return None
     for point in clean:
-        if point.kind is PointKind.DOWNSTREAM or point.kind in FILE_KINDS - {PointKind.FS_FSYNC}:
-            return None
-        if point.kind is PointKind.DB_COMMIT and details.get(point.name, {}).get("wrote") != "no":
+        if KINDS[point.kind].writes and details.get(point.name, {}).get("wrote") != "no":
             return None
     if untraced is not None:
         return (

@@ -56,7 +56,16 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from harness.crashpoints.points import FILE_KINDS, Crash, Point, PointKind, parse_path
+from harness.crashpoints.points import (
+    EDGES,
+    FILE_KINDS,
+    KINDS,
+    SERVICE_KINDS,
+    Crash,
+    Point,
+    PointKind,
+    parse_path,
+)
 from harness.crashpoints.states import CrashState, crash_states
 
 Path = tuple[Point, ...]
@@ -83,7 +92,7 @@ def store_first(
 
     def rank(point: Point) -> tuple[int, int]:
         at = replace(point, crash=Crash.KILL)
-        if point.kind in (PointKind.REQUEST, PointKind.RESPONSE):
+        if point.kind in EDGES:
             kind = 0
         elif point.kind not in FILE_KINDS:
             kind = 1  # a commit, a downstream call: where a database's or a downstream's store changes
@@ -249,7 +258,7 @@ class ExplorePlan:
             self._take_share()
         elif self.only is None and len(path) == 1 and held == 1 and _left_work(path[0]):
             for point in points:  # the retry's own commits and downstream calls: a crash in the recovery
-                if point.kind in (PointKind.DB_COMMIT, PointKind.DOWNSTREAM) and not point.reads:
+                if point.kind in SERVICE_KINDS and KINDS[point.kind].writes and not point.reads:
                     self._add((path[0], point))
 
     def _plan_states(self, points: Path) -> None:

@@ -31,13 +31,19 @@ from typing import Any
 from harness.crashpoints import decisions
 from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed, crash_decision
 from harness.crashpoints.paths import ExplorePlan, FixedPlan, Path
-from harness.crashpoints.points import Point, PointKind, parse_point, path_name, reached
+from harness.crashpoints.points import (
+    CRASH_KINDS,
+    OBSERVED,
+    Point,
+    PointKind,
+    parse_point,
+    path_name,
+    reached,
+)
 from harness.crashpoints.races import RacePlan
 from harness.scenario import CrashPoints
 
 EVERY_KIND = frozenset(PointKind)
-CRASH_KINDS = frozenset(PointKind) - {PointKind.DB_STATEMENT}
-"""What crash points explore: a statement not yet run leaves nothing a crash there would not."""
 
 
 class Plan:
@@ -82,11 +88,11 @@ class Plan:
 
 
 class ObservePlan(Plan):
-    """Every point passes, unrecorded but for the attempt's own ``attempt_ended``. Statements are left
-    out: a run's story tells what each attempt committed, and counting every statement costs."""
+    """Every point passes, unrecorded but for the attempt's own ``attempt_ended``; the kinds whose facts
+    say they are observed (statements are not)."""
 
     decides = False
-    kinds = CRASH_KINDS
+    kinds = OBSERVED
 
 
 def _described(path: Path, same: tuple[Point, ...] = ()) -> dict[str, Any]:

@@ -19,6 +19,10 @@ the operation runs. Each point can be crashed two ways: a process kill (everythi
 the server wrote survives) or a power loss (``fs_write#3@power_loss``: the kill,
 then the data directory rolled back to what had been made durable).
 
+Each kind is described once, by its facts (:data:`KINDS`): where it is seen, whether it is
+counted, crashed, observed in every run; every set of kinds the harness uses is derived from
+them (ARCHITECTURE.md, "Adding a crash-point kind").
+
 Pure: the scenario model validates names with it, the hold controller counts with
 it, the explorer and the reports read it back from the history.
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,19 +57,109 @@ class PointKind(enum.StrEnum):
     FS_TRUNCATE = "fs_truncate"
     """A file is about to be cut (``ftruncate``, or opened with ``O_TRUNC``)."""
     FS_WRITE = "fs_write"
+    """Bytes are about to be written to a file (``write``, ``pwrite``, ...)."""
     FS_FSYNC = "fs_fsync"
     """A file's (or a directory's) ``fsync``/``fdatasync`` is about to run."""
     FS_RENAME = "fs_rename"
+    """A name is about to be moved (``rename``, ``renameat2``): what a reader finds under the new name."""
     FS_UNLINK = "fs_unlink"
+    """A name is about to be removed (a file's, or an empty directory's)."""
 
 
-FILE_KINDS = frozenset(k for k in PointKind if k.value.startswith("fs_"))
+class Site(enum.StrEnum):
+    """Where a point is seen: the harness's part that holds it and reports it to the decision router."""
+
+    PROXY = "proxy"
+    """The fault proxy in front of an HTTP pod, or the host of a stdio pod: a call's request and answer."""
+    POSTGRES = "postgres"
+    SINK = "sink"
+    DOWNSTREAM = "downstream"
+    FILES = "files"
+
+
+@dataclass(frozen=True, slots=True)
+class KindFacts:
+    """What the harness knows of one kind of point: the one place a kind is described, so that every
+    module asks these facts rather than listing kinds (ARCHITECTURE.md: adding a crash-point kind)."""
+
+    sites: frozenset[Site]
+    """Where it is seen; any one of them, if the scenario has it, serves (a downstream call is seen by
+    the effect sink or the downstream proxy). Which scenario section each needs is the scenario rules'
+    (:mod:`harness.scenario.rules`)."""
+    phrase: str
+    """What reaching it means, in an attempt's story when its history says nothing more of it."""
+    counted: bool = True
+    """It can happen several times in one attempt, so its name carries an index (``db_commit#2``)."""
+    crashable: bool = True
+    """Crash points hold and crash the pod there (fixed holds, explorations)."""
+    observed: bool = True
+    """Every run records it in each attempt's points (observe mode): cheap enough to count always."""
+    writes: bool = True
+    """Reaching it may change what a store holds (a commit, unless it only read; a downstream call; a
+    file operation other than an fsync): a clean call's effect that no such point preceded was made
+    where the harness cannot hold it."""
+    boundary: bool = False
+    """A file operation that changes what a crash leaves (what is durable, which name means what): an
+    exploration tries it before the writes between two of them."""
+
+
+_FILES = frozenset({Site.FILES})
+KINDS: Mapping[PointKind, KindFacts] = {
+    PointKind.REQUEST: KindFacts(
+        frozenset({Site.PROXY}), "the request was at the server's door", counted=False, writes=False
+    ),
+    PointKind.DB_STATEMENT: KindFacts(
+        frozenset({Site.POSTGRES}), "sent a statement", crashable=False, observed=False, writes=False
+    ),
+    PointKind.DB_COMMIT: KindFacts(frozenset({Site.POSTGRES}), "committed"),
+    PointKind.DOWNSTREAM: KindFacts(
+        frozenset({Site.SINK, Site.DOWNSTREAM}), "the downstream recorded a call"
+    ),
+    PointKind.RESPONSE: KindFacts(
+        frozenset({Site.PROXY}), "the answer reached the proxy", counted=False, writes=False
+    ),
+    PointKind.FS_CREATE: KindFacts(_FILES, "about to make a file", boundary=True),
+    PointKind.FS_TRUNCATE: KindFacts(_FILES, "about to cut a file", boundary=True),
+    PointKind.FS_WRITE: KindFacts(_FILES, "about to write a file"),
+    PointKind.FS_FSYNC: KindFacts(_FILES, "about to fsync", writes=False, boundary=True),
+    PointKind.FS_RENAME: KindFacts(_FILES, "about to rename a file", boundary=True),
+    PointKind.FS_UNLINK: KindFacts(_FILES, "about to remove a file", boundary=True),
+}
+"""Every kind's facts; a kind without them fails the unit tests (``tests/unit/test_point_kinds.py``)."""
+
+
+def _kinds_where(test: Callable[[KindFacts], bool]) -> frozenset[PointKind]:
+    """The kinds whose facts pass ``test``: the sets below."""
+    return frozenset(k for k, facts in KINDS.items() if test(facts))
+
+
+COUNTED = _kinds_where(lambda f: f.counted)
+"""Kinds that can happen several times in one attempt, so their names carry an index."""
+CRASH_KINDS = _kinds_where(lambda f: f.crashable)
+"""What crash points hold and explore: a statement not yet run leaves nothing a crash there would not."""
+OBSERVED = _kinds_where(lambda f: f.observed)
+"""What every run's observe mode counts: a run's story tells what each attempt committed, and counting
+every statement costs."""
+FILE_KINDS = _kinds_where(lambda f: Site.FILES in f.sites)
 """The file tracer's points: operations on the data directory, each held before it runs."""
-BOUNDARIES = frozenset(FILE_KINDS - {PointKind.FS_WRITE})
+EDGES = _kinds_where(lambda f: Site.PROXY in f.sites)
+"""A call's door and its answer: a crash there changes no store, whatever the design."""
+SERVICE_KINDS = _kinds_where(lambda f: bool(f.sites & {Site.POSTGRES, Site.SINK, Site.DOWNSTREAM}))
+"""Points of a store a harness service holds (a database, a downstream): what they change, the file
+tracer does not see."""
+BOUNDARIES = _kinds_where(lambda f: f.boundary)
 """File operations that change what a crash leaves (what is durable, which name means what); an
 exploration tries them before the writes between them."""
-COUNTED = frozenset({PointKind.DB_STATEMENT, PointKind.DB_COMMIT, PointKind.DOWNSTREAM, *FILE_KINDS})
-"""Kinds that can happen several times in one attempt, so their names carry an index."""
+
+
+def phrase(name: str) -> str:
+    """What reaching the point named ``name`` (``db_commit#2``, as a history writes it) means in a story;
+    ``passed`` for a name that is no point's."""
+    try:
+        kind = PointKind(name.partition(CRASH_SEPARATOR)[0].partition("#")[0])
+    except ValueError:
+        return "passed"
+    return KINDS[kind].phrase
 
 
 class Crash(enum.StrEnum):
@@ -80,9 +174,13 @@ class Crash(enum.StrEnum):
 
 CRASH_SEPARATOR = "@"
 _COUNTED_NAMES = "|".join(sorted(k.value for k in COUNTED))
+_ONCE_NAMES = "|".join(sorted(k.value for k in frozenset(PointKind) - COUNTED))
+_CRASHES = "|".join(c.value for c in Crash)
 _NAME = re.compile(
-    rf"^(request|response|({_COUNTED_NAMES})#([1-9][0-9]{{0,3}}))(?:{CRASH_SEPARATOR}(kill|power_loss))?$"
+    rf"^({_ONCE_NAMES}|({_COUNTED_NAMES})#([1-9][0-9]{{0,3}}))(?:{CRASH_SEPARATOR}({_CRASHES}))?$"
 )
+_USE = ", ".join(k.value if k not in COUNTED else f"{k.value}#N" for k in PointKind)
+"""Every point's name, for the error that says what one looks like."""
 PATH_SEPARATOR = "/"
 MAX_DEPTH = 2
 """A crash, and a crash during the recovery from it."""
@@ -216,11 +314,7 @@ def parse_point(name: str) -> Point:
     """``db_commit#2`` (``fs_write#3@power_loss``) -> Point; ValueError saying what a name looks like."""
     match = _NAME.match(name)
     if match is None:
-        raise ValueError(
-            f"{name!r} is not a hold point; use request, response, db_commit#N, downstream#N or a file "
-            "operation (fs_write#N, fs_fsync#N, fs_rename#N, fs_create#N, fs_truncate#N, fs_unlink#N), "
-            "N from 1, optionally @power_loss"
-        )
+        raise ValueError(f"{name!r} is not a hold point; use {_USE}, N from 1, optionally @power_loss")
     crash = Crash(match[4]) if match[4] else Crash.KILL
     if match[2] is None:
         return Point(PointKind(match[1]), crash=crash)

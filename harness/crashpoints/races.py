@@ -35,11 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed
-from harness.crashpoints.points import Point, PointKind, reached
+from harness.crashpoints.points import FILE_KINDS, Point, PointKind, reached
 
-RACE_KINDS = frozenset(
-    {PointKind.REQUEST, PointKind.DB_STATEMENT, PointKind.DB_COMMIT, PointKind.DOWNSTREAM, PointKind.RESPONSE}
-)
+RACE_KINDS = frozenset(PointKind) - FILE_KINDS
 """What a race is placed at: every statement and commit, every downstream call, the call's request and
 answer. File operations are not yet (a file store's races are the next step)."""
 RACE_HOLD_LIMIT_S = 2.0

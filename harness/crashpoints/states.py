@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.crashpoints.points import FILE_KINDS, Crash, FileOp, Point, PointKind
+from harness.crashpoints.points import FILE_KINDS, SERVICE_KINDS, Crash, FileOp, Point, PointKind
 
 Node = tuple[Any, ...]
 """A file or directory the model knows: ``("v", path, epoch)`` what a kill found at ``path`` when the
@@ -242,7 +242,7 @@ def crash_states(
     files = _Files(mapped=any(p.op is not None and p.op.mapped for p in points))
     found: dict[tuple[Any, ...], list[Point]] = {}
     for number, point in enumerate(points):
-        seen = point.kind in FILE_KINDS or point.kind in (PointKind.REQUEST, PointKind.RESPONSE)
+        seen = point.kind not in SERVICE_KINDS
         if not seen:
             files.restart()  # a commit or a downstream call: it changed, before this point, what is not seen
         for crash in crashes:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from harness.audit.control import CONTROL
 from harness.audit.stories import FindingClass, Passed, Step, Story
 from harness.audit.summary import Summary
+from harness.crashpoints.points import phrase
 from harness.sanitize import bounded, plain
 
 
@@ -40,9 +41,6 @@ def _said(step: Step) -> str:
     return said
 
 
-PASSED = {"request": "the request was at the server's door", "response": "the answer reached the proxy"}
-
-
 def _passed(passed: Passed) -> str:
     """A hold point an attempt passed, on a line of its own under the attempt."""
     if passed.answer is not None:
@@ -51,14 +49,14 @@ def _passed(passed: Passed) -> str:
         reads = " (reads only)" if passed.wrote == "no" else ""
         what = f"committed{reads} " + "; ".join(repr(bounded(w)) for w in passed.statements)
     elif passed.point.startswith("downstream"):
-        what = "the downstream recorded a call " + (
+        what = f"{phrase(passed.point)} " + (
             f"with key {bounded(passed.key)!r}" if passed.key else "without a key"
         )
         what += ", deduplicated by it" if passed.replayed else ""
     elif passed.label is not None:
         what = f"reached ({bounded(passed.label)})"
     else:
-        what = PASSED.get(passed.point, "passed")
+        what = phrase(passed.point)
     if passed.ambiguous:
         what += ", or another attempt open then did (it could not be told whose)"
     held = ": HELD, the pod SIGKILLed here" if passed.held else ""

@@ -28,7 +28,8 @@ class CrashHold(Section):
     writes these; ``harness.crashpoints.holds`` carries them out)."""
 
     at: str
-    """A hold point (``request``, ``db_commit#N``, ``downstream#N``, ``response``), or a path of two:
+    """A hold point (``request``, ``db_commit#N``, ``downstream#N``, ``response``, a file operation: each
+    kind crash points crash is in the reference's "Hold points"), or a path of two:
     ``db_commit#1/db_commit#2`` holds the first attempt at the first, then the retry at the second."""
     intents: list[Annotated[int, Field(ge=0)]] | None = None
     """Which intents (default: every one)."""
@@ -109,8 +110,8 @@ class CrashOrder(Section):
     ``workload.concurrency`` of 2 or more, or a retry beside its original (a ``stall`` stream fault)."""
 
     at: str
-    """The point (``db_statement#1``, ``db_commit#1``, ``downstream#1``, a file operation), without
-    ``@power_loss``: nothing is crashed."""
+    """The point (``db_statement#1``, ``db_commit#1``, ``downstream#1``, a file operation: any kind of the
+    reference's "Hold points"), without ``@power_loss``: nothing is crashed."""
     order: list[Annotated[int, Field(ge=1, le=MAX_ORDERED)]] = Field(min_length=2, max_length=MAX_ORDERED)
     """The release order, by arrival: 1 is the first attempt to reach the point."""
     hold_limit_s: float = Field(default=30.0, gt=0, le=600)

@@ -8,10 +8,11 @@ instead of hiding among the sections' own checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-from harness.crashpoints.points import FILE_KINDS, PointKind, parse_path, parse_point
+from harness.crashpoints.points import FILE_KINDS, KINDS, PointKind, Site, parse_path, parse_point
 from harness.scenario.placeholders import DOWNSTREAM_PLACEHOLDERS
 
 if TYPE_CHECKING:
@@ -200,15 +201,7 @@ def crash_points_fit(s: Scenario) -> None:
             )
     if crash.race is not None:
         _race_fits(s)
-    if kinds & {PointKind.DB_COMMIT, PointKind.DB_STATEMENT} and s.services.postgres is None:
-        raise ValueError(
-            "a db_commit or db_statement point needs services.postgres (the harness holds its statements)"
-        )
-    if PointKind.DOWNSTREAM in kinds and s.audit.effects.sink is None and s.services.downstream is None:
-        raise ValueError(
-            "a downstream hold point needs audit.effects.sink or services.downstream (which hold the "
-            "reply of a call they recorded)"
-        )
+    _sites_served(s, kinds)
     power_loss = any("@power_loss" in hold.at for hold in crash.holds)
     if (kinds & FILE_KINDS or power_loss) and target.url is not None:
         raise ValueError(
@@ -242,6 +235,30 @@ def _race_fits(s: Scenario) -> None:
             "faults.crash_points.race makes its own retries; it does not mix with faults.kill, pause, "
             "rollout or stream"
         )
+
+
+SERVICE_SECTIONS: dict[Site, tuple[str, str]] = {
+    Site.POSTGRES: ("services.postgres", "the harness holds its statements"),
+    Site.SINK: ("audit.effects.sink", "which hold the reply of a call they recorded"),
+    Site.DOWNSTREAM: ("services.downstream", "which hold the reply of a call they recorded"),
+}
+"""The section a service's hold site needs, and why it holds there. The fault proxy is in every run; the
+file tracer's needs are a rule of their own (a traced pod, ``faults.crash_points.files``)."""
+
+
+def _section(s: Scenario, path: str) -> object:
+    return functools.reduce(getattr, path.split("."), s)
+
+
+def _sites_served(s: Scenario, kinds: Collection[PointKind]) -> None:
+    """Each point named is seen at one of its sites (:data:`~harness.crashpoints.points.KINDS`) whose
+    service the scenario has."""
+    for kind in sorted(kinds, key=list(PointKind).index):
+        sites = KINDS[kind].sites
+        needed = [SERVICE_SECTIONS[site] for site in Site if site in sites and site in SERVICE_SECTIONS]
+        if not needed or any(_section(s, path) is not None for path, _ in needed):
+            continue
+        raise ValueError(f"a {kind} point needs {' or '.join(path for path, _ in needed)} ({needed[0][1]})")
 
 
 def _one_call_at_a_time(s: Scenario) -> None:

@@ -77,7 +77,7 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         ),
         (
             ["workload.concurrency=1", "faults={crash_points: {explore: {only: ['db_commit#1']}}}"],
-            "a db_commit or db_statement point needs services.postgres (the harness holds its statements)",
+            "a db_commit point needs services.postgres (the harness holds its statements)",
         ),
         (
             [
@@ -89,7 +89,7 @@ def error_of(data: dict[str, Any], *overrides: str) -> str:
         ),
         (
             ["workload.concurrency=1", "faults={crash_points: {holds: [{at: 'request/downstream#1'}]}}"],
-            "a downstream hold point needs audit.effects.sink or services.downstream (which hold the reply "
+            "a downstream point needs audit.effects.sink or services.downstream (which hold the reply "
             "of a call they recorded)",
         ),
         (
