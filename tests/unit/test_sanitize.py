@@ -56,6 +56,10 @@ WRITERS = {
         "_jepsen",
     ): "history.edn: EDN strings, quotes and backslashes escaped (data, not a terminal)",
     ("harness.cli.replay", "command"): "replay.json: json.dumps escapes every control character",
+    (
+        "harness.cli.races",
+        "command",
+    ): "its own banner (the tool's name); races.json: json_safe(); the table through say()",
     ("harness.cli.init", "command"): "the draft, redacted by init_scenario",
     ("harness.cli.reproduce", "command"): "a table of harness numbers",
     ("harness.cli.run", "command"): "a harness line; run_junit (xml())",
