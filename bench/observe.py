@@ -26,7 +26,7 @@ from bench.common import ROOT
 from bench.drive import scenario
 from harness import eventloop
 from harness.client.http import McpHttpClient
-from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.pgproxy import postgres_proxy
 from harness.crashpoints.plans import ObservePlan
 from harness.crashpoints.router import Router
 from harness.history import HistoryWriter, Outcome
@@ -90,7 +90,7 @@ async def drive(
     url = database
     if router is not None:
         port = int(database.rsplit(":", 1)[1].split("/", 1)[0])
-        proxy = PostgresProxy(port, router)
+        proxy = postgres_proxy(port, router)
         await proxy.start()
         url = proxy.url(database.rsplit("/", 1)[1])
     port = free_port()
