@@ -45,7 +45,7 @@ import os
 import re
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -59,7 +59,6 @@ from harness.crashpoints.pgwire import (
     Transactions,
     Wrote,
 )
-from harness.loopback import LoopbackServer
 
 _READ = 65536
 ASKED_LIMIT = 16384
@@ -79,100 +78,154 @@ class Reports:
             data = data[os.write(self._out, data) :]
 
 
-class Relay(LoopbackServer):
-    """Relays the target's PostgreSQL connections to the cluster at ``upstream_port``, telling commits."""
+class Relay:
+    """Listens for the target's PostgreSQL connections and relays each to the cluster at
+    ``upstream_port``, telling commits. Protocols, not streams: each read is written on as it came, in the
+    callback that got it (a stream's read, write and drain per chunk cost the relay half its CPU)."""
 
     def __init__(
         self, upstream_port: int, reports: Reports, markers: re.Pattern[bytes], port: int = 0
     ) -> None:
-        super().__init__(port)
         self.upstream_port = upstream_port
         self.reports = reports
         self.markers = markers
+        self.port = port
         self._conns = itertools.count(1)
+        self._server: asyncio.Server | None = None
+        self.connecting: set[asyncio.Task[None]] = set()
+        """Connections to the cluster being opened (held here: the loop keeps only weak references)."""
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = next(self._conns)
-        try:
-            await self._relay(reader, writer, _Link(self, conn))
-        finally:
-            self.reports.send([{"gone": conn}])
+    async def start(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Client(self, next(self._conns)), "127.0.0.1", self.port
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
 
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link) -> None:
-        framer = Framer(startup=True)
-        first: list[Message] = []
-        while framer.startup:  # encryption requests are answered here; the rest waits for the server
-            data = await reader.read(_READ)
-            if not data:
-                return
-            for message in framer.feed(data):
-                if message.type == b"" and message.code in ENCRYPTION_REQUESTS:
-                    writer.write(REFUSED)
-                else:
-                    first.append(message)
-            if framer.broken:
-                return  # not a PostgreSQL client
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        try:
-            for message in first:
-                link.transactions.client(message)
-            up_writer.write(b"".join(m.raw for m in first))  # a partial message stays in the framer
-            sides = [
-                asyncio.ensure_future(link.from_client(reader, up_writer, framer)),
-                asyncio.ensure_future(link.from_server(up_reader, writer)),
-            ]
-            try:
-                await asyncio.wait(sides, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for side in sides:
-                    side.cancel()
-                await asyncio.gather(*sides, return_exceptions=True)
-        finally:
-            up_writer.transport.abort()
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
 
 
-class _Link:
-    """One client connection relayed to the cluster: its transactions and its commits."""
+class _Side(asyncio.Protocol):
+    """One end of a relayed connection; the other end's reading pauses while this one's writes back up."""
+
+    transport: asyncio.Transport | None = None
+    peer: _Side | None = None
+
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.close()
+
+
+class _Client(_Side):
+    """The target's connection: its start-up answered or held until the cluster's connection is open,
+    then each read followed (transactions, markers) and written to the cluster as it came."""
 
     def __init__(self, relay: Relay, conn: int) -> None:
         self.relay = relay
         self.conn = conn
+        self.framer = Framer(startup=True)
+        self.first: list[Message] = []
         self.serving = False
         """A commit of it was told and its transaction has not ended since: the router ties it to an
         attempt until it is told the connection is idle."""
         self.transactions = Transactions()
         self.asked = bytearray()
         """Query and Bind bodies since the last commit (bounded): the markers the commit carries."""
+        self.waiting = bytearray()
+        """What came while the cluster's connection was opening."""
 
-    async def from_client(
-        self, reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter, framer: Framer
-    ) -> None:
-        while data := await reader.read(_READ):
-            if framer.broken:
-                up_writer.write(data)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one, not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        server = self.peer
+        if server is None:
+            if self.framer.startup:
+                self._startup(data)
             else:
-                for message in framer.feed(data):
-                    self.transactions.client(message)
-                    if message.type in (b"Q", b"B") and len(self.asked) < ASKED_LIMIT:
-                        self.asked += message.body[: ASKED_LIMIT - len(self.asked)]
-                up_writer.write(data)  # the bytes as they came: framing only follows them
-            await up_writer.drain()
+                self.waiting += data
+            return
+        self._follow(data)
+        if server.transport is not None:
+            server.transport.write(data)
 
-    async def from_server(self, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        framer = Framer()
-        while data := await up_reader.read(_READ):
-            if not framer.broken:
-                reports: list[dict[str, Any]] = []
-                for message in framer.feed(data):
-                    commit = self.transactions.server(message)
-                    if commit is not None:
-                        reports.append(self._commit(commit))
-                    if message.type == b"Z" and message.body[:1] == b"I" and self.serving:
-                        self._idle(reports)
-                if reports:
-                    self.relay.reports.send(reports)  # the commits are told before the client hears of them
-            writer.write(data)
-            await writer.drain()
+    def _startup(self, data: bytes) -> None:
+        """Encryption requests are answered here; the rest waits for the cluster's connection."""
+        assert self.transport is not None
+        for message in self.framer.feed(data):
+            if message.type == b"" and message.code in ENCRYPTION_REQUESTS:
+                self.transport.write(REFUSED)
+            else:
+                self.first.append(message)
+        if self.framer.broken:
+            self.transport.close()  # not a PostgreSQL client
+        elif not self.framer.startup:
+            self.waiting += self.framer.rest()  # a partial message after the start-up: followed later
+            self.transport.pause_reading()
+            task = asyncio.get_running_loop().create_task(self._connect())
+            self.relay.connecting.add(task)
+            task.add_done_callback(self.relay.connecting.discard)
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, server = await loop.create_connection(
+                lambda: _Server(self), "127.0.0.1", self.relay.upstream_port
+            )
+        except OSError:
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if self.transport is None:  # the client left meanwhile
+            if server.transport is not None:
+                server.transport.close()
+            return
+        self.peer, server.peer = server, self
+        for message in self.first:
+            self.transactions.client(message)
+        assert server.transport is not None
+        server.transport.write(b"".join(m.raw for m in self.first))
+        waiting, self.waiting = bytes(self.waiting), bytearray()
+        if waiting:
+            self.data_received(waiting)
+        self.transport.resume_reading()
+
+    def _follow(self, data: bytes) -> None:
+        """The client's messages, for its transactions and the markers its next commit carries."""
+        if self.framer.broken:
+            return
+        for message in self.framer.feed(data):
+            self.transactions.client(message)
+            if message.type in (b"Q", b"B") and len(self.asked) < ASKED_LIMIT:
+                self.asked += message.body[: ASKED_LIMIT - len(self.asked)]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.relay.reports.send([{"gone": self.conn}])
+
+    def told(self, data: bytes, framer: Framer) -> None:
+        """The cluster's messages: each commit told before the client hears of it."""
+        reports: list[dict[str, Any]] = []
+        for message in framer.feed(data):
+            commit = self.transactions.server(message)
+            if commit is not None:
+                reports.append(self._commit(commit))
+            if message.type == b"Z" and message.body[:1] == b"I" and self.serving:
+                self._idle(reports)
+        if reports:
+            self.relay.reports.send(reports)
 
     def _commit(self, commit: Commit) -> dict[str, Any]:
         asked, self.asked = bytes(self.asked), bytearray()
@@ -200,6 +253,24 @@ class _Link:
             reports.append({"idle": self.conn})
 
 
+class _Server(_Side):
+    """The cluster's connection for one client: each read told, then written to the client as it came."""
+
+    def __init__(self, client: _Client) -> None:
+        self.client = client
+        self.framer = Framer()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one, not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        client = self.client
+        if not self.framer.broken:
+            client.told(data, self.framer)
+        if client.transport is not None:
+            client.transport.write(data)
+
+
 async def serve(args: argparse.Namespace) -> None:
     """Listen, relay and report until stdin ends (the harness closed it, or is gone)."""
     reports = Reports(sys.stdout.fileno())
@@ -223,7 +294,7 @@ async def serve(args: argparse.Namespace) -> None:
         await done.wait()
     finally:
         loop.remove_reader(commands)
-        await relay.close()
+        relay.close()
 
 
 def main() -> None:
