@@ -3,10 +3,10 @@
 In a run whose plan only observes (every run without crash points or an order),
 every byte of the target's database traffic passes here, framed both ways
 (``pgwire``) to follow each connection's transactions: in the harness's own
-process that cost 1.5 times the driver's own CPU per call (a frame and a write
-per message, a dozen of each per call; decision 0078). The relay tells each
-commit to the harness (:class:`harness.crashpoints.pgproxy.ObservingRelay`, which
-hands it to the run's decision router) over its stdout, one JSON line each,
+process that made the driver's CPU per call 2.5 to 2.8 times what it is without
+it (a dozen messages per call, each framed and written; decision 0078). The relay
+tells each commit to the harness (:class:`harness.crashpoints.pgproxy.ObservingRelay`,
+which hands it to the run's decision router) over its stdout, one JSON line each,
 stamped with ``time.monotonic()``: CLOCK_MONOTONIC is one clock for every process
 of the machine, so the router places a commit by when it happened, not when it
 read it. Nothing here waits for the harness: a plan that holds or kills has the
