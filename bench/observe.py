@@ -1,11 +1,12 @@
 """Child process: the driver against the reference target on PostgreSQL, with the run's observe mode or
 without it; prints its own CPU and time.
 
-Observe mode is what every run with ``services.postgres`` now pays: the PostgreSQL proxy in the
-harness's process between the target and its database (every message framed, every commit a point)
-and the decision router with a plan that always passes, placing each point in its attempt and handing
+Observe mode is what every run with ``services.postgres`` now pays: the PostgreSQL relay, a process of
+its own between the target and its database (every message framed, every commit told over a pipe),
+and the decision router with a plan that always passes, placing each commit in its attempt and handing
 the attempt's points to its ``attempt_ended``. Without it the target talks to the cluster directly and
-the driver is told nothing. The target is a child of this process, so the OS accounts its CPU apart.
+the driver is told nothing. The target and the relay are children of this process, so the OS accounts
+their CPU apart; the relay's is read from /proc and printed beside the driver's.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT
+from bench.common import ROOT, cpu_seconds
 from bench.drive import scenario
 from harness import eventloop
 from harness.client.http import McpHttpClient
-from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.pgproxy import ObservingRelay, PostgresProxy, postgres_proxy
 from harness.crashpoints.plans import ObservePlan
 from harness.crashpoints.router import Router
 from harness.history import HistoryWriter, Outcome
@@ -90,7 +91,7 @@ async def drive(
     url = database
     if router is not None:
         port = int(database.rsplit(":", 1)[1].split("/", 1)[0])
-        proxy = PostgresProxy(port, router)
+        proxy = postgres_proxy(port, router)
         await proxy.start()
         url = proxy.url(database.rsplit("/", 1)[1])
     port = free_port()
@@ -122,18 +123,28 @@ async def drive(
                 # A warm-up round of the same size first: connections, prepared plans.
                 await driver("bench", 0).run()
                 before = resource.getrusage(resource.RUSAGE_SELF)
+                relay_before = relay_cpu(proxy)
                 measured = driver("bench2", 1)
                 start = time.perf_counter()
                 stats = await measured.run()
                 wall = time.perf_counter() - start
                 after = resource.getrusage(resource.RUSAGE_SELF)
+                relay = relay_cpu(proxy) - relay_before
     finally:
         target.kill()
         await target.wait()
         if proxy is not None:
             await proxy.close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"calls": stats.attempts, "ok": stats.outcomes[Outcome.OK], "wall_s": wall, "cpu_s": cpu}
+    ok = stats.outcomes[Outcome.OK]
+    return {"calls": stats.attempts, "ok": ok, "wall_s": wall, "cpu_s": cpu, "relay_cpu_s": relay}
+
+
+def relay_cpu(proxy: PostgresProxy | ObservingRelay | None) -> float:
+    """The observing relay's CPU so far (none without observe mode)."""
+    if not isinstance(proxy, ObservingRelay) or proxy.pid is None:
+        return 0.0
+    return cpu_seconds(proxy.pid)
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ class Sample:
     wall_s: float
     client_cpu_s: float
     server_cpu_s: float
+    relay_cpu_s: float = 0.0
+    """The observing PostgreSQL relay's: a process of the harness's own, apart from the driver's."""
 
     @property
     def rate(self) -> float:
@@ -56,6 +58,10 @@ class Sample:
     @property
     def server_ms(self) -> float:
         return self.server_cpu_s / self.calls * 1000
+
+    @property
+    def relay_ms(self) -> float:
+        return self.relay_cpu_s / self.calls * 1000
 
 
 def _wait(proc: subprocess.Popen[str]) -> tuple[str, resource.struct_rusage]:
@@ -202,7 +208,8 @@ def trace_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 5) -
 
 def observe_overhead(concurrency: int = 8, calls: int = 3000, rounds: int = 5) -> tuple[Sample, Sample]:
     """The driver against the reference target on PostgreSQL without and with observe mode (the
-    PostgreSQL proxy and the router in its process), alternating: medians by CPU."""
+    PostgreSQL relay in a process of its own, the router in the driver's), alternating: medians by the
+    driver's CPU."""
     import asyncio
 
     from harness.loopback import free_port
@@ -231,4 +238,4 @@ def _observe_sample(name: str, database: str, concurrency: int, calls: int, *ext
     result = json.loads(out)
     if result["ok"] != calls:
         raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
-    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], 0.0)
+    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], 0.0, result["relay_cpu_s"])

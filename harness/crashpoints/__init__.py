@@ -12,6 +12,7 @@ Two halves, on two layers of ARCHITECTURE.md:
 ``points``    the names of hold points (``db_commit#2``): pure vocabulary, used by the scenario model
 ``pgwire``    PostgreSQL's wire protocol as far as holding a commit needs (framing, transactions): pure
 ``pgproxy``   the proxy between the target and the harness's PostgreSQL that holds commits
+``pgrelay``   where a run only observes, that proxy as a process of its own, telling commits over a pipe
 ``holds``     the hold controller a run wires in (``faults.crash_points``): counts the points of
               each attempt, records them, and at a planned one cuts the pod off and kills it
 ``explore``   ``mcp-chaos crashpoints``: a clean call, then runs that kill the target at each point

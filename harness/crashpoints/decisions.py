@@ -70,6 +70,9 @@ class Reached:
     """At ``response``: what came instead of the tool's answer (``HTTP 404``): recorded, never a point."""
     op: FileOp | None = None
     """A file operation's effect, as the tracer told it: what the crash states are computed from."""
+    at: float | None = None
+    """When the site saw it (``time.monotonic()``: one clock for every process of the machine), where it
+    is told later than that (a site in a process of its own); None: now. It is placed by this time."""
 
     def __post_init__(self) -> None:
         if self.site not in KINDS[self.kind].sites:  # a hold site reporting a kind its facts do not name

@@ -1,8 +1,15 @@
 """The PostgreSQL proxy: the target's database connections pass it, and each statement and commit is a point.
 
-``{postgres_url}`` names this proxy, not the harness's cluster. It relays every
-byte both ways, framing each direction (``pgwire``) to follow the connection's
-transactions, and is a hold site of the run's decision router
+``{postgres_url}`` names this proxy, not the harness's cluster. Where the run's plan
+only observes (every run without crash points or an order), the relay is a process
+of its own (:mod:`harness.crashpoints.pgrelay`) that tells each commit over a pipe
+and never waits, so that framing every message costs the driver nothing
+(:class:`ObservingRelay`, decision 0081). Where the plan decides (it holds or kills
+at points), :class:`PostgresProxy` relays in the harness's process, as below: a held
+statement or commit waits on the router's decision where it is.
+
+:class:`PostgresProxy` relays every byte both ways, framing each direction
+(``pgwire``) to follow the connection's transactions, and is a hold site of the run's decision router
 (:mod:`harness.crashpoints.router`) at two moments:
 
 * ``db_statement``: a message that makes the server run a statement (a Query, an
@@ -34,6 +41,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
+from typing import Any
+
+import orjson
 
 from harness.crashpoints.decisions import Connection, Decision, Reached, Site
 from harness.crashpoints.pgwire import (
@@ -48,11 +60,27 @@ from harness.crashpoints.pgwire import (
 )
 from harness.crashpoints.points import PointKind
 from harness.crashpoints.router import Router
+from harness.errors import TargetStartError
 from harness.loopback import LoopbackServer
+from harness.proctree import die_with_parent
+from harness.workload import MARKER_SHAPE
 
 _READ = 65536
 ASKED_LIMIT = 16384
 """Bytes of what a connection asked since its last commit kept to find markers in."""
+START_TIMEOUT_S = 30.0
+"""How long the relay may take to listen."""
+STOP_TIMEOUT_S = 5.0
+DRAIN_EVERY_S = 0.02
+"""The relay's pipe is read when an attempt ends (what it reached is there by then) and at least this
+often besides, so that it never fills while no attempt ends: the relay would wait."""
+
+
+def postgres_proxy(upstream_port: int, router: Router, port: int = 0) -> PostgresProxy | ObservingRelay:
+    """The proxy a run's plan needs: one that holds where it decides, a relay that only tells where not."""
+    if router.plan.decides:
+        return PostgresProxy(upstream_port, router, port)
+    return ObservingRelay(upstream_port, router, port)
 
 
 class PostgresProxy(LoopbackServer):
@@ -194,3 +222,161 @@ def commit_point(commit: Commit, connection: Connection | None, asked: bytes = b
         payload=asked,
         reads=commit.wrote is Wrote.NO,
     )
+
+
+class ObservingRelay:
+    """The relay process in front of the cluster at ``upstream_port``, its commits told to ``router``
+    (a :class:`harness.crashpoints.router.Feed`): for a plan that only observes."""
+
+    def __init__(self, upstream_port: int, router: Router, port: int = 0) -> None:
+        self.upstream_port = upstream_port
+        self.router = router
+        self.port = port
+        self._proc: asyncio.subprocess.Process | None = None
+        self._out: int | None = None
+        """The read end of the relay's stdout."""
+        self._rest = b""
+        self._ready: asyncio.Future[int] | None = None
+        self._connections: dict[int, Connection] = {}
+        """The relay's connection ids -> the router's."""
+        self._timer: asyncio.TimerHandle | None = None
+        router.follow(self)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    async def start(self, port: int | None = None) -> int:
+        """Start the relay and wait until it listens (on ``port``, else the one given at construction, 0:
+        any); returns the port. TargetStartError when it does not."""
+        if port is not None:
+            self.port = port
+        out, into = os.pipe()
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "harness.crashpoints.pgrelay",
+                "--port",
+                str(self.port),
+                "--upstream-port",
+                str(self.upstream_port),
+                "--markers",
+                MARKER_SHAPE.pattern.decode(),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=into,
+                preexec_fn=die_with_parent,
+            )
+        except BaseException:
+            os.close(out)
+            raise
+        finally:
+            os.close(into)
+        self._out = out
+        os.set_blocking(out, False)
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        loop.add_reader(out, self.drain)
+        try:
+            self.port = await asyncio.wait_for(asyncio.shield(self._ready), START_TIMEOUT_S)
+        except TimeoutError:
+            raise TargetStartError(
+                f"the PostgreSQL relay did not listen in {START_TIMEOUT_S:g} s "
+                "(python -m harness.crashpoints.pgrelay)"
+            ) from None
+        finally:
+            if self._out is not None:
+                loop.remove_reader(out)
+        self._every()  # nothing waits for the harness: read in batches, not at every report
+        return self.port
+
+    def _every(self) -> None:
+        self.drain()
+        if self._out is not None:
+            self._timer = asyncio.get_running_loop().call_later(DRAIN_EVERY_S, self._every)
+
+    async def close(self) -> None:
+        """Stop the relay (its connections end with it: it exits when its stdin ends) and wait for it."""
+        self._stop_reading()
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+    def drain(self) -> None:
+        """Take in every report the relay has written (at least every :data:`DRAIN_EVERY_S`, and before an
+        attempt ends: the commits it served were written before the target heard of them)."""
+        out = self._out
+        while out is not None:
+            try:
+                chunk = os.read(out, _READ)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self._ended()
+                return
+            *lines, self._rest = (self._rest + chunk).split(b"\n")
+            for line in lines:
+                self._report(orjson.loads(line))
+            if len(chunk) < _READ:
+                return  # all there was
+
+    def _report(self, report: dict[str, Any]) -> None:
+        if "point" in report:
+            connection = self._connection(report["conn"])
+            self.router.seen(
+                Reached(
+                    Site.POSTGRES,
+                    PointKind.DB_COMMIT,
+                    connection=connection,
+                    label=report["label"],
+                    payload=report.get("markers", "").encode(),
+                    reads=report.get("reads", False),
+                    at=report["at"],
+                )
+            )
+            if "idle" in report:
+                self.router.idle(connection)  # the commit ended its transaction
+        elif "idle" in report:
+            self.router.idle(self._connection(report["idle"]))
+        elif "gone" in report:
+            gone = self._connections.pop(report["gone"], None)
+            if gone is not None:
+                self.router.idle(gone)
+        elif "ready" in report and self._ready is not None and not self._ready.done():
+            self._ready.set_result(int(report["ready"]))
+
+    def _connection(self, conn: int) -> Connection:
+        """The router's connection for the relay's ``conn``."""
+        connection = self._connections.get(conn)
+        if connection is None:
+            connection = self._connections[conn] = self.router.new_connection()
+        return connection
+
+    def _ended(self) -> None:
+        """The relay closed its stdout: it exited."""
+        self._stop_reading()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(
+                TargetStartError(
+                    "the PostgreSQL relay exited before it listened (python -m harness.crashpoints.pgrelay)"
+                )
+            )
+
+    def _stop_reading(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        out, self._out = self._out, None
+        if out is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(out)
+            os.close(out)

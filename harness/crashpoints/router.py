@@ -23,8 +23,12 @@ The router owns what every plan needs and none should repeat:
   point carries, narrowed by its connection: the attempt whose transaction the
   connection is in, else the one attempt no connection is serving (a pool gives
   each call a connection of its own). A point several open attempts could own is
-  recorded as ambiguous, never guessed. An attempt whose request is held at the server's door owns
-  none: the server has not seen it yet.
+  recorded as ambiguous, never guessed. An attempt whose request is held at the
+  server's door owns none: the server has not seen it yet. A site in a process of
+  its own (the PostgreSQL relay of a run that only observes, a :class:`Feed`)
+  stamps each point with the time it saw it, and the router reads it later: such a
+  point is placed among the windows open *at that time*, closed ones included (the
+  last :data:`KEPT_RECENT`), not those open when it is read.
 * **Counting.** Points are indexed per attempt (``db_commit#2``) and labelled by
   what they commit (``INSERT invoices``, which of the attempt's commits with that
   label it is), so a plan finds the same point in another call.
@@ -47,7 +51,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -61,6 +66,8 @@ TOLD_POINTS = 24
 """Points an attempt's ``attempt_ended`` carries at most (the first and the last of a longer call)."""
 KEPT_ENDED = 4096
 """Ended attempts whose points wait for the driver, at most."""
+KEPT_RECENT = 1024
+"""Closed windows a point seen earlier than it is read may still be placed in, at most."""
 
 
 class Kill(Protocol):
@@ -69,10 +76,25 @@ class Kill(Protocol):
         ...
 
 
+class Feed(Protocol):
+    """A site in a process of its own that only tells (the PostgreSQL relay of a run that observes): its
+    points come over a pipe, each stamped with when it was seen (``Reached.at``), and reach the router
+    some time after."""
+
+    def drain(self) -> None:
+        """Hand the router every point already written to the pipe, now: an attempt about to end may have
+        reached them (the site tells a point before it lets the work go on)."""
+        ...
+
+
 @dataclass(slots=True)
 class _Window:
     intent: int
     attempt: int
+    opened_at: float = 0.0
+    """When its request reached the server (``time.monotonic()``)."""
+    closed_at: float | None = None
+    """When its exchange ended; None while it is open."""
     counts: Counter[PointKind] = field(default_factory=Counter)
     points: list[Point] = field(default_factory=list)
     told: list[list[Any]] = field(default_factory=list)
@@ -95,8 +117,10 @@ class _Window:
 class Router:
     """One run's hold sites, their decisions, the pod's kills at points and what is recorded of them."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, clock: Callable[[], float] = time.monotonic) -> None:
         self.plan = plan
+        self.clock = clock
+        """When windows open and close: the clock a feed stamps its points with (a test scripts it)."""
         self.generation = 0
         """Bumped at every kill at a point: connections of an older generation belong to a dying pod."""
         self.kills = 0
@@ -104,6 +128,9 @@ class Router:
         """Open exchanges, in the order their requests reached the server."""
         self._closed: dict[tuple[int, int], _Window] = {}
         """Exchanges that ended and whose points the driver has not taken yet."""
+        self._recent: deque[_Window] = deque(maxlen=KEPT_RECENT)
+        """Exchanges that ended, in the order they did: where a point seen before it is read may belong."""
+        self._feeds: list[Feed] = []
         self._serving: dict[int, tuple[int, int]] = {}
         """Connection id -> the attempt its open transaction serves (set by its points, cleared by
         :meth:`idle`)."""
@@ -132,6 +159,10 @@ class Router:
         self._history, self._kill, self._ready, self._pid = history, kill, ready, pid
         self._tell_plan()
 
+    def follow(self, feed: Feed) -> None:
+        """A site in a process of its own tells its points here: drained before an attempt ends."""
+        self._feeds.append(feed)
+
     # -- connections from the pod (the PostgreSQL proxy, the sink, the downstream proxy)
     def connection(self) -> Connection | None:
         """A new connection from the pod, or None while the fence stands (a pod killed at a point is dying
@@ -139,6 +170,11 @@ class Router:
         if self._killed_pid is not None and self._pid() in (None, self._killed_pid):
             return None
         self._killed_pid = None
+        return self.new_connection()
+
+    def new_connection(self) -> Connection:
+        """A connection from the pod, past no fence: a site's where nothing is killed at a point (the
+        relay of a run that only observes)."""
         return Connection(next(self._connections), self.generation)
 
     def cut(self, connection: Connection | None) -> bool:
@@ -154,18 +190,26 @@ class Router:
     def opened(self, intent: int, attempt: int, sever: Callable[[], None] | None = None) -> None:
         """An attempt's request is about to reach the server: its window opens. ``sever``: how the site
         breaks the client's stream of it while the server goes on, where it can (the fault proxy)."""
-        self._windows[(intent, attempt)] = _Window(intent, attempt, sever=sever)
+        self._windows[(intent, attempt)] = _Window(intent, attempt, self.clock(), sever=sever)
 
     def closed(self, intent: int, attempt: int) -> None:
         """The exchange is over (answered, or broken): later points are not this attempt's."""
         window = self._windows.pop((intent, attempt), None)
-        if window is not None and not window.taken:
-            self._keep(window)
+        if window is not None:
+            self._end(window, self.clock())
         for connection in [c for c, served in self._serving.items() if served == (intent, attempt)]:
             del self._serving[connection]
         self.plan.ended(intent, attempt)
         if self.plan.decides:
             self._release()  # an attempt's end may be what a held one waits for
+
+    def _end(self, window: _Window, now: float) -> None:
+        """A window closes: its points are kept for the driver, and it stays where a point seen while it
+        was open, and read later, is placed."""
+        window.closed_at = now
+        self._recent.append(window)
+        if not window.taken:
+            self._keep(window)
 
     def _keep(self, window: _Window) -> None:
         """Keep an ended attempt's points until the driver takes them (bounded: those never taken go)."""
@@ -181,7 +225,10 @@ class Router:
             self.opened(intent, attempt)
 
     def ended(self, intent: int, attempt: int) -> dict[str, Any]:
-        """The attempt ended for the client: what its ``attempt_ended`` says of the points it reached."""
+        """The attempt ended for the client: what its ``attempt_ended`` says of the points it reached (those
+        a feed saw before its answer came included)."""
+        for feed in self._feeds:
+            feed.drain()
         if not self.plan.decides:
             self.closed(intent, attempt)
         return self.points_of(intent, attempt)
@@ -223,6 +270,14 @@ class Router:
             )
 
     # -- points
+    def seen(self, r: Reached) -> None:
+        """A point told by a feed, which does not wait (the plan only observes): counted in the attempt it
+        served, for that attempt's ``attempt_ended``."""
+        if r.kind in self.plan.kinds and not self.plan.decides:
+            window = self._window_for(r)
+            if window is not None:
+                self._count(window, r)
+
     async def reached(self, r: Reached) -> Decision:
         """The decision for a point reached: ``PASS`` (go on), or the pod was killed there (``KILL``,
         ``POWER_LOSS``: nothing after the point may pass). A point held waits here for its release."""
@@ -257,14 +312,14 @@ class Router:
     def _window_for(self, r: Reached) -> _Window | None:
         """The open attempt a point belongs to (see the module's docstring), or None: outside any call, or
         one of several it cannot tell apart (each of those is told it may own it)."""
-        windows = self._windows
         if r.attempt is not None:
-            return windows.get(r.attempt)
+            return self._windows.get(r.attempt)
+        windows = list(self._windows.values()) if r.at is None else self._open_at(r.at)
         if self._at_door:  # a request held at the server's door has not reached it: nothing there is its
-            windows = {key: w for key, w in windows.items() if key not in self._at_door}
+            windows = [w for w in windows if (w.intent, w.attempt) not in self._at_door]
         if len(windows) <= 1:
-            return next((self._placed(r, w) for w in windows.values()), None)
-        candidates = self._by_marker(r, windows) or list(windows.values())
+            return next((self._placed(r, w) for w in windows), None)
+        candidates = self._by_marker(r, windows) or windows
         if len(candidates) > 1 and r.connection is not None:
             candidates = self._by_connection(r.connection, candidates)
         if len(candidates) == 1:
@@ -273,12 +328,23 @@ class Router:
             window.tell([r.kind.value, r.label, "ambiguous"])
         return None
 
-    def _by_marker(self, r: Reached, windows: dict[tuple[int, int], _Window]) -> list[_Window]:
-        """The open attempts of the intents whose markers the point carries."""
+    def _open_at(self, at: float) -> list[_Window]:
+        """The windows open at ``at`` (a feed's point, read after it was seen): of those open now, the ones
+        opened by then, and the closed ones that were still open then."""
+        found = [w for w in self._windows.values() if w.opened_at <= at]
+        for window in reversed(self._recent):  # in the order they closed: the newest first
+            if window.closed_at is not None and window.closed_at < at:
+                break  # every older one had closed by then too
+            if window.opened_at <= at:
+                found.append(window)
+        return found
+
+    def _by_marker(self, r: Reached, windows: list[_Window]) -> list[_Window]:
+        """Of ``windows``, the attempts of the intents whose markers the point carries."""
         if not r.payload:
             return []
         intents = {int(m[-7:]) for m in MARKER_SHAPE.findall(r.payload)}
-        return [w for w in windows.values() if w.intent in intents]
+        return [w for w in windows if w.intent in intents]
 
     def _by_connection(self, connection: Connection, candidates: list[_Window]) -> list[_Window]:
         """Of the candidates, the attempt the connection is serving (its transaction is open), else the
@@ -370,9 +436,9 @@ class Router:
             return False
         self._killed_pid = pid  # the fence: until another pod has started (none where the pid is unknown)
         self.kills += 1
+        now = self.clock()
         for window in self._windows.values():  # the kill breaks every exchange: later points are none
-            if not window.taken:
-                self._keep(window)
+            self._end(window, now)
         self._windows.clear()
         for future, _ in self._held.values():  # what the dying pod held goes down with it
             if not future.done():

@@ -40,7 +40,7 @@ from harness.client.messages import CallResult
 from harness.client.oauth import OAuthTokens
 from harness.client.stdio import StdioClient
 from harness.crashpoints.fsholds import FileTracer, PowerLosses
-from harness.crashpoints.pgproxy import PostgresProxy
+from harness.crashpoints.pgproxy import ObservingRelay, PostgresProxy, postgres_proxy
 from harness.crashpoints.plans import plan_for
 from harness.crashpoints.router import Router
 from harness.downstream import DownstreamProxy, ca_path_for
@@ -149,9 +149,9 @@ class TargetWiring:
             self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
             self.host = Host(roots=host_roots(target, run_dir), elicitation=scenario.client.elicitation)
             """What every client of the run answers a server that asks (roots, forms)."""
-            self.pg_proxy: PostgresProxy | None = None
+            self.pg_proxy: PostgresProxy | ObservingRelay | None = None
             if self.postgres is not None:
-                self.pg_proxy = PostgresProxy(self.postgres.port, self.router, free_port())
+                self.pg_proxy = postgres_proxy(self.postgres.port, self.router, free_port())
                 urls["postgres_url"] = self.pg_proxy.url(self.postgres.database)
             sink = scenario.audit.effects.sink
             self.sink = (

@@ -753,6 +753,32 @@ def test_a_connection_serves_one_attempt_per_transaction_and_a_pool_one_call_per
     assert [p[0] for p in router.points_of(1, 1)["points"]] == ["db_statement#1", "db_commit#1", "db_commit"]
 
 
+def test_a_point_told_later_than_it_was_seen_is_placed_among_the_windows_open_when_it_was() -> None:
+    """The observing relay's commits come over a pipe, read some time after they were seen: each goes to
+    the attempts open at its time, those closed since included, never one opened after it; the pipe is
+    drained before an attempt's end takes its points."""
+    now = [0.0]
+    router = Router(ObservePlan(), clock=lambda: now[0])
+    told: list[Reached] = []
+
+    class Pipe:
+        def drain(self) -> None:
+            while told:
+                router.seen(told.pop(0))
+
+    router.follow(Pipe())
+    router.started(1, 1)
+    now[0] = 1.0
+    told.append(replace(commit_point(COMMIT, None), at=1.5))  # seen while only intent 1 was open
+    now[0] = 2.0
+    router.started(2, 1)
+    assert router.ended(1, 1) == {"points": [["db_commit#1", "INSERT invoices"]]}  # drained first
+    told.append(replace(commit_point(COMMIT, None), at=1.8))  # intent 1's, read once it had closed
+    told.append(replace(commit_point(AUDIT, None), at=2.5))  # intent 1 had closed: intent 2's alone
+    now[0] = 3.0
+    assert router.ended(2, 1) == {"points": [["db_commit#1", "INSERT audit"]]}
+
+
 def test_an_attempt_ended_by_the_client_before_its_exchange_keeps_no_points_behind(tmp_path: Path) -> None:
     router = Router(ObservePlan())
     router.started(0, 1)
