@@ -553,17 +553,26 @@ def obvious_value(leaf: Leaf) -> Any:
     if "default" in s and s["default"] is not None:
         return Search(s["default"]) if "pattern" in s else s["default"]
     kind = json_type(s)
-    constrained = any(
-        k in s
-        for k in ("pattern", "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum")
-    )
-    if kind == "string" and not constrained:
-        return f"{leaf.name or 'value'}-{{index}}"
+    constrained = any(k in s for k in ("pattern", "format", "minimum", "maximum", "exclusiveMinimum"))
+    named = f"{leaf.name or 'value'}-{{index}}"
+    if kind == "string" and not constrained and _fits(s, len(named) - len("{index}"), INDEX_DIGITS):
+        return named
     if kind in ("integer", "number") and _allows_one(s):
         return 1  # not 0: an amount, a count or a quantity of 0 is what servers reject most
     if kind == "boolean":
         return False
     return Search()
+
+
+INDEX_DIGITS = 7
+"""The most digits an intent's index has (a run of up to ten million intents)."""
+
+
+def _fits(schema: Mapping[str, Any], prefix: int, digits: int) -> bool:
+    """``NAME-{index}`` is within the length bounds for every index (zod's ``.min(1)``, that most
+    TypeScript servers write, left ``name`` drafted as the minimal example ``"0"`` for every intent)."""
+    shortest, longest = _bound(schema, "minLength"), _bound(schema, "maxLength")
+    return (shortest is None or prefix + 1 >= shortest) and (longest is None or prefix + digits <= longest)
 
 
 def example_value(leaf: Leaf) -> Any:

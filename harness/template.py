@@ -57,6 +57,10 @@ class Text:
         return "".join(p if i % 2 == 0 else str(values[p]) for i, p in enumerate(self.parts))
 
 
+_LITERAL_HINT = "; a brace meant as itself (a shell's { ...; }, JSON) is written twice: {{ and }}"
+"""What a bad placeholder with spaces in it most likely was: text that holds braces of its own."""
+
+
 def parse_text(text: str, allowed: frozenset[str], where: str, *, env_refs: bool = False) -> Text:
     """Split ``text`` at its placeholders; TemplateError for bad syntax or a name not in ``allowed``.
 
@@ -89,6 +93,7 @@ def parse_text(text: str, allowed: frozenset[str], where: str, *, env_refs: bool
             raise TemplateError(
                 f"bad placeholder {{{name}}} in {where} {text!r}: write a bare {{name}} "
                 "(no conversions, format specs or expressions)"
+                + (_LITERAL_HINT if any(c.isspace() for c in name) else "")
             )
         if name not in allowed:
             raise TemplateError(

@@ -25,6 +25,11 @@ MODERN = "2026-07-28"
 SESSION_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 """The 2025 revisions, newest first: what ``initialize`` offers and what a server may choose."""
 PROTOCOLS = (MODERN, *SESSION_VERSIONS)
+STDIO_VERSIONS = (*SESSION_VERSIONS, "2024-11-05")
+"""What a stdio server may choose: the 2025 revisions, and 2024-11-05, which servers that pin an early
+SDK (the TypeScript SDK 1.0) answer whatever they are offered. Over stdio its messages are those a run
+sends (``initialize``, ``tools/list``, ``tools/call``, cancellation, ``roots/list``, ``ping``); over
+HTTP it was another transport (HTTP with SSE), which the harness does not speak."""
 
 
 @dataclass(slots=True)
@@ -97,11 +102,15 @@ class CallResult:
 
 
 def refused_version(
-    chosen: object, *, status: int | None = None, form: str | None = None
+    chosen: object,
+    *,
+    status: int | None = None,
+    form: str | None = None,
+    spoken: tuple[str, ...] = SESSION_VERSIONS,
 ) -> CallResult | None:
-    """The protocol error of an ``initialize`` whose server chose a version no 2025 session speaks;
-    None when it chose one."""
-    if chosen in SESSION_VERSIONS:
+    """The protocol error of an ``initialize`` whose server chose a version the transport does not speak
+    (``spoken``: a 2025 session's, or ``STDIO_VERSIONS``); None when it chose one."""
+    if chosen in spoken:
         return None
     message = clip(f"initialize: the server chose protocol version {chosen!r}")
     return CallResult(Outcome.PROTOCOL_ERROR, Detail.BAD_RESULT, status=status, form=form, message=message)

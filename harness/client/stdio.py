@@ -4,7 +4,8 @@ About two thirds of published MCP servers speak only this. A :class:`StdioChanne
 is one server process: requests are written to its stdin, responses read from
 its stdout and matched by id, many in flight at once. It starts with the 2025
 ``initialize`` handshake, as a host does, and again after every restart (a new
-process is a new channel). When the process dies, every call in flight ends as
+process is a new channel); a server on an early SDK may choose 2024-11-05, whose
+stdio messages are the same. When the process dies, every call in flight ends as
 a transport error whose outcome is unknown, exactly like a severed HTTP
 response; a call with no process to write to certainly did not reach a server.
 
@@ -37,7 +38,14 @@ import orjson
 
 from harness._version import __version__
 from harness.client.host import Host
-from harness.client.messages import SESSION_VERSIONS, CallResult, ToolCall, interpret_message, refused_version
+from harness.client.messages import (
+    SESSION_VERSIONS,
+    STDIO_VERSIONS,
+    CallResult,
+    ToolCall,
+    interpret_message,
+    refused_version,
+)
 from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.points import PointKind
 from harness.crashpoints.router import Router
@@ -235,7 +243,7 @@ class StdioChannel:
         if res.outcome is not Outcome.OK or res.result is None:
             return res
         chosen = res.result.get("protocolVersion")
-        refused = refused_version(chosen, form=_FORM)
+        refused = refused_version(chosen, form=_FORM, spoken=STDIO_VERSIONS)
         if refused is not None:
             return refused
         self.protocol = str(chosen)

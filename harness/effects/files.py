@@ -221,7 +221,7 @@ def markers_in(data: bytes, fmt: str) -> list[str]:
         if (nul := text.find("\0")) >= 0:
             line = text.count("\n", 0, nul) + 1
             raise NotParsed(f"a NUL byte on line {line} (char {nul}): not a text file, or one a crash cut")
-        return TEXT_MARKER.findall(text)
+        return [m for line in text.splitlines() for m in _once(TEXT_MARKER.findall(line))]  # a line: a record
     raise AssertionError(f"no reader for the format {fmt!r}")
 
 
@@ -285,8 +285,7 @@ def _csv_markers(text: str) -> list[str]:
                 width = len(row)
             elif len(row) != width:
                 raise NotParsed(f"row {reader.line_num} has {len(row)} fields, the first row {width}")
-            for field in row:
-                found += TEXT_MARKER.findall(field)
+            found += _once(m for field in row for m in TEXT_MARKER.findall(field))  # a row is one record
     except csv.Error as exc:
         raise NotParsed(f"line {reader.line_num}: {exc}") from None
     return found
@@ -294,7 +293,10 @@ def _csv_markers(text: str) -> list[str]:
 
 def _strings_markers(value: Any) -> Iterator[str]:
     """The markers in every string of a parsed document (keys too), each container walked once: an alias
-    of a YAML document names one record, and is not counted again where it is repeated."""
+    of a YAML document names one record, and is not counted again where it is repeated. An object is
+    one record: a marker in several of its own strings counts once (a task manager that copies the
+    request's text into a second field, ``originalRequest`` and ``splitDetails``, stored one request,
+    and the preflight called it two effects); its nested objects and lists are records of their own."""
     stack = [value]
     seen: set[int] = set()
     while stack:
@@ -306,7 +308,13 @@ def _strings_markers(value: Any) -> Iterator[str]:
                 continue
             seen.add(id(item))
             if isinstance(item, dict):
-                stack += item.keys()
-                stack += item.values()
+                own = [s for s in (*item.keys(), *item.values()) if isinstance(s, str)]
+                yield from _once(m for s in own for m in TEXT_MARKER.findall(s))
+                stack += (v for v in item.values() if not isinstance(v, str))
             else:
                 stack += item
+
+
+def _once(markers: Iterable[str]) -> list[str]:
+    """Each marker of one record once, in the order first found."""
+    return list(dict.fromkeys(markers))

@@ -115,8 +115,8 @@ def found_in(
 ) -> list[Kept]:
     """Where the markers are now: the data directory's files, then PostgreSQL's rows, then the home
     directory's files; the most telling first (a field that holds one as written). ``named``: the
-    call's other values (``path-0``): a file they name is one of many, one per intent, and its
-    directory is the store."""
+    call's other values (``path-0``): a file or a directory they name is one of many, one per
+    intent, and the directory above it is the store."""
     kept = [*_files(markers, data_dir, "{data_dir}", None, named)]
     for table, rows in (postgres or {}).items():
         for column in _columns(markers, rows):
@@ -159,9 +159,14 @@ def _files(
                 if fields:
                     continue
             leaf = markers[sorted(present)[0]]
-            if any(value in relative for value in named):  # a file per call: the directory is the store
-                folder = where.rpartition("/")[0]
-                inside = None if under is None else relative.rpartition("/")[0] or "."
+            parts = relative.split("/")
+            per_call = next((i for i, part in enumerate(parts) if any(v in part for v in named)), None)
+            if per_call is None and any(value in relative for value in named):  # a value with a slash
+                per_call = len(parts) - 1
+            if per_call is not None:  # a file (or a directory) per call: the directory above it is the store
+                store = "/".join(parts[:per_call])
+                folder = f"{shown}/{store}" if store else shown
+                inside = None if under is None else store or "."
                 # Its files hold what each call wrote, not a store the server parses: read as bytes.
                 yield Kept(leaf, SeenStore("dir", folder), None, inside)
                 continue

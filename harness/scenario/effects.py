@@ -148,7 +148,8 @@ class FilesEffects(Section):
     """Count markers in the files of a directory the target writes (a directory store, a JSON document).
 
     ``marker_in: content``: every occurrence of a marker in a file is one effect (a file of a
-    directory store, a record of a JSON document); ``name``: every file whose name holds a marker
+    directory store, a record of a JSON document), and a record (an object, a CSV row, a line) that
+    holds one in several of its fields is one; ``name``: every file whose name holds a marker
     is one. Markers are found by their shape, so no field needs naming.
 
     ``format`` is how the server reads each file: a file that does not parse so is a store the

@@ -518,3 +518,29 @@ def create_note(title: str) -> str:
 
 mcp.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]), stateless_http=True)
 '''
+
+
+EARLY_SDK = '''
+"""A stdio server on an early SDK (the TypeScript SDK 1.0 that many published servers still pin):
+it speaks 2024-11-05 only, whatever the client offers. create_entry appends a JSON line to ENTRY_FILE."""
+import json, os, sys
+
+FILE = os.environ["ENTRY_FILE"]
+TOOL = {"name": "create_entry", "description": "Creates an entry.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "early-entries", "version": "0.1.0"}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": [TOOL]}
+    else:
+        with open(FILE, "a") as f:
+            f.write(json.dumps({"text": msg["params"]["arguments"]["text"]}) + "\\n")
+        result = {"content": [{"type": "text", "text": "created"}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+'''

@@ -22,7 +22,15 @@ import yaml
 from harness.loopback import free_port
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.paths import INVOICES, PROVIDER, ROOT, TS_DIR
-from tests.helpers.third_party import HOME_NOTES, LEDGER, PLAIN_TEXT, TASKS, TODO_LIST, TORN_DOCUMENT
+from tests.helpers.third_party import (
+    EARLY_SDK,
+    HOME_NOTES,
+    LEDGER,
+    PLAIN_TEXT,
+    TASKS,
+    TODO_LIST,
+    TORN_DOCUMENT,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -408,6 +416,18 @@ def test_the_marker_s_field_is_counted_by_the_name_the_store_gives_it(tmp_path: 
         "jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "body"}
     }
     assert "preflight: 2 calls of write_note, 1 effect under each marker" in preflight_passes(tmp_path)
+
+
+def test_a_stdio_server_that_speaks_only_2024_11_05_is_drafted_and_checked(tmp_path: Path) -> None:
+    """Servers that pin an early SDK answer initialize with 2024-11-05, whose stdio messages are those a
+    run sends; init stopped at the handshake ("the server chose protocol version '2024-11-05'")."""
+    env = "ENTRY_FILE={data_dir}/e.jsonl"
+    made, text = init_server(tmp_path, EARLY_SDK, "--transport", "stdio", "--env", env)
+    assert "spoke 2024-11-05" in " ".join(text.split()), made.stderr
+    assert yaml.safe_load(text)["audit"]["effects"] == {
+        "jsonl": {"path": "{data_dir}/e.jsonl", "marker_field": "text"}
+    }
+    assert "preflight: 2 calls of create_entry, 1 effect under each marker" in preflight_passes(tmp_path)
 
 
 def test_a_plain_text_store_is_counted_in_its_file(tmp_path: Path) -> None:

@@ -160,6 +160,22 @@ def test_a_yaml_alias_is_one_record_and_markers_in_keys_count(tmp_path: Path) ->
     assert read(tmp_path, "s.yaml", text.encode(), "yaml") == ({A: 1, B: 1}, [])
 
 
+@pytest.mark.parametrize(
+    ("fmt", "data"),
+    [
+        ("json", json.dumps({"requests": [{"originalRequest": A, "splitDetails": A, "tasks": [{"t": B}]}]})),
+        ("jsonl", json.dumps({"name": A, "summary": f"about {A}", "tags": [B]})),
+        ("yaml", f"- {{title: {A}, body: 'copy of {A}', sub: {{title: {B}}}}}\n"),
+        ("csv", f"title,body\n{A},{A}\nx,{B}\n"),
+        ("lines", f"- {A} (was {A})\n- {B}\n"),
+    ],
+)
+def test_a_record_holding_its_marker_in_two_fields_is_one_effect(tmp_path: Path, fmt: str, data: str) -> None:
+    """@kazuph/mcp-taskmanager copies a request's text into splitDetails: one call, one record, and the
+    preflight counted two effects. A record nested in it, or a list of strings, is a record of its own."""
+    assert read(tmp_path, f"store.{fmt}", data.encode(), fmt) == ({A: 1, B: 1}, [])
+
+
 def test_a_name_counted_file_that_does_not_parse_counts_nothing(tmp_path: Path) -> None:
     (tmp_path / f"{A}.json").write_text("{}")
     (tmp_path / f"{B}.json").write_text("{")

@@ -87,6 +87,25 @@ def test_constrained_values_come_from_the_schema() -> None:
     assert check_arguments(schema, draft.arguments) == Checked(draft.arguments)
 
 
+@pytest.mark.parametrize(
+    ("bounds", "drafted"),
+    [
+        ({"minLength": 1, "maxLength": 51200}, "name-{index}"),
+        ({"minLength": 1}, "name-{index}"),
+        ({"maxLength": 8}, ""),  # name-1234567 would not fit: the schema's minimal example
+    ],
+)
+def test_a_name_with_length_bounds_it_fits_is_one_per_intent(bounds: dict[str, int], drafted: str) -> None:
+    """@zeeg/dex's create_task(name, description) declares name with zod's .min(1): init drafted the name
+    "0" for every intent, where an unbounded one gets name-{index}."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", **bounds}, "description": {"type": "string"}},
+        "required": ["name", "description"],
+    }
+    assert draft_arguments(schema).arguments == {"name": drafted, "description": "{marker}"}
+
+
 def test_no_field_can_carry_the_marker() -> None:
     schema = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
     draft = draft_arguments(schema)

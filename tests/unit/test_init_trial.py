@@ -72,6 +72,28 @@ def test_a_file_named_by_the_call_makes_its_directory_the_store(tmp_path: Path) 
     assert (kept.store.kind, kept.store.where) == ("dir", "{data_dir}/docs")
 
 
+def test_a_directory_named_by_the_call_makes_the_one_above_it_the_store(tmp_path: Path) -> None:
+    """@allpepper/memory-bank-mcp writes ROOT/<projectName>/<fileName>: the drafted store was the trial
+    call's own project, {data_dir}/projectName-0, where no other intent (projectName-{index}) writes."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "projectName": {"type": "string"},
+            "fileName": {"type": "string"},
+            "content": {"type": "string"},
+        },
+        "required": ["projectName", "fileName", "content"],
+    }
+    arguments, markers = trial_arguments(schema, draft_arguments(schema))
+    assert named_values(arguments) == {"projectName-0", "fileName-0"}
+    (tmp_path / "banks" / "projectName-0").mkdir(parents=True)
+    (tmp_path / "banks" / "projectName-0" / "fileName-0").write_text(arguments["content"])
+    [kept] = found_in(markers, tmp_path, named=named_values(arguments))
+    assert (kept.store.kind, kept.store.where) == ("dir", "{data_dir}/banks")
+    home = found_in(markers, tmp_path / "elsewhere", home=tmp_path, named=named_values(arguments))
+    assert [(k.store.where, k.home) for k in home] == [("{data_dir}/home/banks", "banks")]
+
+
 @pytest.mark.parametrize(
     ("values", "outside"),
     [

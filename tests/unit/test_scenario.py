@@ -157,6 +157,11 @@ def test_shipped_scenarios_are_valid() -> None:
         ("workload.arguments.memo", "{marker", "unmatched '{'"),
         ("workload.arguments.memo", "x}", "unmatched '}'"),
         ("target.command", ["{python}", "{port:q}"], "bad placeholder {port:q}"),
+        (
+            "target.command",
+            ["sh", "-c", "{ [ -d .git ] || git init -q; } && exec server"],
+            "a brace meant as itself (a shell's { ...; }, JSON) is written twice: {{ and }}",
+        ),
         ("target.env.DB", "{data_dir.x}", "bad placeholder {data_dir.x}"),
         ("audit.effects.sql.url", "sqlite:///{data_dir!z}/x.db", "bad placeholder {data_dir!z}"),
     ],
