@@ -276,7 +276,7 @@ class Router:
         if r.kind in self.plan.kinds and not self.plan.decides:
             window = self._window_for(r)
             if window is not None:
-                self._count(window, r)
+                self._tally(window, r)
 
     async def reached(self, r: Reached) -> Decision:
         """The decision for a point reached: ``PASS`` (go on), or the pod was killed there (``KILL``,
@@ -291,9 +291,10 @@ class Router:
             if plan.decides:
                 self._record(window, Point(r.kind), r, Decision.PASS)
             return Decision.PASS
-        point = self._count(window, r)
         if not plan.decides:
+            self._tally(window, r)
             return Decision.PASS
+        point = self._count(window, r)
         if r.kind is PointKind.REQUEST and len(self._windows) > 1:
             # An earlier exchange still open (its client gave up, the server is still on it): what commits
             # now may be either's, so this window's points prove nothing (the proof says so).
@@ -366,6 +367,13 @@ class Router:
     def idle(self, connection: Connection) -> None:
         """The connection's transaction ended: its next statement may serve another attempt."""
         self._serving.pop(connection.id, None)
+
+    def _tally(self, window: _Window, r: Reached) -> None:
+        """A point of a plan that only observes: its name and label for the attempt's ``attempt_ended``,
+        nothing a plan would decide on (no :class:`Point`: observe mode runs at every call of every run)."""
+        kind, counts = r.kind, window.counts
+        counts[kind] += 1
+        window.tell([f"{kind.value}#{counts[kind]}" if kind in COUNTED else kind.value, r.label])
 
     def _count(self, window: _Window, r: Reached) -> Point:
         kind = r.kind
