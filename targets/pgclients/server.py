@@ -30,6 +30,10 @@ PGCLIENTS_SESSIONS    stateless (default) | stateful: 2025 clients get a session
                       memory (a restarted server answers 404 to the old one)
 PGCLIENTS_POOL        1 (default) | 2 | 4 | 8: connections in asyncpg's pool (one serializes the calls'
                       statements; more let two calls run side by side, as a race needs)
+PGCLIENTS_KEYS        unique (default) | plain: the key records in a table with no unique key (a flaw
+                      whose only window is a race: atomic still commits the invoice and its key
+                      record together, so no crash duplicates, but two attempts that both read no
+                      key both commit; crash points find nothing, races find it)
 PGCLIENTS_LOCK        none (default) | row: every call takes a lock as a row (committed before the
                       work, deleted after it) and waits while another holds it, as a lease without
                       an expiry does: a kill while it is held leaves the row, and after the restart
@@ -59,6 +63,7 @@ SCHEMA = [
     "CREATE TABLE IF NOT EXISTS invoices (id BIGSERIAL PRIMARY KEY, customer_id TEXT NOT NULL, "
     "amount_cents BIGINT NOT NULL, memo TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS idempotency_keys (key TEXT PRIMARY KEY, response TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS plain_keys (key TEXT NOT NULL, response TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS warmup (id BIGSERIAL PRIMARY KEY, pid INT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS locks (name TEXT PRIMARY KEY, pid INT NOT NULL)",
     "CREATE OR REPLACE FUNCTION add_invoice(c TEXT, a BIGINT, m TEXT) RETURNS BIGINT LANGUAGE sql AS "
@@ -73,8 +78,17 @@ WRITE_SQL = {
     "cte": f"WITH created AS ({INSERT}) SELECT id FROM created",
     "function": "SELECT add_invoice($1, $2, $3)",
 }
-FIND = "SELECT response FROM idempotency_keys WHERE key = $1"
-RECORD = "INSERT INTO idempotency_keys (key, response) VALUES ($1, $2)"
+KEYS = {
+    "unique": (
+        "SELECT response FROM idempotency_keys WHERE key = $1",
+        "INSERT INTO idempotency_keys (key, response) VALUES ($1, $2)",
+    ),
+    "plain": (
+        "SELECT response FROM plain_keys WHERE key = $1 LIMIT 1",
+        "INSERT INTO plain_keys (key, response) VALUES ($1, $2)",
+    ),
+}
+"""(find, record) of each PGCLIENTS_KEYS."""
 NEXT_ID = "SELECT nextval(pg_get_serial_sequence('invoices', 'id'))"
 COPY_COLUMNS = ("id", "customer_id", "amount_cents", "memo")
 
@@ -292,6 +306,7 @@ def config(env: dict[str, str]) -> dict[str, Any]:
         "sse": choice("PGCLIENTS_TRANSPORT", ("json", "sse"), "json") == "sse",
         "stateful": choice("PGCLIENTS_SESSIONS", ("stateless", "stateful"), "stateless") == "stateful",
         "lock": choice("PGCLIENTS_LOCK", ("none", "row"), "none") == "row",
+        "keys": choice("PGCLIENTS_KEYS", tuple(KEYS), "unique"),
         "pool": int(choice("PGCLIENTS_POOL", ("1", "2", "4", "8"), "1")),
     }
 
@@ -361,13 +376,14 @@ def build_server(cfg: dict[str, Any], store: Store) -> MCPServer[Any]:
                 await unit.execute("INSERT INTO warmup (pid) VALUES ($1)", os.getpid())
             state["warm"] = True
         mode = cfg["mode"]
+        find, record = KEYS[cfg["keys"]]
         if mode != "naive":
             if not idempotency_key:
                 return CallToolResult(
                     content=[TextContent(type="text", text="idempotency_key required")], is_error=True
                 )
             async with store.unit() as unit:
-                found = await unit.fetchval(FIND, idempotency_key)
+                found = await unit.fetchval(find, idempotency_key)
             if found is not None:
                 return result(found)
 
@@ -386,19 +402,19 @@ def build_server(cfg: dict[str, Any], store: Store) -> MCPServer[Any]:
             try:
                 async with store.unit(atomic=True) as unit:
                     response = rendered(await write(unit, customer_id, amount_cents, memo))
-                    await unit.execute(RECORD, idempotency_key, response)
+                    await unit.execute(record, idempotency_key, response)
             except Exception as exc:  # a unique violation: another attempt with the key committed first
                 if "duplicate key" not in str(exc) and "unique" not in str(exc).lower():
                     raise
                 async with store.unit() as unit:
-                    return result(await unit.fetchval(FIND, idempotency_key))
+                    return result(await unit.fetchval(find, idempotency_key))
             return result(response)
         async with store.unit() as unit:
             response = rendered(await write(unit, customer_id, amount_cents, memo))
         if mode == "keyed":
             assert idempotency_key is not None
             async with store.unit() as unit:
-                await unit.execute(RECORD, idempotency_key, response)
+                await unit.execute(record, idempotency_key, response)
         return result(response)
 
     return server

@@ -93,9 +93,9 @@ def test_the_atomic_design_has_no_finding_and_every_ordering_is_made_or_said_blo
 PGCLIENTS = ROOT / "targets" / "pgclients" / "server.py"
 
 
-def pooled(mode: str, tmp_path: Path) -> dict[str, Any]:
-    """``races`` of the pgclients target on asyncpg with a pool of two: each attempt has a connection of
-    its own, so holding one attempt's statement leaves the other free to run."""
+def pooled_scenario(mode: str, tmp_path: Path, **env: str) -> Path:
+    """The pgclients target on asyncpg with a pool of two: each attempt has a connection of its own, so
+    holding one attempt's statement leaves the other free to run."""
     data = invoice_scenario()
     data["services"] = {"postgres": {}}
     data["target"]["command"] = ["{python}", str(PGCLIENTS)]
@@ -104,8 +104,17 @@ def pooled(mode: str, tmp_path: Path) -> dict[str, Any]:
         "PGCLIENTS_DRIVER": "asyncpg",
         "PGCLIENTS_MODE": mode,
         "PGCLIENTS_POOL": "2",
+        **env,
     }
     data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    scenario = tmp_path / f"pooled-{mode}{''.join(env.values())}.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return scenario
+
+
+def pooled(mode: str, tmp_path: Path) -> dict[str, Any]:
+    """``races`` of the pgclients target on asyncpg with a pool of two (:func:`pooled_scenario`)."""
+    data = yaml.safe_load(pooled_scenario(mode, tmp_path).read_text(encoding="utf-8"))
     scenario = tmp_path / f"pooled-{mode}.yaml"
     scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
     out = tmp_path / f"pooled-{mode}.json"
@@ -133,3 +142,25 @@ def test_a_pooled_server_runs_each_ordering_and_a_lock_is_said_to_block(
     assert blocked, atomic
     for row in blocked:
         assert "then waited for the" in row["why"], row
+
+
+def test_a_flaw_whose_only_window_is_a_race_is_found_by_races_and_not_by_crash_points(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The atomic design with its key records in a table without a unique key: the invoice and its key
+    commit together, so a crash anywhere leaves either both or neither (crash points: no finding), but
+    two attempts that both read no key both commit (races: a duplicate)."""
+    scenario = pooled_scenario("atomic", tmp_path, PGCLIENTS_KEYS="plain")
+    out = tmp_path / "plain.json"
+    code = main(["races", str(scenario), "--json", str(out), "--results", str(tmp_path), "--quiet"])
+    found = orjson.loads(out.read_bytes())
+    duplicates = [o["ordering"] for o in found["orderings"] if o["verdict"] == "duplicate"]
+    assert code == 1
+    assert duplicates, table(found)
+    crash = tmp_path / "crash.json"
+    argv = ["crashpoints", str(scenario), "--repeat", "1", "--allow-inconclusive", "--json", str(crash)]
+    code = main([*argv, "--results", str(tmp_path), "--quiet"])
+    explored = orjson.loads(crash.read_bytes())
+    assert code == 0, explored["conclusion"]
+    assert [p["point"] for p in explored["points"] if p["finding"]] == []
+    assert explored["points"], "no point explored"
