@@ -6,6 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 INVOICES = ROOT / "targets" / "invoices" / "server.py"
+PGCLIENTS = ROOT / "targets" / "pgclients" / "server.py"
 TS_DIR = ROOT / "targets" / "invoices-ts"
 PAYMENTS = ROOT / "targets" / "payments" / "server.py"
 """A server whose one tool calls an https:// API host fixed in its code."""

@@ -13,7 +13,7 @@ from harness.history import FaultKind
 from harness.run.runner import run_and_audit
 from harness.rundir import prepare_run_dir
 from harness.scenario import parse_scenario
-from tests.helpers.paths import INVOICES
+from tests.helpers.paths import INVOICES, PGCLIENTS
 
 EFFECTS_QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
 
@@ -61,6 +61,32 @@ def invoice_scenario(
     if kills is not None:
         data["faults"] = {"kill": kills}
     data.update(sections)
+    return data
+
+
+def invoices_on_postgres(mode: str = "atomic", **env: str) -> dict[str, Any]:
+    """The reference invoices target on the harness's PostgreSQL (``services.postgres``), its invoices
+    counted by memo; ``env`` is added to the target's."""
+    data = invoice_scenario(mode=mode, env=env)
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": EFFECTS_QUERY}}}
+    return data
+
+
+def pgclients_scenario(mode: str = "naive", **env: str) -> dict[str, Any]:
+    """The pgclients reference target (``PGCLIENTS_*``: a PostgreSQL client library, a pool, a mode) on
+    asyncpg and the harness's PostgreSQL, its invoices counted by memo; ``env`` adds to its settings."""
+    data = invoice_scenario()
+    data["services"] = {"postgres": {}}
+    data["target"]["command"] = ["{python}", str(PGCLIENTS)]
+    data["target"]["env"] = {
+        "PGCLIENTS_DB": "{postgres_url}",
+        "PGCLIENTS_DRIVER": "asyncpg",
+        "PGCLIENTS_MODE": mode,
+        **env,
+    }
+    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": EFFECTS_QUERY}}}
     return data
 
 

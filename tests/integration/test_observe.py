@@ -13,21 +13,9 @@ import pytest
 from harness import rundir
 from harness.audit.auditor import audit_run, story_of
 from harness.report.stories import story_lines
-from tests.helpers.paths import ROOT
-from tests.helpers.scenarios import invoice_scenario, run_scenario
+from tests.helpers.scenarios import invoices_on_postgres, pgclients_scenario, run_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
-
-QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
-PGCLIENTS = ROOT / "targets" / "pgclients" / "server.py"
-
-
-def on_postgres(mode: str, **env: str) -> dict[str, Any]:
-    data = invoice_scenario(mode=mode, env=env)
-    data["services"] = {"postgres": {}}
-    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
-    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
-    return data
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:
@@ -40,7 +28,7 @@ def test_every_attempt_says_the_points_it_reached_and_a_story_where_the_crash_hi
     """The naive design exits right after its third call's business commit (a failpoint, so the test is
     deterministic): that intent is a duplicate, and its story says its first attempt was hit after its
     commit, before its answer."""
-    data = on_postgres("naive", INVOICES_FAILPOINT="after_business_commit@3")
+    data = invoices_on_postgres("naive", INVOICES_FAILPOINT="after_business_commit@3")
     data["workload"]["intents"] = 4
     result = run_scenario(data, tmp_path)
     ended = [e for e in events(result.run_dir) if e["type"] == "attempt_ended"]
@@ -59,20 +47,6 @@ def test_every_attempt_says_the_points_it_reached_and_a_story_where_the_crash_hi
     assert "db_commit#1: reached (INSERT invoices)" in told
 
 
-def pgclients(**env: str) -> dict[str, Any]:
-    data = invoice_scenario()
-    data["services"] = {"postgres": {}}
-    data["target"]["command"] = ["{python}", str(PGCLIENTS)]
-    data["target"]["env"] = {
-        "PGCLIENTS_DB": "{postgres_url}",
-        "PGCLIENTS_DRIVER": "asyncpg",
-        "PGCLIENTS_MODE": "naive",
-        **env,
-    }
-    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
-    return data
-
-
 @pytest.mark.parametrize("order", [[1, 2], [2, 1]])
 def test_two_attempts_of_one_intent_held_at_one_statement_go_in_the_order_asked(
     tmp_path: Path, postgres_server: None, order: list[int]
@@ -80,7 +54,7 @@ def test_two_attempts_of_one_intent_held_at_one_statement_go_in_the_order_asked(
     """An original and its retry (a stall sends the retry beside it, the same key), both held before
     their INSERT reaches the database, released in the order named: the commits the PostgreSQL proxy
     saw say which the database ran first."""
-    data = pgclients(PGCLIENTS_POOL="2")
+    data = pgclients_scenario(PGCLIENTS_POOL="2")
     data["workload"].update(intents=1, concurrency=1)
     data["client"].update(attempt_timeout_s=1.0)
     data["faults"] = {
@@ -106,7 +80,7 @@ def test_an_order_a_target_cannot_run_side_by_side_is_released_as_it_came_and_th
     """One pooled connection: while the original is held before its INSERT, the retry cannot reach the
     database at all. The plan waits its limit, lets the original go, and the run is inconclusive: the
     order asked for was never made."""
-    data = pgclients(PGCLIENTS_POOL="1")
+    data = pgclients_scenario(PGCLIENTS_POOL="1")
     data["workload"].update(intents=1, concurrency=1)
     data["client"].update(attempt_timeout_s=0.5)
     data["faults"] = {
@@ -128,7 +102,7 @@ def test_a_random_run_with_kills_says_where_each_attempt_was_when_it_was_killed(
     commit, and the story of every duplicate names the commit its killed attempt had made before the kill
     broke it, before its answer (a kill lands after the commit in about one call in four, so six kills
     leave a duplicate all but always: 1 run in 2 million leaves none)."""
-    data = on_postgres("naive", INVOICES_PRE_COMMIT_MS="20", INVOICES_POST_COMMIT_MS="20")
+    data = invoices_on_postgres("naive", INVOICES_PRE_COMMIT_MS="20", INVOICES_POST_COMMIT_MS="20")
     data["workload"].update(intents=300, concurrency=8)
     data["faults"] = {"kill": {"count": 6, "min_uptime_s": 0.2}}
     result = run_scenario(data, tmp_path)

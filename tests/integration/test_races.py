@@ -18,12 +18,10 @@ import pytest
 import yaml
 
 from harness.cli import main
-from tests.helpers.paths import ROOT
-from tests.helpers.scenarios import invoice_scenario
+from tests.helpers.scenarios import invoices_on_postgres, pgclients_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
-QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
 BOTH_READ = "retry sent at db_statement#1 (SELECT idempotency_keys) of the original"
 """The retry sent while the original is about to read the key: both read it missing."""
 BETWEEN_COMMITS = "retry sent at db_commit#2 (INSERT invoices) of the original"
@@ -33,12 +31,7 @@ AFTER_KEY = "retry sent at db_commit#3 (INSERT idempotency_keys) of the original
 
 def races(mode: str, tmp_path: Path, name: str) -> tuple[int, dict[str, Any], float]:
     """``mcp-chaos races`` of the reference target on PostgreSQL: its exit code, its JSON, its seconds."""
-    data = invoice_scenario(
-        mode=mode, env={"INVOICES_PRE_COMMIT_MS": "30", "INVOICES_BETWEEN_COMMITS_MS": "30"}
-    )
-    data["services"] = {"postgres": {}}
-    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
-    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    data = invoices_on_postgres(mode, INVOICES_PRE_COMMIT_MS="30", INVOICES_BETWEEN_COMMITS_MS="30")
     scenario = tmp_path / f"{name}.yaml"
     scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
     out = tmp_path / f"{name}.json"
@@ -90,23 +83,10 @@ def test_the_atomic_design_has_no_finding_and_every_ordering_is_made_or_said_blo
             assert row["why"].endswith("the server serializes here"), row
 
 
-PGCLIENTS = ROOT / "targets" / "pgclients" / "server.py"
-
-
 def pooled_scenario(mode: str, tmp_path: Path, **env: str) -> Path:
     """The pgclients target on asyncpg with a pool of two: each attempt has a connection of its own, so
     holding one attempt's statement leaves the other free to run."""
-    data = invoice_scenario()
-    data["services"] = {"postgres": {}}
-    data["target"]["command"] = ["{python}", str(PGCLIENTS)]
-    data["target"]["env"] = {
-        "PGCLIENTS_DB": "{postgres_url}",
-        "PGCLIENTS_DRIVER": "asyncpg",
-        "PGCLIENTS_MODE": mode,
-        "PGCLIENTS_POOL": "2",
-        **env,
-    }
-    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    data = pgclients_scenario(mode, PGCLIENTS_POOL="2", **env)
     scenario = tmp_path / f"pooled-{mode}{''.join(env.values())}.yaml"
     scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
     return scenario

@@ -13,11 +13,9 @@ import pytest
 
 from harness.history import Verdict
 from tests.helpers.cli import mcp_chaos
-from tests.helpers.scenarios import invoice_scenario, run_scenario
+from tests.helpers.scenarios import invoice_scenario, invoices_on_postgres, run_scenario
 
 pytestmark = pytest.mark.integration
-
-QUERY = "SELECT memo AS marker, COUNT(*) AS effects FROM invoices GROUP BY memo"
 
 
 def found(data: dict[str, Any], results: Path) -> tuple[Path, int]:
@@ -64,10 +62,8 @@ def test_a_duplicate_replays_at_the_commit_its_attempt_had_made(
     """PostgreSQL: the story says the crash caught the attempt after its invoice's commit; the replay kills
     the pod at that commit (by its index in the call), three times of three a duplicate; against the
     atomic design, the same commit index is its one transaction, and the retry finds the key."""
-    data = invoice_scenario(mode="naive", intents=4, env={"INVOICES_FAILPOINT": "after_business_commit@2"})
-    data["services"] = {"postgres": {}}
-    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
-    data["audit"] = {"effects": {"sql": {"url": "{postgres_url}", "query": QUERY}}}
+    data = invoices_on_postgres("naive", INVOICES_FAILPOINT="after_business_commit@2")
+    data["workload"]["intents"] = 4
     run_dir, intent = found(data, tmp_path / "results")
     code, rows, told = replayed(run_dir, tmp_path)
     assert code == 1, told
