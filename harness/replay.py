@@ -38,7 +38,7 @@ from harness import rundir
 from harness.audit.auditor import AuditResult, audit_run, stories_of
 from harness.audit.stories import Story
 from harness.crashpoints.explore import retry_quickly
-from harness.errors import UsageError
+from harness.errors import ScenarioError, UsageError
 from harness.history import EventType, Verdict, read_history
 from harness.report.tables import markdown_table
 from harness.scenario import Scenario, load_scenario, parse_scenario
@@ -197,7 +197,26 @@ async def replay(
     scenario = load_scenario(run_dir / rundir.SCENARIO, overrides)
     check_environment(scenario)
     audit = audit_run(run_dir)
-    replays = group(findings_of(audit, intents))
+    # Without overrides the replay runs the run's own build: a FIXED at a guessed point has nothing to be
+    # confirmed against.
+    own = load_scenario(run_dir / rundir.SCENARIO) if overrides else None
+    return await replay_findings(
+        findings_of(audit, intents), scenario, times=times, results=results, own=own, out=out
+    )
+
+
+async def replay_findings(
+    findings: Sequence[Finding],
+    scenario: Scenario,
+    *,
+    times: int,
+    results: Path,
+    own: Scenario | None,
+    out: TextIO | None = None,
+) -> list[Replayed]:
+    """Replay ``findings`` against ``scenario``, ``times`` tries each; ``own``: the build that made them,
+    where it differs from ``scenario`` (what a FIXED at a guessed point is confirmed against)."""
+    replays = group(findings)
     for replayed in replays:
         if replayed.point is None:
             continue
@@ -208,29 +227,32 @@ async def replay(
             out.flush()
         replayed.run_dir = await _tries(replayed, scenario, times, results)
         if replayed.guessed and replayed.result is Result.FIXED:
-            await _confirm(replayed, run_dir, overrides, times, results)
+            await _confirm(replayed, own, times, results)
     return replays
 
 
-async def _tries(replayed: Replayed, scenario: Scenario, times: int, results: Path) -> Path:
-    """One run of ``times`` intents killed at the replay's point, judged into ``replayed``; its directory."""
+async def _tries(replayed: Replayed, scenario: Scenario, times: int, results: Path) -> Path | None:
+    """One run of ``times`` intents killed at the replay's point, judged into ``replayed``; its directory
+    (None: the target has no crash point to kill it at)."""
     from harness.run.runner import run_and_audit
 
     assert replayed.point is not None
-    made = replay_scenario(scenario, replayed.point, times)
+    try:
+        made = replay_scenario(scenario, replayed.point, times)
+    except ScenarioError as exc:  # a target crash points cannot hold (a URL, Kubernetes, replicas)
+        replayed.result, replayed.why = Result.COULD_NOT_REPRODUCE, f"no crash point can be held here: {exc}"
+        return None
     target = rundir.prepare_run_dir(results, made)
     done = await run_and_audit(made, target, out=io.StringIO(), progress_interval_s=None, html=False)
     judge(replayed, done)
     return target
 
 
-async def _confirm(
-    replayed: Replayed, run_dir: Path, overrides: Sequence[str], times: int, results: Path
-) -> None:
+async def _confirm(replayed: Replayed, own: Scenario | None, times: int, results: Path) -> None:
     """A FIXED at a guessed point (``response``: no point of the call was seen) holds only if the run's own
     build still fails there: else the kill is not where the window is (a keyed design's rare duplicate
     falls between its two commits, which a kill before the answer never reaches)."""
-    if not overrides:
+    if own is None:
         replayed.result = Result.COULD_NOT_REPRODUCE
         replayed.why = (
             f"killed before its answer, {replayed.why.split(', ', 1)[1]}: the window is inside the call, "
@@ -238,7 +260,7 @@ async def _confirm(
         )
         return
     check = Replayed(replayed.point, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=True)
-    await _tries(check, load_scenario(run_dir / rundir.SCENARIO), times, results)
+    await _tries(check, own, times, results)
     if check.result is Result.STILL_FAILING:
         replayed.why += f"; the run's own build, killed there: {check.why}"
     else:

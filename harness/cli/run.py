@@ -13,7 +13,11 @@ from harness.cli.options import add_gate_options, add_scenario_options, override
 from harness.cli.outputs import append_step_summary, output_file, step_summary_path, writing
 
 if TYPE_CHECKING:
+    from harness.audit.auditor import AuditResult
     from harness.cli.options import Commands
+    from harness.remembered import Folder
+    from harness.replay import Replayed
+    from harness.scenario import Scenario
 
 
 def add(sub: Commands) -> None:
@@ -42,10 +46,21 @@ def add(sub: Commands) -> None:
         action="store_true",
         help="first run the same workload with no faults (into <run>/control/), to compare with",
     )
+    run.add_argument(
+        "--findings",
+        metavar="DIR",
+        help="where findings are remembered and replayed first by the next run (default: <results>/findings)",
+    )
+    run.add_argument(
+        "--no-findings",
+        action="store_true",
+        help="neither replay remembered findings nor remember this run's",
+    )
     run.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
+    from harness import remembered
     from harness.faults.describe import announcement
     from harness.report import trend
     from harness.report.junit import run_junit
@@ -58,9 +73,11 @@ def command(args: argparse.Namespace) -> int:
     summary_path, junit_path = step_summary_path(), output_file(args.junit, "--junit")
     trend_path = output_file(args.trend, "--trend", makes_dirs=True)  # a nightly's starts its folder
     check_environment(scenario)
+    folder = None if args.no_findings else remembered.folder_for(args.findings, Path(args.results), scenario)
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     if not args.no_preflight:
         preflight_call(scenario, run_dir, run_dir.name, [run_dir])
+    failing = [] if folder is None else replay_remembered(folder, scenario, run_dir)
     progress = None if args.quiet else 1.0
     if args.control:
         sys.stderr.write(f"control: {scenario.workload.intents} intents with no faults first ...\n")
@@ -80,4 +97,31 @@ def command(args: argparse.Namespace) -> int:
             trend.append(trend_path, audit, args.trend_as)
     say(render_text(audit.summary))
     say(f"\nreport: {run_dir / rundir.REPORT_MD}")
-    return 0 if audit.gate_passed else EXIT_GATE_FAILED
+    if folder is not None:
+        remember(folder, scenario, audit)
+    if failing:
+        told = ", ".join(f"{r.verdict} at {r.point}" for r in failing)
+        say(f"gate: failed by remembered findings still failing: {told} (exit {EXIT_GATE_FAILED})")
+    return 0 if audit.gate_passed and not failing else EXIT_GATE_FAILED
+
+
+def replay_remembered(folder: Folder, scenario: Scenario, run_dir: Path) -> list[Replayed]:
+    """The findings remembered for the scenario, replayed first: those still failing that fail the gate."""
+    from harness import remembered
+
+    known, replays = drive(remembered.replay_remembered(folder, scenario, run_dir, out=sys.stderr), [run_dir])
+    if not known and not folder.skipped:
+        return []
+    sys.stderr.write(remembered.describe(replays, known, folder) + "\n")
+    sys.stderr.flush()
+    failing = remembered.outcome(replays, known, folder)
+    return [r for r in failing if scenario.gate.fails_at_first(r.verdict)]
+
+
+def remember(folder: Folder, scenario: Scenario, audit: AuditResult) -> None:
+    """Save the run's findings a replay can make again, for the next run to replay first."""
+    from harness.replay import findings_of
+
+    saved = folder.remember(audit.run_dir, scenario, findings_of(audit))
+    if saved:
+        say(f"remembered: {len(saved)} finding(s) in {folder.path} (the next run replays them first)")

@@ -67,3 +67,11 @@ class Gate(Section):
     def failing(self) -> tuple[FailOn, ...]:
         """The verdicts that fail the run on their first intent (``fail_on``, or every one)."""
         return DEFAULT_FAIL_ON if self.fail_on is None else tuple(self.fail_on)
+
+    def fails_at_first(self, verdict: str) -> bool:
+        """Whether one intent of ``verdict`` fails the run: the gate fails on it, with no threshold for it,
+        and no canary expects it (a remembered finding still failing is judged so)."""
+        if verdict not in self.failing or verdict in self.expect:
+            return False
+        thresholds = {"duplicate": (self.max_duplicates, self.max_duplicate_rate), "lost": (self.max_lost,)}
+        return all(t is None for t in thresholds.get(verdict, ()))

@@ -53,7 +53,7 @@ def test_a_fixed_at_a_guessed_point_on_the_runs_own_build_is_no_fix(tmp_path: Pa
         "killed at response, exactly once in 3 of 3 tries",
         guessed=True,
     )
-    asyncio.run(_confirm(replayed, tmp_path, [], 3, tmp_path))
+    asyncio.run(_confirm(replayed, None, 3, tmp_path))
     assert replayed.result is Result.COULD_NOT_REPRODUCE
     assert replayed.why == (
         "killed before its answer, exactly once in 3 of 3 tries: the window is inside the call, "
