@@ -85,6 +85,9 @@ class Replayed:
     """The verdict of each try."""
     run_dir: Path | None = None
     guessed: bool = False
+    window: str | None = None
+    """Where inside the call an exploration of the build that made it found its window, where the guessed
+    point (``response``) did not make it: the point the tries were then killed at."""
 
 
 def findings_of(audit: AuditResult, intents: Sequence[int] = ()) -> list[Finding]:
@@ -227,7 +230,7 @@ async def replay_findings(
             out.flush()
         replayed.run_dir = await _tries(replayed, scenario, times, results)
         if replayed.guessed and replayed.result is Result.FIXED:
-            await _confirm(replayed, own, times, results)
+            await _confirm(replayed, scenario, own, times, results, out)
     return replays
 
 
@@ -248,27 +251,77 @@ async def _tries(replayed: Replayed, scenario: Scenario, times: int, results: Pa
     return target
 
 
-async def _confirm(replayed: Replayed, own: Scenario | None, times: int, results: Path) -> None:
+async def _confirm(
+    replayed: Replayed,
+    scenario: Scenario,
+    own: Scenario | None,
+    times: int,
+    results: Path,
+    out: TextIO | None,
+) -> None:
     """A FIXED at a guessed point (``response``: no point of the call was seen) holds only if the run's own
     build still fails there: else the kill is not where the window is (a keyed design's rare duplicate
-    falls between its two commits, which a kill before the answer never reaches)."""
-    if own is None:
-        replayed.result = Result.COULD_NOT_REPRODUCE
-        replayed.why = (
-            f"killed before its answer, {replayed.why.split(', ', 1)[1]}: the window is inside the call, "
-            "where this run saw no point (mcp-chaos crashpoints explores them)"
+    falls between its two commits, which a kill before the answer never reaches), and the window is
+    looked for inside the call."""
+    if own is not None:
+        check = Replayed(replayed.point, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=True)
+        await _tries(check, own, times, results)
+        if check.result is Result.STILL_FAILING:
+            replayed.why += f"; the run's own build, killed there: {check.why}"
+            return
+        once = f"the run's own build too took effect once ({check.why})"
+    else:
+        once = replayed.why.split(", ", 1)[1]
+    inside = f"killed before its answer, {once}: the window is inside the call, where this run saw no point"
+    await _inside(replayed, scenario, own or scenario, times, results, out, inside)
+
+
+WINDOW_BUDGET_S = 120.0
+"""The exploration that looks for a window inside the call (``crashpoints``' default budget)."""
+
+
+async def _inside(
+    replayed: Replayed,
+    scenario: Scenario,
+    build: Scenario,
+    times: int,
+    results: Path,
+    out: TextIO | None,
+    inside: str,
+) -> None:
+    """Find the window inside the call, where an exploration of ``build`` (the one that made the finding)
+    kills the pod at each of its points: the first whose try made the finding's verdict. Then the tries
+    are made there, against ``scenario``. A power loss is not a kill: those states are not explored."""
+    from harness.crashpoints.explore import explore, prepare, unexplorable
+    from harness.crashpoints.options import ExploreOptions
+
+    why_not = unexplorable(build)
+    if why_not is not None:
+        replayed.result, replayed.why = (
+            Result.COULD_NOT_REPRODUCE,
+            f"{inside}, and it cannot be explored: {why_not}",
         )
         return
-    check = Replayed(replayed.point, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=True)
-    await _tries(check, own, times, results)
-    if check.result is Result.STILL_FAILING:
-        replayed.why += f"; the run's own build, killed there: {check.why}"
-    else:
+    if out is not None:
+        out.write(
+            f"replay: looking for the {replayed.verdict} inside the call (an exploration of its points)\n"
+        )
+        out.flush()
+    planned = prepare(build, results, ExploreOptions(budget_s=WINDOW_BUDGET_S, power_loss=False, jobs=1))
+    found = await explore(planned, out=io.StringIO(), progress_interval_s=None)
+    window = next((r.name for r in found.points if len(r.path) == 1 and r.verdicts[replayed.verdict]), None)
+    if window is None:
         replayed.result = Result.COULD_NOT_REPRODUCE
         replayed.why = (
-            f"killed before its answer, the run's own build too took effect once ({check.why}): the window "
-            "is inside the call, where this run saw no point (mcp-chaos crashpoints explores them)"
+            f"{inside}; an exploration of its {len(found.clean)} points made no {replayed.verdict} either "
+            f"({planned.run_dir})"
         )
+        return
+    replayed.window = window
+    at = Replayed(window, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "")
+    replayed.run_dir = await _tries(at, scenario, times, results)
+    replayed.result, replayed.tries = at.result, at.tries
+    replayed.why = f"the window is at {window} (an exploration of the run's build found it there): {at.why}"
 
 
 def exit_code(replays: Sequence[Replayed]) -> int:

@@ -6,11 +6,14 @@ its invoice's commit, once), so every run of the test starts from it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from harness.remembered import Folder, Remembered
+from harness.scenario import load_scenario
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.scenarios import invoice_scenario
 
@@ -69,3 +72,27 @@ def test_no_findings_neither_replays_nor_remembers(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "remembered" not in done.stdout + done.stderr
     assert not (tmp_path / "findings").exists()
+
+
+def test_a_keyed_duplicate_inside_the_call_replays_at_the_window_an_exploration_finds(tmp_path: Path) -> None:
+    """The keyed design on SQLite: its rare duplicate falls between the invoice's commit and the key's,
+    where a random run sees no point; a kill before the answer takes effect once. The replay then explores
+    the call's file operations on the build that made it, finds the kill that duplicates, and makes it
+    there 3 of 3. The finding is remembered as a nightly run would have left it (a committed file)."""
+    scenario = tmp_path / "invoices.yaml"
+    data = invoice_scenario(mode="keyed", intents=2)
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    results = tmp_path / "results"
+    as_run = load_scenario(scenario).dump_yaml()
+    where = "attempt 1: before its answer (no point of it observed)"
+    Folder(results / "findings", "itest").save(
+        Remembered(
+            "itest", "duplicate", "response", True, "kill", where, "nightly", "t", [7], scenario_yaml=as_run
+        )
+    )
+    done = mcp_chaos("run", scenario, "--results", results, "--quiet", "--no-preflight")
+    assert "looking for the duplicate inside the call" in done.stderr, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("  duplicate "))
+    assert re.search(r"STILL FAILING: the window is at fs_\w+#\d+ \(an exploration", line), line
+    assert line.endswith("duplicate in 3 of 3 tries"), line
+    assert done.returncode == 1, done.stdout

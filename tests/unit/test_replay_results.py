@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 
 from harness.replay import Finding, Replayed, Result, _confirm, exit_code, group
+from harness.scenario import parse_scenario
+from tests.helpers.scenarios import invoice_scenario
 
 
 def finding(intent: int, point: str | None, verdict: str = "duplicate", *, guessed: bool = False) -> Finding:
@@ -44,7 +46,8 @@ def test_exit_codes_say_the_worst() -> None:
 
 def test_a_fixed_at_a_guessed_point_on_the_runs_own_build_is_no_fix(tmp_path: Path) -> None:
     """The run's own build, killed before its answer, took effect once: the kill is not where the window
-    was (a keyed design's duplicate between its commits), so nothing says it is fixed."""
+    was (a keyed design's duplicate between its commits), so nothing says it is fixed; the window is looked
+    for inside the call, where a target with replicas cannot be explored."""
     replayed = Replayed(
         "response",
         "duplicate",
@@ -53,9 +56,10 @@ def test_a_fixed_at_a_guessed_point_on_the_runs_own_build_is_no_fix(tmp_path: Pa
         "killed at response, exactly once in 3 of 3 tries",
         guessed=True,
     )
-    asyncio.run(_confirm(replayed, None, 3, tmp_path))
+    replicas = parse_scenario(invoice_scenario(target={**invoice_scenario()["target"], "replicas": 2}))
+    asyncio.run(_confirm(replayed, replicas, None, 3, tmp_path, None))
     assert replayed.result is Result.COULD_NOT_REPRODUCE
-    assert replayed.why == (
+    assert replayed.why.startswith(
         "killed before its answer, exactly once in 3 of 3 tries: the window is inside the call, "
-        "where this run saw no point (mcp-chaos crashpoints explores them)"
-    )
+        "where this run saw no point, and it cannot be explored: crash points hold one pod"
+    ), replayed.why
