@@ -200,7 +200,7 @@ def outcome(replays: Sequence[Replayed], remembered: Sequence[Remembered], folde
 def describe(replays: Sequence[Replayed], remembered: Sequence[Remembered], folder: Folder) -> str:
     """A line per remembered finding: what it is, where it was found, and what its replay said."""
     by_key = {(r.verdict, r.point, r.guessed): r for r in remembered}
-    lines = [f"remembered findings ({folder.path}): {len(remembered)}, replayed before the run"]
+    lines = []
     for replayed in replays:
         r = by_key.get((replayed.verdict, replayed.point or "", replayed.guessed))
         if r is None:
@@ -220,6 +220,8 @@ async def replay_remembered(
     remembered = folder.load()
     if not remembered:
         return remembered, []
+    if out is not None:
+        out.write(f"remembered findings ({folder.path}): {len(remembered)}, replayed before the run\n")
     own = own_build(remembered, (run_dir / rundir.SCENARIO).read_text(encoding="utf-8"))
     replays = await replay_findings(
         [r.finding() for r in remembered], scenario, times=TIMES, results=run_dir.parent, own=own, out=out
