@@ -88,7 +88,9 @@ def made(kind: type[Service], given: Given) -> Service:
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[kind.facts.name for kind in KINDS])
-def test_each_service_fills_in_exactly_the_placeholders_it_declares(kind: type[Service], given: Given) -> None:
+def test_each_service_fills_in_exactly_the_placeholders_it_declares(
+    kind: type[Service], given: Given
+) -> None:
     service = made(kind, given)
     assert set(service.handed().placeholders) == set(kind.facts.placeholders)
     assert set(service.audit_values()) == kind.facts.audit
@@ -129,7 +131,9 @@ def test_a_services_placeholder_without_its_section_is_one_line(
     scenario_data: dict[str, Any], placeholder: str, section: str
 ) -> None:
     scenario_data["target"]["env"]["X"] = "{" + placeholder + "}"
-    assert error_of(scenario_data) == f"s.yaml: (top level): {{{placeholder}}} is used but {section} is not set"
+    assert (
+        error_of(scenario_data) == f"s.yaml: (top level): {{{placeholder}}} is used but {section} is not set"
+    )
 
 
 def test_a_hold_sites_section_is_its_services(every_service: Scenario) -> None:
