@@ -164,3 +164,34 @@ def test_the_registrys_services_start_in_order_hand_the_target_theirs_and_stop_i
         ("service_started", "downstream"),
         ("service_stopped", "postgres"),
     ]
+
+
+@pytest.mark.parametrize(("stream", "through"), [(False, "replicas"), (True, "fault proxies")])
+def test_nginx_is_made_in_front_of_the_replicas_or_their_fault_proxies(
+    tmp_path: Path, stream: bool, through: str
+) -> None:
+    """nginx (no binary needed: it is made, never started) is the one service in front, sending to the
+    ports a run's fault proxies take when there are stream faults, else to the replicas; beside the
+    target there is none, and the clients of a run go to its port."""
+    from harness import rundir
+    from harness.run.services.balancer import NginxWired
+    from harness.run.wiring import TargetWiring
+    from harness.scenario import parse_scenario
+
+    data = invoice_scenario(mode="atomic")
+    data["target"]["replicas"] = 2
+    data["services"] = {"balancer": {"retry": "non_idempotent"}}
+    data["faults"] = {"stream": [{"fault": "sever_response", "probability": 0.1}]} if stream else {}
+    scenario = parse_scenario(data)
+    wiring = TargetWiring(scenario, rundir.prepare_run_dir(tmp_path, scenario))
+    with wiring.history:
+        assert wiring.services == []
+        (front,) = wiring.fronts
+        assert isinstance(front, NginxWired)
+        assert wiring.service(NginxWired) is front
+        sent_to = wiring.proxy_ports if stream else wiring.ports
+        assert len(sent_to) == 2
+        assert front.nginx.upstreams == sent_to, through
+        assert front.entry_port == front.nginx.port not in (*wiring.ports, *wiring.proxy_ports)
+        assert front.nginx.retry == "non_idempotent"
+        assert front.handed().placeholders == {}
