@@ -46,7 +46,12 @@ class ServiceFacts:
 POSTGRES_FACTS = ServiceFacts(
     "postgres",
     "services.postgres",
-    {"postgres_url": "the run's PostgreSQL database, reached through the harness's PostgreSQL proxy"},
+    {
+        "postgres_url": (
+            "the run's PostgreSQL database: the target reaches it through the harness's proxy, an audit"
+            " directly"
+        )
+    },
     audit=frozenset({"postgres_url"}),
     site=Site.POSTGRES,
     holds="the harness holds its statements",
