@@ -37,8 +37,10 @@ from harness.cli.common import EXIT_GATE_FAILED, EXIT_INTERRUPTED
 from harness.crashpoints.points import KINDS, PointKind, Site
 from harness.errors import HarnessError
 from harness.history import FaultKind, IntentStatus, Outcome, RunStatus, Verdict
+from harness.scenario.placeholders import BASE_PLACEHOLDERS
 from harness.scenario.rules import SERVICE_SECTIONS
 from harness.scenario.schema import SCHEMA_FILE, attribute_docstrings, schema_text
+from harness.scenario.serving import SERVICES
 
 log = logging.getLogger("mkdocs.hooks.reference")
 
@@ -267,7 +269,28 @@ def scenario_page(config: MkDocsConfig) -> str:
     ]
     for name, definition in schema["$defs"].items():
         lines += _definition(name, name.lower(), definition)
-    return "\n".join(lines)
+    return "\n".join(lines + _service_placeholders())
+
+
+def _service_placeholders() -> list[str]:
+    """The placeholders the harness's services fill in, from their declarations (``SERVICES``)."""
+    rows = [
+        (f"`{{{name}}}`", f"`{service.section}`", _yes(name in service.audit), cell(meaning))
+        for service in SERVICES
+        for name, meaning in service.placeholders.items()
+    ]
+    base = ", ".join(f"`{{{name}}}`" for name in sorted(BASE_PLACEHOLDERS))
+    return [
+        "",
+        "## The services' placeholders",
+        "",
+        f"Besides {base}, `target.command` and `target.env` may hold the placeholders of the",
+        "services the harness runs, each with its section set (generated from `SERVICES` in",
+        "`harness/scenario/serving.py`; [the scenario file](scenario-file.md) says where every",
+        "placeholder may stand).",
+        "",
+        *table(("placeholder", "needs", "in an audit too", "what it stands for"), rows),
+    ]
 
 
 def _members(enum: type, docs_from: type | None = None) -> list[tuple[str, ...]]:

@@ -45,6 +45,7 @@ from harness.history import Outcome
 from harness.pods.factory import target_headers
 from harness.pods.ready import StdioReady
 from harness.pods.watchdog import guard
+from harness.run.services.postgres import PostgresWired
 from harness.run.wiring import TargetWiring
 from harness.scenario import Scenario, TargetSpec
 
@@ -246,12 +247,13 @@ async def _started(scenario: Scenario, run_dir: Path) -> AsyncIterator[Server]:
             _call=call,
             startup_s=wiring.supervisors[0].startup_s,
         )
-        if wiring.postgres is not None:
-            server.postgres_url = wiring.postgres.url
-            server.postgres_tables = await _postgres_tables(wiring.postgres.url)
+        postgres = wiring.service(PostgresWired)
+        if postgres is not None:
+            server.postgres_url = postgres.cluster.url
+            server.postgres_tables = await _postgres_tables(postgres.cluster.url)
         yield server
-        if wiring.postgres is not None:  # a call may have made tables since
-            server.postgres_tables = await _postgres_tables(wiring.postgres.url)
+        if postgres is not None:  # a call may have made tables since
+            server.postgres_tables = await _postgres_tables(postgres.cluster.url)
 
 
 def _initialized_name(wiring: TargetWiring, client: McpClient) -> str | None:

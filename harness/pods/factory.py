@@ -18,6 +18,7 @@ from harness.pods.shellline import Ref, shell_line
 from harness.scenario import TARGET_PLACEHOLDERS, TargetSpec
 from harness.scenario.headers import HEADER_VALUE_CONTROL
 from harness.scenario.placeholders import COMMAND_PLACEHOLDERS
+from harness.scenario.serving import SERVICE_PLACEHOLDERS
 from harness.template import TemplateError, expand_env, parse_text, render_text, split_env_refs
 
 if TYPE_CHECKING:
@@ -40,13 +41,9 @@ def placeholder_values(
         "run_dir": str(run_dir),
         "pod": pod,
         "scenario_dir": "{scenario_dir}",  # resolved when the scenario was loaded
-        "postgres_url": urls.get("postgres_url", "{postgres_url}"),
-        "sink_url": urls.get("sink_url", "{sink_url}"),
-        **{name: urls.get(name, "{" + name + "}") for name in DOWNSTREAM_URLS},
+        # each service's, as its wiring filled them in; one the scenario does not run stays as written
+        **{name: urls.get(name, "{" + name + "}") for name in SERVICE_PLACEHOLDERS},
     }
-
-
-DOWNSTREAM_URLS = ("downstream_url", "downstream_hostport", "downstream_ca")
 
 
 @dataclass(frozen=True, slots=True)

@@ -329,7 +329,7 @@ class _Run:
         return (
             wiring.running_services,  # PostgreSQL (and the crash points' proxy), the effect sink
             self._fault_proxies,  # in front of the replicas, on the ports nginx and the clients use
-            wiring.running_balancer,  # nginx in front of the proxies (or the replicas)
+            wiring.running_front,  # nginx in front of the proxies (or the replicas)
             self._pods,  # every replica ready under its supervisor
             self._final_read_on_exit,  # a live source, read once the parts after it have stopped
             self._checkpoint_reads,  # reads still running when the run ends are abandoned

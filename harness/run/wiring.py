@@ -2,10 +2,12 @@
 
 A chaos run (:mod:`harness.run.runner`) and a contract check (:mod:`harness.contract`)
 need the same parts, started in the same order and stopped in reverse: the
-harness's PostgreSQL, effect sink and downstream proxy, then (a run only) nginx in front of the
-replicas, then the pods under their supervisors (one per replica; most targets
-have one). Every port is chosen when the wiring is made, so every placeholder is
-known before anything starts, including the ports where a run's fault proxies
+services the scenario asks for (:mod:`harness.run.services.registry`, in its order: the
+harness's PostgreSQL, effect sink and downstream proxy), then (a run only) those in front of the
+replicas (nginx), then the pods under their supervisors (one per replica; most targets
+have one). The wiring names no service: each one fills in its placeholders and hands the target
+what it needs (environment, mounts). Every port is chosen when the wiring is made, so every
+placeholder is known before anything starts, including the ports where a run's fault proxies
 will sit in front of the replicas: nginx and the clients are pointed there.
 ``${VAR}`` values and passwords in URLs go into the redactor, which is also
 applied to the logs the target and services wrote once they have stopped.
@@ -25,14 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from harness import rundir
-from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
 from harness.client.host import Host
 from harness.client.http import MODERN, McpHttpClient
@@ -40,14 +42,12 @@ from harness.client.messages import CallResult
 from harness.client.oauth import OAuthTokens
 from harness.client.stdio import StdioClient
 from harness.crashpoints.fsholds import FileTracer, PowerLosses
-from harness.crashpoints.pgproxy import ObservingRelay, PostgresProxy, postgres_proxy
 from harness.crashpoints.plans import plan_for
 from harness.crashpoints.router import Router
-from harness.downstream import DownstreamProxy, ca_path_for
 from harness.effects.base import Sample
 from harness.effects.registry import source_of
 from harness.errors import ScenarioError, TargetStartError
-from harness.history import Detail, EventType, HistoryWriter, Outcome
+from harness.history import Detail, HistoryWriter, Outcome
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, target_headers, target_oauth
 from harness.pods.pod import Pod
@@ -58,10 +58,12 @@ from harness.pods.watchdog import guard, redact_logs
 from harness.redaction import Redactor
 from harness.run.bus import Bus
 from harness.run.final_read import Reach, final_read, read_now
+from harness.run.services import registry
+from harness.run.services.base import Given, Service
 from harness.scenario import Scenario, TargetSpec
-from harness.services import Postgres
-from harness.sink import EffectSink
 from harness.template import TemplateError
+
+S = TypeVar("S", bound=Service)
 
 LIST_TIMEOUT_S = 10.0
 """How long one ``tools/list`` page may take when a run learns its tool's ``x-mcp-header`` marks."""
@@ -137,7 +139,6 @@ class TargetWiring:
             )
             """``target.auth``: the run's tokens, shared by its clients, probes and reads (the pod's own
             URL is the resource they are for, whatever proxy a client goes through)."""
-            urls: dict[str, str] = {}
             self.effects = source_of(scenario.audit.effects)
             """Where the run's effects are counted (``audit.effects``)."""
             crash = scenario.faults.crash_points
@@ -145,50 +146,19 @@ class TargetWiring:
             """Where every hold site reports its points: the plan of ``faults.crash_points``, else observe."""
             self.crashes = crash is not None
             """Whether a plan holds points (the fault proxy and the stdio host then report calls too)."""
-            pg = scenario.services.postgres
-            self.postgres = Postgres(run_dir, pg.database, free_port()) if pg is not None else None
             self.host = Host(roots=host_roots(target, run_dir), elicitation=scenario.client.elicitation)
             """What every client of the run answers a server that asks (roots, forms)."""
-            self.pg_proxy: PostgresProxy | ObservingRelay | None = None
-            if self.postgres is not None:
-                self.pg_proxy = postgres_proxy(self.postgres.port, self.router, free_port())
-                urls["postgres_url"] = self.pg_proxy.url(self.postgres.database)
-            sink = scenario.audit.effects.sink
-            self.sink = (
-                EffectSink(
-                    run_dir,
-                    sink.marker_field,
-                    free_port(),
-                    dedupe_by_key=sink.dedupe_by_key,
-                    redact=self.redactor.text,
-                    router=self.router,
-                )
-                if sink is not None
-                else None
-            )
-            if self.sink is not None:
-                urls["sink_url"] = self.sink.url
-            downstream = scenario.services.downstream
-            self.downstream = (
-                None
-                if downstream is None
-                else DownstreamProxy(
-                    run_dir, downstream, free_port(), redact=self.redactor.text, router=self.router
-                )
-            )
-            """The recording, holding proxy in front of the API the target calls, if there is one."""
+            given = Given(scenario, run_dir, self.router, self.history, self.redactor.text)
+            self.services: list[Service] = [kind(given) for kind in registry.wanted(scenario, fronts=False)]
+            """The services beside the target, in start order, each with its ports chosen."""
+            urls: dict[str, str] = {}
             handed: dict[str, str] = {}
             mounts: dict[Path, str] = {}
-            if self.downstream is not None:
-                ca = ca_path_for(target.runtime, self.downstream.write_ca())
-                if target.runtime == "docker":
-                    mounts[self.downstream.ca_path.resolve()] = ca
-                urls |= {
-                    "downstream_url": self.downstream.url,
-                    "downstream_hostport": self.downstream.hostport,
-                    "downstream_ca": ca,
-                }
-                handed = self.downstream.target_env(ca)
+            for service in self.services:
+                gives = service.handed()
+                urls |= gives.placeholders
+                handed |= gives.env
+                mounts |= gives.mounts
             self.pods: list[Pod] = [
                 make_pod(
                     target,
@@ -210,20 +180,9 @@ class TargetWiring:
                 if target.transport == "http" and (scenario.faults.stream or self.crashes)
                 else []
             )
-            balancer = scenario.services.balancer
-            self.nginx = (
-                None
-                if balancer is None
-                else Nginx(
-                    run_dir,
-                    self.proxy_ports or self.ports,
-                    free_port(),
-                    balancer.retry,
-                    max_fails=balancer.max_fails,
-                    fail_timeout_s=balancer.fail_timeout_s,
-                )
-            )
-            """A real load balancer in front of the replicas (or their fault proxies), if there is one."""
+            fronting = dataclasses.replace(given, fronted=self.proxy_ports or self.ports)
+            self.fronts: list[Service] = [kind(fronting) for kind in registry.wanted(scenario, fronts=True)]
+            """The services in front of the replicas (or their fault proxies): nginx, a run's only."""
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
 
@@ -293,30 +252,14 @@ class TargetWiring:
 
     @contextlib.asynccontextmanager
     async def running_services(self) -> AsyncIterator[None]:
-        """PostgreSQL (and the crash points' proxy in front of it), the effect sink and the downstream
-        proxy, where the scenario has them; stopped in reverse on the way out (and the OAuth client's
-        connections to the authorization server closed)."""
+        """The services beside the target, where the scenario has them (PostgreSQL and its proxy, the
+        effect sink, the downstream proxy), in the registry's order; stopped in reverse on the way out
+        (and the OAuth client's connections to the authorization server closed)."""
         async with contextlib.AsyncExitStack() as stack:
             if self.auth is not None:
                 stack.push_async_callback(self.auth.aclose)
-            if self.postgres is not None:
-                stack.push_async_callback(self._stop_postgres)
-                await self.postgres.start()
-                pg = self.postgres
-                self.history.emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
-            if self.pg_proxy is not None:
-                stack.push_async_callback(self.pg_proxy.close)
-                await self.pg_proxy.start()
-            if self.sink is not None:
-                stack.push_async_callback(self.sink.close)
-                await self.sink.start()
-            if self.downstream is not None:
-                stack.push_async_callback(self.downstream.close)
-                await self.downstream.start()
-                proxy = self.downstream
-                self.history.emit(
-                    EventType.SERVICE_STARTED, service="downstream", port=proxy.port, url=proxy.url
-                )
+            for service in self.services:
+                await stack.enter_async_context(service.running())
             stack.callback(self.router.record_missed)  # once no call can reach a point any more
             if self.files is not None:
                 (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
@@ -334,20 +277,17 @@ class TargetWiring:
             yield
 
     @contextlib.asynccontextmanager
-    async def running_balancer(self) -> AsyncIterator[None]:
-        """nginx, where the scenario has one (a run's; a contract check calls replica 0 directly); on the
-        way out it is stopped, and what it re-sent is recorded."""
-        if self.nginx is None:
+    async def running_front(self) -> AsyncIterator[None]:
+        """The services in front of the replicas, where the scenario has one (nginx; a run's: a contract
+        check calls replica 0 directly); stopped in reverse on the way out."""
+        async with contextlib.AsyncExitStack() as stack:
+            for service in self.fronts:
+                await stack.enter_async_context(service.running())
             yield
-            return
-        try:
-            await self.nginx.start()
-            self.history.emit(
-                EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port
-            )
-            yield
-        finally:
-            await self._stop_balancer()
+
+    def service(self, kind: type[S]) -> S | None:
+        """The run's service of ``kind``, if the scenario has it (what ``init`` and tests reach it by)."""
+        return next((s for s in (*self.services, *self.fronts) if isinstance(s, kind)), None)
 
     @contextlib.asynccontextmanager
     async def running_pods(self) -> AsyncIterator[asyncio.Task[None]]:
@@ -397,14 +337,16 @@ class TargetWiring:
         count = 1
         if self.scenario.client.sessions == "per_worker" and self.protocol != MODERN:
             count = self.scenario.workload.concurrency
-        if self.nginx is not None:
+        front = next((s for s in self.fronts if s.entry_port is not None), None)
+        if front is not None:
+            assert front.entry_port is not None
             if self.protocol != MODERN:
                 raise ScenarioError(
-                    f"services.balancer needs replicas that speak {MODERN} (no sessions); the target "
+                    f"{front.facts.section} needs replicas that speak {MODERN} (no sessions); the target "
                     f"answered in {self.protocol}, whose sessions live on one replica and would be lost "
-                    "when nginx sends the next call to another"
+                    f"when {front.facts.name} sends the next call to another"
                 )
-            return [self.clients(port=self.nginx.port, count=count)]
+            return [self.clients(port=front.entry_port, count=count)]
         return [
             self.clients(
                 port=self.proxy_ports[replica] if self.proxy_ports else None,
@@ -484,7 +426,10 @@ class TargetWiring:
 
     def reach(self, namespace: str) -> Reach:
         """Where the scenario's live effect source is read (see :mod:`harness.run.final_read`)."""
-        postgres_url = self.postgres.url if self.postgres else None
+        audit: dict[str, str] = {}
+        for service in self.services:
+            audit |= service.audit_values()
+        postgres_url = audit.get("postgres_url")  # the harness's own PostgreSQL, if any
         return Reach(self.pod_url, self.protocol, self.headers, postgres_url, namespace, self.auth)
 
     async def read_live_effects(self, namespace: str) -> int:
@@ -507,25 +452,9 @@ class TargetWiring:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._supervise
 
-    async def _stop_postgres(self) -> None:
-        assert self.postgres is not None
-        await self.postgres.stop()
-        if self.postgres.pid is not None:
-            self.history.emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)
-
-    async def _stop_balancer(self) -> None:
-        """Stop nginx, then record each attempt it sent to more than one replica (from its log)."""
-        assert self.nginx is not None
-        await self.nginx.stop()
-        self.history.emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
-        if self.history is not None:
-            upstreams = self.proxy_ports or self.ports
-            pods = {f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(upstreams)}
-            record_retries(self.nginx, self.history, pods)
-
     def _logs(self) -> list[Path]:
         """Where the target and the services write their logs (they write them directly)."""
-        return [self.run_dir / rundir.PODS, self.run_dir / rundir.POSTGRES_LOG]
+        return [self.run_dir / rundir.PODS, *(self.run_dir / name for name in registry.logs())]
 
     def guard_logs(self) -> None:
         """Tell the watchdog the secrets and the logs: a SIGKILLed harness cannot redact them itself."""

@@ -7,7 +7,8 @@ loading itself: the runner turns it into pods, a driver and an injector.
 
 One module per section (``target``, ``workload``, ``client``, ``faults`` and
 its ``crash_points``, ``effects`` for ``audit``, ``services``, ``gate``), their shared pieces
-(``section``, ``placeholders``, ``headers``, ``window``, ``sql_guard``), the
+(``section``, ``placeholders``, ``serving`` (what each service of the harness provides: its
+section, its placeholders), ``headers``, ``window``, ``sql_guard``), the
 whole (``model``), the rules across sections (``rules``), and loading
 (``loading``, ``overrides``, ``bounded_yaml``). Other modules import from here.
 """
@@ -40,6 +41,14 @@ from harness.scenario.model import Scenario
 from harness.scenario.overrides import apply_override
 from harness.scenario.placeholders import AUDIT_PLACEHOLDERS, READ_TOOL_PLACEHOLDERS, TARGET_PLACEHOLDERS
 from harness.scenario.services import BalancerService, DownstreamService, PostgresService, Services
+from harness.scenario.serving import (
+    BALANCER_FACTS,
+    DOWNSTREAM_FACTS,
+    POSTGRES_FACTS,
+    SERVICES,
+    SINK_FACTS,
+    ServiceFacts,
+)
 from harness.scenario.sql_guard import single_select
 from harness.scenario.target import KubernetesTarget, TargetSpec
 from harness.scenario.window import Window
@@ -47,8 +56,13 @@ from harness.scenario.workload import WorkloadSpec
 
 __all__ = [
     "AUDIT_PLACEHOLDERS",
+    "BALANCER_FACTS",
+    "DOWNSTREAM_FACTS",
+    "POSTGRES_FACTS",
     "READ_TOOL_PLACEHOLDERS",
     "RESERVED_HEADERS",
+    "SERVICES",
+    "SINK_FACTS",
     "TARGET_PLACEHOLDERS",
     "Audit",
     "Backoff",
@@ -72,6 +86,7 @@ __all__ = [
     "PostgresService",
     "RolloutFaults",
     "Scenario",
+    "ServiceFacts",
     "Services",
     "SinkEffects",
     "SqlEffects",

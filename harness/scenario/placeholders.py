@@ -7,11 +7,12 @@ copy of the scenario in a run directory still points at the same target); the
 others are resolved when they are used:
 
 * target command and env: ``{python}`` (process runtime only), ``{port}``, ``{data_dir}``
-  (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``,
-  ``{postgres_url}`` (with ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``),
-  ``{downstream_url}``, ``{downstream_hostport}``, ``{downstream_ca}`` (with ``services.downstream``)
+  (for an image: its mount point inside the container), ``{run_dir}``, ``{pod}``, and each
+  service's, with its section set (:mod:`harness.scenario.serving`): ``{postgres_url}`` (with
+  ``services.postgres``), ``{sink_url}`` (with ``audit.effects.sink``), ``{downstream_url}``,
+  ``{downstream_hostport}``, ``{downstream_ca}`` (with ``services.downstream``)
 * a url target's kill and restart commands: ``{python}``, ``{run_dir}``
-* audit URLs: ``{data_dir}``, ``{run_dir}``, ``{postgres_url}``
+* audit URLs: ``{data_dir}``, ``{run_dir}``, and the services' that an audit may hold (``{postgres_url}``)
 * read-tool arguments: ``{namespace}`` (what every marker of the run starts with)
 * tool arguments: ``{marker}``, ``{key}``, ``{index}``, ``{seed}``, and generators
 """
@@ -21,31 +22,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from harness.scenario.serving import SERVICE_PLACEHOLDERS, SERVICES
 from harness.template import parse_text
 
 Place = tuple[str | int, ...]
 """Where a string is in parsed YAML: the keys and list indexes that lead to it."""
 
-TARGET_PLACEHOLDERS = frozenset(
-    {
-        "python",
-        "port",
-        "data_dir",
-        "run_dir",
-        "pod",
-        "scenario_dir",
-        "postgres_url",
-        "sink_url",
-        "downstream_url",
-        "downstream_hostport",
-        "downstream_ca",
-    }
-)
+BASE_PLACEHOLDERS = frozenset({"python", "port", "data_dir", "run_dir", "pod", "scenario_dir"})
+"""What every target's command and environment may hold, whatever services the scenario has."""
+TARGET_PLACEHOLDERS = BASE_PLACEHOLDERS | frozenset(SERVICE_PLACEHOLDERS)
+"""A target's command and environment: the base, and every service's
+(:data:`~harness.scenario.serving.SERVICES`; one whose section is not set is refused by
+:func:`harness.scenario.rules.services_used`)."""
 COMMAND_PLACEHOLDERS = frozenset({"python", "run_dir", "scenario_dir"})
 """What ``target.kill_command`` and ``restart_command`` may hold: the harness's interpreter, the run's
 directory, the scenario's (a server started elsewhere has no port, data directory or pod of the harness)."""
-DOWNSTREAM_PLACEHOLDERS = ("{downstream_url}", "{downstream_hostport}", "{downstream_ca}")
-AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir", "postgres_url"})
+AUDIT_PLACEHOLDERS = frozenset({"data_dir", "run_dir", "scenario_dir"}) | frozenset(
+    name for service in SERVICES for name in service.audit
+)
 READ_TOOL_PLACEHOLDERS = frozenset({"namespace"})
 
 

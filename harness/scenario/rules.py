@@ -13,30 +13,28 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from harness.crashpoints.points import FILE_KINDS, KINDS, PointKind, Site, parse_path, parse_point
-from harness.scenario.placeholders import DOWNSTREAM_PLACEHOLDERS
+from harness.scenario.serving import SERVICES
 
 if TYPE_CHECKING:
     from harness.scenario.model import Scenario
 
 
 def services_used(s: Scenario) -> None:
-    """A placeholder for a service needs the service."""
+    """A placeholder for a service needs the service (:data:`~harness.scenario.serving.SERVICES`)."""
     texts = [*(s.target.command or ()), *s.target.env.values()]
     if s.audit.effects.sql is not None:
         texts.append(s.audit.effects.sql.url)
-    if s.services.postgres is None and any("{postgres_url}" in t for t in texts):
-        raise ValueError("{postgres_url} is used but services.postgres is not set")
-    if s.audit.effects.sink is None and any("{sink_url}" in t for t in texts):
-        raise ValueError("{sink_url} is used but audit.effects.sink is not set")
-    if s.services.downstream is None:
-        used = next((p for p in DOWNSTREAM_PLACEHOLDERS for t in texts if p in t), None)
+    for service in SERVICES:
+        if service.present(s):
+            continue
+        used = next((p for p in service.placeholders for t in texts if "{" + p + "}" in t), None)
         if used is not None:
-            raise ValueError(f"{used} is used but services.downstream is not set")
-        if s.audit.effects.downstream is not None:
-            raise ValueError(
-                "audit.effects.downstream counts the calls services.downstream records; set "
-                "services.downstream (its upstream: the API the target calls)"
-            )
+            raise ValueError(f"{{{used}}} is used but {service.section} is not set")
+    if s.services.downstream is None and s.audit.effects.downstream is not None:
+        raise ValueError(
+            "audit.effects.downstream counts the calls services.downstream records; set "
+            "services.downstream (its upstream: the API the target calls)"
+        )
 
 
 def victims_exist(s: Scenario) -> None:
@@ -238,12 +236,11 @@ def _race_fits(s: Scenario) -> None:
 
 
 SERVICE_SECTIONS: dict[Site, tuple[str, str]] = {
-    Site.POSTGRES: ("services.postgres", "the harness holds its statements"),
-    Site.SINK: ("audit.effects.sink", "which hold the reply of a call they recorded"),
-    Site.DOWNSTREAM: ("services.downstream", "which hold the reply of a call they recorded"),
+    service.site: (service.section, service.holds) for service in SERVICES if service.site is not None
 }
-"""The section a service's hold site needs, and why it holds there. The fault proxy is in every run; the
-file tracer's needs are a rule of their own (a traced pod, ``faults.crash_points.files``)."""
+"""The section a service's hold site needs, and why it holds there
+(:data:`~harness.scenario.serving.SERVICES`). The fault proxy is in every run; the file tracer's needs
+are a rule of their own (a traced pod, ``faults.crash_points.files``)."""
 
 
 def _section(s: Scenario, path: str) -> object:

@@ -17,6 +17,7 @@ from harness.audit.causes import Cause
 from harness.cli import build_parser
 from harness.history import Verdict
 from harness.scenario.schema import SCHEMA_FILE
+from harness.scenario.serving import SERVICE_PLACEHOLDERS
 from tests.helpers.docs import blocks
 from tests.helpers.paths import ROOT
 
@@ -62,6 +63,8 @@ def test_the_reference_names_every_field_verdict_and_cause(site: Path) -> None:
     for definition in (schema, *schema["$defs"].values()):
         for field in definition["properties"]:
             assert f"<code>{field}</code>" in fields, field
+    for name in SERVICE_PLACEHOLDERS:  # the services' placeholders, from their declarations
+        assert f"<code>{{{name}}}</code>" in fields, name
     assert (site / "reference" / "scenario.schema.json").read_text(encoding="utf-8") == SCHEMA_FILE.read_text(
         encoding="utf-8"
     )

@@ -44,6 +44,9 @@ from harness.effects.registry import KINDS, drafts, source_of
 from harness.errors import AuditError
 from harness.history import Outcome
 from harness.run.final_read import read_now
+from harness.run.services.downstream import DownstreamWired
+from harness.run.services.postgres import PostgresWired
+from harness.run.services.sink import SinkWired
 from harness.run.wiring import TargetWiring
 from harness.scenario import Effects, parse_scenario
 from tests.helpers.scenarios import invoice_scenario
@@ -74,25 +77,28 @@ async def fill_sqlite(wiring: TargetWiring, run_dir: Path) -> None:
 async def fill_postgres(wiring: TargetWiring, run_dir: Path) -> None:
     import psycopg
 
-    assert wiring.postgres is not None
-    async with await psycopg.AsyncConnection.connect(wiring.postgres.url, autocommit=True) as conn:
+    postgres = wiring.service(PostgresWired)
+    assert postgres is not None
+    async with await psycopg.AsyncConnection.connect(postgres.cluster.url, autocommit=True) as conn:
         await conn.execute("CREATE TABLE effects (id serial PRIMARY KEY, marker text)")
         async with conn.cursor() as cur:
             await cur.executemany("INSERT INTO effects (marker) VALUES (%s)", [(m,) for m in each_effect()])
 
 
 async def fill_sink(wiring: TargetWiring, run_dir: Path) -> None:
-    assert wiring.sink is not None
+    sink = wiring.service(SinkWired)
+    assert sink is not None
     async with httpx.AsyncClient() as client:
         for marker in each_effect():
-            (await client.post(wiring.sink.url, json={"marker": marker})).raise_for_status()
+            (await client.post(sink.sink.url, json={"marker": marker})).raise_for_status()
 
 
 async def fill_downstream(wiring: TargetWiring, run_dir: Path) -> None:
     """Through the proxy as a target would call its API: every other call over HTTPS_PROXY to a fixed
     host (TLS with the run's CA), the rest at {downstream_url}; a GET with a marker is no effect."""
-    proxy = wiring.downstream
-    assert proxy is not None
+    wired = wiring.service(DownstreamWired)
+    assert wired is not None
+    proxy = wired.proxy
     verify = ssl.create_default_context(cafile=str(proxy.ca_path))
     async with (
         httpx.AsyncClient(proxy=proxy.url, verify=verify, trust_env=False) as tunnelled,

@@ -371,8 +371,13 @@ def test_the_package_exports_every_name_the_harness_imports() -> None:
     """Other modules import from ``harness.scenario``, never from its modules: this is that surface."""
     assert harness.scenario.__all__ == [
         "AUDIT_PLACEHOLDERS",
+        "BALANCER_FACTS",
+        "DOWNSTREAM_FACTS",
+        "POSTGRES_FACTS",
         "READ_TOOL_PLACEHOLDERS",
         "RESERVED_HEADERS",
+        "SERVICES",
+        "SINK_FACTS",
         "TARGET_PLACEHOLDERS",
         "Audit",
         "Backoff",
@@ -396,6 +401,7 @@ def test_the_package_exports_every_name_the_harness_imports() -> None:
         "PostgresService",
         "RolloutFaults",
         "Scenario",
+        "ServiceFacts",
         "Services",
         "SinkEffects",
         "SqlEffects",
