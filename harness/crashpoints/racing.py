@@ -52,10 +52,19 @@ FIX_OTHER = (
 )
 
 
-def racing_scenario(scenario: Scenario, budget_s: float, hold_limit_s: float = RACE_HOLD_LIMIT_S) -> Scenario:
-    """The scenario as the exploration runs it (see the module's docstring)."""
+def racing_data(
+    scenario: Scenario,
+    budget_s: float,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    *,
+    only: tuple[str, ...] = (),
+    repeat: int = 1,
+) -> dict[str, Any]:
+    """The scenario as the exploration runs it (see the module's docstring), as data: with ``only``, those
+    orderings alone, each ``repeat`` times."""
     data = scenario.model_dump(mode="json")
-    data["workload"].update(intents=2 + 2 * MAX_POINTS, concurrency=1)
+    tries = len(only) * repeat if only else 2 * MAX_POINTS * repeat
+    data["workload"].update(intents=2 + tries, concurrency=1)
     data["workload"]["max_duration_s"] = max(data["workload"]["max_duration_s"], budget_s + DRAIN_S)
     client = data["client"]
     client["backoff"] = {
@@ -66,10 +75,25 @@ def racing_scenario(scenario: Scenario, budget_s: float, hold_limit_s: float = R
     }
     client["max_attempts"] = max(client["max_attempts"], 5)
     client["attempt_timeout_s"] = max(client["attempt_timeout_s"], 3 * hold_limit_s + 5)
-    data["faults"] = {
-        "crash_points": {"race": {"budget_s": budget_s, "hold_limit_s": hold_limit_s}, "files": False}
-    }
+    race: dict[str, Any] = {"budget_s": budget_s, "hold_limit_s": hold_limit_s}
+    if only:
+        race["only"] = list(only)
+    if repeat != 1:
+        race["repeat"] = repeat
+    data["faults"] = {"crash_points": {"race": race, "files": False}}
     data["gate"] = {}
+    return data
+
+
+def racing_scenario(
+    scenario: Scenario,
+    budget_s: float,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    *,
+    only: tuple[str, ...] = (),
+) -> Scenario:
+    """The scenario as the exploration runs it (see the module's docstring)."""
+    data = racing_data(scenario, budget_s, hold_limit_s, only=only)
     return parse_scenario(data, source="the races of " + scenario.name)
 
 
@@ -79,6 +103,8 @@ class RaceRow:
 
     ordering: str
     intent: int
+    id: str
+    """``original:db_commit#3``: what ``races --only`` and the reproducer name it by."""
     made: str
     why: str
     verdict: str
@@ -108,6 +134,7 @@ class Races:
     """Every ordering of the clean call, tried or not."""
     ran_out: bool
     seconds: float
+    hold_limit_s: float = RACE_HOLD_LIMIT_S
 
     @property
     def findings(self) -> list[RaceRow]:
@@ -125,20 +152,29 @@ async def explore_races(
     *,
     budget_s: float,
     hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    only: tuple[str, ...] = (),
     run_id: str | None = None,
     out: TextIO = sys.stderr,
     progress_interval_s: float | None = 1.0,
 ) -> Races:
-    """Run the races, audit the run with the auditor, and read each ordering's intent back."""
+    """Run the races (``only``: those orderings), audit the run with the auditor, and read each
+    ordering's intent back."""
     started = time.monotonic()
-    racing = racing_scenario(scenario, budget_s, hold_limit_s)
+    racing = racing_scenario(scenario, budget_s, hold_limit_s, only=only)
     run_dir = rundir.prepare_run_dir(results_dir, racing, run_id)
     await execute(racing, run_dir, out=out, progress_interval_s=progress_interval_s)
     audit = audit_and_report(run_dir, html=False)
-    return read_races(scenario, run_dir, audit, started)
+    return read_races(scenario, run_dir, audit, started, hold_limit_s=hold_limit_s)
 
 
-def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: float) -> Races:
+def read_races(
+    scenario: Scenario,
+    run_dir: Path,
+    audit: AuditResult,
+    started: float,
+    *,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+) -> Races:
     """Each ordering the plan told of (its last ``crash_plan`` event), with its intent's verdict."""
     table = audit.intents
     judged = "verdict" in table.columns
@@ -170,6 +206,7 @@ def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: f
         row = RaceRow(
             ordering=str(race["ordering"]),
             intent=intent,
+            id=str(race.get("id") or ""),
             made=str(race.get("made") or "unfinished"),
             why=str(race.get("why") or ""),
             verdict=str(verdicts.get(intent, "not judged")),
@@ -187,6 +224,7 @@ def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: f
         orderings=[str(o) for o in plan.get("orderings", ())],
         ran_out=plan.get("ran_out") is True,
         seconds=time.monotonic() - started,
+        hold_limit_s=hold_limit_s,
     )
 
 
@@ -213,8 +251,9 @@ def coverage_line(races: Races) -> str:
     return f"races: {tried}{left}; {verdict}; clean call: {len(races.clean)} points; {races.seconds:.1f} s"
 
 
-def render_terminal(races: Races) -> str:
-    """The table, each blocked ordering's reason, each finding's order and fix, then the coverage."""
+def render_terminal(races: Races, again: str | None = None) -> str:
+    """The table, each blocked ordering's reason, each finding's order and fix (and, given ``again``, the
+    command that ran the races, the line that tries that ordering alone), then the coverage."""
     rows = [[r.intent, r.ordering, r.made, r.verdict, r.effects] for r in races.rows]
     lines = [markdown_table(["intent", "ordering", "made", "verdict", "effects"], rows, "rlllr")]
     whys = sorted({r.why for r in races.rows if r.made != Made.MADE.value and r.why})
@@ -223,6 +262,8 @@ def render_terminal(races: Races) -> str:
         lines += ["", f"{row.ordering}: {row.verdict} ({row.effects} effects)", f"  ran: {' '.join(row.ran)}"]
         if row.fix is not None:
             lines.append(f"  fix: {row.fix}")
+        if again is not None:
+            lines.append(f"  reproduce with: {again} --only {row.id}")
     lines += ["", coverage_line(races), f"run: {races.run_dir}"]
     return "\n".join(lines)
 
@@ -235,6 +276,7 @@ def as_json(races: Races) -> dict[str, Any]:
         "orderings": [
             {
                 "ordering": r.ordering,
+                "id": r.id,
                 "intent": r.intent,
                 "made": r.made,
                 "why": r.why,

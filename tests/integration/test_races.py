@@ -9,6 +9,8 @@ those steps). That is what the table says, and what a user's server of that shap
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ BOTH_READ = "retry sent at db_statement#1 (SELECT idempotency_keys) of the origi
 BETWEEN_COMMITS = "retry sent at db_commit#2 (INSERT invoices) of the original"
 """The narrow one: the invoice committed, the key record not yet."""
 AFTER_KEY = "retry sent at db_commit#3 (INSERT idempotency_keys) of the original"
+BOTH_READ_POOLED = "original:db_statement#1"
+"""The pooled target's retry sent while its original is about to read the key: both read it missing."""
 
 
 def races(mode: str, tmp_path: Path, name: str) -> tuple[int, dict[str, Any], float]:
@@ -144,3 +148,46 @@ def test_a_flaw_whose_only_window_is_a_race_is_found_by_races_and_not_by_crash_p
     assert code == 0, explored["conclusion"]
     assert [p["point"] for p in explored["points"] if p["finding"]] == []
     assert explored["points"], "no point explored"
+
+
+def test_a_findings_emitted_test_fails_every_time_on_the_race_and_passes_once_the_design_is_atomic(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """``races --only ID --emit DIR`` on the pooled keyed target: the ordering where both attempts read the
+    key before either writes it is a duplicate; its reproduce line names it, and the pytest file written
+    for it replays that ordering (three tries after a clean call) and fails 3 of 3; with the target made
+    atomic the same file passes."""
+    scenario = pooled_scenario("keyed", tmp_path)
+    emitted = tmp_path / "emitted"
+    started = time.monotonic()
+    said = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness.cli", "races", str(scenario), "--only", BOTH_READ_POOLED),
+            *("--emit", str(emitted), "--results", str(tmp_path / "r"), "--quiet"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert said.returncode == 1, said.stdout + said.stderr
+    assert f"reproduce with: mcp-chaos races {scenario} --only {BOTH_READ_POOLED}\n" in said.stdout
+    reproducer = emitted / "race-original-db_statement-1.yaml"
+    test = emitted / "test_race_original_db_statement_1.py"
+    assert sorted(emitted.iterdir()) == [reproducer, test]
+    race = yaml.safe_load(reproducer.read_text(encoding="utf-8"))["faults"]["crash_points"]["race"]
+    assert (race["only"], race["repeat"]) == ([BOTH_READ_POOLED], 3)
+
+    def pytest_on(test: Path) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
+
+    for _ in range(3):
+        still = pytest_on(test)
+        assert still.returncode == 1, still.stdout + still.stderr
+        assert "'duplicate': 3" in still.stdout, still.stdout
+    fixed = yaml.safe_load(reproducer.read_text(encoding="utf-8"))
+    fixed["target"]["env"]["PGCLIENTS_MODE"] = "atomic"
+    reproducer.write_text(yaml.safe_dump(fixed), encoding="utf-8")
+    passed = pytest_on(test)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert time.monotonic() - started < 240  # about 60 s alone on 2 cores

@@ -74,6 +74,8 @@ WRITERS = {
     ("harness.contract.tokens", "encoding"): "the tokenizer's cache",
     ("harness.crashpoints.emit", "write_reproducers"): "generated tests",
     ("harness.crashpoints.emit", "write_tests"): "generated tests",
+    ("harness.crashpoints.emit", "write_race_tests"): "generated tests: the ordering's id (a checked "
+    "point name) and verdict, never a server's label",
     ("harness.crashpoints.render", "write_reports"): "crashpoints.md: markdown(), the story fenced",
     ("harness.effects.base", "write_collected"): "effects.json: counts",
     ("harness.crashpoints.fstrace", "serve"): "the tracer's JSON lines to the harness: its own words",
