@@ -50,6 +50,11 @@ def add(sub: Commands) -> None:
     )
     races.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     races.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write JUnit XML: a case per ordering, failed where it has a finding",
+    )
+    races.add_argument(
         "--emit", metavar="DIR", help="write a reproducing scenario and a pytest file per finding into DIR"
     )
     races.add_argument(
@@ -81,6 +86,7 @@ def command(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ScenarioError(f"races --only: {exc}") from None
     json_path = output_file(args.json, "--json")
+    junit_path = output_file(args.junit, "--junit")
     emit = output_dir(args.emit, "--emit")
     check_environment(scenario)
     tries = (
@@ -105,10 +111,14 @@ def command(args: argparse.Namespace) -> int:
     again = ["mcp-chaos", "races", args.scenario, *(f"--set={one}" for one in sets)]
     if args.hold_limit != DEFAULT_HOLD_LIMIT_S:
         again.append(f"--hold-limit={args.hold_limit:g}")
-    say(racing.render_terminal(found, shlex.join(again)))
+    line = shlex.join(again)
+    say(racing.render_terminal(found, line))
     if json_path is not None:
         with writing(json_path, "--json"):
-            json_path.write_text(racing.json_text(found), encoding="utf-8")
+            json_path.write_text(racing.json_text(found, line), encoding="utf-8")
+    if junit_path is not None:
+        with writing(junit_path, "--junit"):
+            junit_path.write_text(racing.junit_text(found, line), encoding="utf-8")
     if emit is not None:
         with writing(emit, "--emit"):
             for path in crash_emit.write_race_tests(found, emit):

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.crashpoints.points import parse_ordering
-from harness.crashpoints.racing import RaceRow, Races, racing_data
+from harness.crashpoints.racing import RaceRow, Races, race_reproducer_name, racing_data
 from harness.history import Verdict
 from harness.scenario import Scenario, parse_scenario
 from harness.scenario.gate import DEFAULT_FAIL_ON
@@ -184,11 +184,6 @@ RACE_REPEAT = 3
 """How many times a race's reproducer tries its ordering, one intent each."""
 RACE_BUDGET_S = 120.0
 """A race reproducer's budget: no try begins after it (three tries take seconds, or the hold limit each)."""
-
-
-def race_reproducer_name(row: RaceRow) -> str:
-    """``race-original-db_commit-3.yaml`` for the ordering ``original:db_commit#3``."""
-    return "race-" + row.id.replace(":", "-").replace("#", "-") + ".yaml"
 
 
 def race_reproducer(

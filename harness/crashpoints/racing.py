@@ -31,6 +31,7 @@ from harness.auditing import audit_and_report
 from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made
 from harness.errors import PreflightError
 from harness.history import EventType, Verdict, read_history
+from harness.report.junit import Case, document
 from harness.report.tables import markdown_table
 from harness.run.runner import execute
 from harness.sanitize import json_safe
@@ -105,6 +106,10 @@ class RaceRow:
     intent: int
     id: str
     """``original:db_commit#3``: what ``races --only`` and the reproducer name it by."""
+    held: str
+    """Whose point was held: ``original`` (the retry sent there) or ``retry`` (held at its own)."""
+    point: str
+    label: str | None
     made: str
     why: str
     verdict: str
@@ -207,6 +212,9 @@ def read_races(
             ordering=str(race["ordering"]),
             intent=intent,
             id=str(race.get("id") or ""),
+            held=str(race.get("held") or ""),
+            point=str(race.get("at") or ""),
+            label=race.get("label"),
             made=str(race.get("made") or "unfinished"),
             why=str(race.get("why") or ""),
             verdict=str(verdicts.get(intent, "not judged")),
@@ -241,6 +249,21 @@ def _label(point: str) -> str:
     return point.partition(" (")[2].removesuffix(")")
 
 
+def race_reproducer_name(row: RaceRow) -> str:
+    """``race-original-db_commit-3.yaml`` for the ordering ``original:db_commit#3`` (``races --emit``)."""
+    return "race-" + row.id.replace(":", "-").replace("#", "-") + ".yaml"
+
+
+def conclusion(races: Races) -> str:
+    """The exploration in one sentence, as ``crashpoints``' JSON gives it."""
+    found = races.findings
+    if found:
+        return f"{len(found)} of {len(races.rows)} orderings tried have a finding"
+    if races.untried:
+        return f"no finding among the {len(races.rows)} orderings tried; {len(races.untried)} not tried"
+    return f"no finding: every one of the {len(races.rows)} orderings tried and judged"
+
+
 def coverage_line(races: Races) -> str:
     made = Counter(r.made for r in races.rows)
     parts = [f"{made[m.value]} {m.value}" for m in Made if made[m.value]]
@@ -268,30 +291,82 @@ def render_terminal(races: Races, again: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def as_json(races: Races) -> dict[str, Any]:
+def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
+    """The table as data, in the shape of ``crashpoints``' JSON where it can (``finding``, ``verdicts``,
+    ``fix``, ``reproducer``, ``clean_call``, ``untried``, ``conclusion``); with ``again``, the command
+    that ran the races, each finding's line to try it alone."""
+    orderings = []
+    for r in races.rows:
+        entry: dict[str, Any] = {
+            "ordering": r.ordering,
+            "id": r.id,
+            "held": r.held,
+            "point": r.point,
+            "label": r.label,
+            "intent": r.intent,
+            "made": r.made,
+            "why": r.why,
+            "verdict": r.verdict,
+            "verdicts": {r.verdict: 1},
+            "effects": r.effects,
+            "ran": r.ran,
+            "finding": r.verdict if r.finding else None,
+        }
+        if r.fix:
+            entry["fix"] = r.fix
+        if r.finding:
+            entry["reproducer"] = race_reproducer_name(r)
+            if again is not None:
+                entry["reproduce"] = f"{again} --only {r.id}"
+        orderings.append(entry)
     return {
         "scenario": races.scenario.name,
         "run_dir": str(races.run_dir),
+        "hold_limit_s": races.hold_limit_s,
         "clean": races.clean,
-        "orderings": [
-            {
-                "ordering": r.ordering,
-                "id": r.id,
-                "intent": r.intent,
-                "made": r.made,
-                "why": r.why,
-                "verdict": r.verdict,
-                "effects": r.effects,
-                "ran": r.ran,
-                **({"fix": r.fix} if r.fix else {}),
-            }
-            for r in races.rows
-        ],
+        "clean_call": [p.partition(" (")[0] for p in races.clean],
+        "clean_call_labels": [_label(p) or None for p in races.clean],
+        "orderings": orderings,
+        "findings": len(races.findings),
         "untried": races.untried,
         "ran_out": races.ran_out,
+        "conclusion": conclusion(races),
         "seconds": round(races.seconds, 1),
     }
 
 
-def json_text(races: Races) -> str:
-    return json.dumps(json_safe(as_json(races)), indent=2, ensure_ascii=False) + "\n"
+def json_text(races: Races, again: str | None = None) -> str:
+    return json.dumps(json_safe(as_json(races, again)), indent=2, ensure_ascii=False) + "\n"
+
+
+def junit_cases(races: Races, again: str | None = None) -> list[Case]:
+    """A case per ordering: failed with its verdict where it has a finding (its order, fix and
+    reproduce line as details), passed with what became of it, skipped where it was not reached or
+    not tried."""
+    cases = []
+    for r in races.rows:
+        name = f"{r.id} {r.ordering}"
+        told = [f"{r.made}{': ' + r.why if r.why else ''}", f"verdict: {r.verdict} ({r.effects} effects)"]
+        if r.ran:
+            told.append("ran: " + " ".join(r.ran))
+        if r.finding:
+            if r.fix is not None:
+                told.append("fix: " + r.fix)
+            if again is not None:
+                told.append(f"reproduce with: {again} --only {r.id}")
+            cases.append(Case(name, f"{r.verdict} ({r.effects} effects)", details="\n".join(told)))
+        elif r.made == Made.NOT_REACHED.value:
+            cases.append(Case(name, skipped=r.why or "not reached", details="\n".join(told)))
+        else:
+            cases.append(Case(name, details="\n".join(told)))
+    left = "the budget ran out" if races.ran_out else "not tried"
+    cases += [Case(o, skipped=left) for o in races.untried]
+    return cases
+
+
+def junit_text(races: Races, again: str | None = None) -> str:
+    """JUnit XML: a case per ordering (:func:`junit_cases`)."""
+    name = races.scenario.name
+    return document(
+        f"mcp-chaos races {name}", f"mcp-chaos.races.{name}", junit_cases(races, again), races.seconds
+    )

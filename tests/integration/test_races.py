@@ -12,11 +12,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import xmlschema
 import yaml
 
 from harness.cli import main
@@ -153,10 +155,10 @@ def test_a_flaw_whose_only_window_is_a_race_is_found_by_races_and_not_by_crash_p
 def test_a_findings_emitted_test_fails_every_time_on_the_race_and_passes_once_the_design_is_atomic(
     tmp_path: Path, postgres_server: None
 ) -> None:
-    """``races --only ID --emit DIR`` on the pooled keyed target: the ordering where both attempts read the
-    key before either writes it is a duplicate; its reproduce line names it, and the pytest file written
-    for it replays that ordering (three tries after a clean call) and fails 3 of 3; with the target made
-    atomic the same file passes."""
+    """``races --only ID --emit DIR`` on the pooled keyed target: the ordering where both attempts read
+    the key before either writes it is a duplicate; its reproduce line names it (so do its JUnit failure
+    and its JSON), and the pytest file written for it replays that ordering (three tries after a clean
+    call) and fails 3 of 3; with the target made atomic the same file passes."""
     scenario = pooled_scenario("keyed", tmp_path)
     emitted = tmp_path / "emitted"
     started = time.monotonic()
@@ -164,6 +166,7 @@ def test_a_findings_emitted_test_fails_every_time_on_the_race_and_passes_once_th
         [
             *(sys.executable, "-m", "harness.cli", "races", str(scenario), "--only", BOTH_READ_POOLED),
             *("--emit", str(emitted), "--results", str(tmp_path / "r"), "--quiet"),
+            *("--junit", str(tmp_path / "races.xml"), "--json", str(tmp_path / "races.json")),
         ],
         capture_output=True,
         text=True,
@@ -171,6 +174,17 @@ def test_a_findings_emitted_test_fails_every_time_on_the_race_and_passes_once_th
     )
     assert said.returncode == 1, said.stdout + said.stderr
     assert f"reproduce with: mcp-chaos races {scenario} --only {BOTH_READ_POOLED}\n" in said.stdout
+    xmlschema.XMLSchema(str(Path(__file__).parents[1] / "schemas" / "junit.xsd")).validate(
+        str(tmp_path / "races.xml")
+    )
+    suite = ET.parse(tmp_path / "races.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "1")
+    (row,) = orjson.loads((tmp_path / "races.json").read_bytes())["orderings"]
+    assert (row["id"], row["finding"], row["reproducer"]) == (
+        BOTH_READ_POOLED,
+        "duplicate",
+        "race-original-db_statement-1.yaml",
+    )
     reproducer = emitted / "race-original-db_statement-1.yaml"
     test = emitted / "test_race_original_db_statement_1.py"
     assert sorted(emitted.iterdir()) == [reproducer, test]

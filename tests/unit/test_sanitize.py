@@ -59,7 +59,7 @@ WRITERS = {
     (
         "harness.cli.races",
         "command",
-    ): "its own banner (the tool's name); races.json: json_safe(); the table through say()",
+    ): "its own banner (the tool's name); races.json: json_safe(); the table through say(); its JUnit: xml()",
     ("harness.cli.init", "command"): "the draft, redacted by init_scenario",
     ("harness.cli.reproduce", "command"): "a table of harness numbers",
     ("harness.cli.run", "command"): "a harness line; run_junit (xml())",
