@@ -22,6 +22,8 @@ import xmlschema
 import yaml
 
 from harness.cli import main
+from harness.contract.checks.concurrent import RACED_TITLE
+from tests.helpers.cli import mcp_chaos
 from tests.helpers.scenarios import invoices_on_postgres, pgclients_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -205,3 +207,25 @@ def test_a_findings_emitted_test_fails_every_time_on_the_race_and_passes_once_th
     passed = pytest_on(test)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert time.monotonic() - started < 240  # about 60 s alone on 2 cores
+
+
+def test_contract_checks_concurrent_same_key_by_races_where_it_can_hold_the_targets_work(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The pooled target on the harness's PostgreSQL: ``concurrent_same_key`` runs the races, fails the
+    keyed design at an ordering (its reproduce line), passes the atomic one, and says it raced."""
+    found = {}
+    for mode in ("keyed", "atomic"):
+        scenario = pooled_scenario(mode, tmp_path)
+        out = tmp_path / f"contract-{mode}.json"
+        argv = ["contract", scenario, "--only", "concurrent_same_key", "--json", out]
+        mcp_chaos(*argv, "--results", tmp_path / f"r-{mode}")
+        (found[mode],) = orjson.loads(out.read_bytes())["checks"]
+    keyed, atomic = found["keyed"], found["atomic"]
+    assert (keyed["verdict"], keyed["title"], keyed["evidence"]["method"]) == ("fail", RACED_TITLE, "races")
+    assert keyed["why"].startswith("races: retry sent at "), keyed["why"]
+    assert "gave duplicate (2 effects)" in keyed["why"]
+    assert "reproduce with: mcp-chaos races SCENARIO --only original:" in keyed["why"]
+    passed = (atomic["verdict"], atomic["title"], atomic["evidence"]["method"])
+    assert passed == ("pass", RACED_TITLE, "races")
+    assert atomic["why"].startswith("races: each of 26 orderings"), atomic["why"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import xmlschema
 
+from harness.contract.checks.concurrent import unraceable
 from harness.crashpoints.racing import RaceRow, Races, as_json, junit_text, render_terminal
 from harness.scenario import parse_scenario
 from tests.helpers.scenarios import invoice_scenario
@@ -94,3 +95,18 @@ def test_each_finding_says_the_line_that_tries_it_alone(tmp_path: Path) -> None:
     assert text.count("reproduce with:") == 1
     assert "  reproduce with: mcp-chaos races my.yaml --only original:db_commit#2\n" in text
     assert "reproduce with" not in render_terminal(races(tmp_path))
+
+
+def test_concurrent_same_key_races_only_where_a_race_can_hold_the_targets_work() -> None:
+    on_sqlite = parse_scenario(invoice_scenario(mode="keyed"))
+    assert unraceable(on_sqlite) is not None
+    assert unraceable(on_sqlite).startswith("no point a race holds")  # type: ignore[union-attr]
+    data = invoice_scenario(mode="keyed")
+    data["services"] = {"postgres": {}}
+    data["target"]["env"]["INVOICES_DB"] = "{postgres_url}"
+    assert unraceable(parse_scenario(data)) is None
+    data["target"]["replicas"] = 2
+    assert "replicated" in (unraceable(parse_scenario(data)) or "")
+    data["target"]["replicas"] = 1
+    data["target"]["transport"] = "stdio"
+    assert "not stdio" in (unraceable(parse_scenario(data)) or "")
