@@ -218,7 +218,7 @@ def test_contract_checks_concurrent_same_key_by_races_where_it_can_hold_the_targ
     for mode in ("keyed", "atomic"):
         scenario = pooled_scenario(mode, tmp_path)
         out = tmp_path / f"contract-{mode}.json"
-        argv = ["contract", scenario, "--only", "concurrent_same_key", "--json", out]
+        argv: list[str | Path] = ["contract", scenario, "--only", "concurrent_same_key", "--json", out]
         mcp_chaos(*argv, "--results", tmp_path / f"r-{mode}")
         (found[mode],) = orjson.loads(out.read_bytes())["checks"]
     keyed, atomic = found["keyed"], found["atomic"]
