@@ -47,6 +47,10 @@ def add(sub: Commands) -> None:
     init.set_defaults(func=command)
 
 
+RACES_NEED = "{postgres_url}"
+"""What a drafted scenario holds when ``races`` can place a retry at its target's statements."""
+
+
 def command(args: argparse.Namespace) -> int:
     from harness.init import Origin, init_scenario
 
@@ -80,6 +84,8 @@ def command(args: argparse.Namespace) -> int:
     )
     print(f"  mcp-chaos validate --preflight {output}")
     print(f"  mcp-chaos run {output}")
+    if RACES_NEED in text:  # the harness's PostgreSQL in the draft: races can hold its statements
+        print(f"  mcp-chaos races {output}   # a retry beside its original, at each of its statements")
     return 0
 
 

@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
+from harness.crashpoints.points import parse_ordering
+from harness.crashpoints.racing import RaceRow, Races, race_reproducer_name, racing_data
+from harness.history import Verdict
 from harness.scenario import Scenario, parse_scenario
 from harness.scenario.gate import DEFAULT_FAIL_ON
 from harness.scenario.model import scenario_yaml
@@ -50,7 +53,11 @@ NAME_LIMIT = 64
 def reproducer_scenario_name(name: str, result: PointResult) -> str:
     """``<scenario>-crashpoint-db_commit-2``; cut to the limit with a digest of the whole, so two
     reproducers of a long-named scenario never share a name (a cut alone ended both in ``-``)."""
-    whole = f"{name}-{reproducer_name(result).removesuffix('.yaml')}"
+    return _scenario_name(name, reproducer_name(result))
+
+
+def _scenario_name(name: str, file_name: str) -> str:
+    whole = f"{name}-{file_name.removesuffix('.yaml')}"
     if len(whole) <= NAME_LIMIT:
         return whole
     digest = hashlib.sha256(whole.encode()).hexdigest()[:10]
@@ -99,7 +106,11 @@ def portable(data: Any, scenario: Scenario, directory: Path) -> Any:
 def reproducer_text(scenario: Scenario, result: PointResult, intents: int, directory: Path) -> str:
     """The reproducer's YAML, to be written into ``directory``: the values that ran, with
     ``{scenario_dir}`` where the user's scenario had it."""
-    made = reproducer(scenario, result, intents).model_dump(mode="json")
+    return _portable_text(reproducer(scenario, result, intents), scenario, directory)
+
+
+def _portable_text(made_scenario: Scenario, scenario: Scenario, directory: Path) -> str:
+    made = made_scenario.model_dump(mode="json")
     data = portable(made, scenario, directory)
     # Loaded as `mcp-chaos run` will load it, from its directory: an error now, not in the user's CI.
     parse_scenario(data, source="the reproducer of " + scenario.name, scenario_dir=directory.resolve())
@@ -166,4 +177,93 @@ def write_tests(exploration: Exploration, directory: Path) -> list[Path]:
         test_path = directory / f"test_{stem}.py"
         test_path.write_text(pytest_text(scenario_path.name, result), encoding="utf-8")
         written += [scenario_path, test_path]
+    return written
+
+
+RACE_REPEAT = 3
+"""How many times a race's reproducer tries its ordering, one intent each."""
+RACE_BUDGET_S = 120.0
+"""A race reproducer's budget: no try begins after it (three tries take seconds, or the hold limit each)."""
+
+
+def race_reproducer(
+    scenario: Scenario, row: RaceRow, hold_limit_s: float, repeat: int = RACE_REPEAT
+) -> Scenario:
+    """The scenario that tries ``row``'s ordering alone, ``repeat`` times, its gate failing on a finding:
+    a clean call, then the same ordering placed at the same point of it, as ``races --only`` does."""
+    data = racing_data(scenario, RACE_BUDGET_S, hold_limit_s, only=(row.id,), repeat=repeat)
+    data["name"] = _scenario_name(scenario.name, race_reproducer_name(row))
+    data["description"] = (
+        f"Written by mcp-chaos races: {row.ordering} ({row.id}), tried {repeat} times after a clean call; "
+        f"it found {row.verdict} there. The gate fails until the target takes effect exactly once."
+    )
+    data["gate"] = {"fail_on": FAIL_ON}
+    return parse_scenario(data, source="the reproducer of " + scenario.name)
+
+
+def race_pytest_text(scenario_file: str, row: RaceRow) -> str:
+    """A test module that runs the race's reproducer next to it and asserts its ordering was placed (made
+    or blocked, never not reached) and every intent took effect exactly once."""
+    held, at = parse_ordering(row.id)
+    where = at.name.replace("#", "_")
+    test = "test_exactly_once_when_the_retry_is_" + (
+        f"sent_at_{where}_of_the_original" if held == "original" else f"held_at_{where}"
+    )
+    # The ordering's id and verdict only: a point's label is the server's SQL, not for a Python file.
+    told = (
+        f"the retry sent at {at.name} of the original"
+        if held == "original"
+        else f"the retry held at {at.name} while the original runs"
+    )
+    return f'''"""Regression test written by `mcp-chaos races`: {told}.
+
+A call's original attempt and its retry (the same key, a new request id) ran side by side in
+that order ({row.id}), and it found {Verdict(row.verdict).value} there. This test runs the
+scenario beside it (a clean call, then that ordering, {RACE_REPEAT} times) and passes once each
+intent takes effect exactly once.
+"""
+
+import asyncio
+import io
+import json
+from pathlib import Path
+
+from harness import load_scenario, prepare_run_dir, run_and_audit
+
+SCENARIO = Path(__file__).with_name("{scenario_file}")
+ORDERING = "{row.id}"
+
+
+def {test}(tmp_path: Path) -> None:
+    scenario = load_scenario(SCENARIO)
+    run_dir = prepare_run_dir(tmp_path, scenario)
+    audit = asyncio.run(
+        run_and_audit(scenario, run_dir, out=io.StringIO(), progress_interval_s=None, html=False)
+    )
+    tries = []
+    for line in (run_dir / "history.jsonl").read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("type") == "crash_plan" and "races" in event:
+            tries = event["races"]  # the plan's last word on each try
+    made = [one["made"] for one in tries]
+    assert made and set(made) <= {{"made", "blocked"}}, (
+        f"{{ORDERING}} was not placed ({{made}}): the call no longer passes its point; run "
+        "mcp-chaos races again to find its orderings"
+    )
+    verdicts = audit.intents["verdict"].value_counts().to_dict()
+    assert verdicts == {{"exactly_once": len(audit.intents)}}, f"{{verdicts}}; see {{run_dir}}/report.md"
+'''
+
+
+def write_race_tests(races: Races, directory: Path) -> list[Path]:
+    """For every ordering with a finding, its reproducer and a pytest file running it, into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for row in {r.id: r for r in races.findings}.values():
+        path = directory / race_reproducer_name(row)
+        made = race_reproducer(races.scenario, row, races.hold_limit_s)
+        path.write_text(_portable_text(made, races.scenario, directory), encoding="utf-8")
+        test_path = directory / f"test_{path.stem.replace('-', '_')}.py"
+        test_path.write_text(race_pytest_text(path.name, row), encoding="utf-8")
+        written += [path, test_path]
     return written

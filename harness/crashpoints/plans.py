@@ -268,7 +268,14 @@ def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.mon
     if crash is None:
         return ObservePlan()
     if crash.race is not None:
-        return RacePlan(budget_s=crash.race.budget_s, hold_limit_s=crash.race.hold_limit_s, clock=clock)
+        race = crash.race
+        return RacePlan(
+            budget_s=race.budget_s,
+            hold_limit_s=race.hold_limit_s,
+            only=tuple(race.only),
+            repeat=race.repeat,
+            clock=clock,
+        )
     if crash.order is not None:
         order = crash.order
         return OrderPlan(parse_point(order.at), order.order, hold_limit_s=order.hold_limit_s)

@@ -321,6 +321,25 @@ def parse_point(name: str) -> Point:
     return Point(PointKind(match[2]), int(match[3]), crash=crash)
 
 
+RACE_HELD = ("original", "retry")
+"""Whose point a race's ordering holds (``races.Held``): the original's, the retry sent there; or the
+retry's own while the original runs."""
+
+
+def parse_ordering(text: str) -> tuple[str, Point]:
+    """A race's ordering id, ``original:db_commit#3`` -> whose point is held, and which; ValueError saying
+    what an id looks like."""
+    held, sep, name = text.partition(":")
+    if not sep or held not in RACE_HELD:
+        raise ValueError(
+            f"{text!r} is not an ordering; use original:POINT (the retry sent at the original's point) or "
+            "retry:POINT (the retry held at its point while the original runs), as races names them"
+        )
+    if "@" in name:
+        raise ValueError(f"{text!r}: a race holds and releases, it crashes nothing; drop the @")
+    return held, parse_point(name)
+
+
 def parse_path(text: str) -> tuple[Point, ...]:
     """``db_commit#1/db_commit#1`` -> its points; ValueError for a bad name or a path deeper than 2."""
     parts = text.split(PATH_SEPARATOR)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed
-from harness.crashpoints.points import FILE_KINDS, Point, PointKind, reached
+from harness.crashpoints.points import FILE_KINDS, Point, PointKind, parse_ordering, reached
 
 RACE_KINDS = frozenset(PointKind) - FILE_KINDS
 """What a race is placed at: every statement and commit, every downstream call, the call's request and
@@ -83,16 +83,32 @@ class Ordering:
         return f"{self.at.name} ({self.at.label})" if self.at.label else self.at.name
 
     @property
+    def id(self) -> str:
+        """``original:db_commit#3`` (the retry sent there), ``retry:db_commit#3`` (the retry held there):
+        what ``races --only`` and a reproducer name it by, found again by index in the call's points."""
+        return f"{self.held.value}:{self.at.name}"
+
+    @property
     def name(self) -> str:
         if self.held is Held.ORIGINAL:
             return f"retry sent at {self.where} of the original"
         return f"retry held at {self.where} while the original runs"
 
 
-def orderings_of(clean: tuple[Point, ...]) -> list[Ordering]:
+def orderings_of(clean: tuple[Point, ...], only: tuple[str, ...] = (), repeat: int = 1) -> list[Ordering]:
     """Every ordering of a call whose clean run passed ``clean``: the retry sent at each of its points,
-    then the retry held at each while the original runs."""
-    return [Ordering(held, point) for held in Held for point in clean]
+    then the retry held at each while the original runs. With ``only``, those orderings in that order,
+    each at the clean call's point of that name (a point it did not pass is kept, and is never reached);
+    each ordering ``repeat`` times in a row."""
+    if only:
+        by_name = {p.name: p for p in clean}
+        chosen = []
+        for text in only:
+            held, point = parse_ordering(text)
+            chosen.append(Ordering(Held(held), by_name.get(point.name, point)))
+    else:
+        chosen = [Ordering(held, point) for held in Held for point in clean]
+    return [o for o in chosen for _ in range(repeat)]
 
 
 @dataclass(slots=True)
@@ -125,6 +141,7 @@ class _Try:
         ordering = self.ordering
         return {
             "intent": self.intent,
+            "id": ordering.id,
             "ordering": ordering.name,
             "held": ordering.held.value,
             "at": ordering.at.name,
@@ -147,9 +164,12 @@ class RacePlan:
         *,
         budget_s: float,
         hold_limit_s: float = RACE_HOLD_LIMIT_S,
+        only: tuple[str, ...] = (),
+        repeat: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.hold_limit_s = min(hold_limit_s, HOLD_LIMIT_S)
+        self.only, self.repeat = only, repeat
         self._clock = clock
         self._deadline = clock() + budget_s
         self.clean_intent: int | None = None
@@ -250,7 +270,7 @@ class RacePlan:
         self._running.discard((intent, attempt))
         if intent == self.clean_intent and attempt == ORIGINAL and self.clean is None:
             self.clean = self._clean_window
-            self.orderings = orderings_of(self.clean)
+            self.orderings = orderings_of(self.clean, self.only, self.repeat)
             self._changed = True
             return
         one = self.tries.get(intent)

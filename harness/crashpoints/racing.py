@@ -31,6 +31,7 @@ from harness.auditing import audit_and_report
 from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made
 from harness.errors import PreflightError
 from harness.history import EventType, Verdict, read_history
+from harness.report.junit import Case, document
 from harness.report.tables import markdown_table
 from harness.run.runner import execute
 from harness.sanitize import json_safe
@@ -52,10 +53,19 @@ FIX_OTHER = (
 )
 
 
-def racing_scenario(scenario: Scenario, budget_s: float, hold_limit_s: float = RACE_HOLD_LIMIT_S) -> Scenario:
-    """The scenario as the exploration runs it (see the module's docstring)."""
+def racing_data(
+    scenario: Scenario,
+    budget_s: float,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    *,
+    only: tuple[str, ...] = (),
+    repeat: int = 1,
+) -> dict[str, Any]:
+    """The scenario as the exploration runs it (see the module's docstring), as data: with ``only``, those
+    orderings alone, each ``repeat`` times."""
     data = scenario.model_dump(mode="json")
-    data["workload"].update(intents=2 + 2 * MAX_POINTS, concurrency=1)
+    tries = len(only) * repeat if only else 2 * MAX_POINTS * repeat
+    data["workload"].update(intents=2 + tries, concurrency=1)
     data["workload"]["max_duration_s"] = max(data["workload"]["max_duration_s"], budget_s + DRAIN_S)
     client = data["client"]
     client["backoff"] = {
@@ -66,10 +76,25 @@ def racing_scenario(scenario: Scenario, budget_s: float, hold_limit_s: float = R
     }
     client["max_attempts"] = max(client["max_attempts"], 5)
     client["attempt_timeout_s"] = max(client["attempt_timeout_s"], 3 * hold_limit_s + 5)
-    data["faults"] = {
-        "crash_points": {"race": {"budget_s": budget_s, "hold_limit_s": hold_limit_s}, "files": False}
-    }
+    race: dict[str, Any] = {"budget_s": budget_s, "hold_limit_s": hold_limit_s}
+    if only:
+        race["only"] = list(only)
+    if repeat != 1:
+        race["repeat"] = repeat
+    data["faults"] = {"crash_points": {"race": race, "files": False}}
     data["gate"] = {}
+    return data
+
+
+def racing_scenario(
+    scenario: Scenario,
+    budget_s: float,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    *,
+    only: tuple[str, ...] = (),
+) -> Scenario:
+    """The scenario as the exploration runs it (see the module's docstring)."""
+    data = racing_data(scenario, budget_s, hold_limit_s, only=only)
     return parse_scenario(data, source="the races of " + scenario.name)
 
 
@@ -79,6 +104,12 @@ class RaceRow:
 
     ordering: str
     intent: int
+    id: str
+    """``original:db_commit#3``: what ``races --only`` and the reproducer name it by."""
+    held: str
+    """Whose point was held: ``original`` (the retry sent there) or ``retry`` (held at its own)."""
+    point: str
+    label: str | None
     made: str
     why: str
     verdict: str
@@ -108,6 +139,7 @@ class Races:
     """Every ordering of the clean call, tried or not."""
     ran_out: bool
     seconds: float
+    hold_limit_s: float = RACE_HOLD_LIMIT_S
 
     @property
     def findings(self) -> list[RaceRow]:
@@ -125,20 +157,29 @@ async def explore_races(
     *,
     budget_s: float,
     hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    only: tuple[str, ...] = (),
     run_id: str | None = None,
     out: TextIO = sys.stderr,
     progress_interval_s: float | None = 1.0,
 ) -> Races:
-    """Run the races, audit the run with the auditor, and read each ordering's intent back."""
+    """Run the races (``only``: those orderings), audit the run with the auditor, and read each
+    ordering's intent back."""
     started = time.monotonic()
-    racing = racing_scenario(scenario, budget_s, hold_limit_s)
+    racing = racing_scenario(scenario, budget_s, hold_limit_s, only=only)
     run_dir = rundir.prepare_run_dir(results_dir, racing, run_id)
     await execute(racing, run_dir, out=out, progress_interval_s=progress_interval_s)
     audit = audit_and_report(run_dir, html=False)
-    return read_races(scenario, run_dir, audit, started)
+    return read_races(scenario, run_dir, audit, started, hold_limit_s=hold_limit_s)
 
 
-def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: float) -> Races:
+def read_races(
+    scenario: Scenario,
+    run_dir: Path,
+    audit: AuditResult,
+    started: float,
+    *,
+    hold_limit_s: float = RACE_HOLD_LIMIT_S,
+) -> Races:
     """Each ordering the plan told of (its last ``crash_plan`` event), with its intent's verdict."""
     table = audit.intents
     judged = "verdict" in table.columns
@@ -170,6 +211,10 @@ def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: f
         row = RaceRow(
             ordering=str(race["ordering"]),
             intent=intent,
+            id=str(race.get("id") or ""),
+            held=str(race.get("held") or ""),
+            point=str(race.get("at") or ""),
+            label=race.get("label"),
             made=str(race.get("made") or "unfinished"),
             why=str(race.get("why") or ""),
             verdict=str(verdicts.get(intent, "not judged")),
@@ -187,6 +232,7 @@ def read_races(scenario: Scenario, run_dir: Path, audit: AuditResult, started: f
         orderings=[str(o) for o in plan.get("orderings", ())],
         ran_out=plan.get("ran_out") is True,
         seconds=time.monotonic() - started,
+        hold_limit_s=hold_limit_s,
     )
 
 
@@ -203,6 +249,21 @@ def _label(point: str) -> str:
     return point.partition(" (")[2].removesuffix(")")
 
 
+def race_reproducer_name(row: RaceRow) -> str:
+    """``race-original-db_commit-3.yaml`` for the ordering ``original:db_commit#3`` (``races --emit``)."""
+    return "race-" + row.id.replace(":", "-").replace("#", "-") + ".yaml"
+
+
+def conclusion(races: Races) -> str:
+    """The exploration in one sentence, as ``crashpoints``' JSON gives it."""
+    found = races.findings
+    if found:
+        return f"{len(found)} of {len(races.rows)} orderings tried have a finding"
+    if races.untried:
+        return f"no finding among the {len(races.rows)} orderings tried; {len(races.untried)} not tried"
+    return f"no finding: every one of the {len(races.rows)} orderings tried and judged"
+
+
 def coverage_line(races: Races) -> str:
     made = Counter(r.made for r in races.rows)
     parts = [f"{made[m.value]} {m.value}" for m in Made if made[m.value]]
@@ -213,8 +274,9 @@ def coverage_line(races: Races) -> str:
     return f"races: {tried}{left}; {verdict}; clean call: {len(races.clean)} points; {races.seconds:.1f} s"
 
 
-def render_terminal(races: Races) -> str:
-    """The table, each blocked ordering's reason, each finding's order and fix, then the coverage."""
+def render_terminal(races: Races, again: str | None = None) -> str:
+    """The table, each blocked ordering's reason, each finding's order and fix (and, given ``again``, the
+    command that ran the races, the line that tries that ordering alone), then the coverage."""
     rows = [[r.intent, r.ordering, r.made, r.verdict, r.effects] for r in races.rows]
     lines = [markdown_table(["intent", "ordering", "made", "verdict", "effects"], rows, "rlllr")]
     whys = sorted({r.why for r in races.rows if r.made != Made.MADE.value and r.why})
@@ -223,33 +285,88 @@ def render_terminal(races: Races) -> str:
         lines += ["", f"{row.ordering}: {row.verdict} ({row.effects} effects)", f"  ran: {' '.join(row.ran)}"]
         if row.fix is not None:
             lines.append(f"  fix: {row.fix}")
+        if again is not None:
+            lines.append(f"  reproduce with: {again} --only {row.id}")
     lines += ["", coverage_line(races), f"run: {races.run_dir}"]
     return "\n".join(lines)
 
 
-def as_json(races: Races) -> dict[str, Any]:
+def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
+    """The table as data, in the shape of ``crashpoints``' JSON where it can (``finding``, ``verdicts``,
+    ``fix``, ``reproducer``, ``clean_call``, ``untried``, ``conclusion``); with ``again``, the command
+    that ran the races, each finding's line to try it alone."""
+    orderings = []
+    for r in races.rows:
+        entry: dict[str, Any] = {
+            "ordering": r.ordering,
+            "id": r.id,
+            "held": r.held,
+            "point": r.point,
+            "label": r.label,
+            "intent": r.intent,
+            "made": r.made,
+            "why": r.why,
+            "verdict": r.verdict,
+            "verdicts": {r.verdict: 1},
+            "effects": r.effects,
+            "ran": r.ran,
+            "finding": r.verdict if r.finding else None,
+        }
+        if r.fix:
+            entry["fix"] = r.fix
+        if r.finding:
+            entry["reproducer"] = race_reproducer_name(r)
+            if again is not None:
+                entry["reproduce"] = f"{again} --only {r.id}"
+        orderings.append(entry)
     return {
         "scenario": races.scenario.name,
         "run_dir": str(races.run_dir),
+        "hold_limit_s": races.hold_limit_s,
         "clean": races.clean,
-        "orderings": [
-            {
-                "ordering": r.ordering,
-                "intent": r.intent,
-                "made": r.made,
-                "why": r.why,
-                "verdict": r.verdict,
-                "effects": r.effects,
-                "ran": r.ran,
-                **({"fix": r.fix} if r.fix else {}),
-            }
-            for r in races.rows
-        ],
+        "clean_call": [p.partition(" (")[0] for p in races.clean],
+        "clean_call_labels": [_label(p) or None for p in races.clean],
+        "orderings": orderings,
+        "findings": len(races.findings),
         "untried": races.untried,
         "ran_out": races.ran_out,
+        "conclusion": conclusion(races),
         "seconds": round(races.seconds, 1),
     }
 
 
-def json_text(races: Races) -> str:
-    return json.dumps(json_safe(as_json(races)), indent=2, ensure_ascii=False) + "\n"
+def json_text(races: Races, again: str | None = None) -> str:
+    return json.dumps(json_safe(as_json(races, again)), indent=2, ensure_ascii=False) + "\n"
+
+
+def junit_cases(races: Races, again: str | None = None) -> list[Case]:
+    """A case per ordering: failed with its verdict where it has a finding (its order, fix and
+    reproduce line as details), passed with what became of it, skipped where it was not reached or
+    not tried."""
+    cases = []
+    for r in races.rows:
+        name = f"{r.id} {r.ordering}"
+        told = [f"{r.made}{': ' + r.why if r.why else ''}", f"verdict: {r.verdict} ({r.effects} effects)"]
+        if r.ran:
+            told.append("ran: " + " ".join(r.ran))
+        if r.finding:
+            if r.fix is not None:
+                told.append("fix: " + r.fix)
+            if again is not None:
+                told.append(f"reproduce with: {again} --only {r.id}")
+            cases.append(Case(name, f"{r.verdict} ({r.effects} effects)", details="\n".join(told)))
+        elif r.made == Made.NOT_REACHED.value:
+            cases.append(Case(name, skipped=r.why or "not reached", details="\n".join(told)))
+        else:
+            cases.append(Case(name, details="\n".join(told)))
+    left = "the budget ran out" if races.ran_out else "not tried"
+    cases += [Case(o, skipped=left) for o in races.untried]
+    return cases
+
+
+def junit_text(races: Races, again: str | None = None) -> str:
+    """JUnit XML: a case per ordering (:func:`junit_cases`)."""
+    name = races.scenario.name
+    return document(
+        f"mcp-chaos races {name}", f"mcp-chaos.races.{name}", junit_cases(races, again), races.seconds
+    )

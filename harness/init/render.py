@@ -80,7 +80,12 @@ def render(
             if server_name
             else f" (it spoke {protocol})."
         ),
-        "Next: mcp-chaos validate --preflight THIS_FILE, then: mcp-chaos run THIS_FILE",
+        "Next: mcp-chaos validate --preflight THIS_FILE, then: mcp-chaos run THIS_FILE"
+        + (
+            "; and mcp-chaos races THIS_FILE (a retry beside its original at each of its statements)"
+            if uses_postgres
+            else ""
+        ),
         "",
         "Tools that change state (the workload calls one; switch with workload.tool):",
         *[f"  {t.name}: {t.why}" for t in changing],

@@ -19,7 +19,7 @@ from harness.crashpoints.options import (
     MAX_JOBS,
     MAX_REPEAT,
 )
-from harness.crashpoints.points import FILE_KINDS, Crash, PointKind, parse_path, parse_point
+from harness.crashpoints.points import FILE_KINDS, Crash, PointKind, parse_ordering, parse_path, parse_point
 from harness.scenario.section import Section
 
 
@@ -145,6 +145,21 @@ class CrashRace(Section):
     hold_limit_s: float = Field(default=2.0, gt=0, le=30)
     """How long a held point waits for the other attempt to end; past it the ordering is blocked (the
     server serializes there, or waits on a lock) and the held point goes on."""
+    only: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """Try only these orderings, in this order, each by its id: ``original:db_commit#2`` (the retry sent
+    at the original's point), ``retry:db_commit#2`` (the retry held at its point while the original
+    runs); found by index among the clean call's points (``races --only``, and what a reproducer names)."""
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)
+    """How many times each ordering is tried, one intent each, one after another."""
+
+    @field_validator("only")
+    @classmethod
+    def _orderings(cls, v: list[str]) -> list[str]:
+        for text in v:
+            parse_ordering(text)
+        return v
 
 
 class CrashPoints(Section):

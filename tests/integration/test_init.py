@@ -468,3 +468,25 @@ def test_a_call_that_stored_nothing_says_where_the_store_may_be_and_how_to_point
     assert "TODO: no call init tried left a record in {data_dir}" in said
     assert "~/.config/<name>" in said
     assert "point it into {data_dir} with the server's option or environment variable" in said
+
+
+@pytest.mark.postgres
+def test_init_offers_races_where_the_draft_reaches_the_harness_postgresql(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    on_postgres = ["--env", "INVOICES_MODE=keyed", "--env", "INVOICES_DB={postgres_url}"]
+    for store, offered in ((on_postgres, True), (ATOMIC, False)):
+        made = mcp_chaos(
+            "init",
+            "--command",
+            f"{sys.executable} {INVOICES}",
+            *store,
+            "-o",
+            "d.yaml",
+            "--force",
+            cwd=tmp_path,
+        )
+        assert made.returncode == 0, made.stderr
+        assert ("  mcp-chaos races d.yaml" in made.stdout) is offered, made.stdout
+        head = " ".join(w for w in (tmp_path / "d.yaml").read_text().split() if w != "#")
+        assert ("mcp-chaos races THIS_FILE" in head) is offered

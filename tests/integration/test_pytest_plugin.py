@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from harness.contract import CHECKS
-from tests.helpers.scenarios import invoice_scenario
+from tests.helpers.scenarios import invoice_scenario, pgclients_scenario
 from tests.quality.test_file_crash_points import notes_scenario
 
 pytest_plugins = ["pytester"]
@@ -293,3 +293,26 @@ def test_a_server_echoing_its_token_leaks_it_nowhere(
     for form in token_forms():
         assert form not in junit
     ET.fromstring(junit)
+
+
+@pytest.mark.postgres
+def test_concurrent_same_key_fails_as_an_item_with_the_races_finding_and_its_reproduce_line(
+    pytester: pytest.Pytester, postgres_server: None
+) -> None:
+    """The pooled keyed target on the harness's PostgreSQL: the check runs the races, and the item fails
+    with the ordering and the line that tries it alone, as crash_points' items carry its findings."""
+    data = pgclients_scenario("keyed", PGCLIENTS_POOL="2")
+    (pytester.path / "pooled.yaml").write_text(yaml.safe_dump(data))
+    result = pytester.runpytest_subprocess(
+        "--mcp-chaos-contract",
+        "pooled.yaml",
+        "--mcp-chaos-only",
+        "concurrent_same_key",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*races: retry sent at *of the original gave duplicate (2 effects)*", '*"method": "races"*']
+    )
+    assert "reproduce with: mcp-chaos races SCENARIO --only original:" in result.stdout.str()

@@ -9,15 +9,21 @@ those steps). That is what the table says, and what a user's server of that shap
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import xmlschema
 import yaml
 
 from harness.cli import main
+from harness.contract.checks.concurrent import RACED_TITLE
+from tests.helpers.cli import mcp_chaos
 from tests.helpers.scenarios import invoices_on_postgres, pgclients_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -27,6 +33,8 @@ BOTH_READ = "retry sent at db_statement#1 (SELECT idempotency_keys) of the origi
 BETWEEN_COMMITS = "retry sent at db_commit#2 (INSERT invoices) of the original"
 """The narrow one: the invoice committed, the key record not yet."""
 AFTER_KEY = "retry sent at db_commit#3 (INSERT idempotency_keys) of the original"
+BOTH_READ_POOLED = "original:db_statement#1"
+"""The pooled target's retry sent while its original is about to read the key: both read it missing."""
 
 
 def races(mode: str, tmp_path: Path, name: str) -> tuple[int, dict[str, Any], float]:
@@ -144,3 +152,80 @@ def test_a_flaw_whose_only_window_is_a_race_is_found_by_races_and_not_by_crash_p
     assert code == 0, explored["conclusion"]
     assert [p["point"] for p in explored["points"] if p["finding"]] == []
     assert explored["points"], "no point explored"
+
+
+def test_a_findings_emitted_test_fails_every_time_on_the_race_and_passes_once_the_design_is_atomic(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """``races --only ID --emit DIR`` on the pooled keyed target: the ordering where both attempts read
+    the key before either writes it is a duplicate; its reproduce line names it (so do its JUnit failure
+    and its JSON), and the pytest file written for it replays that ordering (three tries after a clean
+    call) and fails 3 of 3; with the target made atomic the same file passes."""
+    scenario = pooled_scenario("keyed", tmp_path)
+    emitted = tmp_path / "emitted"
+    started = time.monotonic()
+    said = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness.cli", "races", str(scenario), "--only", BOTH_READ_POOLED),
+            *("--emit", str(emitted), "--results", str(tmp_path / "r"), "--quiet"),
+            *("--junit", str(tmp_path / "races.xml"), "--json", str(tmp_path / "races.json")),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert said.returncode == 1, said.stdout + said.stderr
+    assert f"reproduce with: mcp-chaos races {scenario} --only {BOTH_READ_POOLED}\n" in said.stdout
+    xmlschema.XMLSchema(str(Path(__file__).parents[1] / "schemas" / "junit.xsd")).validate(
+        str(tmp_path / "races.xml")
+    )
+    suite = ET.parse(tmp_path / "races.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "1")
+    (row,) = orjson.loads((tmp_path / "races.json").read_bytes())["orderings"]
+    assert (row["id"], row["finding"], row["reproducer"]) == (
+        BOTH_READ_POOLED,
+        "duplicate",
+        "race-original-db_statement-1.yaml",
+    )
+    reproducer = emitted / "race-original-db_statement-1.yaml"
+    test = emitted / "test_race_original_db_statement_1.py"
+    assert sorted(emitted.iterdir()) == [reproducer, test]
+    race = yaml.safe_load(reproducer.read_text(encoding="utf-8"))["faults"]["crash_points"]["race"]
+    assert (race["only"], race["repeat"]) == ([BOTH_READ_POOLED], 3)
+
+    def pytest_on(test: Path) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
+
+    for _ in range(3):
+        still = pytest_on(test)
+        assert still.returncode == 1, still.stdout + still.stderr
+        assert "'duplicate': 3" in still.stdout, still.stdout
+    fixed = yaml.safe_load(reproducer.read_text(encoding="utf-8"))
+    fixed["target"]["env"]["PGCLIENTS_MODE"] = "atomic"
+    reproducer.write_text(yaml.safe_dump(fixed), encoding="utf-8")
+    passed = pytest_on(test)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert time.monotonic() - started < 240  # about 60 s alone on 2 cores
+
+
+def test_contract_checks_concurrent_same_key_by_races_where_it_can_hold_the_targets_work(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The pooled target on the harness's PostgreSQL: ``concurrent_same_key`` runs the races, fails the
+    keyed design at an ordering (its reproduce line), passes the atomic one, and says it raced."""
+    found = {}
+    for mode in ("keyed", "atomic"):
+        scenario = pooled_scenario(mode, tmp_path)
+        out = tmp_path / f"contract-{mode}.json"
+        argv: list[str | Path] = ["contract", scenario, "--only", "concurrent_same_key", "--json", out]
+        mcp_chaos(*argv, "--results", tmp_path / f"r-{mode}")
+        (found[mode],) = orjson.loads(out.read_bytes())["checks"]
+    keyed, atomic = found["keyed"], found["atomic"]
+    assert (keyed["verdict"], keyed["title"], keyed["evidence"]["method"]) == ("fail", RACED_TITLE, "races")
+    assert keyed["why"].startswith("races: retry sent at "), keyed["why"]
+    assert "gave duplicate (2 effects)" in keyed["why"]
+    assert "reproduce with: mcp-chaos races SCENARIO --only original:" in keyed["why"]
+    passed = (atomic["verdict"], atomic["title"], atomic["evidence"]["method"])
+    assert passed == ("pass", RACED_TITLE, "races")
+    assert atomic["why"].startswith("races: each of 26 orderings"), atomic["why"]

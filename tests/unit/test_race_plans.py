@@ -313,3 +313,58 @@ def test_a_call_waiting_for_the_last_tries_calls_waits_longer_than_a_race_holds(
     plan.releases()
     _, gate = script.reach(2, 1, REQUEST)  # the original of intent 1 is still at work
     assert plan.limit(At(2, 1, REQUEST, (REQUEST,), Site.PROXY, gate)) == 30.0
+
+
+def test_only_the_orderings_named_are_tried_in_that_order_each_repeated_at_the_clean_calls_point() -> None:
+    only = ("retry:db_commit#1", "original:db_statement#1")
+    plan = RacePlan(budget_s=60.0, only=only, repeat=2, clock=Clock())
+    Script(plan).call(0, 1)
+    assert [o.id for o in plan.orderings] == [
+        "retry:db_commit#1",
+        "retry:db_commit#1",
+        "original:db_statement#1",
+        "original:db_statement#1",
+    ]
+    assert plan.orderings[0].at == EFFECT  # the clean call's own point, with its label
+    assert plan.orderings[2].name == "retry sent at db_statement#1 (SELECT idempotency_keys) of the original"
+
+
+def test_an_ordering_at_a_point_the_clean_call_never_passed_is_tried_and_never_reached() -> None:
+    plan = RacePlan(budget_s=60.0, only=("original:db_commit#9",), clock=Clock())
+    script = Script(plan)
+    script.call(0, 1)
+    assert [o.id for o in plan.orderings] == ["original:db_commit#9"]
+    assert script.reach(1, 1, REQUEST)[0] is Decision.PASS  # not the point: the original runs on
+    script.call(1, 1, CLEAN[1:])
+    one = plan.tries[1]
+    assert (one.made, one.why) == (Made.NOT_REACHED, "the original never reached db_commit#9")
+
+
+def test_every_ordering_has_an_id_that_names_it_again() -> None:
+    plan, _ = learned()
+    ids = [o.id for o in plan.orderings]
+    assert ids[3] == "original:db_commit#1"
+    assert ids[len(CLEAN) + 3] == "retry:db_commit#1"
+    again = RacePlan(budget_s=60.0, only=tuple(ids), clock=Clock())
+    Script(again).call(0, 1)
+    assert again.orderings == plan.orderings
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("db_commit#1", "is not an ordering"),
+        ("both:db_commit#1", "is not an ordering"),
+        ("original:commit#1", "is not a hold point"),
+        ("retry:db_commit#1@power_loss", "crashes nothing"),
+    ],
+)
+def test_a_race_scenario_refuses_an_ordering_it_cannot_name(text: str, said: str) -> None:
+    data = invoice_scenario()
+    data["faults"] = {"crash_points": {"race": {"only": [text]}}}
+    with pytest.raises(ScenarioError, match=said):
+        parse_scenario(data)
+    data["faults"] = {"crash_points": {"race": {"only": ["original:db_commit#1"], "repeat": 3}}}
+    race = parse_scenario(data).faults.crash_points.race  # type: ignore[union-attr]
+    assert race is not None
+    assert (race.only, race.repeat) == (["original:db_commit#1"], 3)

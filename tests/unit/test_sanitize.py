@@ -59,7 +59,7 @@ WRITERS = {
     (
         "harness.cli.races",
         "command",
-    ): "its own banner (the tool's name); races.json: json_safe(); the table through say()",
+    ): "its own banner (the tool's name); races.json: json_safe(); the table through say(); its JUnit: xml()",
     ("harness.cli.init", "command"): "the draft, redacted by init_scenario",
     ("harness.cli.reproduce", "command"): "a table of harness numbers",
     ("harness.cli.run", "command"): "a harness line; run_junit (xml())",
@@ -74,6 +74,8 @@ WRITERS = {
     ("harness.contract.tokens", "encoding"): "the tokenizer's cache",
     ("harness.crashpoints.emit", "write_reproducers"): "generated tests",
     ("harness.crashpoints.emit", "write_tests"): "generated tests",
+    ("harness.crashpoints.emit", "write_race_tests"): "generated tests: the ordering's id (a checked "
+    "point name) and verdict, never a server's label",
     ("harness.crashpoints.render", "write_reports"): "crashpoints.md: markdown(), the story fenced",
     ("harness.effects.base", "write_collected"): "effects.json: counts",
     ("harness.crashpoints.fstrace", "serve"): "the tracer's JSON lines to the harness: its own words",

@@ -1,13 +1,22 @@
-"""``concurrent_same_key``: simultaneous calls with one key make one effect (keyless: lose nothing)."""
+"""``concurrent_same_key``: simultaneous calls with one key make one effect (keyless: lose nothing).
+
+Where the harness can hold the target's work (one pod it runs over HTTP, its statements through the
+harness's PostgreSQL, or its calls through the sink or a downstream proxy), the keyed check is the
+races of ``mcp-chaos races``: a retry with the key sent at each point of its original, and held at each
+of its own while the original runs, every ordering judged by the ordinary audit. Elsewhere it is a
+burst of :data:`CONCURRENT_CALLS` calls at once, which finds the wide windows by chance. The result
+says which it was (its title, and ``method`` in its evidence)."""
 
 from __future__ import annotations
 
 import asyncio
+import io
+from collections import Counter
 from typing import Any
 
 from harness.client.messages import CallResult
 from harness.contract.checks.common import REPLAY_IT
-from harness.contract.framework import Check, CheckResult, Options, Seen, check
+from harness.contract.framework import Check, CheckResult, CheckVerdict, Options, Seen, check
 from harness.contract.judging import (
     lost_writes,
     record_ids,
@@ -17,7 +26,12 @@ from harness.contract.judging import (
     shown,
 )
 from harness.contract.session import ContractSession
+from harness.crashpoints import racing
+from harness.crashpoints.explore import hold_points
+from harness.crashpoints.points import KINDS, Site
+from harness.errors import PreflightError, ScenarioError
 from harness.history import Outcome
+from harness.scenario import Scenario
 from harness.workload import Intent
 
 CONCURRENT_CALLS = 8
@@ -31,6 +45,99 @@ CONCURRENT_CALLS = 8
 async def concurrent_same_key(c: Check, s: ContractSession, o: Options, seen: Seen) -> CheckResult:
     if not s.keyed:
         return await _concurrent_repeats(c, s, o, seen)
+    why_not = unraceable(s.scenario)
+    if why_not is None:
+        return await _raced(c, s, o, seen)
+    result = await _burst(c, s, seen)
+    result.evidence["method"] = f"a burst of {CONCURRENT_CALLS} calls at once, not races: {why_not}"
+    return result
+
+
+RACED_TITLE = (
+    "a retry beside its original, sent at each of its points and held at each of its own: one effect"
+)
+
+
+def unraceable(scenario: Scenario) -> str | None:
+    """Why the races cannot place a retry beside this scenario's original at the points of its work, or
+    None: one pod the harness runs over HTTP (the fault proxy breaks the original's stream) whose work
+    passes the harness's PostgreSQL, its sink or a downstream proxy, in a scenario the race's rules take."""
+    target = scenario.target
+    if target.replicas != 1 or target.kubernetes is not None or scenario.services.balancer is not None:
+        return "races hold one pod the harness runs; this target is replicated, balanced or in Kubernetes"
+    if target.url is not None:
+        return "races need a target the harness runs (the fault proxy breaks a stream); target.url is not"
+    if target.transport == "stdio":
+        return "races break the original's response stream in the fault proxy: an HTTP target, not stdio"
+    if not any(KINDS[k].sites - {Site.FILES} for k in hold_points(scenario)):
+        return (
+            "no point a race holds: the target neither reaches the harness's PostgreSQL ({postgres_url} "
+            "with services.postgres) nor calls its sink or a downstream proxy"
+        )
+    try:
+        racing.racing_scenario(scenario, 1.0)
+    except ScenarioError as exc:
+        return exc.message
+    return None
+
+
+async def _raced(c: Check, s: ContractSession, o: Options, seen: Seen) -> CheckResult:
+    """The races of ``mcp-chaos races``, in a run of their own inside the contract's directory, within the
+    exploration's budget (``--budget``): failed on the first ordering with a finding."""
+    try:
+        found = await racing.explore_races(
+            s.scenario,
+            s.run_dir,
+            budget_s=o.explore.budget_s,
+            run_id=c.id,
+            out=io.StringIO(),
+            progress_interval_s=None,
+        )
+    except PreflightError as exc:  # the clean call was not counted once: nothing to judge the races by
+        return CheckResult(c.id, RACED_TITLE, CheckVerdict.ERROR, exc.message, {"method": "races"})
+    seen.repeated[c.id] = max((r.effects for r in found.rows), default=0)
+    seen.made_effects = seen.made_effects or any(r.effects for r in found.rows)
+    evidence: dict[str, Any] = {
+        "method": "races",
+        "run_dir": str(found.run_dir),
+        "clean call": found.clean,
+        "orderings": {r.id: f"{r.made}: {r.verdict} ({r.effects} effects)" for r in found.rows},
+        "coverage": racing.coverage_line(found),
+        "seconds": round(found.seconds, 1),
+    }
+    if found.findings:
+        first = found.findings[0]
+        more = f" (and {len(found.findings) - 1} more orderings)" if len(found.findings) > 1 else ""
+        evidence["ran"] = first.ran
+        fix = f": {first.fix}" if first.fix else ""
+        result = c.failed(
+            f"races: {first.ordering} gave {first.verdict} ({first.effects} effects){more}{fix}; reproduce "
+            f"with: mcp-chaos races SCENARIO --only {first.id}",
+            evidence,
+        )
+    elif not found.rows:
+        result = CheckResult(
+            c.id,
+            RACED_TITLE,
+            CheckVerdict.ERROR,
+            f"races: no ordering tried ({evidence['coverage']})",
+            evidence,
+        )
+    else:
+        made = Counter(r.made for r in found.rows)
+        untried = f"; {len(found.untried)} not tried within the budget" if found.untried else ""
+        result = c.passed(
+            f"races: each of {len(found.rows)} orderings of the original and a retry beside it took effect "
+            f"exactly once ({', '.join(f'{n} {m}' for m, n in made.items())}){untried}",
+            evidence,
+        )
+    result.title = RACED_TITLE
+    return result
+
+
+async def _burst(c: Check, s: ContractSession, seen: Seen) -> CheckResult:
+    """:data:`CONCURRENT_CALLS` calls with one key at once: one effect, the others replays or a retryable
+    'in use'."""
     intent, results, effects = await _at_once(c, s, seen)
     oks = [r for r in results if r.outcome is Outcome.OK]
     refused = [r for r in results if r.outcome is not Outcome.OK]
