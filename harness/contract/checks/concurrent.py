@@ -123,12 +123,21 @@ async def _raced(c: Check, s: ContractSession, o: Options, seen: Seen) -> CheckR
             f"races: no ordering tried ({evidence['coverage']})",
             evidence,
         )
+    elif found.untried:  # what was not tried proves nothing: no pass, as crash points say inconclusive
+        evidence["not tried"] = found.untried
+        result = CheckResult(
+            c.id,
+            RACED_TITLE,
+            CheckVerdict.ERROR,
+            f"inconclusive, no finding among the {len(found.rows)} orderings tried: {len(found.untried)} not "
+            f"tried within the budget ({evidence['coverage']}); raise --budget to try them all",
+            evidence,
+        )
     else:
         made = Counter(r.made for r in found.rows)
-        untried = f"; {len(found.untried)} not tried within the budget" if found.untried else ""
         result = c.passed(
             f"races: each of {len(found.rows)} orderings of the original and a retry beside it took effect "
-            f"exactly once ({', '.join(f'{n} {m}' for m, n in made.items())}){untried}",
+            f"exactly once ({', '.join(f'{n} {m}' for m, n in made.items())})",
             evidence,
         )
     result.title = RACED_TITLE
