@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import io
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,9 +113,14 @@ def _finding(story: Story) -> Finding:
         return Finding(*base, None, f"{story.verdict}: no finding to replay")
     hit = next((s for s in story.steps if any(f.startswith(POD_KILLS) for f in s.faults)), None)
     if hit is None:
+        severed = next((s for s in story.steps if s.rules), None)
+        if severed is not None:  # a rule of faults.stream hit it: made again on the same attempt
+            rule, kind = severed.rules[0], next(f for f in severed.faults if not f.startswith(POD_KILLS))
+            where = f"attempt {severed.attempt}: {kind} (faults.stream rule {rule})"
+            return Finding(*base, stream_point(rule, severed.attempt), where)
         faults = sorted({f.split("#")[0].split(" ")[0] for s in story.steps for f in s.faults})
         made = f"made by {', '.join(faults)}" if faults else "made with no fault"
-        return Finding(*base, None, f"{made}: replay makes pod kills again, not this")
+        return Finding(*base, None, f"{made}: replay makes pod kills and stream faults again, not this")
     mine = [p for p in hit.points if not p.ambiguous]
     if not mine or hit.outcome == "ok":
         return Finding(
@@ -128,8 +134,20 @@ def _finding(story: Story) -> Finding:
     return Finding(*base, last.point, f"attempt {hit.attempt}: after {last.point}{label}, before its answer")
 
 
+STREAM_POINT = re.compile(r"stream:(\d+)@(\d+)")
+"""Where a stream fault's replay strikes, as a point is named: rule R of ``faults.stream``, attempt A."""
+
+
+def stream_point(rule: int, attempt: int) -> str:
+    return f"stream:{rule}@{attempt}"
+
+
 def replay_scenario(scenario: Scenario, point: str, times: int) -> Scenario:
-    """The run's scenario, its faults replaced by a kill at ``point`` in each of ``times`` intents."""
+    """The run's scenario, its faults replaced by a kill at ``point`` in each of ``times`` intents (or,
+    for a stream fault's point, by the rule that hit, on the same attempt of each)."""
+    stream = STREAM_POINT.fullmatch(point)
+    if stream is not None:
+        return _stream_scenario(scenario, int(stream[1]), int(stream[2]), times)
     data = retry_quickly(scenario, kills=times)
     data["name"] = f"{scenario.name}-replay"
     data["description"] = f"mcp-chaos replay: the pod SIGKILLed at {point} in each intent, then retried."
@@ -137,6 +155,39 @@ def replay_scenario(scenario: Scenario, point: str, times: int) -> Scenario:
     data["faults"] = {"crash_points": {"holds": [{"at": point}]}}
     data["gate"] = {"fail_on": [v.value for v in REPLAYED]}
     return parse_scenario(data, source="the replay of " + scenario.name)
+
+
+def _stream_scenario(scenario: Scenario, rule: int, attempt: int, times: int) -> Scenario:
+    """The run's scenario, its faults replaced by its stream rule ``rule``, made on attempt ``attempt`` of
+    each of ``times`` intents (an explicit plan: every time), one call at a time."""
+    rules = scenario.faults.stream
+    if rule >= len(rules):
+        raise ScenarioError(f"faults.stream has no rule {rule} any more ({len(rules)} rules)")
+    data = scenario.model_dump(mode="json")
+    made = {**data["faults"]["stream"][rule], "intent": None, "attempt": attempt, "probability": None}
+    data["name"] = f"{scenario.name}-replay"
+    data["description"] = f"mcp-chaos replay: {made['fault']} on attempt {attempt} of each intent."
+    data["workload"].update(intents=times, concurrency=1)
+    data["faults"] = {"stream": [made]}
+    data["gate"] = {"fail_on": [v.value for v in REPLAYED]}
+    return parse_scenario(data, source="the replay of " + scenario.name)
+
+
+def struck(point: str | None) -> str:
+    """How a replay's fault is told: ``killed at db_commit#2``, ``struck by faults.stream rule 0 on
+    attempt 1``."""
+    stream = STREAM_POINT.fullmatch(point or "")
+    if stream is not None:
+        return f"struck by faults.stream rule {stream[1]} on attempt {stream[2]}"
+    return f"killed at {point}"
+
+
+def _struck(e: dict[str, Any]) -> bool:
+    """Whether a history event is a replay's fault made: a kill at its point, or its stream rule's hit."""
+    kind = e.get("type")
+    return (kind == EventType.CRASH_POINT and e.get("held") is True) or (
+        kind == EventType.FAULT and "rule" in e
+    )
 
 
 def judge(replayed: Replayed, audit: AuditResult) -> None:
@@ -148,18 +199,18 @@ def judge(replayed: Replayed, audit: AuditResult) -> None:
     for e in read_history(audit.run_dir / rundir.HISTORY):
         if e.get("type") == EventType.FAULT_MISSED:
             missed.append(str(e.get("reason", "")))
-        elif e.get("type") == EventType.CRASH_POINT and e.get("held"):
+        elif _struck(e):
             killed.add(e.get("intent"))
     n = len(tries)
     if tries and all(t == replayed.verdict for t in tries):
         replayed.result, replayed.why = Result.STILL_FAILING, f"{replayed.verdict} in {n} of {n} tries"
     elif missed or len(killed) < n:
         replayed.result = Result.COULD_NOT_REPRODUCE
-        why = missed[0] if missed else f"the pod was killed there in {len(killed)} of {n} tries"
-        replayed.why = f"the kill at {replayed.point} was not made: {why}"
+        why = missed[0] if missed else f"made in {len(killed)} of {n} tries"
+        replayed.why = f"not {struck(replayed.point)}: {why}"
     elif tries and all(t == Verdict.EXACTLY_ONCE for t in tries):
         replayed.result = Result.FIXED
-        replayed.why = f"killed at {replayed.point}, exactly once in {n} of {n} tries"
+        replayed.why = f"{struck(replayed.point)}, exactly once in {n} of {n} tries"
     else:
         counts = ", ".join(f"{v} {tries.count(v)}" for v in sorted(set(tries)))
         replayed.result, replayed.why = Result.COULD_NOT_REPRODUCE, f"the tries differ: {counts}"
@@ -225,7 +276,7 @@ async def replay_findings(
             continue
         if out is not None:
             out.write(
-                f"replay: {len(replayed.findings)} finding(s) killed at {replayed.point}, {times} tries\n"
+                f"replay: {len(replayed.findings)} finding(s) {struck(replayed.point)}, {times} tries\n"
             )
             out.flush()
         replayed.run_dir = await _tries(replayed, scenario, times, results)

@@ -95,6 +95,8 @@ class Step:
     """The hold points it passed, in order."""
     span_id: str | None = None
     """The span its ``traceparent`` named (``client.trace``): the parent of the server's own span."""
+    rules: tuple[int, ...] = ()
+    """The ``faults.stream`` rules (by index) that hit it: what a replay makes again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,7 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     "start": ev["t"],
                     "start_seq": ev.get("seq", -1),
                     "faults": [],
+                    "rules": [],
                     "points": [],
                     "trace": ev.get("trace_id"),
                     "span": ev.get("span_id"),
@@ -205,6 +208,8 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                     step["points"] = observed(ev.get("points"))
             elif typ == fault and ev.get("id") in open_attempts and ev.get("fault") not in POD_FAULT_KINDS:
                 open_attempts[ev["id"]]["faults"].append(fault_label(ev))
+                if isinstance(ev.get("rule"), int):
+                    open_attempts[ev["id"]]["rules"].append(ev["rule"])
             elif typ == crash_point and (ev.get("intent"), ev.get("attempt")) in attempts:
                 attempts[(ev["intent"], ev["attempt"])]["points"].append(
                     Passed(
@@ -322,6 +327,7 @@ def tell(
                     faults=[*(f.label() for f in landed), *s["faults"]],
                     points=s["points"],
                     span_id=s["span"],
+                    rules=tuple(s["rules"]),
                 )
             )
         verdict, cause = str(row["verdict"]), str(row["cause"])

@@ -77,17 +77,42 @@ def test_a_duplicate_replays_at_the_commit_its_attempt_had_made(
     assert [(r["result"], r["tries"]) for r in rows] == [("FIXED", ["exactly_once"] * 3)]
 
 
-def test_a_finding_no_pod_kill_made_is_not_replayed_and_says_why(tmp_path: Path) -> None:
-    """A duplicate made by a stream fault (the answer cut after the server finished): replay makes pod
-    kills again, not this; it says so, and exits 2. An intent that is no finding is said to be none."""
+def test_a_duplicate_a_stream_fault_made_replays_with_its_rule_on_the_same_attempt(tmp_path: Path) -> None:
+    """A duplicate made by a stream fault (the answer cut after the server finished): the replay makes the
+    same rule hit the same attempt of each try; against the atomic design, the retry finds the key. An
+    intent that is no finding is said to be none."""
     data = invoice_scenario(mode="naive", intents=2)
     data["faults"] = {"stream": [{"fault": "sever_response", "intent": 1, "attempt": 1}]}
     run_dir, intent = found(data, tmp_path / "results")
     code, rows, told = replayed(run_dir, tmp_path, "0", str(intent))
-    assert code == 2, told
+    assert code == 1, told
+    rows.sort(key=lambda r: r["intent"])
     assert [(r["intent"], r["result"], r["point"]) for r in rows] == [
         (0, "COULD NOT REPRODUCE", None),
-        (intent, "COULD NOT REPRODUCE", None),
+        (intent, "STILL FAILING", "stream:0@1"),
     ]
     assert rows[0]["where"] == "exactly_once: no finding to replay"
-    assert rows[1]["where"] == "made by sever_response: replay makes pod kills again, not this"
+    assert rows[1]["where"] == "attempt 1: sever_response (faults.stream rule 0)"
+    assert rows[1]["tries"] == ["duplicate"] * 3
+    code, rows, told = replayed(run_dir, tmp_path, str(intent), "--set", "target.env.INVOICES_MODE=atomic")
+    assert code == 0, told
+    assert [(r["result"], r["why"]) for r in rows] == [
+        ("FIXED", "struck by faults.stream rule 0 on attempt 1, exactly once in 3 of 3 tries")
+    ]
+
+
+def test_a_finding_no_fault_made_is_not_replayed_and_says_why(tmp_path: Path) -> None:
+    """A server that answers success and stores nothing loses every intent with no fault at all: there is
+    nothing to make again; replay says so, and exits 2."""
+    data = invoice_scenario(mode="atomic", intents=1, env={"INVOICES_FLAW": "apologize"})
+    result = run_scenario(data, tmp_path / "results")
+    assert result.intents["verdict"].tolist() == [Verdict.LOST]
+    code, rows, told = replayed(result.run_dir, tmp_path)
+    assert code == 2, told
+    assert [(r["result"], r["point"], r["where"]) for r in rows] == [
+        (
+            "COULD NOT REPRODUCE",
+            None,
+            "made with no fault: replay makes pod kills and stream faults again, not this",
+        )
+    ]

@@ -30,7 +30,13 @@ def test_findings_at_one_point_are_one_file_and_a_later_run_counts_again(tmp_pat
         Finding(7, "duplicate", "kill", "db_commit#2", "attempt 1: after db_commit#2, before its answer"),
         Finding(9, "duplicate", "kill", "db_commit#2", "attempt 1: after db_commit#2, before its answer"),
         Finding(3, "lost", "kill", "response", "attempt 2: before its answer", guessed=True),
-        Finding(4, "duplicate", "stall", None, "made by stall: replay makes pod kills again, not this"),
+        Finding(
+            4,
+            "lost",
+            "no_fault",
+            None,
+            "made with no fault: replay makes pod kills and stream faults again, not this",
+        ),
     ]
     saved = folder.remember(run_dir(tmp_path, "run-1"), SCENARIO, found)
     assert folder.path == tmp_path / "db" / "my-scenario"
