@@ -112,8 +112,7 @@ def replay_remembered(folder: Folder, scenario: Scenario, run_dir: Path) -> list
     known, replays = drive(remembered.replay_remembered(folder, scenario, run_dir, out=sys.stderr), [run_dir])
     if not known and not folder.skipped:
         return []
-    sys.stderr.write(remembered.describe(replays, known, folder) + "\n")
-    sys.stderr.flush()
+    say(remembered.describe(replays, known, folder), err=True)
     failing = remembered.outcome(replays, known, folder)
     return [r for r in failing if scenario.gate.fails_at_first(r.verdict)]
 

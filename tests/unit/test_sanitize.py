@@ -99,6 +99,10 @@ WRITERS = {
     ("harness.sink", "start"): "the sink's own records",
     ("harness.downstream", "start"): "the proxy's own records: the path and key redacted",
     ("harness.downstream", "write_ca"): "certificates",
+    (
+        "harness.remembered",
+        "save",
+    ): "JSON (control characters escaped); the scenario as the run directory has it",
 }
 """Every function of the harness that writes a file or prints, and what keeps a server's text safe there."""
 
