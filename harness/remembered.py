@@ -65,6 +65,8 @@ class Remembered:
     """How many runs have shown it."""
     scenario_yaml: str = ""
     """The scenario as that run ran it: the build a FIXED at a guessed point is confirmed against."""
+    namespace: str = ""
+    """That run's namespace: the replay's tries are made in it."""
     format: int = FORMAT
 
     @property
@@ -76,7 +78,9 @@ class Remembered:
     def finding(self) -> Finding:
         """As :mod:`harness.replay` replays it."""
         first = self.intents[0] if self.intents else 0
-        return Finding(first, self.verdict, self.cause, self.point, self.where, guessed=self.guessed)
+        return Finding(
+            first, self.verdict, self.cause, self.point, self.where, self.guessed, self.namespace or None
+        )
 
     def scenario_as_run(self) -> Scenario | None:
         """The scenario of the run that showed it, or None where it is not kept or no longer loads."""
@@ -141,7 +145,7 @@ class Folder:
             new = Remembered(
                 self.scenario, f.verdict, f.point, f.guessed, f.cause, f.where, run_dir.name, now, [f.intent]
             )
-            new.scenario_yaml = scenario_yaml
+            new.scenario_yaml, new.namespace = scenario_yaml, f.namespace or ""
             if new.name in made:
                 kept = made[new.name]
                 if len(kept.intents) < EXAMPLES:

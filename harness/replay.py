@@ -27,6 +27,7 @@ are replayed together: one run of ``times`` intents.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import io
 import re
@@ -71,6 +72,8 @@ class Finding:
     """As the story says it: ``after db_commit#2 (INSERT invoices), before its answer``, or why not."""
     guessed: bool = False
     """No point of the attempt was observed: ``response`` is where its kill must have landed at the latest."""
+    namespace: str | None = None
+    """The run's namespace (its markers' and keys' prefix): the replay's tries are made in it."""
 
 
 @dataclass(slots=True)
@@ -104,7 +107,16 @@ def findings_of(audit: AuditResult, intents: Sequence[int] = ()) -> list[Finding
         chosen = table[table["verdict"].isin([v.value for v in REPLAYED])].head(MAX_FINDINGS)
     wanted = [int(i) for i in chosen["intent"].tolist()]
     stories = stories_of(audit, wanted)
-    return [_finding(stories[i]) for i in wanted]
+    namespace = namespace_of(audit.run_dir)
+    return [dataclasses.replace(_finding(stories[i]), namespace=namespace) for i in wanted]
+
+
+def namespace_of(run_dir: Path) -> str | None:
+    """The namespace a run made its markers and keys in (its ``run_started``), or None."""
+    for e in read_history(run_dir / rundir.HISTORY):  # near the top: a few events of the wiring come first
+        if e.get("type") == EventType.RUN_STARTED:
+            return str(e["namespace"]) if isinstance(e.get("namespace"), str) else None
+    return None
 
 
 def _finding(story: Story) -> Finding:
@@ -297,7 +309,13 @@ async def _tries(replayed: Replayed, scenario: Scenario, times: int, results: Pa
         replayed.result, replayed.why = Result.COULD_NOT_REPRODUCE, f"no crash point can be held here: {exc}"
         return None
     target = rundir.prepare_run_dir(results, made)
-    done = await run_and_audit(made, target, out=io.StringIO(), progress_interval_s=None, html=False)
+    # The run's own namespace, so the tries' markers and keys are made as the run's were; not where the
+    # store outlives the run (a server the harness does not start): the run's records are there.
+    fresh = scenario.target.url is None and scenario.target.kubernetes is None
+    namespace = replayed.findings[0].namespace if fresh and replayed.findings else None
+    done = await run_and_audit(
+        made, target, out=io.StringIO(), progress_interval_s=None, html=False, namespace=namespace
+    )
     judge(replayed, done)
     return target
 
@@ -315,7 +333,9 @@ async def _confirm(
     falls between its two commits, which a kill before the answer never reaches), and the window is
     looked for inside the call."""
     if own is not None:
-        check = Replayed(replayed.point, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=True)
+        check = Replayed(
+            replayed.point, replayed.verdict, replayed.findings, Result.COULD_NOT_REPRODUCE, "", guessed=True
+        )
         await _tries(check, own, times, results)
         if check.result is Result.STILL_FAILING:
             replayed.why += f"; the run's own build, killed there: {check.why}"
@@ -369,7 +389,7 @@ async def _inside(
         )
         return
     replayed.window = window
-    at = Replayed(window, replayed.verdict, [], Result.COULD_NOT_REPRODUCE, "")
+    at = Replayed(window, replayed.verdict, replayed.findings, Result.COULD_NOT_REPRODUCE, "")
     replayed.run_dir = await _tries(at, scenario, times, results)
     replayed.result, replayed.tries = at.result, at.tries
     replayed.why = f"the window is at {window} (an exploration of the run's build found it there): {at.why}"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness.history import Verdict
+from harness.replay import namespace_of
 from tests.helpers.cli import mcp_chaos
 from tests.helpers.scenarios import invoice_scenario, invoices_on_postgres, run_scenario
 
@@ -47,6 +48,8 @@ def test_a_duplicate_no_point_of_which_was_seen_replays_killed_before_its_answer
     assert (row["intent"], row["point"], row["result"]) == (intent, "response", "STILL FAILING")
     assert row["tries"] == ["duplicate"] * 3
     assert "replay: 1 STILL FAILING" in told
+    # Made in the run's own namespace: the tries' markers and keys are made as the run's were.
+    assert namespace_of(Path(row["run_dir"])) == namespace_of(run_dir) is not None
     # Against the atomic design: exactly once, and (the point being a guess) the run's own build, killed
     # there too, still made the duplicate: the kill is where the window is, so the fix is one.
     code, rows, told = replayed(run_dir, tmp_path, "--set", "target.env.INVOICES_MODE=atomic")
