@@ -119,17 +119,21 @@ class Checkpoints:
         taken = await self._steady_read()
         self._record(CheckpointWhen.BEFORE_CALL, pod, None, taken)
 
-    def at_answer(self, pod: str, intent: int, attempt: int) -> None:
+    def at_answer(self, pod: str, intent: int, attempt: int, then: Callable[[int], None]) -> None:
         """An attempt of a race was answered ok: read now, in a task of its own, once (no second sample,
-        no re-read: a store that holds nothing yet for an answered intent is what this read is for)."""
-        task = asyncio.create_task(self._at_answer(pod, intent, attempt))
+        no re-read: a store that holds nothing yet for an answered intent is what this read is for);
+        ``then(intent)`` once the read is done, whatever became of it."""
+        task = asyncio.create_task(self._at_answer(pod, intent, attempt, then))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _at_answer(self, pod: str, intent: int, attempt: int) -> None:
-        began = self.history.now()
-        taken = replace(await self._sample(), began=began)
-        self._record(CheckpointWhen.AT_ANSWER, pod, None, taken, intent=intent, attempt=attempt)
+    async def _at_answer(self, pod: str, intent: int, attempt: int, then: Callable[[int], None]) -> None:
+        try:
+            began = self.history.now()
+            taken = replace(await self._sample(), began=began)
+            self._record(CheckpointWhen.AT_ANSWER, pod, None, taken, intent=intent, attempt=attempt)
+        finally:
+            then(intent)
 
     def after_restart(self, pod: str, ready_seq: int) -> None:
         """``pod`` is ready again after it died: read in a task of its own, so the supervisor goes

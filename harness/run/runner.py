@@ -173,7 +173,8 @@ class RunScheduler:
         self.explores = explores
         self.before_call = before_call
         self.at_answer = at_answer
-        """A race's read of the store as each attempt is answered ok (what it held at that moment)."""
+        """A race's read of the store as each attempt is answered ok (what it held at that moment); the
+        router is told once it is done (or at once, for an answer that was no success)."""
 
     async def admit(self) -> bool:
         gate = self.injector.dispatch_gate
@@ -193,8 +194,11 @@ class RunScheduler:
 
     def ended(self, intent: int, attempt: int, outcome: Outcome, seconds: float) -> Mapping[str, Any]:
         self.bus.tell(AttemptEnded(outcome, seconds))
-        if self.at_answer is not None and outcome is Outcome.OK:
-            self.at_answer(intent, attempt)
+        if self.at_answer is not None:
+            if outcome is Outcome.OK:
+                self.at_answer(intent, attempt)  # tells the router once it has read
+            else:
+                self.router.looked(intent)  # no answer to read the store at
         return self.router.ended(intent, attempt)
 
 
@@ -424,8 +428,8 @@ class _Run:
         checkpoints = self.checkpoints
         if checkpoints is None or crash is None or crash.race is None:
             return None
-        pod = self.supervisor.pod.name
-        return lambda intent, attempt: checkpoints.at_answer(pod, intent, attempt)
+        pod, router = self.supervisor.pod.name, self.wiring.router
+        return lambda intent, attempt: checkpoints.at_answer(pod, intent, attempt, then=router.looked)
 
     @contextlib.asynccontextmanager
     async def _injecting(self) -> AsyncIterator[None]:
