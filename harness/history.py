@@ -299,6 +299,10 @@ class CheckpointWhen(enum.StrEnum):
     BEFORE_CALL = "before_call"
     """Before each call of a crash-point exploration (one at a time, the store at rest): what was stored
     by then, which a crash in the call may lose (and, if it is missing, what was never stored)."""
+    AT_ANSWER = "at_answer"
+    """As an attempt of a race (``mcp-chaos races``) was answered ok, the other attempt perhaps still at
+    work: what the store held when the client got its answer (one sample, the event names the
+    ``intent`` and ``attempt``)."""
 
 
 @dataclass(frozen=True, slots=True)

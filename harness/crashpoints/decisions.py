@@ -141,6 +141,10 @@ class Plan(Protocol):
         """The attempt's exchange is over."""
         ...
 
+    def looked(self, intent: int) -> None:
+        """The run read the store as an attempt of ``intent`` was answered (a race's)."""
+        ...
+
     def exhausted(self) -> bool:
         """Asked before each intent starts: whether the plan has every try it wanted."""
         ...

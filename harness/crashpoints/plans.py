@@ -74,6 +74,9 @@ class Plan:
     def ended(self, intent: int, attempt: int) -> None:
         return None
 
+    def looked(self, intent: int) -> None:
+        return None
+
     def exhausted(self) -> bool:
         return False
 
@@ -262,9 +265,12 @@ class OrderPlan(Plan):
         return [(self._arrived[p - 1].intent, self._arrived[p - 1].attempt) for p in self._released]
 
 
-def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.monotonic) -> decisions.Plan:
+def plan_for(
+    crash: CrashPoints | None, *, clock: Callable[[], float] = time.monotonic, looks: bool = False
+) -> decisions.Plan:
     """The plan of a run's ``faults.crash_points``: observe where there is none. ``clock``: what an
-    exploration's budget is counted on, from now."""
+    exploration's budget is counted on, from now; ``looks``: the run reads the store as a race's retry is
+    answered (its checkpoint reads are on), and a race holds the original meanwhile."""
     if crash is None:
         return ObservePlan()
     if crash.race is not None:
@@ -275,6 +281,7 @@ def plan_for(crash: CrashPoints | None, *, clock: Callable[[], float] = time.mon
             only=tuple(race.only),
             repeat=race.repeat,
             clock=clock,
+            looks=looks,
         )
     if crash.order is not None:
         order = crash.order

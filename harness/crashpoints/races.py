@@ -22,6 +22,11 @@ has, or the server's own order). Blocked is an answer, not a hang: the held poin
 limit, and the server's own scheduling decides the rest (its verdict is judged all the same). A try
 whose attempt took another path and never reached its point is *not reached*.
 
+The run reads the store as the retry is answered (``looks``, :meth:`RacePlan.looked`): from the retry's
+answer until that read is done, the original is held at its next point, so that what the read finds is
+what the store held as the answer came, whatever the original does next (an answer given before its
+effect was stored, when the key record commits first).
+
 The plan reads no time but its clock's (the budget); the same stream of points gives the same
 decisions, so the same target gives the same table.
 """
@@ -131,6 +136,10 @@ class _Try:
     """Points the other attempt reached at the server while ``held`` was held."""
     made: Made | None = None
     why: str = ""
+    looking: bool = False
+    """The retry was answered while the original is at work: the run reads the store now."""
+    looks: list[At] = field(default_factory=list)
+    """The original's points held while ``looking``."""
 
     @property
     def other(self) -> int:
@@ -167,8 +176,11 @@ class RacePlan:
         only: tuple[str, ...] = (),
         repeat: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        looks: bool = False,
     ) -> None:
         self.hold_limit_s = min(hold_limit_s, HOLD_LIMIT_S)
+        self.looks = looks
+        """The run reads the store as a retry is answered, and says when it has (:meth:`looked`)."""
         self.only, self.repeat = only, repeat
         self._clock = clock
         self._deadline = clock() + budget_s
@@ -203,8 +215,11 @@ class RacePlan:
                 return Decision.PASS
             self._closing[at.intent] = at  # the call that closes the run waits for the last try's
             return Decision.HOLD
+        if one is not None and one.looking and at.attempt == ORIGINAL:
+            one.looks.append(at)  # what the store holds at the retry's answer is read first
+            return Decision.HOLD
         if one is None or one.made is not None:
-            return Decision.PASS
+            return self._answered(one, at)
         ordering = one.ordering
         if at.attempt == ORIGINAL and at.point.kind is PointKind.REQUEST:
             # A try starts once the last one's calls are over: a released original may still be at work.
@@ -227,7 +242,27 @@ class RacePlan:
             return Decision.HOLD
         if at.attempt == one.other and self._holding(one) and at.point.kind in AT_SERVER:
             one.meanwhile.append(at.point.name)
+        return self._answered(one, at)
+
+    def _answered(self, one: _Try | None, at: At) -> Decision:
+        """The retry's answer passes to the client: while the original is still at work, it is held at its
+        next point until the run has read the store (:meth:`looked`)."""
+        if (
+            self.looks
+            and one is not None
+            and at.attempt == RETRY
+            and at.point.kind is PointKind.RESPONSE
+            and (at.intent, ORIGINAL) in self._running
+        ):
+            one.looking = True
         return Decision.PASS
+
+    def looked(self, intent: int) -> None:
+        """The run read the store as the retry of ``intent`` was answered (or its answer was no success,
+        and there is nothing to read): the original goes on."""
+        one = self.tries.get(intent)
+        if one is not None:
+            one.looking = False
 
     def _start(self, one: _Try, request: At) -> bool:
         """The try's original is at the server's door: whether it is held there (the reverse, or the retry
@@ -246,7 +281,7 @@ class RacePlan:
         """No attempt of another intent is still at the server."""
         return all(i == intent for i, _ in self._running)
 
-    def limit(self, at: At) -> float:
+    def limit(self, at: At) -> float:  # a look waits the hold limit at most, as a race's hold does
         """A race's own hold waits the hold limit; a call waiting at the door for the last try's, longer."""
         one = self.tries.get(at.intent)
         waiting = at.intent in self._closing or (
@@ -283,9 +318,10 @@ class RacePlan:
             self._settle(one, Made.NOT_REACHED, f"the {who} never reached {one.ordering.where}")
 
     def blocked(self, ticket: int) -> None:
-        # Past its limit the router lets a closing call go of itself.
+        # Past its limit the router lets a closing call go of itself, and a look too.
         self._closing = {i: at for i, at in self._closing.items() if at.ticket != ticket}
         for one in self.tries.values():
+            one.looks = [at for at in one.looks if at.ticket != ticket]
             if ticket in (t.ticket for t in (one.held, one.door, one.gate) if t is not None):
                 one.blocked.add(ticket)
                 return
@@ -297,6 +333,9 @@ class RacePlan:
                 del self._closing[intent]
                 let_go.append((at.ticket, Decision.PASS))
         for one in self.tries.values():
+            if one.looks and not one.looking:
+                let_go += [(at.ticket, Decision.PASS) for at in one.looks]
+                one.looks = []
             gate = one.gate
             if gate is not None and one.door is None and one.held is None and gate.ticket not in one.released:
                 if gate.ticket in one.blocked:

@@ -29,8 +29,8 @@ from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.auditing import audit_and_report
 from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made
-from harness.errors import PreflightError
-from harness.history import EventType, Verdict, read_history
+from harness.errors import HistoryError, PreflightError
+from harness.history import CheckpointWhen, EventType, Outcome, SeenEffects, Verdict, read_history
 from harness.report.junit import Case, document
 from harness.report.tables import markdown_table
 from harness.run.runner import execute
@@ -47,6 +47,13 @@ FIX_READ_THEN_WRITE = (
     "reads the key ({read}), then inserts ({write}), with neither a unique key nor a lock: take a unique "
     "key on the key column and on conflict return the stored result, or lock the key in the transaction"
 )
+FIX_ANSWERED_EARLY = (
+    "the key record (with the result to return) commits before the effect, and a retry that finds it "
+    "answers at once: commit the key record and the effect in one transaction"
+)
+ANSWERED_EARLY = "answered before the effect"
+"""An observation, not a verdict: an attempt was answered ok while the store held no effect of its
+intent (a read as the answer came); the audit's verdict at the end says whether the effect came."""
 FIX_OTHER = (
     "the retry made the effect again while the original was still at work: check the key and make the "
     "effect under one unique key or one lock, and return the stored result to the one that loses"
@@ -98,6 +105,19 @@ def racing_scenario(
     return parse_scenario(data, source="the races of " + scenario.name)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """An attempt of an ordering answered ok, beside what the store held as the answer came."""
+
+    attempt: str
+    """``original`` or ``retry``."""
+    reply: str
+    """The answer as the history has it (an excerpt, redacted)."""
+    stored_then: int | None
+    """The intent's effects in the store as the answer came (a read at the answer); None: no such read,
+    or it failed."""
+
+
 @dataclass
 class RaceRow:
     """One ordering tried: what became of it, and the auditor's verdict on its intent."""
@@ -117,10 +137,28 @@ class RaceRow:
     ran: list[str] = field(default_factory=list)
     """The two attempts' points in the order the history has them (``o:`` the original, ``r:`` the retry)."""
     fix: str | None = None
+    answers: list[Answer] = field(default_factory=list)
+    """Each attempt answered ok, with what the store held then; ``effects`` is what it held at the end."""
 
     @property
     def finding(self) -> bool:
         return self.verdict in FINDINGS
+
+    @property
+    def answered_early(self) -> list[Answer]:
+        """The answers given while the store held no effect of the intent."""
+        return [a for a in self.answers if a.stored_then == 0]
+
+    @property
+    def observation(self) -> str | None:
+        """:data:`ANSWERED_EARLY` where an answer came before the effect existed, else None."""
+        return ANSWERED_EARLY if self.answered_early else None
+
+    def at_answer(self) -> str:
+        """The table's cell: what the store held as each answer came (``retry: 0``)."""
+        return "; ".join(
+            f"{a.attempt}: {'?' if a.stored_then is None else a.stored_then}" for a in self.answers
+        )
 
 
 FINDINGS = frozenset({Verdict.DUPLICATE.value, Verdict.LOST.value, Verdict.APPLIED_DESPITE_ERROR.value})
@@ -188,9 +226,20 @@ def read_races(
     plan: dict[str, Any] = {}
     ran: dict[int, list[str]] = {}
     firsts: dict[int, list[str]] = {}
+    replies: dict[int, list[tuple[int, str]]] = {}
+    then: dict[tuple[int, int], int | None] = {}
     for ev in read_history(run_dir / rundir.HISTORY):
-        if ev.get("type") == EventType.CRASH_PLAN and "races" in ev:
+        kind = ev.get("type")
+        if kind == EventType.CRASH_PLAN and "races" in ev:
             plan = ev
+        elif (
+            kind == EventType.ATTEMPT_ENDED
+            and ev.get("outcome") == Outcome.OK
+            and ev.get("attempt") in (1, 2)
+        ):
+            replies.setdefault(int(ev["intent"]), []).append((int(ev["attempt"]), str(ev.get("reply") or "")))
+        elif kind == EventType.EFFECTS_CHECKPOINT and ev.get("when") == CheckpointWhen.AT_ANSWER:
+            then[int(ev["intent"]), int(ev["attempt"])] = _stored(ev, int(ev["intent"]))
         elif ev.get("type") == EventType.CRASH_POINT and ev.get("attempt") in (1, 2):
             intent, point, label = int(ev["intent"]), str(ev["point"]), ev.get("label")
             ran.setdefault(intent, []).append(f"{'o' if ev['attempt'] == 1 else 'r'}:{point}")
@@ -220,9 +269,15 @@ def read_races(
             verdict=str(verdicts.get(intent, "not judged")),
             effects=int(effects.get(intent, 0)),
             ran=ran.get(intent, []),
+            answers=[
+                Answer(WHO[attempt], reply, then.get((intent, attempt)))
+                for attempt, reply in replies.get(intent, [])
+            ],
         )
         if row.verdict == Verdict.DUPLICATE.value:
             row.fix = fix_of(clean)
+        elif row.observation is not None:
+            row.fix = FIX_ANSWERED_EARLY
         rows.append(row)
     return Races(
         scenario=scenario,
@@ -234,6 +289,18 @@ def read_races(
         seconds=time.monotonic() - started,
         hold_limit_s=hold_limit_s,
     )
+
+
+WHO = {1: "original", 2: "retry"}
+
+
+def _stored(ev: dict[str, Any], intent: int) -> int | None:
+    """The intent's effects a read at an answer saw; None where it failed or cannot be read."""
+    try:
+        seen = SeenEffects.from_event(ev)
+    except HistoryError:
+        return None
+    return None if seen is None else seen.count(intent)
 
 
 def fix_of(clean: list[str]) -> str:
@@ -277,18 +344,35 @@ def coverage_line(races: Races) -> str:
 def render_terminal(races: Races, again: str | None = None) -> str:
     """The table, each blocked ordering's reason, each finding's order and fix (and, given ``again``, the
     command that ran the races, the line that tries that ordering alone), then the coverage."""
-    rows = [[r.intent, r.ordering, r.made, r.verdict, r.effects] for r in races.rows]
-    lines = [markdown_table(["intent", "ordering", "made", "verdict", "effects"], rows, "rlllr")]
+    rows = [[r.intent, r.ordering, r.made, r.verdict, r.effects, r.at_answer()] for r in races.rows]
+    head = ["intent", "ordering", "made", "verdict", "effects", "stored at the answer"]
+    lines = [markdown_table(head, rows, "rlllrl")]
     whys = sorted({r.why for r in races.rows if r.made != Made.MADE.value and r.why})
     lines += [f"  {why}" for why in whys]
     for row in races.findings:
-        lines += ["", f"{row.ordering}: {row.verdict} ({row.effects} effects)", f"  ran: {' '.join(row.ran)}"]
+        lines += ["", f"{row.ordering}: {row.verdict} ({row.effects} effects)", *side_by_side(row)]
         if row.fix is not None:
             lines.append(f"  fix: {row.fix}")
         if again is not None:
             lines.append(f"  reproduce with: {again} --only {row.id}")
+    for row in races.rows:
+        if row.observation is not None and not row.finding:
+            lines += ["", f"{row.ordering}: {row.observation} ({row.verdict} at the end)", *side_by_side(row)]
+            lines.append(f"  fix: {row.fix}")
     lines += ["", coverage_line(races), f"run: {races.run_dir}"]
     return "\n".join(lines)
+
+
+def side_by_side(row: RaceRow) -> list[str]:
+    """An early answer's story: the answer, the store as it came, the store at the end, the order."""
+    lines = []
+    for answer in row.answered_early:
+        lines.append(f"  the {answer.attempt} was answered: {answer.reply}")
+        lines.append(
+            f"  the store then: {answer.stored_then} effects; at the end: {row.effects} ({row.verdict})"
+        )
+    lines.append(f"  ran: {' '.join(row.ran)}")
+    return lines
 
 
 def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
@@ -311,6 +395,11 @@ def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
             "effects": r.effects,
             "ran": r.ran,
             "finding": r.verdict if r.finding else None,
+            "answers": [
+                {"attempt": a.attempt, "reply": a.reply, "stored_then": a.stored_then} for a in r.answers
+            ],
+            "stored_at_end": r.effects,
+            "observation": r.observation,
         }
         if r.fix:
             entry["fix"] = r.fix
@@ -349,6 +438,7 @@ def junit_cases(races: Races, again: str | None = None) -> list[Case]:
         told = [f"{r.made}{': ' + r.why if r.why else ''}", f"verdict: {r.verdict} ({r.effects} effects)"]
         if r.ran:
             told.append("ran: " + " ".join(r.ran))
+        told += [line.strip() for line in side_by_side(r)[:-1]]
         if r.finding:
             if r.fix is not None:
                 told.append("fix: " + r.fix)

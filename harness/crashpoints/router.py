@@ -233,6 +233,13 @@ class Router:
             self.closed(intent, attempt)
         return self.points_of(intent, attempt)
 
+    def looked(self, intent: int) -> None:
+        """The run read the store as an attempt of ``intent`` was answered: what the plan held meanwhile
+        may go on."""
+        self.plan.looked(intent)
+        if self.plan.decides:
+            self._release()
+
     def points_of(self, intent: int, attempt: int) -> dict[str, Any]:
         """What ``attempt_ended`` says of the points the attempt reached (taken once, when it ends)."""
         window = self._closed.pop((intent, attempt), None)

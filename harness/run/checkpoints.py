@@ -119,6 +119,22 @@ class Checkpoints:
         taken = await self._steady_read()
         self._record(CheckpointWhen.BEFORE_CALL, pod, None, taken)
 
+    def at_answer(self, pod: str, intent: int, attempt: int, then: Callable[[int], None]) -> None:
+        """An attempt of a race was answered ok: read now, in a task of its own, once (no second sample,
+        no re-read: a store that holds nothing yet for an answered intent is what this read is for);
+        ``then(intent)`` once the read is done, whatever became of it."""
+        task = asyncio.create_task(self._at_answer(pod, intent, attempt, then))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _at_answer(self, pod: str, intent: int, attempt: int, then: Callable[[int], None]) -> None:
+        try:
+            began = self.history.now()
+            taken = replace(await self._sample(), began=began)
+            self._record(CheckpointWhen.AT_ANSWER, pod, None, taken, intent=intent, attempt=attempt)
+        finally:
+            then(intent)
+
     def after_restart(self, pod: str, ready_seq: int) -> None:
         """``pod`` is ready again after it died: read in a task of its own, so the supervisor goes
         on watching the pod (a crash during the read is seen when it happens)."""
@@ -221,7 +237,9 @@ class Checkpoints:
             return _Read(first.seen, None, took, REREADS, torn=first.torn, began=began)
         return _Read(seen[-1], None, took, REREADS, unstable=True, began=began)
 
-    def _record(self, when: CheckpointWhen, pod: str, fault_seq: int | None, taken: _Read) -> None:
+    def _record(
+        self, when: CheckpointWhen, pod: str, fault_seq: int | None, taken: _Read, **whose: int
+    ) -> None:
         found = taken.seen.fields() if taken.seen is not None else {"error": taken.error}
         steady: dict[str, object] = {"rereads": taken.rereads} if taken.rereads else {}
         if taken.unstable:
@@ -235,6 +253,7 @@ class Checkpoints:
             fault_seq=fault_seq,
             read_at=round(taken.began, 6),
             took_s=round(taken.took_s, 4),
+            **whose,
             **found,
             **steady,
         )

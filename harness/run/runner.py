@@ -164,6 +164,7 @@ class RunScheduler:
         *,
         explores: bool,
         before_call: Callable[[], Awaitable[None]] | None,
+        at_answer: Callable[[int, int], None] | None = None,
     ) -> None:
         self.history = history
         self.injector = injector
@@ -171,6 +172,9 @@ class RunScheduler:
         self.bus = bus
         self.explores = explores
         self.before_call = before_call
+        self.at_answer = at_answer
+        """A race's read of the store as each attempt is answered ok (what it held at that moment); the
+        router is told once it is done (or at once, for an answer that was no success)."""
 
     async def admit(self) -> bool:
         gate = self.injector.dispatch_gate
@@ -190,6 +194,11 @@ class RunScheduler:
 
     def ended(self, intent: int, attempt: int, outcome: Outcome, seconds: float) -> Mapping[str, Any]:
         self.bus.tell(AttemptEnded(outcome, seconds))
+        if self.at_answer is not None:
+            if outcome is Outcome.OK:
+                self.at_answer(intent, attempt)  # tells the router once it has read
+            else:
+                self.router.looked(intent)  # no answer to read the store at
         return self.router.ended(intent, attempt)
 
 
@@ -394,6 +403,7 @@ class _Run:
                 self.wiring.bus,
                 explores=self.wiring.crashes,
                 before_call=self._before_call(),
+                at_answer=self._at_answer(),
             ),
         )
         try:
@@ -410,6 +420,16 @@ class _Run:
             return None
         pod = self.supervisor.pod.name
         return lambda: checkpoints.before_call(pod)
+
+    def _at_answer(self) -> Callable[[int, int], None] | None:
+        """Races read the store as each attempt is answered ok: an answer given before its effect was
+        stored (a key record committed first) shows against the final read; other runs do not."""
+        crash = self.scenario.faults.crash_points
+        checkpoints = self.checkpoints
+        if checkpoints is None or crash is None or crash.race is None:
+            return None
+        pod, router = self.supervisor.pod.name, self.wiring.router
+        return lambda intent, attempt: checkpoints.at_answer(pod, intent, attempt, then=router.looked)
 
     @contextlib.asynccontextmanager
     async def _injecting(self) -> AsyncIterator[None]:

@@ -142,7 +142,7 @@ class TargetWiring:
             self.effects = source_of(scenario.audit.effects)
             """Where the run's effects are counted (``audit.effects``)."""
             crash = scenario.faults.crash_points
-            self.router = Router(plan_for(crash))
+            self.router = Router(plan_for(crash, looks=scenario.audit.checkpoints.enabled))
             """Where every hold site reports its points: the plan of ``faults.crash_points``, else observe."""
             self.crashes = crash is not None
             """Whether a plan holds points (the fault proxy and the stdio host then report calls too)."""

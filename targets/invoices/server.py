@@ -78,7 +78,8 @@ INVOICES_FLAW                   one contract bug on top of keyed or atomic, for 
                                 (errors as bare text, no code or recovery), endless_questions (the
                                 MRTR question about an ambiguous customer is asked forever),
                                 key_first (keyed, but the key record, holding the response to be,
-                                commits before the invoice: a crash between them loses it),
+                                commits before the invoice: a crash between them loses it, and a
+                                retry between them is answered an invoice not made yet),
                                 unkeyed_downstream (the downstream is called without the key),
                                 swallowed_errors (an empty customer_id stores nothing and answers a
                                 success whose text is the database's error)

@@ -229,3 +229,47 @@ def test_contract_checks_concurrent_same_key_by_races_where_it_can_hold_the_targ
     passed = (atomic["verdict"], atomic["title"], atomic["evidence"]["method"])
     assert passed == ("pass", RACED_TITLE, "races")
     assert atomic["why"].startswith("races: each of 26 orderings"), atomic["why"]
+
+
+KEY_COMMITTED = "original:db_commit#3"
+"""The key-first target's original held at its key record's commit: the retry is sent there, and runs in
+the original's work between that commit and the invoice's."""
+
+
+def test_an_answer_given_before_its_effect_is_shown_beside_the_store_then_and_at_the_end(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """The reference target with the key record first (``INVOICES_FLAW=key_first``: the key record, holding
+    the result to be, commits before the invoice, and a retry that finds it replays at once). The retry
+    sent at the original's key record commit is answered an invoice that is not in the store yet: its
+    answer, the store then (0) and at the end (1, exactly once) side by side, the observation and its
+    fix. The original's work between its two commits is 1 ms: the read at the answer is right only
+    because the original waits at its next point until it is done. Twice, the same table."""
+    data = invoices_on_postgres(
+        "keyed", INVOICES_FLAW="key_first", INVOICES_PRE_COMMIT_MS="30", INVOICES_BETWEEN_COMMITS_MS="1"
+    )
+    scenario = tmp_path / "keyfirst.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    tables = []
+    for repetition in range(2):
+        out = tmp_path / f"keyfirst{repetition}.json"
+        argv = ["races", str(scenario), "--only", KEY_COMMITTED, "--json", str(out), "--quiet"]
+        assert main([*argv, "--results", str(tmp_path / f"r{repetition}")]) == 0  # an observation, no finding
+        found = orjson.loads(out.read_bytes())
+        (row,) = found["orderings"]
+        assert row["id"] == KEY_COMMITTED
+        assert row["label"] == "INSERT idempotency_keys"
+        assert row["made"] in ("made", "blocked"), row
+        (answer,) = row["answers"]
+        assert answer["attempt"] == "retry"
+        invoice = orjson.loads(answer["reply"])
+        assert invoice["invoice_id"].startswith("inv_"), answer
+        assert (answer["stored_then"], row["stored_at_end"], row["verdict"]) == (0, 1, "exactly_once")
+        assert row["observation"] == "answered before the effect"
+        assert row["fix"].endswith("commit the key record and the effect in one transaction")
+        assert row["finding"] is None
+        # The order the history has: the retry's answer between the original's two commits.
+        ran = row["ran"]
+        assert ran.index("o:db_commit#3") < ran.index("r:response") < ran.index("o:db_commit#4"), ran
+        tables.append((row["made"], answer["stored_then"], row["stored_at_end"], row["verdict"]))
+    assert tables[0] == tables[1]

@@ -368,3 +368,37 @@ def test_a_race_scenario_refuses_an_ordering_it_cannot_name(text: str, said: str
     race = parse_scenario(data).faults.crash_points.race  # type: ignore[union-attr]
     assert race is not None
     assert (race.only, race.repeat) == (["original:db_commit#1"], 3)
+
+
+@pytest.mark.parametrize("looks", [True, False])
+def test_the_original_waits_at_its_next_point_until_the_store_was_read_at_the_retrys_answer(
+    looks: bool,
+) -> None:
+    """With reads at the answer (``looks``), the retry answered while the original is at work holds the
+    original at its next point until the run says it read the store; without them, nothing waits."""
+    plan = RacePlan(budget_s=60.0, clock=Clock(), looks=looks)
+    script = Script(plan)
+    script.call(0, 1)
+    to(plan, "retry sent at db_commit#2 (INSERT idempotency_keys) of the original")
+    intent = len(plan.tries) + 1
+    for point in CLEAN[:5]:
+        assert script.reach(intent, 1, point)[0] is Decision.PASS
+    decision, held = script.reach(intent, 1, KEY)
+    assert decision is Decision.HOLD
+    assert script.reach(intent, 2, REQUEST)[0] is Decision.PASS
+    plan.blocked(held)  # the server serializes: the retry waits for the original's commit
+    assert plan.releases() == [(held, Decision.PASS)]
+    assert script.reach(intent, 2, READ_KEY)[0] is Decision.PASS  # finds the key record: answers at once
+    assert script.reach(intent, 2, RESPONSE)[0] is Decision.PASS
+    plan.ended(intent, 2)
+    decision, next_one = script.reach(intent, 1, RESPONSE)
+    if not looks:
+        assert decision is Decision.PASS
+        return
+    assert decision is Decision.HOLD
+    assert plan.releases() == []  # the read at the answer is not done
+    plan.looked(intent)
+    assert plan.releases() == [(next_one, Decision.PASS)]
+    assert plan.releases() == []
+    plan.ended(intent, 1)
+    assert plan.tries[intent].made is Made.BLOCKED

@@ -10,7 +10,15 @@ from pathlib import Path
 import xmlschema
 
 from harness.contract.checks.concurrent import unraceable
-from harness.crashpoints.racing import RaceRow, Races, as_json, junit_text, render_terminal
+from harness.crashpoints.racing import (
+    FIX_ANSWERED_EARLY,
+    Answer,
+    RaceRow,
+    Races,
+    as_json,
+    junit_text,
+    render_terminal,
+)
 from harness.scenario import parse_scenario
 from tests.helpers.scenarios import invoice_scenario
 
@@ -110,3 +118,41 @@ def test_concurrent_same_key_races_only_where_a_race_can_hold_the_targets_work()
     data["target"]["replicas"] = 1
     data["target"]["transport"] = "stdio"
     assert "not stdio" in (unraceable(parse_scenario(data)) or "")
+
+
+def test_an_answer_given_before_its_effect_is_shown_beside_the_store_then_and_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """An observation, not a finding: the answer, the store as it came (0), at the end (1), side by side in
+    the terminal, the JSON and the JUnit case, with the fix; an answer the store already held is not."""
+    found = races(tmp_path)
+    early = row(4, "original:db_commit#3", "blocked", "exactly_once", 1)
+    early.answers = [Answer("retry", '{"invoice_id":"inv_00000012"}', 0)]
+    early.fix = FIX_ANSWERED_EARLY
+    later = row(5, "original:response", "made", "exactly_once", 1)
+    later.answers = [Answer("retry", '{"invoice_id":"inv_00000013"}', 1)]
+    found.rows += [early, later]
+    text = render_terminal(found, AGAIN)
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("|")]
+    assert cells[0][-1] == "stored at the answer"
+    assert ["4", "the ordering original:db_commit#3", "blocked", "exactly_once", "1", "retry: 0"] in cells
+    assert "the ordering original:db_commit#3: answered before the effect (exactly_once at the end)" in text
+    assert 'the retry was answered: {"invoice_id":"inv_00000012"}' in text
+    assert "the store then: 0 effects; at the end: 1 (exactly_once)" in text
+    assert "inv_00000013" not in text
+    orderings = {o["id"]: o for o in as_json(found, AGAIN)["orderings"]}
+    one = orderings["original:db_commit#3"]
+    assert (one["observation"], one["finding"], one["stored_at_end"]) == (
+        "answered before the effect",
+        None,
+        1,
+    )
+    assert one["answers"] == [
+        {"attempt": "retry", "reply": '{"invoice_id":"inv_00000012"}', "stored_then": 0}
+    ]
+    assert one["fix"].endswith("commit the key record and the effect in one transaction")
+    assert orderings["original:response"]["observation"] is None
+    path = tmp_path / "races.xml"
+    path.write_text(junit_text(found, AGAIN), encoding="utf-8")
+    xmlschema.XMLSchema(str(XSD)).validate(str(path))
+    assert "the store then: 0 effects; at the end: 1" in path.read_text(encoding="utf-8")
