@@ -95,9 +95,10 @@ import binascii
 import enum
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, ClassVar, Literal
 
 import orjson
 
@@ -419,6 +420,43 @@ def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
     return value
 
 
+SCHEMA_VERSION = 1
+"""The version of the history's line format (``run_started``'s ``schema``; ``harness/history.schema.json``):
+raised when a field changes meaning or a required one is added or removed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One line of the history, typed: each event type is a subclass in :mod:`harness.events`, its fields
+    the line's (beyond ``seq``, ``t`` and ``type``, which the writer adds).
+
+    A field with no default is always written, ``null`` included; a field whose default is None is left
+    out of the line while it is None, so optional fields cost a reader nothing to tell apart.
+    """
+
+    TYPE: ClassVar[EventType]
+
+    def fields(self) -> dict[str, Any]:
+        """The line's fields, in declaration order, optional ones left out while None."""
+        layout = _LAYOUTS.get(type(self))
+        if layout is None:
+            layout = _LAYOUTS[type(self)] = tuple((f.name, optional_field(f)) for f in dataclass_fields(self))
+        out: dict[str, Any] = {}
+        for name, optional in layout:
+            value = getattr(self, name)
+            if value is not None or not optional:
+                out[name] = value
+        return out
+
+
+_LAYOUTS: dict[type[Event], tuple[tuple[str, bool], ...]] = {}
+
+
+def optional_field(f: Any) -> bool:
+    """Whether a dataclass field of an :class:`Event` is left out of its line while None."""
+    return f.default is None and f.default_factory is MISSING
+
+
 _CRASH_POINT = EventType.CRASH_POINT
 """Looked up once: an enum member costs a descriptor call per lookup on Python 3.11."""
 
@@ -428,9 +466,16 @@ class HistoryWriter:
     (:meth:`hold`) until the next one is written."""
 
     def __init__(
-        self, path: Path, *, clock: Clock = time.monotonic, redact: Callable[[str], str] | None = None
+        self,
+        path: Path,
+        *,
+        clock: Clock = time.monotonic,
+        redact: Callable[[str], str] | None = None,
+        check: Callable[[Path], None] | None = None,
     ) -> None:
         self.path = path
+        self._check = check
+        """Called with the path once the history is closed (the tests check it against its schema)."""
         self._clock = clock
         self._t0 = clock()
         self._seq = 0
@@ -447,9 +492,15 @@ class HistoryWriter:
         """The seq the next event will get."""
         return self._seq
 
-    def emit(self, type_: EventType, **fields: Any) -> int:
+    def emit(self, event: Event) -> int:
         """Append one event, and any held before it, in one write; its ``seq`` (what a later event
         refers to it by)."""
+        return self.emit_fields(event.TYPE, **event.fields())
+
+    def emit_fields(self, type_: EventType, **fields: Any) -> int:
+        """:meth:`emit` for the driver's hot path, which writes its events' fields without building an
+        :class:`Event` (decision 0072); what it writes is described by the same types all the same, and
+        the tests check its lines against their schema."""
         line = self._line(type_, fields)
         assert self._file is not None  # _line checked it
         if self._held:
@@ -500,6 +551,8 @@ class HistoryWriter:
             self.flush()
             self._file.close()
             self._file = None
+            if self._check is not None:
+                self._check(self.path)
 
     def __enter__(self) -> HistoryWriter:
         return self

@@ -40,10 +40,11 @@ from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
 from harness.crashpoints.router import Router
 from harness.errors import HarnessError, ScenarioError, TargetError
+from harness.events import EffectsCollected, RunEnded, RunStarted
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.history import EventType, HistoryWriter, Outcome, RunStatus
+from harness.history import HistoryWriter, Outcome, RunStatus
 from harness.pods.factory import require_env_refs
 from harness.report.live import LiveStatus, Snapshot
 from harness.run.bus import AttemptEnded, Bus, PodBack, PodGone
@@ -470,27 +471,29 @@ class _Run:
     def _record_start(self) -> None:
         s = self.scenario
         self.history.emit(
-            EventType.RUN_STARTED,
-            run_id=self.run_dir.name,
-            scenario=s.name,
-            seed=s.seed,
-            intents=s.workload.intents,
-            concurrency=s.workload.concurrency,
-            runtime=s.target.runtime,
-            namespace=self.namespace,
-            faults_planned=counted_plan(self.schedule),
-            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            epoch_s=round(time.time() - self.history.now(), 6),
-            version=__version__,
+            RunStarted(
+                run_id=self.run_dir.name,
+                scenario=s.name,
+                seed=s.seed,
+                intents=s.workload.intents,
+                concurrency=s.workload.concurrency,
+                runtime=s.target.runtime,
+                namespace=self.namespace,
+                faults_planned=counted_plan(self.schedule),
+                started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                epoch_s=round(time.time() - self.history.now(), 6),
+                version=__version__,
+            )
         )
 
     def _record_end(self) -> None:
         self.history.emit(
-            EventType.RUN_ENDED,
-            status=self.status,
-            reason=self.reason,
-            kills=sum(s.kills for s in self.supervisors),
-            restarts=sum(s.restarts for s in self.supervisors),
+            RunEnded(
+                status=self.status,
+                reason=self.reason,
+                kills=sum(s.kills for s in self.supervisors),
+                restarts=sum(s.restarts for s in self.supervisors),
+            )
         )
 
     def _snapshot(self) -> Snapshot:
@@ -547,7 +550,7 @@ class _Run:
                 else:
                     await self._pod_back()
                 markers = await self.wiring.read_live_effects(self.namespace)
-            self.history.emit(EventType.EFFECTS_COLLECTED, markers=markers)
+            self.history.emit(EffectsCollected(markers=markers))
         except (HarnessError, TimeoutError, OSError) as exc:
             reason = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-            self.history.emit(EventType.EFFECTS_COLLECTED, markers=None, error=reason)
+            self.history.emit(EffectsCollected(markers=None, error=reason))

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import rundir
+from harness import history_schema, rundir
 from harness.balancer import Nginx, record_retries
 from harness.client import McpClient
 from harness.client.host import Host
@@ -47,7 +47,8 @@ from harness.downstream import DownstreamProxy, ca_path_for
 from harness.effects.base import Sample
 from harness.effects.registry import source_of
 from harness.errors import ScenarioError, TargetStartError
-from harness.history import Detail, EventType, HistoryWriter, Outcome
+from harness.events import ServiceStarted, ServiceStopped
+from harness.history import Detail, HistoryWriter, Outcome
 from harness.loopback import free_port
 from harness.pods.factory import make_pod, target_headers, target_oauth
 from harness.pods.pod import Pod
@@ -89,7 +90,9 @@ class TargetWiring:
             self.redactor = Redactor(scenario.secrets())
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
-        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.redactor.text)
+        self.history = HistoryWriter(
+            run_dir / rundir.HISTORY, redact=self.redactor.text, check=history_schema.checker()
+        )
         """The run's history (its owner enters it into its exit stack, which closes it), redacted."""
         self.bus = Bus()
         """What the run's parts tell each other (:mod:`harness.run.bus`)."""
@@ -303,7 +306,7 @@ class TargetWiring:
                 stack.push_async_callback(self._stop_postgres)
                 await self.postgres.start()
                 pg = self.postgres
-                self.history.emit(EventType.SERVICE_STARTED, service="postgres", pid=pg.pid, url=pg.url)
+                self.history.emit(ServiceStarted(service="postgres", pid=pg.pid, url=pg.url))
             if self.pg_proxy is not None:
                 stack.push_async_callback(self.pg_proxy.close)
                 await self.pg_proxy.start()
@@ -314,9 +317,7 @@ class TargetWiring:
                 stack.push_async_callback(self.downstream.close)
                 await self.downstream.start()
                 proxy = self.downstream
-                self.history.emit(
-                    EventType.SERVICE_STARTED, service="downstream", port=proxy.port, url=proxy.url
-                )
+                self.history.emit(ServiceStarted(service="downstream", port=proxy.port, url=proxy.url))
             stack.callback(self.router.record_missed)  # once no call can reach a point any more
             if self.files is not None:
                 (self.run_dir / rundir.DATA).mkdir(parents=True, exist_ok=True)
@@ -342,9 +343,7 @@ class TargetWiring:
             return
         try:
             await self.nginx.start()
-            self.history.emit(
-                EventType.SERVICE_STARTED, service="nginx", pid=self.nginx.pid, port=self.nginx.port
-            )
+            self.history.emit(ServiceStarted(service="nginx", pid=self.nginx.pid, port=self.nginx.port))
             yield
         finally:
             await self._stop_balancer()
@@ -511,13 +510,13 @@ class TargetWiring:
         assert self.postgres is not None
         await self.postgres.stop()
         if self.postgres.pid is not None:
-            self.history.emit(EventType.SERVICE_STOPPED, service="postgres", pid=self.postgres.pid)
+            self.history.emit(ServiceStopped(service="postgres", pid=self.postgres.pid))
 
     async def _stop_balancer(self) -> None:
         """Stop nginx, then record each attempt it sent to more than one replica (from its log)."""
         assert self.nginx is not None
         await self.nginx.stop()
-        self.history.emit(EventType.SERVICE_STOPPED, service="nginx", pid=self.nginx.pid)
+        self.history.emit(ServiceStopped(service="nginx", pid=self.nginx.pid))
         if self.history is not None:
             upstreams = self.proxy_ports or self.ports
             pods = {f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(upstreams)}
