@@ -55,6 +55,13 @@ class RunStarted(Event):
     """The wall clock at the start, ISO 8601, seconds."""
     version: str
     """The harness's version."""
+    keyed: bool
+    """Whether each attempt of an intent carries the intent's key (``client.key_in``, ``key_reuse`` and
+    the arguments' ``{key}``): what a duplicate's fix depends on."""
+    kill_signal: str | None
+    """``faults.kill.signal`` (null without kills): a SIGKILL is a crash that should break calls."""
+    stream_rules: list[dict[str, Any]]
+    """Each of ``faults.stream``'s rules as the audit needs it: ``{fault, intent, probability}``."""
     schema: int = SCHEMA_VERSION
     """The version of the history's format (``harness/history.schema.json``)."""
     epoch_s: float | None = None

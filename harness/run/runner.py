@@ -34,6 +34,7 @@ from typing import Any, TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult
+from harness.audit.runfacts import facts_of_scenario
 from harness.auditing import audit_and_report
 from harness.client import McpClient
 from harness.client.balance import Balancer
@@ -470,6 +471,7 @@ class _Run:
 
     def _record_start(self) -> None:
         s = self.scenario
+        facts = facts_of_scenario(s)  # what the audit needs of the scenario, in the history
         self.history.emit(
             RunStarted(
                 run_id=self.run_dir.name,
@@ -483,6 +485,9 @@ class _Run:
                 started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 epoch_s=round(time.time() - self.history.now(), 6),
                 version=__version__,
+                keyed=facts.keyed,
+                kill_signal=facts.kill_signal,
+                stream_rules=[rule.fields() for rule in facts.stream_rules],
             )
         )
 

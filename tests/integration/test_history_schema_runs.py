@@ -12,7 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
+from harness import rundir
+from harness.audit.auditor import audit_run
 from harness.history import SCHEMA_VERSION, read_history
 from harness.history_schema import check_history, line_errors
 from tests.helpers.scenarios import invoice_scenario, run_scenario
@@ -44,3 +47,24 @@ def test_a_run_with_a_kill_and_a_stream_fault_writes_only_lines_the_schema_descr
     assert "kill" in faults
     assert faults & {"sever_response", "delay"}, faults
     assert events[0]["schema"] == SCHEMA_VERSION
+    assert_the_audit_reads_the_scenario_for_the_gate_alone(result.run_dir)
+
+
+def assert_the_audit_reads_the_scenario_for_the_gate_alone(run_dir: Path) -> None:
+    """Issue #57: everything the audit needs is in the history. Every field it once read from the run's
+    copy of its scenario is changed there, and the audit says the same; a changed gate still counts."""
+    before = audit_run(run_dir)
+    path = run_dir / rundir.SCENARIO
+    data = yaml.safe_load(path.read_text())
+    data["name"], data["seed"] = "another", 99
+    data["workload"]["intents"] = 3
+    data["faults"]["stream"] = []
+    data["faults"]["kill"]["signal"] = "SIGTERM"
+    data["client"]["key_reuse"] = "fresh"
+    path.write_text(yaml.safe_dump(data))
+    after = audit_run(run_dir)
+    assert after.summary.to_json() == before.summary.to_json()
+    assert after.keyed == before.keyed is True
+    data["gate"] = {"expect": ["duplicate"]}
+    path.write_text(yaml.safe_dump(data))
+    assert audit_run(run_dir).summary.gate != before.summary.gate

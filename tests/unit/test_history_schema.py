@@ -46,6 +46,9 @@ def _started(**overrides: object) -> RunStarted:
         "faults_planned": {"kill": 1},
         "started_at": "2026-12-07T00:00:00+00:00",
         "version": "0",
+        "keyed": True,
+        "kill_signal": "SIGKILL",
+        "stream_rules": [{"fault": "stall", "intent": 2, "probability": None}],
         **overrides,
     }
     return RunStarted(**fields)  # type: ignore[arg-type]
