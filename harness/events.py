@@ -17,10 +17,12 @@ classes, one type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from harness.history import (
+    ABSENT,
     SCHEMA_VERSION,
+    Absent,
     CheckpointWhen,
     Detail,
     Event,
@@ -413,8 +415,8 @@ class CrashPoint(Event):
     autocommit: bool | None = None
     label: str | None = None
     nth: int | None = None
-    key: str | None = None
-    """A downstream call's key."""
+    key: str | Literal[Absent.ABSENT] | None = ABSENT
+    """A downstream call's key (null when it carried none; absent at other points)."""
     replayed: bool | None = None
     """A downstream call the upstream answered as a replay."""
     paths: list[str] | None = None
@@ -434,8 +436,8 @@ class CrashPlan(Event):
     TYPE: ClassVar[EventType] = EventType.CRASH_PLAN
     planned: list[dict[str, Any]] | None = None
     """Each path: ``{path, labels, [same]}``."""
-    points: list[Any] | None = None
-    """The clean call's crash points."""
+    points: int | None = None
+    """How many crash points the clean call passed."""
     races: list[dict[str, Any]] | None = None
     """Each ordering tried: intent, ordering, held, at, label, made, why, meanwhile."""
     orderings: list[str] | None = None

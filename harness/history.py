@@ -361,13 +361,24 @@ SCHEMA_VERSION = 1
 raised when a field changes meaning or a required one is added or removed."""
 
 
+class Absent(enum.Enum):
+    """The default of the few event fields written as null when None and left out when never set."""
+
+    ABSENT = "absent"
+
+
+ABSENT = Absent.ABSENT
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """One line of the history, typed: each event type is a subclass in :mod:`harness.events`, its fields
     the line's (beyond ``seq``, ``t`` and ``type``, which the writer adds).
 
     A field with no default is always written, ``null`` included; a field whose default is None is left
-    out of the line while it is None, so optional fields cost a reader nothing to tell apart.
+    out of the line while it is None, so optional fields cost a reader nothing to tell apart; a field
+    whose default is :data:`ABSENT` is left out only while unset (a downstream point's ``key``: null
+    when the call carried none).
     """
 
     TYPE: ClassVar[EventType]
@@ -376,12 +387,13 @@ class Event:
         """The line's fields, in declaration order, optional ones left out while None."""
         layout = _LAYOUTS.get(type(self))
         if layout is None:
-            layout = _LAYOUTS[type(self)] = tuple((f.name, optional_field(f)) for f in dataclass_fields(self))
+            layout = _LAYOUTS[type(self)] = tuple((f.name, f.default is None) for f in dataclass_fields(self))
         out: dict[str, Any] = {}
         for name, optional in layout:
             value = getattr(self, name)
-            if value is not None or not optional:
-                out[name] = value
+            if value is ABSENT or (value is None and optional):
+                continue
+            out[name] = value
         return out
 
 
@@ -389,8 +401,9 @@ _LAYOUTS: dict[type[Event], tuple[tuple[str, bool], ...]] = {}
 
 
 def optional_field(f: Any) -> bool:
-    """Whether a dataclass field of an :class:`Event` is left out of its line while None."""
-    return f.default is None and f.default_factory is MISSING
+    """Whether a dataclass field of an :class:`Event` may be left out of its line (its default is None
+    or :data:`ABSENT`)."""
+    return (f.default is None or f.default is ABSENT) and f.default_factory is MISSING
 
 
 _CRASH_POINT = EventType.CRASH_POINT

@@ -30,7 +30,7 @@ import orjson
 
 from harness.errors import HistoryError
 from harness.events import EVENTS
-from harness.history import SCHEMA_VERSION, Event, EventType, optional_field
+from harness.history import SCHEMA_VERSION, Absent, Event, EventType, optional_field
 from harness.scenario.schema import attribute_docstrings
 
 SCHEMA_FILE = Path(__file__).with_name("history.schema.json")
@@ -59,7 +59,8 @@ def _type(annotation: Any) -> dict[str, Any]:
     if origin is dict:
         return {"type": "object", "additionalProperties": _type(args[1])}
     if origin in (typing.Union, types.UnionType):
-        options = [_type(a) for a in args]
+        # Literal[ABSENT] is no value a line holds: the field is left out.
+        options = [_type(a) for a in args if a != typing.Literal[Absent.ABSENT]]
         plain = [o["type"] for o in options if set(o) == {"type"}]
         if len(plain) == len(options):
             return {"type": plain}
@@ -93,9 +94,9 @@ def _definition(cls: type[Event]) -> dict[str, Any]:
     required = ["seq", "t", "type"]
     for f in fields(cls):
         schema = _type(hints[f.name])
-        if optional_field(f):
+        if f.default is None:
             schema = _without_null(schema)
-        else:
+        if not optional_field(f):
             required.append(f.name)
         if f.name in docs:
             schema["description"] = docs[f.name]
