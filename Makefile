@@ -129,10 +129,12 @@ tests/servers/node_modules/.package-lock.json: tests/servers/package-lock.json
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## The scenario's JSON Schema (harness/scenario/scenario.schema.json), generated from its model; a
-## unit test fails while the committed file is stale.
+## The JSON Schemas of the scenario (harness/scenario/scenario.schema.json, from its model) and of a
+## history line (harness/history.schema.json, from harness/events.py); a unit test fails while a
+## committed file is stale.
 schema: $(STAMP)
 	$(BIN)/python -m harness.scenario.schema
+	$(BIN)/python -m harness.history_schema
 
 clean:
 	rm -rf site $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache *.egg-info

@@ -31,6 +31,7 @@ import orjson
 
 from harness import rundir
 from harness.errors import TargetStartError
+from harness.events import BalancerRetry
 from harness.history import EventType, HistoryWriter, read_history
 from harness.pods.process import start_logged, wait_up
 from harness.pods.watchdog import guard
@@ -246,4 +247,4 @@ def retries(
 def record_retries(nginx: Nginx, history: HistoryWriter, pods: Mapping[str, str]) -> None:
     """Append a ``balancer_retry`` to the history for each attempt a stopped nginx re-sent."""
     for fields in retries(nginx.resends(), read_history(history.path), pods):
-        history.emit(EventType.BALANCER_RETRY, **fields)
+        history.emit(BalancerRetry(**fields))

@@ -17,75 +17,11 @@ statuses, fault kinds, run statuses) and the verdicts the auditor reads out of
 it are defined here once, as enums; writers (client, driver, injector, proxy,
 runner) and readers (auditor, reports) import them from here and nowhere else.
 
-Event types (fields beyond ``seq``, ``t``, ``type``):
-
-=================  ==============================================================
-run_started        run_id, scenario, seed, intents, concurrency, runtime, namespace,
-                   faults_planned ({kind: count} of counted pod faults), started_at, [epoch_s: the
-                   wall clock (Unix seconds) at t = 0, which turns the history's times into
-                   timestamps], version
-intent_started     intent, marker, key
-attempt_started    intent, attempt, id (JSON-RPC request id), key, [pod: the replica it went to,
-                   when the target has several], [round: n >= 2 when the attempt answers the
-                   server's n-1-th input_required question (MRTR)], [trace_id, span_id: the
-                   traceparent it sent (client.trace), and from attempt 2 link: the span id of the
-                   intent's first attempt]
-attempt_ended      intent, attempt, id, outcome, detail, [status, form, result (digest),
-                   code (a tool error's: excerpt <= CODE_LIMIT), retryable, notifications, message
-                   (excerpt, <= MESSAGE_LIMIT), and for an ok: reply (excerpt of its text, <=
-                   MESSAGE_LIMIT), reads_as_failure (true when that text says the call failed:
-                   :func:`harness.replies.reads_as_failure`), resumed (2025: the stream broke or was
-                   closed before its answer, and coming back for it worked: true, or did not: false)
-                   and reconnections (how many times the client came back, GET with Last-Event-ID)]
-intent_ended       intent, status (an IntentStatus), attempts, [reason: why the client stopped answering
-                   the server's questions, or retrying: the run stopped]
-pod_started        pod, pid, [container], [namespace, selector] (Kubernetes: pid 0)
-pod_ready          pod, pid, after_s
-pod_exited         pod, pid, returncode (the pod died during the run: killed or crashed)
-pod_stopped        pod, pid, returncode (the harness stopped it at the end)
-pod_resumed        pod, pid (the end of a pause fault)
-pod_grace_expired  pod, pid: a pod stopped gracefully was still running after its grace period,
-                   and got SIGKILL
-session_opened     session (a digest of its id, or null), version, client: a 2025-protocol
-                   session (initialize + notifications/initialized), first or after a loss
-session_lost       session, status: the server no longer knew the session (404, or 400 naming it)
-fault              fault (a FaultKind), and for pod faults pod, pid, trigger, [signal, grace_s];
-                   a rollout step also step (0 .. replicas-1); for stream
-                   faults id, intent, attempt, tool, key and what was done
-fault_missed       fault, trigger, reason: a planned fault the run ended without injecting
-fault_unfinished   fault, pod, pid, trigger, fault_seq (its fault event), reason: a kill begun that
-                   did not finish (a url target's kill command failed, timed out, or still ran when
-                   the run ended): whether the pod died is not known, and it counts as not injected
-effects_collected  markers (or null and error): the final read of a live effect source
-effects_checkpoint when (a CheckpointWhen), pod, fault_seq (the seq of the fault event a
-                   before_fault read precedes: the next event; or of the pod_ready event an
-                   after_restart read follows), read_at (when it began), took_s, and either seen,
-                   counts, foreign (the effects found, as :class:`SeenEffects` encodes them) or
-                   error, [rereads: how often it was read again because it contradicted the run;
-                   unstable: true when no two agreed; torn: true when lines of the store did not
-                   parse]: a checkpoint read of the effect source
-service_started    service, pid, url (a service the harness runs for the target: postgres)
-service_stopped    service, pid
-balancer_retry     intent, attempt, id, upstreams, statuses: the load balancer sent this attempt's
-                   request to more than one replica (read from its log after the run)
-crash_point        intent, attempt, point (``db_commit#2``: see ``harness.crashpoints.points``), held,
-                   [path: the intent's planned holds], [statements, wrote (yes, no, unknown), autocommit,
-                   label, nth (db_commit: what it made durable)], [key, replayed (downstream)],
-                   [answer (response: what came that was no answer to the tool, e.g. HTTP 404; then
-                   never held)]: an attempt passed a hold point (``faults.crash_points``); held: the
-                   pod was killed there
-crash_plan         planned (a list of {path, labels, [same: the points whose crash state it shares]}),
-                   [points: the clean call's crash points], [ran_out: the budget was spent with
-                   tries left]: an exploration's plan as it grew; or, for ``races``, races (each
-                   ordering tried: intent, ordering, held, at, label, made, why, meanwhile),
-                   orderings (every one of the clean call), clean_intent, [ran_out]
-pod_unavailable    pod, ready_seq (its last pod_ready), for_s, failed (attempts), [answered (calls
-                   it answered since it came back)], bound_s, locks (lock-like files in the data
-                   directory since the last answer before the fault), message (the pod log's last
-                   lines): up, it answered no call for bound_s while calls were made
-                   (``harness.run.liveness``); the run stops
-run_ended          status (a RunStatus), [reason], kills, restarts
-=================  ==============================================================
+Event types and their fields are :mod:`harness.events`: one frozen dataclass per type (an
+:class:`Event`), each field typed and described, which every writer but the driver's hot path builds
+(:meth:`HistoryWriter.emit`); the line format's JSON Schema is generated from them and shipped
+(:mod:`harness.history_schema`, ``harness/history.schema.json``), its version (:data:`SCHEMA_VERSION`)
+written in ``run_started``. Readers still read lines as dicts, by key.
 """
 
 from __future__ import annotations
@@ -95,9 +31,10 @@ import binascii
 import enum
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, ClassVar, Literal
 
 import orjson
 
@@ -423,6 +360,56 @@ def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
     return value
 
 
+SCHEMA_VERSION = 1
+"""The version of the history's line format (``run_started``'s ``schema``; ``harness/history.schema.json``):
+raised when a field changes meaning or a required one is added or removed."""
+
+
+class Absent(enum.Enum):
+    """The default of the few event fields written as null when None and left out when never set."""
+
+    ABSENT = "absent"
+
+
+ABSENT = Absent.ABSENT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One line of the history, typed: each event type is a subclass in :mod:`harness.events`, its fields
+    the line's (beyond ``seq``, ``t`` and ``type``, which the writer adds).
+
+    A field with no default is always written, ``null`` included; a field whose default is None is left
+    out of the line while it is None, so optional fields cost a reader nothing to tell apart; a field
+    whose default is :data:`ABSENT` is left out only while unset (a downstream point's ``key``: null
+    when the call carried none).
+    """
+
+    TYPE: ClassVar[EventType]
+
+    def fields(self) -> dict[str, Any]:
+        """The line's fields, in declaration order, optional ones left out while None."""
+        layout = _LAYOUTS.get(type(self))
+        if layout is None:
+            layout = _LAYOUTS[type(self)] = tuple((f.name, f.default is None) for f in dataclass_fields(self))
+        out: dict[str, Any] = {}
+        for name, optional in layout:
+            value = getattr(self, name)
+            if value is ABSENT or (value is None and optional):
+                continue
+            out[name] = value
+        return out
+
+
+_LAYOUTS: dict[type[Event], tuple[tuple[str, bool], ...]] = {}
+
+
+def optional_field(f: Any) -> bool:
+    """Whether a dataclass field of an :class:`Event` may be left out of its line (its default is None
+    or :data:`ABSENT`)."""
+    return (f.default is None or f.default is ABSENT) and f.default_factory is MISSING
+
+
 _CRASH_POINT = EventType.CRASH_POINT
 """Looked up once: an enum member costs a descriptor call per lookup on Python 3.11."""
 
@@ -432,9 +419,16 @@ class HistoryWriter:
     (:meth:`hold`) until the next one is written."""
 
     def __init__(
-        self, path: Path, *, clock: Clock = time.monotonic, redact: Callable[[str], str] | None = None
+        self,
+        path: Path,
+        *,
+        clock: Clock = time.monotonic,
+        redact: Callable[[str], str] | None = None,
+        check: Callable[[Path], None] | None = None,
     ) -> None:
         self.path = path
+        self._check = check
+        """Called with the path once the history is closed (the tests check it against its schema)."""
         self._clock = clock
         self._t0 = clock()
         self._seq = 0
@@ -451,9 +445,15 @@ class HistoryWriter:
         """The seq the next event will get."""
         return self._seq
 
-    def emit(self, type_: EventType, **fields: Any) -> int:
+    def emit(self, event: Event) -> int:
         """Append one event, and any held before it, in one write; its ``seq`` (what a later event
         refers to it by)."""
+        return self.emit_fields(event.TYPE, **event.fields())
+
+    def emit_fields(self, type_: EventType, **fields: Any) -> int:
+        """:meth:`emit` for the driver's hot path, which writes its events' fields without building an
+        :class:`Event` (decision 0072); what it writes is described by the same types all the same, and
+        the tests check its lines against their schema."""
         line = self._line(type_, fields)
         assert self._file is not None  # _line checked it
         if self._held:
@@ -504,6 +504,8 @@ class HistoryWriter:
             self.flush()
             self._file.close()
             self._file = None
+            if self._check is not None:
+                self._check(self.path)
 
     def __enter__(self) -> HistoryWriter:
         return self

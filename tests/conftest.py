@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from harness.audit.auditor import AuditResult
+from harness.history_schema import CHECK_ENV
 from tests.helpers.containers import IMAGE, TS_IMAGE, reference_image
 from tests.helpers.node import npm_ci, require_node
 from tests.helpers.paths import SERVERS_DIR, TS_DIR
@@ -54,6 +55,11 @@ settings.register_profile("dev", deadline=None)
 settings.register_profile("check", deadline=None, max_examples=20)  # `make check` (tests/helpers/quick.py)
 settings.register_profile("slow", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if "CI" in os.environ else "dev"))
+
+# Every history a run of the suite writes, in this process or a child's, is checked line by line
+# against harness/history.schema.json when it is closed: a writer whose line the event types do not
+# describe fails the test that ran it (harness/history_schema.py).
+os.environ[CHECK_ENV] = "1"
 
 # A shell starts a background job (`make test &`, `nohup`) with SIGINT and SIGQUIT ignored, and what it
 # starts inherits that: the harness (rightly) keeps an ignored SIGINT ignored, so every test that

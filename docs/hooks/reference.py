@@ -30,12 +30,14 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
+from harness import history_schema
 from harness.audit.causes import Cause
 from harness.audit.fixes import FIXES
 from harness.cli import build_parser
 from harness.cli.common import EXIT_GATE_FAILED, EXIT_INTERRUPTED
 from harness.crashpoints.points import KINDS, PointKind, Site
 from harness.errors import HarnessError
+from harness.events import EVENTS
 from harness.history import FaultKind, IntentStatus, Outcome, RunStatus, Verdict
 from harness.scenario.placeholders import BASE_PLACEHOLDERS
 from harness.scenario.rules import SERVICE_SECTIONS
@@ -62,11 +64,13 @@ GENERATED = {
     "reference/scenario.md": "scenario_page",
     "reference/findings.md": "findings_page",
     "reference/points.md": "points_page",
+    "reference/history.md": "history_page",
     "explanation/decisions.md": "decisions_page",
 }
 """The pages made from the code: page → the function of this module that writes it."""
 
 SCHEMA_PAGE = "reference/scenario.schema.json"
+HISTORY_SCHEMA_PAGE = "reference/history.schema.json"
 
 _LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -79,6 +83,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for page, writer in GENERATED.items():
         files.append(File.generated(config, page, content=globals()[writer](config)))
     files.append(File.generated(config, SCHEMA_PAGE, content=schema_text()))
+    files.append(File.generated(config, HISTORY_SCHEMA_PAGE, content=history_schema.schema_text()))
     return files
 
 
@@ -402,6 +407,58 @@ def points_page(config: MkDocsConfig) -> str:
             *table(("point", "needs", "crashed by crash points", "every run records it", "what it is"), rows),
         ]
     )
+
+
+_ROLE = re.compile(r":(?:func|class|mod|meth|data):`~?([^`]+)`")
+
+
+def _field_type(schema: dict[str, Any]) -> str:
+    """A field's JSON type in words: ``integer``, ``string or null``, one of an enum's values."""
+    if "enum" in schema:
+        return ", ".join(f"`{v}`" for v in schema["enum"])
+    if "anyOf" in schema:
+        return " or ".join(_field_type(o) for o in schema["anyOf"])
+    kinds = schema.get("type", "any")
+    named = " or ".join(kinds) if isinstance(kinds, list) else kinds
+    if named == "array":
+        return f"array of {_field_type(schema.get('items', {}))}"
+    return str(named)
+
+
+def history_page(config: MkDocsConfig) -> str:
+    """Every event type of the history with its fields, from the types (``harness.events``) by way of
+    the schema they generate."""
+    schema = history_schema.history_schema()
+    lines = [
+        "# The history's events",
+        "",
+        "Generated from the code at every build of this site: one section per event class of",
+        "`harness/events.py`, its fields as the JSON Schema made from them says",
+        f"([`history.schema.json`](history.schema.json), format version {schema['x-schema-version']},",
+        "shipped in the package as `harness/history.schema.json`). Every line of `history.jsonl` has",
+        "`seq` (its number, from 0), `t` (seconds since the run started) and `type`, and then the",
+        "fields of its type: a *required* field is always there (null where its type allows it), an",
+        "*optional* one only when it has a value. `run_started`'s `schema` says which version wrote it.",
+        "",
+    ]
+    for cls in EVENTS:
+        definition = schema["$defs"][cls.__name__]
+        required = set(definition["required"])
+        rows = [
+            (
+                f"`{name}`",
+                cell(_field_type(prop)),
+                "required" if name in required else "optional",
+                cell(_ROLE.sub(r"`\1`", prop.get("description", ""))),
+            )
+            for name, prop in definition["properties"].items()
+            if name not in ("seq", "t", "type")
+        ]
+        lines += [f"## `{cls.TYPE.value}` ({cls.__name__})", ""]
+        if "description" in definition:
+            lines += [cell(_ROLE.sub(r"`\1`", definition["description"])), ""]
+        lines += table(("field", "type", "present", "what it is"), rows)
+    return "\n".join(lines)
 
 
 def decisions_page(config: MkDocsConfig) -> str:

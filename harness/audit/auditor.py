@@ -38,6 +38,7 @@ from harness.audit.intent_rows import CHUNK_ROWS, DIGESTS, IntentRows, texts
 from harness.audit.memory import no_cycle_collection
 from harness.audit.ordinary import OrdinaryReplies
 from harness.audit.podlogs import evidence
+from harness.audit.runfacts import run_facts
 from harness.audit.scratch import Scratch
 from harness.audit.stories import TOLD, FindingClass, History, Story, classes, tell
 from harness.audit.summary import EffectCounts, Summary, UnreadableStore, summarize
@@ -150,6 +151,8 @@ class AuditResult:
     scenario: Scenario
     judged: JudgedIntents
     summary: Summary
+    keyed: bool = True
+    """Whether each attempt of an intent carries its key (``run_started``'s ``keyed``)."""
     pod_events: list[tuple[float, str]] = dataclasses.field(default_factory=list)
     """(t, what): pod faults by kind, ``pod_exited`` and ``pod_ready``, as the history has them."""
     pod_faults: list[PodFault] = dataclasses.field(default_factory=list)
@@ -166,13 +169,6 @@ class AuditResult:
     @property
     def gate_passed(self) -> bool:
         return self.summary.gate.passed
-
-
-def keyed(scenario: Scenario) -> bool:
-    """Whether each attempt of an intent carries the intent's key (a duplicate's fix depends on it)."""
-    client = scenario.client
-    travels = client.key_in != "argument" or "key" in scenario.workload.template.placeholders
-    return travels and client.key_reuse == "same"
 
 
 def _no_history() -> Iterable[Sequence[Mapping[str, Any]]]:
@@ -360,8 +356,9 @@ def judge(
         )
         for i, (u, fault) in enumerate(zip(effects.unreadable, tore, strict=True))
     ]
-    summary = summarize(fold, tally, counted, scenario, run_dir, unreadable)
-    fixes = partial(fix_for, keyed=keyed(scenario))
+    facts = run_facts(fold.run, scenario)
+    summary = summarize(fold, tally, counted, facts, run_dir, unreadable)
+    fixes = partial(fix_for, keyed=facts.keyed)
     found = classes(tally.causes, tally.firsts)
     told = sorted({i for verdict, _, _, first in found if verdict in TOLD for i in first})
     stories = tell(tally.told_rows(), told, history, fold.checkpoints, fold.pod_faults, fixes)
@@ -382,6 +379,7 @@ def judge(
         scenario=scenario,
         judged=judged,
         summary=summary,
+        keyed=facts.keyed,
         pod_events=fold.pod_events,
         pod_faults=fold.pod_faults,
         checkpoints=fold.checkpoints,
@@ -464,7 +462,7 @@ def stories_of(result: AuditResult, intents: Sequence[int]) -> dict[int, Story]:
         missing = next(i for i in intents if i not in told)
         raise UsageError(f"intent {missing} never started in {result.run_dir}")
     history = result.run_dir / rundir.HISTORY
-    fixes = partial(fix_for, keyed=keyed(result.scenario))
+    fixes = partial(fix_for, keyed=result.keyed)
     return tell(
         rows, list(intents), lambda: read_batches(history), result.checkpoints, result.pod_faults, fixes
     )

@@ -20,11 +20,11 @@ from harness.audit.findings import Finding, findings
 from harness.audit.fixes import unavailable_fix as evidence_fix
 from harness.audit.fold import ErrorTally, Fold, MissedFault
 from harness.audit.podlogs import FaultEvidence
+from harness.audit.runfacts import RunFacts
 from harness.audit.stats import Rate
 from harness.audit.stories import FindingClass
 from harness.audit.tally import Tally
 from harness.history import POD_FAULTS, FaultKind, Outcome, RunStatus, Verdict
-from harness.scenario import Scenario
 
 TOP_ERRORS = 10
 """The most common error messages kept in a summary."""
@@ -341,7 +341,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _fault_rows(tally: Tally, fold: Fold, scenario: Scenario) -> list[FaultRow]:
+def _fault_rows(tally: Tally, fold: Fold, facts: RunFacts) -> list[FaultRow]:
     """Per fault kind: planned and injected, how many intents it hit, and what became of them."""
     hit_sets = [(set(cell.split(";")), verdict, n) for (cell, verdict), n in tally.fault_cells.items()]
     kinds = (
@@ -351,7 +351,7 @@ def _fault_rows(tally: Tally, fold: Fold, scenario: Scenario) -> list[FaultRow]:
     )
     if fold.crashes:
         kinds.add(FaultKind.CRASH)
-    rule_planned = _stream_plan(scenario)
+    rule_planned = _stream_plan(facts)
     rows = []
     for kind in (k for k in FaultKind if k.value in kinds):
         verdicts: Counter[str] = Counter()
@@ -395,10 +395,10 @@ def _replica_rows(tally: Tally) -> list[ReplicaRow]:
     ]
 
 
-def _stream_plan(scenario: Scenario) -> dict[FaultKind, int]:
+def _stream_plan(facts: RunFacts) -> dict[FaultKind, int]:
     """Stream faults planned for sure: rules that name an intent (an explicit plan) hit it at least once."""
     planned: dict[FaultKind, int] = {}
-    for rule in scenario.faults.stream:
+    for rule in facts.stream_rules:
         if rule.intent is not None and rule.probability is None:
             kind = FaultKind(rule.fault)
             planned[kind] = planned.get(kind, 0) + 1
@@ -412,7 +412,7 @@ NOTHING_MEASURED = 0.5
 a typo in the tool's name, credentials that expired, a server that refused the protocol."""
 
 
-def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence[FaultRow]) -> list[str]:
+def _inconclusive(fold: Fold, facts: RunFacts, tally: Tally, faults: Sequence[FaultRow]) -> list[str]:
     reasons = []
     started = tally.started
     refused = tally.verdicts[Verdict.REJECTED.value] + tally.verdicts[Verdict.UNFINISHED.value]
@@ -432,8 +432,8 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
     for lost in fold.missed:
         if lost.kind == HOLD:  # a plan's order the target never let happen: no pod fault to count
             reasons.append(f"{lost.trigger} was not made: {lost.reason}")
-    kill = scenario.faults.kill
-    abrupt = {FaultKind.PAUSE} | ({FaultKind.KILL} if kill is None or kill.signal == "SIGKILL" else set())
+    kill_signal = facts.kill_signal
+    abrupt = {FaultKind.PAUSE} | ({FaultKind.KILL} if kill_signal in (None, "SIGKILL") else set())
     for row in faults:
         # A crash meant to break calls that struck an idle server each time: no attempt broke, so no retry
         # after one was ever judged. (A graceful stop or a rollout lets its calls finish by design.)
@@ -442,7 +442,7 @@ def _inconclusive(fold: Fold, scenario: Scenario, tally: Tally, faults: Sequence
                 f"{row.injected} {row.kind.value}{'s' if row.injected > 1 else ''} hit no attempt in "
                 "flight: none broke a call, so no retry after one was tested"
             )
-    for index, rule in enumerate(scenario.faults.stream):
+    for index, rule in enumerate(facts.stream_rules):
         if rule.intent is not None and rule.probability is None and not fold.rule_hits.get(index):
             if rule.intent < started:
                 why = "its exchange never matched"
@@ -526,7 +526,7 @@ def summarize(
     fold: Fold,
     tally: Tally,
     effects: EffectCounts,
-    scenario: Scenario,
+    facts: RunFacts,
     run_dir: Path,
     unreadable: Sequence[UnreadableStore] = (),
 ) -> Summary:
@@ -536,8 +536,8 @@ def summarize(
     verdicts = {v: tally.verdicts[v.value] for v in Verdict}
     rates = {v: Rate(c, started) for v, c in verdicts.items()}
     causes = _causes(tally)
-    faults = _fault_rows(tally, fold, scenario)
-    inconclusive = _inconclusive(fold, scenario, tally, faults)
+    faults = _fault_rows(tally, fold, facts)
+    inconclusive = _inconclusive(fold, facts, tally, faults)
     reads = fold.checkpoints
     total_attempts = tally.attempts
     by_outcome = {o: tally.outcomes[o] for o in Outcome}
@@ -546,14 +546,14 @@ def summarize(
     return Summary(
         run_id=str(fold.run.get("run_id", run_dir.name)),
         started_at=str(fold.run.get("started_at", "")),
-        scenario=scenario.name,
-        seed=scenario.seed,
+        scenario=facts.scenario,
+        seed=facts.seed,
         status=RunStatus(ended.get("status", RunStatus.UNFINISHED)),
         status_reason=ended.get("reason"),
         duration_s=round(fold.duration_s, 3),
         inconclusive=inconclusive,
         intents=IntentCounts(
-            planned=int(fold.run.get("intents", scenario.workload.intents)),
+            planned=facts.intents,
             started=started,
             ended=tally.ended,
         ),
@@ -595,7 +595,7 @@ def summarize(
             unavailable=[u.sentence for u in unavailable],
             unavailable_fix=unavailable_fix(unavailable, [u.path for u in unreadable]),
             unreadable=[u.sentence for u in unreadable],
-            not_started=max(0, int(fold.run.get("intents", scenario.workload.intents)) - started),
+            not_started=max(0, facts.intents - started),
             story=None
             if tally.emptied is None
             else tally.emptied.sentence(tally.acked_after, tally.stored_after),

@@ -51,7 +51,8 @@ from harness.client.host import Host
 from harness.client.messages import MODERN, PROTOCOLS, SESSION_VERSIONS, CallResult, ToolCall, refused_version
 from harness.client.oauth import Challenge, OAuthTokens
 from harness.client.pool import Pool
-from harness.history import EventType, HistoryWriter, Outcome, clip
+from harness.events import SessionLost, SessionOpened
+from harness.history import HistoryWriter, Outcome, clip
 
 __all__ = ["DISCOVER_ID", "MODERN", "PROTOCOLS", "SESSION_VERSIONS", "McpHttpClient", "session_digest"]
 
@@ -369,10 +370,7 @@ class McpHttpClient:
             await self._listen(self.session)
         if self._history is not None:
             self._history.emit(
-                EventType.SESSION_OPENED,
-                session=session_digest(self.session),
-                version=self.protocol,
-                client=self.name,
+                SessionOpened(session=session_digest(self.session), version=self.protocol, client=self.name)
             )
         return None
 
@@ -392,7 +390,7 @@ class McpHttpClient:
         self._handshaken = False
         if self._history is not None:
             self._history.emit(
-                EventType.SESSION_LOST, session=session_digest(session), status=res.status, client=self.name
+                SessionLost(session=session_digest(session), status=res.status, client=self.name)
             )
 
     async def end_session(self) -> None:

@@ -53,7 +53,8 @@ import pydantic
 
 from harness.client.issuer import metadata_off_issuer, plain, request_off_issuer
 from harness.errors import HarnessError, TargetError
-from harness.history import EventType, HistoryWriter, clip
+from harness.events import TokenRefreshed
+from harness.history import HistoryWriter, clip
 
 AUTH_TIMEOUT_S = 30.0
 """How long one request of the flow (metadata, registration, token) may take."""
@@ -206,7 +207,7 @@ class OAuthTokens:
             self.failure = None
             self._found(header)
             if before is not None and self.history is not None:
-                self.history.emit(EventType.TOKEN_REFRESHED, why=_why(challenge))
+                self.history.emit(TokenRefreshed(why=_why(challenge)))
             self.header = header
             return True
 

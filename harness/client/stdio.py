@@ -49,7 +49,8 @@ from harness.client.messages import (
 from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.points import PointKind
 from harness.crashpoints.router import Router
-from harness.history import Detail, EventType, HistoryWriter, Outcome, excerpt
+from harness.events import SessionLost, SessionOpened
+from harness.history import Detail, HistoryWriter, Outcome, excerpt
 
 _FORM = "stdio"
 HANDSHAKE_ID = -1
@@ -148,7 +149,7 @@ class StdioChannel:
         """The server's stdout ended: the session ends with it (recorded), and the host is told."""
         if self.history is not None and self.protocol is not None:
             self.history.emit(
-                EventType.SESSION_LOST, session=None, status=None, client=self.name, reason=self.close_reason
+                SessionLost(session=None, status=None, client=self.name, reason=self.close_reason)
             )
         if self.on_close is not None:
             self.on_close(self)
@@ -250,7 +251,7 @@ class StdioChannel:
         self.server_info = res.result.get("serverInfo")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if self.history is not None:
-            self.history.emit(EventType.SESSION_OPENED, session=None, version=self.protocol, client=self.name)
+            self.history.emit(SessionOpened(session=None, version=self.protocol, client=self.name))
         return None
 
     async def call_tool(self, call: ToolCall, *, timeout: float, gate: Gate | None = None) -> CallResult:

@@ -35,7 +35,8 @@ from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.points import PointKind, file_label, file_op
 from harness.crashpoints.router import Router
 from harness.errors import TargetStartError
-from harness.history import EventType, HistoryWriter
+from harness.events import DataRolledBack, ServiceStarted
+from harness.history import HistoryWriter
 from harness.pods.watchdog import guard
 from harness.run.bus import Bus, PodDied, PodStarted
 
@@ -137,13 +138,11 @@ class FileTracer:
             ready = await self._line()
             if "refused" in ready:  # no file points here: the run goes on without them, and says so
                 self.refused = str(ready["refused"])
-                self.history.emit(
-                    EventType.SERVICE_STARTED, service=SERVICE, traced=False, reason=self.refused
-                )
+                self.history.emit(ServiceStarted(service=SERVICE, traced=False, reason=self.refused))
             elif "ready" not in ready:
                 raise TargetStartError(f"the file tracer did not start: {ready.get('error', ready)}")
             else:
-                self.history.emit(EventType.SERVICE_STARTED, service=SERVICE, pid=self._proc.pid, traced=True)
+                self.history.emit(ServiceStarted(service=SERVICE, pid=self._proc.pid, traced=True))
                 self._pump = asyncio.create_task(self._serve())
             yield self
         finally:
@@ -170,7 +169,7 @@ class FileTracer:
         answer = await self._ask({"cmd": "rollback"})
         if "error" in answer:
             raise TargetStartError(str(answer["error"]))
-        self.history.emit(EventType.DATA_ROLLED_BACK, changed=answer.get("rolled_back", []))
+        self.history.emit(DataRolledBack(changed=answer.get("rolled_back", [])))
 
     async def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
         self._send(command)

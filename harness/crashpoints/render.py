@@ -22,9 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.audit.auditor import keyed, story_of
+from harness.audit.auditor import story_of
 from harness.audit.causes import Cause, first_fault
 from harness.audit.fixes import fix_for
+from harness.audit.runfacts import keyed
 from harness.audit.stories import Story
 from harness.audit.summary import unavailable_fix
 from harness.crashpoints.advice import advice

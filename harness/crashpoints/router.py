@@ -59,7 +59,8 @@ from typing import Any, Protocol
 
 from harness.crashpoints.decisions import KILLS, At, Connection, Decision, Plan, Reached
 from harness.crashpoints.points import COUNTED, Crash, Point, PointKind, nth_with
-from harness.history import EventType, HistoryWriter
+from harness.events import CrashPlan, CrashPoint, FaultMissed
+from harness.history import HistoryWriter
 from harness.workload import MARKER_SHAPE
 
 TOLD_POINTS = 24
@@ -269,11 +270,12 @@ class Router:
         for missed in self.plan.missed():
             # A missed kill counts as planned (the run is then inconclusive for it); a hold is no pod fault.
             self._history.emit(
-                EventType.FAULT_MISSED,
-                fault=missed.fault,
-                trigger=missed.trigger,
-                counted=missed.fault != "kill",
-                reason=missed.reason,
+                FaultMissed(
+                    fault=missed.fault,
+                    trigger=missed.trigger,
+                    counted=missed.fault != "kill",
+                    reason=missed.reason,
+                )
             )
 
     # -- points
@@ -477,15 +479,10 @@ class Router:
         if held_for:
             detail["released"] = done.value
         self._history.emit(
-            EventType.CRASH_POINT,
-            intent=window.intent,
-            attempt=window.attempt,
-            point=named.name,
-            held=killed,
-            **detail,
+            CrashPoint(intent=window.intent, attempt=window.attempt, point=named.name, held=killed, **detail)
         )
 
     def _tell_plan(self) -> None:
         told = self.plan.told()
         if told is not None and self._history is not None:
-            self._history.emit(EventType.CRASH_PLAN, **told)
+            self._history.emit(CrashPlan(**told))

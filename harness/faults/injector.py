@@ -33,9 +33,10 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from harness.events import FaultMissed
 from harness.faults.pacing import LANDING_BOUND_S, LANDING_POLL_S, Landing, Load, Paced, hold_points
 from harness.faults.schedule import PlannedFault
-from harness.history import EventType, FaultKind, HistoryWriter
+from harness.history import FaultKind, HistoryWriter
 from harness.pods.supervisor import Supervisor
 
 BeforeFault = Callable[[str], Awaitable[Callable[[], None]]]
@@ -328,9 +329,5 @@ class Injector:
             else:
                 continue
             self.history.emit(
-                EventType.FAULT_MISSED,
-                fault=fault.kind,
-                trigger=fault.describe(),
-                counted=fault.counted,
-                reason=reason,
+                FaultMissed(fault=fault.kind, trigger=fault.describe(), counted=fault.counted, reason=reason)
             )

@@ -52,11 +52,12 @@ from typing import Any
 import httptools
 import orjson
 
+from harness import events
 from harness.client.messages import SseParser
 from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.points import PointKind
 from harness.crashpoints.router import Router
-from harness.history import EventType, HistoryWriter
+from harness.history import HistoryWriter
 from harness.loopback import LoopbackServer
 from harness.scenario import StreamFault
 
@@ -428,15 +429,16 @@ class FaultProxy(LoopbackServer):
     def _record(self, rule: StreamFault, ex: Exchange, **detail: Any) -> None:
         self.injected += 1
         self.history.emit(
-            EventType.FAULT,
-            fault=rule.fault,
-            rule=next(i for i, r in enumerate(self.rules) if r is rule),
-            id=ex.request_id,
-            intent=ex.intent,
-            attempt=ex.attempt,
-            tool=ex.tool,
-            key=ex.key,
-            **detail,
+            events.StreamFault(
+                fault=rule.fault,
+                rule=next(i for i, r in enumerate(self.rules) if r is rule),
+                id=ex.request_id,
+                intent=ex.intent,
+                attempt=ex.attempt,
+                tool=ex.tool,
+                key=ex.key,
+                **detail,
+            )
         )
 
     async def _exchange(

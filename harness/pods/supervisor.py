@@ -14,10 +14,12 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
 
+from harness import events
 from harness.client.readiness import Readiness
 from harness.errors import FaultUnfinished, TargetError, TargetNotReady
-from harness.history import EventType, FaultKind, HistoryWriter, log_end
+from harness.history import FaultKind, HistoryWriter, log_end
 from harness.pods.pod import Pod
 from harness.pods.ready import ReadyCheck
 from harness.run.bus import Bus, PodBack, PodDied, PodGone, PodStarted
@@ -58,7 +60,7 @@ class Supervisor:
     """Set by :meth:`stop`: what a supervisor whose pod did not come back waits for."""
     _killed: bool = field(default=False, init=False)
     """A kill was signalled and its exit not seen yet: that exit is the kill's, even during stop."""
-    _last_kill: dict[str, object] = field(default_factory=dict, init=False)
+    _last_kill: dict[str, Any] = field(default_factory=dict, init=False)
     """The last kill's fault event (kind, pid, trigger, seq): what ``fault_unfinished`` names."""
     _power_loss: bool = field(default=False, init=False)
     """The last kill was a power loss, and the file tracer has not rolled the data back yet."""
@@ -73,7 +75,7 @@ class Supervisor:
         started = time.monotonic()
         pid = await self.pod.start()
         self.started_seq = self.history.emit(
-            EventType.POD_STARTED, pod=self.pod.name, pid=pid, **self.pod.identity()
+            events.PodStarted(pod=self.pod.name, pid=pid, **self.pod.identity())
         )
         await self.bus.publish(PodStarted(self.pod.name, pid))
         waiter = asyncio.ensure_future(self.pod.wait())
@@ -93,11 +95,7 @@ class Supervisor:
         self.protocol = readiness.protocol
         self.startup_s = round(time.monotonic() - started, 4)
         self.ready_seq = self.history.emit(
-            EventType.POD_READY,
-            pod=self.pod.name,
-            pid=pid,
-            after_s=self.startup_s,
-            protocol=readiness.protocol,
+            events.PodReady(pod=self.pod.name, pid=pid, after_s=self.startup_s, protocol=readiness.protocol)
         )
         self.ready_since = time.monotonic()
         self.ready.set()
@@ -107,9 +105,9 @@ class Supervisor:
         if readiness.exited and waiter.done() and not waiter.cancelled():
             rc = waiter.result()
             if self._stopping:
-                self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
+                self.history.emit(events.PodStopped(pod=self.pod.name, pid=pid, returncode=rc))
                 return
-            self.history.emit(EventType.POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
+            self.history.emit(events.PodExited(pod=self.pod.name, pid=pid, returncode=rc))
             # At its first start the store may be what is missing ({data_dir} starts empty); a restart
             # came up with the same store before.
             first = (
@@ -157,10 +155,10 @@ class Supervisor:
             if pid is not None and (timer := self._grace_timers.pop(pid, None)) is not None:
                 timer.cancel()  # it stopped within its grace period: no SIGKILL for its successor
             if self._stopping and not self._killed:
-                self.history.emit(EventType.POD_STOPPED, pod=self.pod.name, pid=pid, returncode=rc)
+                self.history.emit(events.PodStopped(pod=self.pod.name, pid=pid, returncode=rc))
                 return
             self._killed = False
-            self.history.emit(EventType.POD_EXITED, pod=self.pod.name, pid=pid, returncode=rc)
+            self.history.emit(events.PodExited(pod=self.pod.name, pid=pid, returncode=rc))
             if self._stopping:
                 # A kill's victim whose exit was seen only as the run stopped (a Kubernetes pod's
                 # exit is polled): its exit is the kill's, and nothing is restarted.
@@ -190,22 +188,21 @@ class Supervisor:
     def _unfinished(self, exc: FaultUnfinished) -> None:
         """Record that the last kill did not finish (``fault_unfinished``): its exit will not come."""
         self._killed = False
-        self.history.emit(
-            EventType.FAULT_UNFINISHED, pod=self.pod.name, reason=exc.message, **self._last_kill
-        )
+        self.history.emit(events.FaultUnfinished(pod=self.pod.name, reason=exc.message, **self._last_kill))
 
     def _gone(self, exc: TargetNotReady) -> None:
         """Record a pod that did not come back from its death, and tell the run (``PodGone``)."""
         self.history.emit(
-            EventType.POD_UNAVAILABLE,
-            pod=self.pod.name,
-            ready_seq=self.started_seq,
-            came_back=False,
-            why=exc.message,
-            for_s=self.ready_timeout_s,
-            failed=0,
-            locks=[],
-            message=log_end(exc.details or ""),  # its last lines: the error after a traceback
+            events.PodUnavailable(
+                pod=self.pod.name,
+                ready_seq=self.started_seq,
+                came_back=False,
+                why=exc.message,
+                for_s=self.ready_timeout_s,
+                failed=0,
+                locks=[],
+                message=log_end(exc.details or ""),  # its last lines: the error after a traceback
+            )
         )
         self.gone.set()
         self.bus.tell(
@@ -217,18 +214,19 @@ class Supervisor:
         """Set by :meth:`stop`, possibly while another task is in :meth:`supervise`."""
         return self._stopping
 
-    def pause(self, *, duration_s: float, trigger: str, **details: object) -> bool:
+    def pause(self, *, duration_s: float, trigger: str, **details: Any) -> bool:
         """Freeze the pod, if it is up and ready; records the fault. The caller resumes it."""
         if not self.ready.is_set() or self.pod.pid is None:
             return False
         self.history.emit(
-            EventType.FAULT,
-            fault=FaultKind.PAUSE,
-            pod=self.pod.name,
-            pid=self.pod.pid,
-            trigger=trigger,
-            duration_s=duration_s,
-            **details,
+            events.PodFault(
+                fault=FaultKind.PAUSE,
+                pod=self.pod.name,
+                pid=self.pod.pid,
+                trigger=trigger,
+                duration_s=duration_s,
+                **details,
+            )
         )
         if not self.pod.pause():
             return False
@@ -239,7 +237,7 @@ class Supervisor:
         if self.paused:
             self.pod.resume()
             self.paused = False
-            self.history.emit(EventType.POD_RESUMED, pod=self.pod.name, pid=self.pod.pid)
+            self.history.emit(events.PodResumed(pod=self.pod.name, pid=self.pod.pid))
 
     def kill(
         self,
@@ -250,7 +248,7 @@ class Supervisor:
         kind: FaultKind = FaultKind.KILL,
         power_loss: bool = False,
         before: Callable[[], None] | None = None,
-        **details: object,
+        **details: Any,
     ) -> bool:
         """Signal the pod now, if it is up and ready; records the fault. False when nothing was signalled.
 
@@ -279,7 +277,7 @@ class Supervisor:
         if before is not None:
             before()
         seq = self.history.emit(
-            EventType.FAULT, fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details
+            events.PodFault(fault=kind, pod=self.pod.name, pid=pid, trigger=trigger, **details)
         )
         self._last_kill = {"fault": kind, "pid": pid, "trigger": trigger, "fault_seq": seq}
         return True
@@ -293,7 +291,7 @@ class Supervisor:
         """The grace period of a graceful stop ended and that instance still runs: SIGKILL it."""
         self._grace_timers.pop(pid, None)
         if self.pod.pid == pid and self.pod.kill("SIGKILL"):
-            self.history.emit(EventType.POD_GRACE_EXPIRED, pod=self.pod.name, pid=pid)
+            self.history.emit(events.PodGraceExpired(pod=self.pod.name, pid=pid))
 
     async def stop(self) -> None:
         self._stopping = True

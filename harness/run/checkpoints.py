@@ -43,10 +43,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
+from typing import Any
 
 from harness.effects.base import Sample
 from harness.errors import HarnessError
-from harness.history import CheckpointWhen, EventType, HistoryWriter, SeenEffects, excerpt
+from harness.events import EffectsCheckpoint
+from harness.history import CheckpointWhen, HistoryWriter, SeenEffects, excerpt
 from harness.run.wiring import TargetWiring
 
 Reader = Callable[[], Awaitable[Sample]]
@@ -238,24 +240,32 @@ class Checkpoints:
         return _Read(seen[-1], None, took, REREADS, unstable=True, began=began)
 
     def _record(
-        self, when: CheckpointWhen, pod: str, fault_seq: int | None, taken: _Read, **whose: int
+        self,
+        when: CheckpointWhen,
+        pod: str,
+        fault_seq: int | None,
+        taken: _Read,
+        intent: int | None = None,
+        attempt: int | None = None,
     ) -> None:
         found = taken.seen.fields() if taken.seen is not None else {"error": taken.error}
-        steady: dict[str, object] = {"rereads": taken.rereads} if taken.rereads else {}
+        steady: dict[str, Any] = {"rereads": taken.rereads} if taken.rereads else {}
         if taken.unstable:
             steady["unstable"] = True
         if taken.torn:
             steady["torn"] = True
         self.history.emit(
-            EventType.EFFECTS_CHECKPOINT,
-            when=when,
-            pod=pod,
-            fault_seq=fault_seq,
-            read_at=round(taken.began, 6),
-            took_s=round(taken.took_s, 4),
-            **whose,
-            **found,
-            **steady,
+            EffectsCheckpoint(
+                when=when,
+                pod=pod,
+                fault_seq=fault_seq,
+                read_at=round(taken.began, 6),
+                took_s=round(taken.took_s, 4),
+                intent=intent,
+                attempt=attempt,
+                **found,
+                **steady,
+            )
         )
         if taken.seen is not None and not taken.unstable:
             self._last = taken.seen

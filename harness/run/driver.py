@@ -271,7 +271,7 @@ class Driver:
     ) -> CallResult:
         """One attempt, written to the history as it starts and as it ends."""
         stats = self.stats
-        self.history.emit(
+        self.history.emit_fields(
             _ATTEMPT_STARTED,
             intent=intent.index,
             attempt=attempt,

@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.history import EventType, HistoryWriter, Outcome, log_end
+from harness.events import PodUnavailable
+from harness.history import HistoryWriter, Outcome, log_end
 from harness.pods.supervisor import Supervisor
 
 ANSWERS = frozenset({Outcome.OK, Outcome.TOOL_ERROR, Outcome.INPUT_REQUIRED})
@@ -170,15 +171,16 @@ class Liveness:
             else []
         )
         self.history.emit(
-            EventType.POD_UNAVAILABLE,
-            pod=pod,
-            ready_seq=ready_seq,
-            for_s=round(silent_s, 3),
-            failed=self._failed,
-            answered=self._answered_since_ready,
-            bound_s=round(self.bound_s, 3),
-            locks=locks,
-            message=log_end(said_once(supervisor.pod.log_tail(LOG_LINES))),
+            PodUnavailable(
+                pod=pod,
+                ready_seq=ready_seq,
+                for_s=round(silent_s, 3),
+                failed=self._failed,
+                answered=self._answered_since_ready,
+                bound_s=round(self.bound_s, 3),
+                locks=locks,
+                message=log_end(said_once(supervisor.pod.log_tail(LOG_LINES))),
+            )
         )
         held = f"; lock-like files since the fault: {', '.join(locks[:5])}" if locks else ""
         since = "its restart" if self._restart is not None else "its last answer"

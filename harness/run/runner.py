@@ -34,16 +34,18 @@ from typing import Any, TextIO, TypeVar
 from harness import rundir
 from harness._version import __version__
 from harness.audit.auditor import AuditResult
+from harness.audit.runfacts import facts_of_scenario
 from harness.auditing import audit_and_report
 from harness.client import McpClient
 from harness.client.balance import Balancer
 from harness.client.http import McpHttpClient
 from harness.crashpoints.router import Router
 from harness.errors import HarnessError, ScenarioError, TargetError
+from harness.events import EffectsCollected, RunEnded, RunStarted
 from harness.faults.injector import Injector
 from harness.faults.proxy import FaultProxy
 from harness.faults.schedule import build_schedule, counted_plan
-from harness.history import EventType, HistoryWriter, Outcome, RunStatus
+from harness.history import HistoryWriter, Outcome, RunStatus
 from harness.pods.factory import require_env_refs
 from harness.report.live import LiveStatus, Snapshot
 from harness.run.bus import AttemptEnded, Bus, PodBack, PodGone
@@ -489,28 +491,34 @@ class _Run:
 
     def _record_start(self) -> None:
         s = self.scenario
+        facts = facts_of_scenario(s)  # what the audit needs of the scenario, in the history
         self.history.emit(
-            EventType.RUN_STARTED,
-            run_id=self.run_dir.name,
-            scenario=s.name,
-            seed=s.seed,
-            intents=s.workload.intents,
-            concurrency=s.workload.concurrency,
-            runtime=s.target.runtime,
-            namespace=self.namespace,
-            faults_planned=counted_plan(self.schedule),
-            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            epoch_s=round(time.time() - self.history.now(), 6),
-            version=__version__,
+            RunStarted(
+                run_id=self.run_dir.name,
+                scenario=s.name,
+                seed=s.seed,
+                intents=s.workload.intents,
+                concurrency=s.workload.concurrency,
+                runtime=s.target.runtime,
+                namespace=self.namespace,
+                faults_planned=counted_plan(self.schedule),
+                started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                epoch_s=round(time.time() - self.history.now(), 6),
+                version=__version__,
+                keyed=facts.keyed,
+                kill_signal=facts.kill_signal,
+                stream_rules=[rule.fields() for rule in facts.stream_rules],
+            )
         )
 
     def _record_end(self) -> None:
         self.history.emit(
-            EventType.RUN_ENDED,
-            status=self.status,
-            reason=self.reason,
-            kills=sum(s.kills for s in self.supervisors),
-            restarts=sum(s.restarts for s in self.supervisors),
+            RunEnded(
+                status=self.status,
+                reason=self.reason,
+                kills=sum(s.kills for s in self.supervisors),
+                restarts=sum(s.restarts for s in self.supervisors),
+            )
         )
 
     def _snapshot(self) -> Snapshot:
@@ -567,7 +575,7 @@ class _Run:
                 else:
                     await self._pod_back()
                 markers = await self.wiring.read_live_effects(self.namespace)
-            self.history.emit(EventType.EFFECTS_COLLECTED, markers=markers)
+            self.history.emit(EffectsCollected(markers=markers))
         except (HarnessError, TimeoutError, OSError) as exc:
             reason = exc.message if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-            self.history.emit(EventType.EFFECTS_COLLECTED, markers=None, error=reason)
+            self.history.emit(EffectsCollected(markers=None, error=reason))

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from harness import rundir
+from harness import history_schema, rundir
 from harness.client import McpClient
 from harness.client.host import Host
 from harness.client.http import MODERN, McpHttpClient
@@ -91,7 +91,9 @@ class TargetWiring:
             self.redactor = Redactor(scenario.secrets())
         except TemplateError as exc:
             raise ScenarioError(str(exc)) from None
-        self.history = HistoryWriter(run_dir / rundir.HISTORY, redact=self.redactor.text)
+        self.history = HistoryWriter(
+            run_dir / rundir.HISTORY, redact=self.redactor.text, check=history_schema.checker()
+        )
         """The run's history (its owner enters it into its exit stack, which closes it), redacted."""
         self.bus = Bus()
         """What the run's parts tell each other (:mod:`harness.run.bus`)."""

@@ -104,7 +104,7 @@ def reads(tmp_path: Path, read: Reader, timeout_s: float = 5.0) -> list[dict[str
         with HistoryWriter(path) as history:
             checkpoints = Checkpoints(read, history, namespace=NS, intents=10, timeout_s=timeout_s)
             record = await checkpoints.before_fault("pod-0")
-            history.emit(EventType.RUN_STARTED)
+            history.emit_fields(EventType.RUN_STARTED)
             record()
             checkpoints.after_restart("pod-0", 42)
             for _ in range(500):  # until the read after the restart is recorded (or 5 s went by)

@@ -12,6 +12,7 @@ import pytest
 
 from harness.audit.verdicts import STATUS_BY_NAME, ClientStatus
 from harness.errors import HistoryError
+from harness.events import CrashPoint
 from harness.history import (
     MESSAGE_LIMIT,
     POD_FAULTS,
@@ -42,9 +43,9 @@ def test_round_trip_with_sequence_and_times(tmp_path: Path) -> None:
     clock = FakeClock()
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path, clock=clock) as h:
-        h.emit(EventType.RUN_STARTED, run_id="r")
+        h.emit_fields(EventType.RUN_STARTED, run_id="r")
         clock.now += 1.5
-        h.emit(EventType.ATTEMPT_STARTED, intent=0, attempt=1, id=1, key="k", outcome=Outcome.OK)
+        h.emit_fields(EventType.ATTEMPT_STARTED, intent=0, attempt=1, id=1, key="k", outcome=Outcome.OK)
     events = list(read_history(path))
     assert [(e["seq"], e["t"], e["type"]) for e in events] == [
         (0, 0.0, "run_started"),
@@ -57,21 +58,21 @@ def test_round_trip_with_sequence_and_times(tmp_path: Path) -> None:
 def test_events_are_on_disk_before_close(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     h = HistoryWriter(path)
-    h.emit(EventType.RUN_STARTED)
+    h.emit_fields(EventType.RUN_STARTED)
     # No flush, no close: a reader (or a crash) sees the event already.
     assert [e["type"] for e in read_history(path)] == ["run_started"]
     h.close()
     with pytest.raises(HistoryError, match="closed"):
-        h.emit(EventType.RUN_ENDED)
+        h.emit_fields(EventType.RUN_ENDED)
 
 
 def test_held_events_go_out_with_the_next_one_in_order(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     h = HistoryWriter(path)
-    h.emit(EventType.RUN_STARTED)
+    h.emit_fields(EventType.RUN_STARTED)
     assert h.hold(EventType.INTENT_STARTED, intent=0) == 1
     assert [e["type"] for e in read_history(path)] == ["run_started"]  # held: not yet written
-    h.emit(EventType.ATTEMPT_STARTED, intent=0, attempt=1)
+    h.emit_fields(EventType.ATTEMPT_STARTED, intent=0, attempt=1)
     assert [e["seq"] for e in read_history(path)] == [0, 1, 2]
     h.hold(EventType.ATTEMPT_ENDED, intent=0, attempt=1)
     h.flush()
@@ -124,9 +125,11 @@ def test_secrets_never_reach_the_history(tmp_path: Path) -> None:
         f"latin-1 {secret.encode().decode('latin-1')}"
     )
     with HistoryWriter(path, redact=Redactor([secret, "type", "2026"]).text) as h:
-        h.emit(EventType.RUN_STARTED, seed=20260728, scenario="type-2026")  # identifiers stay as they are
-        h.emit(EventType.ATTEMPT_ENDED, message="x" * 290 + secret, outcome="auth_error")
-        h.emit(EventType.RUN_ENDED, reason=f"HTTP 401: {echoed}")
+        h.emit_fields(
+            EventType.RUN_STARTED, seed=20260728, scenario="type-2026"
+        )  # identifiers stay as they are
+        h.emit_fields(EventType.ATTEMPT_ENDED, message="x" * 290 + secret, outcome="auth_error")
+        h.emit_fields(EventType.RUN_ENDED, reason=f"HTTP 401: {echoed}")
     raw = path.read_bytes()
     assert b"tok-" not in raw
     assert b"\\xc3" not in raw  # no UTF-8-as-Latin-1 remains either
@@ -146,18 +149,17 @@ def test_what_a_crash_point_captured_is_redacted_in_every_form(tmp_path: Path) -
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path, redact=redactor.text) as history:
         history.emit(
-            EventType.CRASH_POINT,
-            intent=1,
-            attempt=1,
-            point="db_commit#1",
-            held=True,
-            statements=[f"INSERT INTO audit (note) VALUES ('{token}')", f"SELECT '{b64}'"],
-            label="INSERT audit",
-            key=json.dumps({"k": token}),
+            CrashPoint(
+                intent=1,
+                attempt=1,
+                point="db_commit#1",
+                held=True,
+                statements=[f"INSERT INTO audit (note) VALUES ('{token}')", f"SELECT '{b64}'"],
+                label="INSERT audit",
+                key=json.dumps({"k": token}),
+            )
         )
-        history.emit(
-            EventType.CRASH_POINT, intent=1, attempt=2, point="response", held=False, answer="HTTP 404"
-        )
+        history.emit(CrashPoint(intent=1, attempt=2, point="response", held=False, answer="HTTP 404"))
     text = path.read_text()
     assert token not in text
     assert b64 not in text

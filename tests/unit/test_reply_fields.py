@@ -49,7 +49,7 @@ def test_the_history_redacts_a_reply_then_cuts_it(tmp_path: Path) -> None:
     secret = "tok-123"
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path, redact=Redactor([secret]).text) as history:
-        history.emit(EventType.ATTEMPT_ENDED, outcome="ok", reply="z" * 296 + secret + "z" * 100)
+        history.emit_fields(EventType.ATTEMPT_ENDED, outcome="ok", reply="z" * 296 + secret + "z" * 100)
     (event,) = read_history(path)
     assert event["reply"] == "z" * 296 + "***" + "…"
     assert len(event["reply"]) == MESSAGE_LIMIT

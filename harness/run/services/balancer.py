@@ -8,7 +8,8 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 
 from harness.balancer import Nginx, record_retries
-from harness.history import EventType, HistoryWriter
+from harness.events import ServiceStarted, ServiceStopped
+from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.run.services.base import Given, Service
 from harness.scenario import BALANCER_FACTS
@@ -41,15 +42,13 @@ class NginxWired(Service):
         try:
             await self.nginx.start()
             nginx = self.nginx
-            self.history.emit(
-                EventType.SERVICE_STARTED, service=self.facts.name, pid=nginx.pid, port=nginx.port
-            )
+            self.history.emit(ServiceStarted(service=self.facts.name, pid=nginx.pid, port=nginx.port))
             yield
         finally:
             await self._stop()
 
     async def _stop(self) -> None:
         await self.nginx.stop()
-        self.history.emit(EventType.SERVICE_STOPPED, service=self.facts.name, pid=self.nginx.pid)
+        self.history.emit(ServiceStopped(service=self.facts.name, pid=self.nginx.pid))
         pods = {f"127.0.0.1:{port}": f"pod-{i}" for i, port in enumerate(self.fronted)}
         record_retries(self.nginx, self.history, pods)

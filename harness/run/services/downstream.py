@@ -9,7 +9,8 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from harness.downstream import DownstreamProxy, ca_path_for
-from harness.history import EventType, HistoryWriter
+from harness.events import ServiceStarted
+from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.run.services.base import Given, Handed, Service
 from harness.scenario import DOWNSTREAM_FACTS
@@ -46,9 +47,7 @@ class DownstreamWired(Service):
         try:
             await self.proxy.start()
             proxy = self.proxy
-            self.history.emit(
-                EventType.SERVICE_STARTED, service=self.facts.name, port=proxy.port, url=proxy.url
-            )
+            self.history.emit(ServiceStarted(service=self.facts.name, port=proxy.port, url=proxy.url))
             yield
         finally:
             await self.proxy.close()

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator, Mapping
 
 from harness import rundir
 from harness.crashpoints.pgproxy import ObservingRelay, PostgresProxy, postgres_proxy
-from harness.history import EventType, HistoryWriter
+from harness.events import ServiceStarted, ServiceStopped
+from harness.history import HistoryWriter
 from harness.loopback import free_port
 from harness.run.services.base import Given, Handed, Service
 from harness.scenario import POSTGRES_FACTS
@@ -44,7 +45,7 @@ class PostgresWired(Service):
             stack.push_async_callback(self._stop_cluster)
             await self.cluster.start()
             pg = self.cluster
-            self.history.emit(EventType.SERVICE_STARTED, service=self.facts.name, pid=pg.pid, url=pg.url)
+            self.history.emit(ServiceStarted(service=self.facts.name, pid=pg.pid, url=pg.url))
             stack.push_async_callback(self.proxy.close)
             await self.proxy.start()
             yield
@@ -52,4 +53,4 @@ class PostgresWired(Service):
     async def _stop_cluster(self) -> None:
         await self.cluster.stop()
         if self.cluster.pid is not None:
-            self.history.emit(EventType.SERVICE_STOPPED, service=self.facts.name, pid=self.cluster.pid)
+            self.history.emit(ServiceStopped(service=self.facts.name, pid=self.cluster.pid))
