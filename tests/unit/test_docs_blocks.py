@@ -1,7 +1,8 @@
 """Every code block of the documentation, checked against the code: a command's options parse with
 the real argument parser, a make target exists, a scenario the docs name is there, YAML parses,
-Python compiles. The blocks marked runnable also run (tests/integration/test_docs.py); the README
-stays a page a person reads in a few minutes."""
+Python compiles. Every fence names its language (commands are ```sh, output ```text), and every
+command block is marked to run (tests/integration/test_docs.py runs it) or excused here, with the
+reason; the README stays a page a person reads in a few minutes."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import yaml
 from harness.cli import build_parser
 from harness.scenario.effects import Audit
 from harness.scenario.target import TargetSpec
-from tests.helpers.docs import SHELL, Block, Command, blocks, every_block
+from tests.helpers.docs import LANGUAGES, SHELL, Block, Command, blocks, every_block, parse_mark
 from tests.helpers.paths import ROOT
 
 BLOCKS = every_block()
 MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
 PLUGIN = (ROOT / "harness" / "pytest_plugin.py").read_text(encoding="utf-8")
-OTHER_PROGRAMS = {"pip", "npm", "node", "git", "docker", "kubectl", "python", "sh"}
+OTHER_PROGRAMS = {"pip", "npm", "node", "git", "docker", "kubectl", "python", "sh", "timeout"}
 """Programs a page may name whose arguments the tests do not check."""
 
 
@@ -79,11 +80,52 @@ def test_a_code_block_agrees_with_the_code(block: Block) -> None:
         assert not block.runnable, "only a shell block can be run"
 
 
+EXCUSED: dict[str, str] = {}
+"""Command blocks marked ``not run``, by page and first command, with why no test can run them.
+Empty: every command block of the docs runs (with a Docker engine for the image pages)."""
+
+
 def test_the_blocks_are_found_and_some_are_run() -> None:
     assert len(BLOCKS) > 30
     runnable = [b for b in BLOCKS if b.runnable]
-    assert {b.page.name for b in runnable} >= {"tutorial.md"}
+    assert {b.page.name for b in runnable} >= {"tutorial.md", "README.md", "your-server.md"}
     assert all(b.language in SHELL for b in runnable)
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.id)
+def test_every_fence_names_its_language(block: Block) -> None:
+    """An unnamed fence is neither run nor checked: a command block must say ``sh``, output ``text``."""
+    assert block.language in LANGUAGES, f"a fence names {block.language!r}: one of {sorted(LANGUAGES)}"
+
+
+def test_every_command_block_runs_or_is_excused() -> None:
+    """A new command block without a mark fails here: mark it ``run`` (with swaps for a reader's
+    placeholders), ``docker``, or ``not run: WHY`` and add it to EXCUSED."""
+    unmarked = [b.id for b in BLOCKS if b.language in SHELL and b.mark is None]
+    assert not unmarked, f"command blocks with no docs-test mark: {unmarked}"
+    excused = [b for b in BLOCKS if b.mark == "not run"]
+    assert {f"{b.page.relative_to(ROOT)}: {b.commands()[0].line}": b.reason for b in excused} == EXCUSED
+    for block in (b for b in BLOCKS if b.runnable):
+        for command in block.swapped().commands():  # every swap matches, and what it makes parses
+            check_command(command)
+
+
+def test_a_mark_is_read_with_its_swaps() -> None:
+    assert parse_mark("<!-- docs-test: run -->") == ("run", (), "")
+    swapping = "<!-- docs-test: run with `my.yaml` => `scenarios/pod-kill.yaml`; <run-id> => r1 -->"
+    assert parse_mark(swapping) == (
+        "run",
+        (("my.yaml", "scenarios/pod-kill.yaml"), ("<run-id>", "r1")),
+        "",
+    )
+    assert parse_mark("<!-- docs-test: not run: it needs a reader's cloud -->") == (
+        "not run",
+        (),
+        "it needs a reader's cloud",
+    )
+    assert parse_mark("<!-- a comment -->") == (None, (), "")
+    with pytest.raises(ValueError, match="OLD => NEW"):
+        parse_mark("<!-- docs-test: run with my.yaml -->")
 
 
 def test_a_misspelt_option_or_target_is_caught(tmp_path: Path) -> None:
