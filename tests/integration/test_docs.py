@@ -92,6 +92,7 @@ contract's items (the checkout's pyproject.toml would have it collect the whole 
 def sandbox(tmp_path: Path, names: tuple[str, ...] = CHECKOUT) -> Path:
     """A directory that looks like a checkout to the commands: the venv, the Makefile, the tests'
     servers; what the commands write (scenarios, results, `--emit tests/chaos`) stays in it."""
+    tmp_path.mkdir(exist_ok=True)
     for name in names:
         (tmp_path / name).symlink_to(ROOT / name)
     if "Makefile" in names:
@@ -184,7 +185,7 @@ def pod_kill_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 
 
 @pytest.mark.xdist_group("docs-run")  # the pages that share pod_kill_run share a worker, and so one run
-@pytest.mark.parametrize("page", RUN_PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", RUN_PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_a_page_runs_as_written(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The page's blocks marked ``run``, in order, with their swaps: the commands exit as the page
     says, against the reference targets and scenarios (and a reference server at ``$DOCS_URL``)."""
@@ -211,7 +212,7 @@ DOCKER_PAGES = sorted({b.page for b in every_block() if b.mark == "docker"}, key
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("page", DOCKER_PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", DOCKER_PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_a_page_runs_on_docker(page: Path, tmp_path: Path, docker_image: str, ts_image: str) -> None:
     """The blocks marked ``docker``, in order, where an engine answers (the reference images built
     by the fixtures, as `make image` builds them); skipped with the reason elsewhere."""
