@@ -1,6 +1,14 @@
 """The documentation site: it builds with warnings as errors, its generated reference holds every
-command, option, field, verdict and cause the code has, and the blocks marked runnable run, in
-order, as a reader would run them (in a directory laid out like a checkout)."""
+command, option, field, verdict and cause the code has, and every command block runs, in page order,
+as a reader would run it (in a directory laid out like a checkout), with the swaps its mark writes
+beside it (tests/helpers/docs.py; decision 0082).
+
+What it costs: the pages start full runs of the shipped scenarios, whose time is their kills'. On a
+shared 2-core machine (2026-12-07), each page's test took: your-server 268 s, README 230 s,
+crash-points 144 s, postgresql 136 s, pytest 116 s, contract 105 s, replay 92 s (with the pod-kill
+run it shares with jepsen and the reference), races 60 s, the reference 20 s, the invoices target's
+README 5 s: about 20 minutes of test time, about 11 of wall time on two workers, beside the
+tutorial's. The Docker pages add the reference images' runs where an engine answers."""
 
 from __future__ import annotations
 
