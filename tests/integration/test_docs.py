@@ -4,11 +4,13 @@ as a reader would run it (in a directory laid out like a checkout), with the swa
 beside it (tests/helpers/docs.py; decision 0082).
 
 What it costs: the pages start full runs of the shipped scenarios, whose time is their kills'. On a
-shared 2-core machine (2026-12-07), each page's test took: your-server 268 s, README 230 s,
-crash-points 144 s, postgresql 136 s, pytest 116 s, contract 105 s, replay 92 s (with the pod-kill
-run it shares with jepsen and the reference), races 60 s, the reference 20 s, the invoices target's
-README 5 s: about 20 minutes of test time, about 11 of wall time on two workers, beside the
-tutorial's. The Docker pages add the reference images' runs where an engine answers."""
+shared 2-core machine (2026-12-07, every page's test on one worker), each took: your-server 184 s,
+README 127 s, postgresql 97 s, pytest 91 s, races 52 s, crash-points 45 s, replay 40 s (with the
+pod-kill run it shares with jepsen and the reference, which then took 35 s and 4 s), contract 33 s,
+the invoices target's README 5 s, beside the tutorial's 35 s: 12 minutes in all. Only the pages that
+share the run share a worker; on two workers the rest spread, about 6 minutes of wall time (the
+longest page, your-server, is 3). The Docker pages add the reference images' runs where an engine
+answers."""
 
 from __future__ import annotations
 
@@ -148,9 +150,16 @@ def test_the_tutorial_runs_as_written(tmp_path: Path, published_servers: str) ->
     assert "LOST" in (cwd / "results" / "memory-1" / "report.md").read_text(encoding="utf-8")
 
 
-RUN_PAGES = sorted(
-    {b.page for b in every_block() if b.mark == "run"} - {ROOT / "docs" / "tutorial.md"}, key=lambda p: str(p)
-)
+def _uses_the_run(page: Path) -> bool:
+    text = "".join(b.swapped().text for b in blocks(page) if b.mark == "run")
+    return "$DOCS_RUN" in text or "$DOCS_INTENT" in text
+
+
+RUN_PAGES = [
+    # the pages that share pod_kill_run share a worker, and so one run; the others spread
+    pytest.param(page, marks=[pytest.mark.xdist_group("docs-run")] if _uses_the_run(page) else [])
+    for page in sorted({b.page for b in every_block() if b.mark == "run"} - {ROOT / "docs" / "tutorial.md"})
+]
 """Every page with a block marked to run, but the tutorial (its own test, above)."""
 NEEDS = {
     "postgresql.md": "postgres_server",
@@ -192,7 +201,6 @@ def pod_kill_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return run_dir, int(duplicate["intent"])
 
 
-@pytest.mark.xdist_group("docs-run")  # the pages that share pod_kill_run share a worker, and so one run
 @pytest.mark.parametrize("page", RUN_PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_a_page_runs_as_written(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The page's blocks marked ``run``, in order, with their swaps: the commands exit as the page
@@ -201,7 +209,7 @@ def test_a_page_runs_as_written(page: Path, tmp_path: Path, request: pytest.Fixt
         request.getfixturevalue(NEEDS[page.name])
     text = "".join(b.swapped().text for b in blocks(page) if b.mark == "run")
     extra: dict[str, str] = {}
-    if "$DOCS_RUN" in text or "$DOCS_INTENT" in text:
+    if _uses_the_run(page):
         run_dir, intent = request.getfixturevalue("pod_kill_run")
         extra |= {"DOCS_RUN": str(run_dir), "DOCS_INTENT": str(intent)}
     server = None
