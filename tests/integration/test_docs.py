@@ -4,13 +4,13 @@ as a reader would run it (in a directory laid out like a checkout), with the swa
 beside it (tests/helpers/docs.py; decision 0082).
 
 What it costs: the pages start full runs of the shipped scenarios, whose time is their kills'. On a
-shared 2-core machine (2026-12-07, every page's test on one worker), each took: your-server 184 s,
-README 127 s, postgresql 97 s, pytest 91 s, races 52 s, crash-points 45 s, replay 40 s (with the
-pod-kill run it shares with jepsen and the reference, which then took 35 s and 4 s), contract 33 s,
-the invoices target's README 5 s, beside the tutorial's 35 s: 12 minutes in all. Only the pages that
-share the run share a worker; on two workers the rest spread, about 6 minutes of wall time (the
-longest page, your-server, is 3). The Docker pages add the reference images' runs where an engine
-answers."""
+shared 2-core machine (2026-12-07), each page's test took: your-server 184 s, README 127 s, replay
+119 s (with the pod-kill run it shares with jepsen and the reference, which then took 35 s and 4 s;
+and the run that replays what that run remembered), races 105 s (two explorations), postgresql
+97 s, pytest 91 s, crash-points 45 s, contract 33 s, the invoices target's README 5 s, beside the
+tutorial's 35 s: about 14 minutes one after another. Only the pages that share the run share a
+worker; on two workers the rest spread, about 7 minutes of wall time. The Docker pages add the
+reference images' runs where an engine answers."""
 
 from __future__ import annotations
 
