@@ -9,7 +9,8 @@ shared 2-core machine (2026-12-07), each page's test took: your-server 184 s, RE
 and the run that replays what that run remembered), races 105 s (two explorations), postgresql
 97 s, pytest 91 s, crash-points 45 s, contract 33 s, the invoices target's README 5 s, beside the
 tutorial's 35 s: about 14 minutes one after another. Only the pages that share the run share a
-worker; on two workers the rest spread, about 7 minutes of wall time. The Docker pages add the
+worker; on two workers (`-n 2 --dist loadgroup`) the whole module took 9 min 48 s of wall time, each
+page slower beside another (your-server 187 s, README 174 s, postgresql 160 s). The Docker pages add the
 reference images' runs where an engine answers."""
 
 from __future__ import annotations
