@@ -1,10 +1,22 @@
 """The documentation's code blocks, as the tests read them: every fenced block of every page.
 
-A shell block (```sh) is a list of commands, one a line (a trailing backslash continues it). Every
-command is checked against the code (`tests/unit/test_docs_blocks.py`); a block right after the
-comment ``<!-- docs-test: run -->`` is also run, in order with the page's other such blocks, in a
-directory laid out like a checkout (`tests/integration/test_docs.py`). A command expected to fail
-says so in its comment, as a reader wants to know too: ``# exits 1: ...``.
+Every fence names its language. A command block (```sh) is a list of commands, one a line (a
+trailing backslash continues it); what a command prints is an output block (```text), never
+``sh``. Every command is checked against the code (`tests/unit/test_docs_blocks.py`), and every
+command block carries a mark, the HTML comment right before it, that says how it is run
+(`tests/integration/test_docs.py` runs them, in page order, in a directory laid out like a
+checkout):
+
+- ``<!-- docs-test: run -->``: as written.
+- ``<!-- docs-test: run with OLD => NEW; ... -->``: with a reader's placeholder (``my.yaml``,
+  ``results/<run-id>``, a URL) put in place by what the test has (a reference scenario, the run
+  just made, a reference server it starts: ``$DOCS_URL``), or a long run cut short; written in
+  the page, so a reader sees what was run.
+- ``<!-- docs-test: docker ... -->``: the same, where a Docker engine answers (with the
+  reference images); skipped with the reason elsewhere.
+- ``<!-- docs-test: not run: WHY -->``: an excuse, pinned with its reason in the unit test.
+
+A command expected to fail says so in its comment, as a reader wants to know too: ``# exits 1: ...``.
 """
 
 from __future__ import annotations
@@ -31,8 +43,12 @@ PAGES = sorted(
 )
 """Every page of the site: the docs and the repository's files the site shows (docs/hooks/reference.py)."""
 
-SHELL = {"sh", "bash", "shell", "console"}
+SHELL = {"sh"}
+"""The language of a command block: one spelling, so a block of commands is never taken for output."""
+LANGUAGES = {*SHELL, "text", "yaml", "python", "json"}
+"""Every language a fence may name; ``text`` is output (a transcript, a table, a drawing)."""
 RUN_MARK = "<!-- docs-test: run -->"
+_MARK = re.compile(r"^<!--\s*docs-test:\s*(run|docker|not run)\b(.*?)-->$", re.S)
 _EXITS = re.compile(r"#\s*exits (\d+)")
 
 
@@ -43,7 +59,25 @@ class Block:
     """1-based line of the block's opening fence."""
     language: str
     text: str
-    runnable: bool
+    mark: str | None = None
+    """``run``, ``docker`` or ``not run`` (the block's ``docs-test`` comment), else None."""
+    swaps: tuple[tuple[str, str], ...] = ()
+    """The mark's ``OLD => NEW`` pairs, applied in order before the block runs."""
+    reason: str = ""
+    """Why a block marked ``not run`` is not."""
+
+    @property
+    def runnable(self) -> bool:
+        return self.mark in ("run", "docker")
+
+    def swapped(self) -> Block:
+        """The block as the tests run it: every swap of its mark made (each must match)."""
+        text = self.text
+        for old, new in self.swaps:
+            if old not in text:
+                raise ValueError(f"{self.id}: the mark swaps {old!r}, which the block does not hold")
+            text = text.replace(old, new)
+        return Block(self.page, self.line, self.language, text, self.mark)
 
     @property
     def id(self) -> str:
@@ -83,16 +117,39 @@ class Command:
         return (words[0].rsplit("/", 1)[-1], words[1:]) if words else ("", [])
 
 
+def parse_mark(comment: str) -> tuple[str | None, tuple[tuple[str, str], ...], str]:
+    """A ``docs-test`` comment's kind, swaps and reason; (None, (), "") for any other text."""
+    found = _MARK.match(comment.strip())
+    if found is None:
+        return None, (), ""
+    kind, rest = found.group(1), " ".join(found.group(2).split())
+    if kind == "not run":
+        return kind, (), rest.removeprefix(":").strip()
+    if not rest:
+        return kind, (), ""
+    if not rest.startswith("with "):
+        raise ValueError(f"a docs-test mark reads `{kind}` or `{kind} with OLD => NEW; ...`, not {comment!r}")
+    swaps = []
+    for pair in rest.removeprefix("with ").split(";"):
+        old, arrow, new = pair.partition(" => ")
+        if not arrow or not old.strip():
+            raise ValueError(f"a swap reads `OLD => NEW`, not {pair!r}")
+        swaps.append((old.strip().strip("`"), new.strip().strip("`")))
+    return kind, tuple(swaps), ""
+
+
 def blocks(page: Path) -> list[Block]:
-    """The fenced code blocks of ``page``, each marked runnable when the run mark comes right before it."""
+    """The fenced code blocks of ``page``, each with the ``docs-test`` mark right before it, if any."""
     tokens = MarkdownIt("commonmark").parse(page.read_text(encoding="utf-8"))
     found = []
     for before, token in zip([None, *tokens], tokens, strict=False):
         if token.type != "fence" or token.map is None:
             continue
-        marked = before is not None and before.type == "html_block" and before.content.strip() == RUN_MARK
+        mark: tuple[str | None, tuple[tuple[str, str], ...], str] = (None, (), "")
+        if before is not None and before.type == "html_block":
+            mark = parse_mark(before.content)
         language = token.info.split()[0] if token.info.strip() else ""
-        found.append(Block(page, token.map[0] + 1, language, token.content, marked))
+        found.append(Block(page, token.map[0] + 1, language, token.content, *mark))
     return found
 
 
