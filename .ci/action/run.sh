@@ -42,7 +42,9 @@ else
 fi
 rm -f "$split"
 
-run_dir="$(find "$results" -mindepth 1 -maxdepth 1 -type d | head -n 1)"
+# The run's directory: the first made (its name starts with the time), not the folder of findings it
+# remembered nor the runs that replayed remembered ones (--findings in ARGS), made after it.
+run_dir="$(find "$results" -mindepth 2 -maxdepth 2 -name scenario.yaml -printf '%h\n' | sort | head -n 1)"
 {
     echo "exit-code=$code"
     echo "results=$results"

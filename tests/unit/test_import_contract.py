@@ -45,6 +45,7 @@ def test_architecture_md_shows_the_layers_pyproject_toml_enforces() -> None:
     (layers,) = [c for c in contracts if c["type"] == "layers" and c.get("containers") == ["harness"]]
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     first = layers["layers"][0]
-    start = text.index(f"```\n{first}\n")
-    shown = text[start + 4 : text.index("```", start + 4)].splitlines()
+    fence = "```text\n"  # every fence of the docs names its language (tests/helpers/docs.py)
+    start = text.index(f"{fence}{first}\n")
+    shown = text[start + len(fence) : text.index("```", start + len(fence))].splitlines()
     assert shown == layers["layers"], "ARCHITECTURE.md's layer list is not pyproject.toml's: copy it over"
