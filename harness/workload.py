@@ -24,6 +24,21 @@ from harness.scenario import Scenario
 MARKER_SHAPE = re.compile(rb"(?<![A-Za-z0-9])[A-Za-z0-9]+-m[0-9]{7}(?![0-9])")
 """A marker, ``<namespace>-m<index, 7 digits>`` (namespaces are letters and digits), found in any bytes:
 how a store that names no field (a directory of files, a JSON document) is searched for effects."""
+INTENT_SHAPE = re.compile(
+    rb"(?<![A-Za-z0-9])[A-Za-z0-9]+-(?:m[0-9]{7}(?![0-9])|[0-9]+-[0-9a-f]{16}(?![0-9a-f]))"
+)
+"""A marker, or an intent's idempotency key (``<namespace>-<index>-<16 hex digits>``, as
+:meth:`Workload.__iter__` makes it): what ties a point to its intent. A server's key lookup carries
+the key and no marker (``SELECT ... WHERE key = $1``): without the key it is placed in no attempt
+while several are open."""
+
+
+def intent_in(token: bytes) -> int:
+    """The intent index of one :data:`INTENT_SHAPE` match."""
+    namespace_and_index, _, tail = token.rpartition(b"-")
+    if tail[:1] == b"m" and len(tail) == 8:
+        return int(tail[1:])
+    return int(namespace_and_index.rpartition(b"-")[2])
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from harness.crashpoints.points import KINDS, Crash, FileOp, Point, PointKind
@@ -34,6 +35,10 @@ class Decision(enum.StrEnum):
 
 
 KILLS = {Decision.KILL: Crash.KILL, Decision.POWER_LOSS: Crash.POWER_LOSS}
+_REPORTED = frozenset((site, kind) for kind, facts in KINDS.items() for site in facts.sites)
+"""Every (hold site, kind) the kinds' facts allow: one lookup per report (a run observes every commit)."""
+_NO_DETAIL: Mapping[str, Any] = MappingProxyType({})
+"""The detail of a point that has none, shared (read-only): no dict made per report."""
 
 
 def crash_decision(crash: Crash) -> Decision:
@@ -60,7 +65,7 @@ class Reached:
     """(intent, attempt), where the site knows whose call it is (the fault proxy, the stdio host)."""
     label: str | None = None
     """What the point commits or touches (``INSERT invoices``, ``notes.json.tmp -> notes.json``)."""
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, Any] = field(default_factory=lambda: _NO_DETAIL)
     """What the history says of it beyond its name (a commit's statements, a call's key)."""
     payload: bytes = b""
     """What the point carries, searched for markers only when several attempts are open."""
@@ -75,7 +80,7 @@ class Reached:
     is told later than that (a site in a process of its own); None: now. It is placed by this time."""
 
     def __post_init__(self) -> None:
-        if self.site not in KINDS[self.kind].sites:  # a hold site reporting a kind its facts do not name
+        if (self.site, self.kind) not in _REPORTED:  # a hold site reporting a kind its facts do not name
             raise ValueError(
                 f"{self.site} reported {self.kind}; its facts name {sorted(KINDS[self.kind].sites)}"
             )

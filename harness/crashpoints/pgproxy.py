@@ -63,7 +63,7 @@ from harness.crashpoints.router import Router
 from harness.errors import TargetStartError
 from harness.loopback import LoopbackServer
 from harness.proctree import die_with_parent
-from harness.workload import MARKER_SHAPE
+from harness.workload import INTENT_SHAPE
 
 _READ = 65536
 ASKED_LIMIT = 16384
@@ -265,7 +265,7 @@ class ObservingRelay:
                 "--upstream-port",
                 str(self.upstream_port),
                 "--markers",
-                MARKER_SHAPE.pattern.decode(),
+                INTENT_SHAPE.pattern.decode(),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=into,
                 preexec_fn=die_with_parent,

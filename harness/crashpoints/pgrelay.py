@@ -23,7 +23,7 @@ pipe already. The lines (all from the relay)::
     {"idle": CONN}                               its transaction ended after a commit told apart
     {"gone": CONN}                               it closed
 
-``markers`` are the intents' markers (``--markers``: their pattern) in what the
+``markers`` are the intents' markers and keys (``--markers``: their pattern) in what the
 connection asked since its last commit (Query and Bind bodies, bounded): where
 several attempts are open at once, they tell the router whose commit it is.
 
@@ -301,7 +301,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m harness.crashpoints.pgrelay")
     parser.add_argument("--port", type=int, default=0, help="where to listen on 127.0.0.1 (0: any)")
     parser.add_argument("--upstream-port", type=int, required=True, help="the cluster's port on 127.0.0.1")
-    parser.add_argument("--markers", required=True, help="the pattern of an intent's marker")
+    parser.add_argument("--markers", required=True, help="the pattern of an intent's marker or key")
     eventloop.run(serve(parser.parse_args()))
 
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -61,7 +61,7 @@ from harness.crashpoints.decisions import KILLS, At, Connection, Decision, Plan,
 from harness.crashpoints.points import COUNTED, Crash, Point, PointKind, nth_with
 from harness.events import CrashPlan, CrashPoint, FaultMissed
 from harness.history import HistoryWriter
-from harness.workload import MARKER_SHAPE
+from harness.workload import INTENT_SHAPE, intent_in
 
 TOLD_POINTS = 24
 """Points an attempt's ``attempt_ended`` carries at most (the first and the last of a longer call)."""
@@ -96,7 +96,7 @@ class _Window:
     """When its request reached the server (``time.monotonic()``)."""
     closed_at: float | None = None
     """When its exchange ended; None while it is open."""
-    counts: Counter[PointKind] = field(default_factory=Counter)
+    counts: dict[PointKind, int] = field(default_factory=dict)
     points: list[Point] = field(default_factory=list)
     told: list[list[Any]] = field(default_factory=list)
     """[name, label] of each point, and [name, label, "ambiguous"] of one it may own."""
@@ -350,10 +350,10 @@ class Router:
         return found
 
     def _by_marker(self, r: Reached, windows: list[_Window]) -> list[_Window]:
-        """Of ``windows``, the attempts of the intents whose markers the point carries."""
+        """Of ``windows``, the attempts of the intents whose markers or keys the point carries."""
         if not r.payload:
             return []
-        intents = {int(m[-7:]) for m in MARKER_SHAPE.findall(r.payload)}
+        intents = {intent_in(m) for m in INTENT_SHAPE.findall(r.payload)}
         return [w for w in windows if w.intent in intents]
 
     def _by_connection(self, connection: Connection, candidates: list[_Window]) -> list[_Window]:
@@ -381,13 +381,13 @@ class Router:
         """A point of a plan that only observes: its name and label for the attempt's ``attempt_ended``,
         nothing a plan would decide on (no :class:`Point`: observe mode runs at every call of every run)."""
         kind, counts = r.kind, window.counts
-        counts[kind] += 1
-        window.tell([f"{kind.value}#{counts[kind]}" if kind in COUNTED else kind.value, r.label])
+        n = counts[kind] = counts.get(kind, 0) + 1
+        window.tell([f"{kind.value}#{n}" if kind in COUNTED else kind.value, r.label])
 
     def _count(self, window: _Window, r: Reached) -> Point:
-        kind = r.kind
-        window.counts[kind] += 1
-        point = Point(kind, window.counts[kind] if kind in COUNTED else 1, r.label, 1, r.reads, op=r.op)
+        kind, counts = r.kind, window.counts
+        n = counts[kind] = counts.get(kind, 0) + 1
+        point = Point(kind, n if kind in COUNTED else 1, r.label, 1, r.reads, op=r.op)
         if r.label is not None:
             point = replace(
                 point, nth=nth_with(r.label, [*(p for p in window.points if p.kind is kind), point])

@@ -728,6 +728,23 @@ def test_a_point_several_attempts_may_own_is_placed_by_its_marker_else_said_ambi
     assert three == [["db_commit", "INSERT audit", "ambiguous"]]
 
 
+def test_a_key_lookup_is_placed_by_the_intents_key_where_it_carries_no_marker() -> None:
+    """A server's key check (``SELECT ... WHERE key = $1``) carries the intent's idempotency key and no
+    marker: the key alone places it (it was said ambiguous beside every other open call); a key of
+    another shape, or one with more hex digits than the harness makes, places nothing."""
+    router = Router(ObservePlan())
+    router.started(3, 1)
+    router.started(12, 1)
+    lookup = replace(commit_point(AUDIT, None), label="SELECT idempotency_keys")
+    asyncio.run(router.reached(replace(lookup, payload=b"\x00ab1c-12-00ff00ff00ff00ff\x00")))
+    asyncio.run(router.reached(replace(lookup, payload=b"ab1c-3-00ff00ff00ff00ff00")))  # 18 hex digits
+    twelve = router.ended(12, 1)["points"]
+    three = router.ended(3, 1)["points"]
+    lookup_of_twelve = ["db_commit#1", "SELECT idempotency_keys"]
+    assert twelve == [lookup_of_twelve, ["db_commit", "SELECT idempotency_keys", "ambiguous"]]
+    assert three == [["db_commit", "SELECT idempotency_keys", "ambiguous"]]
+
+
 def test_a_connection_serves_one_attempt_per_transaction_and_a_pool_one_call_per_connection(
     tmp_path: Path,
 ) -> None:

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.scenario import parse_scenario
-from harness.workload import Workload
+from harness.workload import INTENT_SHAPE, Workload, intent_in
 
 
 def workload(data: dict[str, Any], seed: int | None = None, namespace: str = "ns") -> Workload:
@@ -41,6 +41,20 @@ def test_markers_and_keys_are_unique_and_in_the_payload(scenario_data: dict[str,
         assert 100 <= args["amount_cents"] <= 999
         assert args["currency"] in ("EUR", "USD", "TRY")
         assert 1 <= args["lines"][0]["qty"] <= 3
+
+
+@given(namespace=st.from_regex(r"[A-Za-z0-9]{1,12}", fullmatch=True))
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_each_marker_and_key_names_its_intent_in_any_bytes(
+    scenario_data: dict[str, Any], namespace: str
+) -> None:
+    """What a database, sink or downstream point carries is searched for the intent it serves: its
+    marker, or its key alone (a server's key lookup); each found whole in the bytes around it."""
+    for intent in workload(scenario_data, namespace=namespace):
+        payload = f"\x00{intent.key}\x00 '{intent.marker}',".encode()
+        found = INTENT_SHAPE.findall(payload)
+        assert found == [intent.key.encode(), intent.marker.encode()]
+        assert {intent_in(token) for token in found} == {intent.index}
 
 
 def test_namespace_separates_runs(scenario_data: dict[str, Any]) -> None:
