@@ -31,7 +31,8 @@ class Source(enum.StrEnum):
     """Planned by the schedule and struck by the injector: a ``plan`` and a ``strike``, its scenario
     section (``faults.<kind>``) and the plan's words (``rate``)."""
     STREAM = "stream"
-    """A rule of the fault proxy (``faults.stream``): what a rule does in words (``rule_action``)."""
+    """A rule of the fault proxy (``faults.stream``): what a rule does in words (``rule_action``), where
+    a rule can name it (``sever_mid_stream`` is the auditor's reading of a ``sever_response``)."""
     SERVICE = "service"
     """Recorded by a service the harness runs (the balancer's re-sends): nothing is planned."""
     AUDIT = "audit"
@@ -120,7 +121,7 @@ class Strike(Protocol):
     ``details`` go into each fault's event (how it was paced; a rollout's step)."""
 
     def __call__(
-        self, fault: PlannedFault, victims: Sequence[Victim], before: Before, **details: Any
+        self, fault: PlannedFault, victims: Sequence[Victim], before: Before, /, **details: Any
     ) -> list[Victim]: ...
 
 

@@ -76,7 +76,7 @@ def plan(scenario: Scenario) -> list[PlannedFault]:
     return planned
 
 
-def strike(fault: PlannedFault, struck: Sequence[Victim], before: Before, **details: Any) -> list[Victim]:
+def strike(fault: PlannedFault, struck: Sequence[Victim], before: Before, /, **details: Any) -> list[Victim]:
     """Every victim signalled at once; the checkpoint read is recorded with the first that was."""
     killed = []
     for victim in struck:

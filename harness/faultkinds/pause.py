@@ -35,7 +35,7 @@ def plan(scenario: Scenario) -> list[PlannedFault]:
     ]
 
 
-def strike(fault: PlannedFault, struck: Sequence[Victim], before: Before, **details: Any) -> list[Victim]:
+def strike(fault: PlannedFault, struck: Sequence[Victim], before: Before, /, **details: Any) -> list[Victim]:
     """Every victim frozen at once (no read before: a frozen pod loses nothing)."""
     trigger, counted = fault.describe(), fault.counted
     return [

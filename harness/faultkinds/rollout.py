@@ -34,7 +34,7 @@ def plan(scenario: Scenario) -> list[PlannedFault]:
     ]
 
 
-def strike(fault: PlannedFault, struck: Sequence[Victim], before: Before, **details: Any) -> list[Victim]:
+def strike(fault: PlannedFault, struck: Sequence[Victim], before: Before, /, **details: Any) -> list[Victim]:
     """One step: the one victim signalled (the injector hands them over one at a time)."""
     return [
         victim

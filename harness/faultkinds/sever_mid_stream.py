@@ -11,6 +11,6 @@ KIND = Kind(
     rank=5,
     means="A ``sever_response`` cut before the server had finished (the auditor's label: the handler "
     "still ran).",
-    source=Source.AUDIT,
+    source=Source.STREAM,  # a rule's sever_response, read by the auditor: no rule names it
     group=IN_FLIGHT,
 )
