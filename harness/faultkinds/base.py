@@ -1,16 +1,18 @@
 """What a fault kind declares (:class:`Kind`), and the few types its declarations are made of.
 
-A kind's strike and heal act on a :class:`Victim` (a pod's supervisor, as the injector hands it), so
-a kind's module stays pure: it says which calls make its fault, the injector owns the clocks, the
-waits and the turn. A scheduled kind's plan returns :class:`PlannedFault` values, each on its own
-seeded stream (``{seed}:faults:{kind}``), so adding a kind never moves another kind's faults.
+A pod fault's strike and heal act on a :class:`Victim` (a pod's supervisor, as the injector hands
+it), a stream fault's on a :class:`Exchange` (one exchange the fault proxy holds), so a kind's module
+stays pure: it says in which order its fault's steps go, while the injector owns the clocks, the
+waits and the turn, and the proxy the sockets and the HTTP parsing. A scheduled kind's plan returns
+:class:`PlannedFault` values, each on its own seeded stream (``{seed}:faults:{kind}``), so adding a
+kind never moves another kind's faults.
 """
 
 from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,8 +33,9 @@ class Source(enum.StrEnum):
     """Planned by the schedule and struck by the injector: a ``plan`` and a ``strike``, its scenario
     section (``faults.<kind>``) and the plan's words (``rate``)."""
     STREAM = "stream"
-    """A rule of the fault proxy (``faults.stream``): what a rule does in words (``rule_action``), where
-    a rule can name it (``sever_mid_stream`` is the auditor's reading of a ``sever_response``)."""
+    """A rule of the fault proxy (``faults.stream``): what a rule does, in words (``rule_action``) and
+    to an exchange (``strike_exchange``), where a rule can name it (``sever_mid_stream`` is the
+    auditor's reading of a ``sever_response``)."""
     SERVICE = "service"
     """Recorded by a service the harness runs (the balancer's re-sends): nothing is planned."""
     AUDIT = "audit"
@@ -125,6 +128,49 @@ class Strike(Protocol):
     ) -> list[Victim]: ...
 
 
+class Exchange(Protocol):
+    """What a stream fault's strike acts on: one exchange the fault proxy holds, between the client's
+    connection and the server's (:mod:`harness.faults.proxy`). The request has been read, nothing of
+    it forwarded; a strike returns whether both connections stay usable for the next exchange."""
+
+    @property
+    def default_hold_s(self) -> float:
+        """A stall's hold when its rule gives none: the client's attempt timeout plus 0.5 s."""
+
+    def record(self, **detail: Any) -> None:
+        """The fault's event in the history, with what it did (before it acts: before the attempt's end)."""
+
+    def forward(self) -> None:
+        """The request to the server."""
+
+    async def relay(self, *, delay_s: float = 0.0) -> bool:
+        """The server's response to the client as it arrives (after ``delay_s``, from its first bytes);
+        False when it did not complete."""
+
+    async def read(self) -> bytes:
+        """The server's next bytes (empty: its side closed)."""
+
+    async def read_whole(self) -> tuple[bytes, bool]:
+        """The server's whole response, and whether it completed."""
+
+    def send(self, data: bytes) -> None:
+        """Bytes to the client."""
+
+    async def drain(self) -> None:
+        """Until what was sent has gone out."""
+
+    async def sleep(self, seconds: float) -> None: ...
+
+    async def client_left(self, within_s: float) -> bool:
+        """Whether the client closed its connection (gave up) within ``within_s``, or already had."""
+
+    def cut_offset(self, raw: bytes, after_bytes: int, after_events: int | None) -> int:
+        """How many bytes of a whole response to relay before a cut: N bytes, or to the end of event N."""
+
+    def events_cut(self, data: bytes, after_events: int) -> int | None:
+        """Follow the response's next bytes: the offset in ``data`` where its SSE event N ends, or None."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Kind:
     """Everything the harness knows of one fault kind; one per module of this package."""
@@ -163,6 +209,8 @@ class Kind:
     """``SCHEDULE``: the words ``describe`` adds for faults planned on the clock (None: nothing to add)."""
     rule_action: Callable[[StreamFault], str] | None = None
     """``STREAM``: what one rule of it does to the exchanges it hits, in words."""
+    strike_exchange: Callable[[StreamFault, Exchange], Awaitable[bool]] | None = None
+    """``STREAM``: what one rule of it does to an exchange it hits; whether both connections stay usable."""
 
 
 def stratified(rng: random.Random, n: int, count: int, window: tuple[float, float]) -> list[int]:

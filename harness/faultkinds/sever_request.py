@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
-from harness.faultkinds.base import IN_FLIGHT, Kind, Source
+from harness.faultkinds.base import IN_FLIGHT, Exchange, Kind, Source
 from harness.history import FaultKind
 from harness.scenario import StreamFault
 
 
 def rule_action(rule: StreamFault) -> str:
     return "drop the request"
+
+
+async def strike(rule: StreamFault, exchange: Exchange) -> bool:
+    exchange.record()
+    return False
 
 
 KIND = Kind(
@@ -19,4 +24,5 @@ KIND = Kind(
     source=Source.STREAM,
     group=IN_FLIGHT,
     rule_action=rule_action,
+    strike_exchange=strike,
 )

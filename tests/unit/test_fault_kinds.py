@@ -64,6 +64,7 @@ def test_each_kind_declares_every_facet_its_source_needs(kind: Kind) -> None:
     assert kind.heal is None or scheduled
     nameable = kind.kind.value in get_args(StreamFaultKind)
     assert (kind.rule_action is not None) == nameable, "a rule a scenario can name says what it does"
+    assert (kind.strike_exchange is not None) == nameable, "and does it to an exchange"
     assert not nameable or kind.source is Source.STREAM
     assert kind.colour is None or kind.colour.startswith("#")
     assert kind.takes_pod_down or not kind.replayed_by_kill
