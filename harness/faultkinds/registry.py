@@ -36,6 +36,12 @@ SCHEDULED = tuple(k.kind for k in KINDS if k.source is Source.SCHEDULE)
 from a service, or are the auditor's labels."""
 POD_KINDS = frozenset(k.kind.value for k in KINDS if k.takes_pod_down)
 """Faults that take a pod down: a checkpoint read after its restart may clear them of a duplicate."""
+ENDS_POD = frozenset(k.kind.value for k in KINDS if k.source is Source.SCHEDULE and k.heal is None)
+"""Scheduled faults that end the pod (its supervisor restarts it): the fault, or after a graceful stop the
+pod's exit, is its disruption."""
+HEALED = frozenset(k.kind.value for k in KINDS if k.heal is not None)
+"""Scheduled faults the injector heals (a pause: thawed): the pod keeps running, disrupted at the strike
+and at the heal."""
 REPLAYED_BY_KILLS = frozenset(k.kind.value for k in KINDS if k.replayed_by_kill)
 """Causes ``mcp-chaos replay`` makes again by a kill at the attempt's last point (harness/replay.py)."""
 COLOURS = {k.kind.value: k.colour for k in KINDS if k.colour is not None}
