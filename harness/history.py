@@ -164,20 +164,19 @@ class IntentStatus(enum.StrEnum):
 
 
 class FaultKind(enum.StrEnum):
-    """Everything that can break an attempt, in the order a duplicate is blamed on them.
+    """Everything that can break an attempt: the word each kind of fault is written and read as.
 
-    The order puts the fault closest to a commit first: when several hit one
-    intent, its duplicate's cause is the first of these present. ``crash`` (a pod
-    that died with no kill) and ``sever_mid_stream`` (a ``sever_response`` cut
-    before the server had finished) are the auditor's labels, never written.
+    All else a kind is (what it means, its blame rank, its plan, strike and heal, its fix, its
+    colour) is declared once, in its module of :mod:`harness.faultkinds` (decision 0088). The
+    members are listed in blame order, the fault closest to a commit first (a test checks the ranks
+    agree). ``crash`` (a pod that died with no kill) and ``sever_mid_stream`` (a ``sever_response``
+    cut before the server had finished) are the auditor's labels, never written.
     """
 
     BALANCER_RETRY = "balancer_retry"
-    """The load balancer sent the attempt's request to a second replica (``services.balancer``)."""
     KILL = "kill"
     CRASH = "crash"
     ROLLOUT = "rollout"
-    """One replica replaced by a rollout (its signal, then SIGKILL after the grace period)."""
     SEVER_RESPONSE = "sever_response"
     SEVER_MID_STREAM = "sever_mid_stream"
     STALL = "stall"
@@ -186,8 +185,6 @@ class FaultKind(enum.StrEnum):
     DELAY = "delay"
 
 
-POD_FAULTS = (FaultKind.KILL, FaultKind.ROLLOUT, FaultKind.PAUSE)
-"""Faults the injector plans and counts (the schedule); the others fire by rule in the proxy."""
 StreamFaultKind = Literal["sever_request", "sever_response", "stall", "delay"]
 """The fault proxy's faults, as a scenario names them."""
 

@@ -3,7 +3,8 @@
 The reference is generated from the code at every build, so that it cannot go stale: every command
 and option from the argument parser (``harness.cli.build_parser``), every field of a scenario from
 its JSON Schema (``harness.scenario.schema``, itself from the pydantic model), the verdicts and
-causes from their enums with their docstrings, the kinds of hold point from their facts
+causes from their enums with their docstrings, the fault kinds from their modules
+(``harness.faultkinds.registry.KINDS``, in blame order), the kinds of hold point from their facts
 (``harness.crashpoints.points.KINDS``), the meaning and fix of each finding from
 ``harness.audit.fixes``, and the exit codes from the exception tree (``harness.errors``).
 
@@ -38,7 +39,8 @@ from harness.cli.common import EXIT_GATE_FAILED, EXIT_INTERRUPTED
 from harness.crashpoints.points import KINDS, PointKind, Site
 from harness.errors import HarnessError
 from harness.events import EVENTS
-from harness.history import FaultKind, IntentStatus, Outcome, RunStatus, Verdict
+from harness.faultkinds import registry as fault_kinds
+from harness.history import IntentStatus, Outcome, RunStatus, Verdict
 from harness.scenario.placeholders import BASE_PLACEHOLDERS
 from harness.scenario.rules import SERVICE_SECTIONS
 from harness.scenario.schema import SCHEMA_FILE, attribute_docstrings, schema_text
@@ -332,8 +334,9 @@ def findings_page(config: MkDocsConfig) -> str:
             "# Verdicts, causes and exit codes",
             "",
             "Generated from the code at every build of this site: the enums of `harness/history.py` and",
-            "`harness/audit/causes.py` with their docstrings, the table of fixes of `harness/audit/fixes.py`",
-            "and the exception tree of `harness/errors.py`.",
+            "`harness/audit/causes.py` with their docstrings, the fault kinds' modules",
+            "(`harness/faultkinds/`), the table of fixes of `harness/audit/fixes.py` and the exception tree",
+            "of `harness/errors.py`.",
             "[Findings, causes and the gate](../explanation/findings.md) says how they are found.",
             "",
             "## Verdicts {#verdicts}",
@@ -349,7 +352,7 @@ def findings_page(config: MkDocsConfig) -> str:
             *table(("cause", "meaning"), _members(Cause)),
             "### Fault kinds, in blame order {#fault-kinds}",
             "",
-            *table(("fault", "meaning"), _members(FaultKind)),
+            *table(("fault", "meaning"), [(f"`{k.kind.value}`", cell(k.means)) for k in fault_kinds.KINDS]),
             "## What each finding means, and its fix {#fixes}",
             "",
             "A cause here is a cause above or a group of them: `pod_fault` (kill, crash, rollout),",

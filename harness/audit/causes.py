@@ -1,8 +1,8 @@
 """A cause for every finding: why an intent took effect other than exactly once.
 
 Every intent whose verdict is not ``exactly_once`` gets one cause, the first that
-applies of its verdict's list below. A fault kind is the first of
-:class:`~harness.history.FaultKind` (the blame order) among the faults that hit
+applies of its verdict's list below. A fault kind is the first in blame order
+(:data:`harness.faultkinds.registry.BLAME`, each kind's rank) among the faults that hit
 the intent's attempts; a retry reason says why the client sent it again.
 
 ========================  =========================================================
@@ -43,7 +43,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.history import POD_FAULTS, FaultKind, Verdict
+from harness.faultkinds.registry import BLAME, POD_KINDS
+from harness.history import Verdict
 
 
 class Cause(enum.StrEnum):
@@ -73,9 +74,6 @@ class Cause(enum.StrEnum):
     """The run stopped while the intent was in flight."""
 
 
-POD_KINDS = frozenset(k.value for k in (*POD_FAULTS, FaultKind.CRASH))
-
-
 def first_fault(faults: str, *, pods: bool = True) -> str:
     """The first fault kind, in blame order, of a ``faults`` cell (``kill;stall``); empty for none.
     ``pods`` False: of the faults that are no pod fault (the evidence cleared those)."""
@@ -84,7 +82,7 @@ def first_fault(faults: str, *, pods: bool = True) -> str:
     present = set(faults.split(";"))
     if not pods:
         present -= POD_KINDS
-    return next((kind.value for kind in FaultKind if kind.value in present), "")
+    return next((kind.value for kind in BLAME if kind.value in present), "")
 
 
 READS = ("verdict", "faults", "n_timeout", "n_transport_error", "n_tool_error", "reply_reads_as_failure")

@@ -4,8 +4,9 @@ that answers nothing after a fault, chosen from the evidence it left (:func:`una
 Keyed by (verdict, cause). A cause here is either one of the auditor's causes or
 a group of fault kinds that share a fix: ``pod_fault`` (the pod died: kill,
 crash, rollout) and ``in_flight`` (the original was still running when its retry
-came: a stream cut or held, a pause, a timeout, a balancer's re-send; a duplicate
-by a balancer's re-send has a row of its own). A duplicate's fix depends on
+came: a stream cut or held, a pause, a timeout, a balancer's re-send). Each fault
+kind names its group, and brings the rows of its own, in its module
+(:mod:`harness.faultkinds`: a duplicate by a balancer's re-send has one). A duplicate's fix depends on
 whether the intent's key travelled with it, so duplicates have one row for a
 workload without a key (``no_key``). The advice follows the source article and
 the idempotency semantics of Stripe and the IETF draft (``Idempotency-Key``).
@@ -17,33 +18,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.history import FaultKind, Verdict, excerpt
+from harness.faultkinds.base import IN_FLIGHT, POD_FAULT, Fix
+from harness.faultkinds.registry import KINDS
+from harness.history import Verdict, excerpt
 
-
-@dataclass(frozen=True, slots=True)
-class Fix:
-    meaning: str
-    """What the finding says about the server, in a sentence."""
-    fix: str
-    """What to change, in a sentence."""
-
-
-POD_FAULT = "pod_fault"
-IN_FLIGHT = "in_flight"
 NO_KEY = "no_key"
 ANY = "*"
 
 GROUPS: dict[str, str] = {
-    FaultKind.KILL: POD_FAULT,
-    FaultKind.CRASH: POD_FAULT,
-    FaultKind.ROLLOUT: POD_FAULT,
-    FaultKind.SEVER_RESPONSE: IN_FLIGHT,
-    FaultKind.SEVER_MID_STREAM: IN_FLIGHT,
-    FaultKind.STALL: IN_FLIGHT,
-    FaultKind.PAUSE: IN_FLIGHT,
-    FaultKind.SEVER_REQUEST: IN_FLIGHT,
-    FaultKind.DELAY: IN_FLIGHT,
-    FaultKind.BALANCER_RETRY: IN_FLIGHT,
+    **{k.kind.value: k.group for k in KINDS},
     "timeout": IN_FLIGHT,
     "transport_error": IN_FLIGHT,
     "retryable_tool_error": IN_FLIGHT,
@@ -65,11 +48,7 @@ FIXES: dict[tuple[str, str], Fix] = {
         "a concurrent retry of an in-flight key must wait for the original or get 409 in-progress, "
         "not run again",
     ),
-    (Verdict.DUPLICATE, FaultKind.BALANCER_RETRY): Fix(
-        "the load balancer sent the request to a second replica, which did not know the key",
-        "keep key records where every replica reads them (the store, in the effect's transaction), "
-        "and do not let the balancer re-send non-idempotent requests",
-    ),
+    **{(verdict, k.kind.value): fix for k in KINDS for verdict, fix in k.fixes.items()},
     (Verdict.DUPLICATE, "no_fault"): Fix(
         "the effect was counted twice though nothing was retried: the server repeats writes by itself, "
         "or the effect source counts one write twice",

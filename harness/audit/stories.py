@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.audit.accumulators import CRASH_WINDOW_S, POD_FAULT_KINDS, CheckpointRead, PodFault, fault_label
-from harness.audit.fixes import Fix
+from harness.faultkinds.base import Fix
 from harness.history import CONNECTION_CLOSED, EventType, FaultKind, Verdict
 
 PER_CLASS = 5

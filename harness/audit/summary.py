@@ -24,7 +24,8 @@ from harness.audit.runfacts import RunFacts
 from harness.audit.stats import Rate
 from harness.audit.stories import FindingClass
 from harness.audit.tally import Tally
-from harness.history import POD_FAULTS, FaultKind, Outcome, RunStatus, Verdict
+from harness.faultkinds.registry import BLAME, SCHEDULED
+from harness.history import FaultKind, Outcome, RunStatus, Verdict
 
 TOP_ERRORS = 10
 """The most common error messages kept in a summary."""
@@ -353,13 +354,13 @@ def _fault_rows(tally: Tally, fold: Fold, facts: RunFacts) -> list[FaultRow]:
         kinds.add(FaultKind.CRASH)
     rule_planned = _stream_plan(facts)
     rows = []
-    for kind in (k for k in FaultKind if k.value in kinds):
+    for kind in (k for k in BLAME if k.value in kinds):
         verdicts: Counter[str] = Counter()
         for cell, verdict, count in hit_sets:
             if kind.value in cell:
                 verdicts[verdict] += count
         n = sum(verdicts.values())
-        if kind in POD_FAULTS:
+        if kind in SCHEDULED:
             planned: int | None = max(fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0))
         else:
             planned = rule_planned.get(kind)
@@ -421,7 +422,7 @@ def _inconclusive(fold: Fold, facts: RunFacts, tally: Tally, faults: Sequence[Fa
         said = f"; most common answer: {common.example}" if common is not None else ""
         reasons.append(f"{refused} of {started} intents never took effect (rejected or given up){said}")
     stopped = _stopped_by_harness(fold)
-    for kind in POD_FAULTS:
+    for kind in SCHEDULED:
         planned, injected = fold.faults_planned.get(kind, 0), fold.faults.get(kind, 0)
         missed = planned - injected - sum(u.kind == kind for u in fold.unfinished)
         if missed > 0:

@@ -6,6 +6,7 @@ so a user can check what a run will do before starting anything.
 
 from __future__ import annotations
 
+from harness.faultkinds.registry import SCHEDULED, kind_of
 from harness.faults.schedule import build_schedule
 from harness.scenario import CrashPoints, Scenario, StreamFault
 
@@ -14,14 +15,16 @@ SHOWN_FAULTS = 10
 
 
 def planned(scenario: Scenario) -> str:
-    """The pod faults a run plans: counted ones, and timed kills by their rate (planned once due)."""
+    """The pod faults a run plans: counted ones, and timed ones by each kind's rate (planned once due)."""
     counted = sum(f.steps for f in build_schedule(scenario) if f.counted)
     text = f"{counted} pod faults planned"
     if scenario.target.replicas > 1:
         text = f"{scenario.target.replicas} replicas ({scenario.client.balance}), " + text
-    kill = scenario.faults.kill
-    if kill is not None and kill.mean_interval_s is not None:
-        text += f", kills every {kill.mean_interval_s:g}s on average while intents are dispatched"
+    for kind in SCHEDULED:
+        rate = kind_of(kind).rate
+        said = None if rate is None else rate(scenario)
+        if said is not None:
+            text += f", {said}"
     return text
 
 
@@ -34,17 +37,9 @@ def describe_rule(index: int, rule: StreamFault) -> str:
     if rule.attempt is not None:
         who.append(f"attempt {rule.attempt}")
     chance = f"p={rule.chance:g}" if rule.probability is not None else "always"
-    what = {
-        "sever_response": (
-            f"cut after {rule.after_events} events"
-            if rule.after_events is not None
-            else f"cut after {rule.after_bytes} bytes"
-        )
-        + (" once the server finished" if rule.wait_for_server else " at once"),
-        "stall": f"hold the {rule.hold}" + (f" {rule.hold_s:g}s" if rule.hold_s else ""),
-        "delay": f"{rule.delay_s:g}s before the {rule.direction}",
-        "sever_request": "drop the request",
-    }[rule.fault]
+    action = kind_of(rule.fault).rule_action
+    assert action is not None  # a stream kind has one (tests/unit/test_fault_kinds.py)
+    what = action(rule)
     return f"  stream rule {index}: {rule.fault} on {where} ({', '.join([*who, chance])}): {what}"
 
 

@@ -34,9 +34,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from harness.events import FaultMissed
+from harness.faultkinds.base import Kind, PlannedFault
+from harness.faultkinds.registry import kind_of
 from harness.faults.pacing import LANDING_BOUND_S, LANDING_POLL_S, Landing, Load, Paced, hold_points
-from harness.faults.schedule import PlannedFault
-from harness.history import FaultKind, HistoryWriter
+from harness.history import HistoryWriter
 from harness.pods.supervisor import Supervisor
 
 BeforeFault = Callable[[str], Awaitable[Callable[[], None]]]
@@ -51,8 +52,6 @@ class Injector:
         supervisors: Sequence[Supervisor],
         history: HistoryWriter,
         *,
-        min_uptime_s: float = 0.0,
-        pause_min_uptime_s: float = 0.0,
         workload_size: int | None = None,
         concurrency: int = 1,
         clock: Callable[[], float] = time.monotonic,
@@ -64,8 +63,6 @@ class Injector:
         self.workload_size = workload_size
         self._dispatch_ended: float | None = None
         """When the last intent was dispatched: timed faults due later were never planned for the run."""
-        self.min_uptime_s = min_uptime_s
-        self.pause_min_uptime_s = pause_min_uptime_s
         self.supervisors = list(supervisors)
         """One per replica, in replica order."""
         self.history = history
@@ -164,10 +161,11 @@ class Injector:
         self._waiting[id(fault)] = "its turn (another fault was being injected)"
         async with self._turn:
             victims = [self.supervisors[v] for v in fault.victims(len(self.supervisors))]
-            if fault.kind is FaultKind.ROLLOUT:
-                await self._roll_out(fault, victims)
+            facts = kind_of(fault.kind)
+            if facts.stepwise:
+                await self._roll_out(fault, facts, victims)
             else:
-                while not await self._strike(fault, victims):
+                while not await self._strike(fault, facts, victims):
                     pass  # a victim went down during the delay: wait for it to be back, then try again
                 self._injected.add(id(fault))
             self._waiting.pop(id(fault), None)
@@ -185,46 +183,31 @@ class Injector:
                 self._waiting[id(fault)] = f"{supervisor.pod.name} to be up for min_uptime_s={min_uptime:g}"
                 await asyncio.sleep(min_uptime - uptime)
 
-    async def _strike(self, fault: PlannedFault, victims: Sequence[Supervisor]) -> bool:
-        """A kill or a pause of every victim at once; False if one was down by then (nothing done)."""
-        min_uptime = self.pause_min_uptime_s if fault.kind is FaultKind.PAUSE else self.min_uptime_s
-        await self._serving(fault, victims, min_uptime)
+    async def _strike(self, fault: PlannedFault, facts: Kind, victims: Sequence[Supervisor]) -> bool:
+        """The kind's strike on every victim at once, and its heal once ``duration_s`` is over; False if
+        a victim was down by then (nothing done)."""
+        await self._serving(fault, victims, fault.min_uptime_s)
         if fault.delay_s:
             self._waiting[id(fault)] = f"its jitter delay of {fault.delay_s:.3f}s"
             await asyncio.sleep(fault.delay_s)
         # Read before landing: a held fault reads the store the drained work left, and the work a
         # landing lets start is what the kill is for.
-        record = await self._checkpoint(victims[0]) if fault.kind is FaultKind.KILL else None
+        record = await self._checkpoint(victims[0]) if facts.reads_before else None
         paced = await self._land(fault)
         if not all(s.ready.is_set() for s in victims):
             # Down again (by itself, or another fault's): wait for it as before, holding as before.
             self._landing = False
             self._hold_if_due()
             return False
-        trigger, counted = fault.describe(), fault.counted
-        if fault.kind is FaultKind.KILL:
-            for supervisor in victims:
-                if supervisor.kill(
-                    trigger=trigger,
-                    counted=counted,
-                    sig=fault.signal,
-                    grace_s=fault.grace_s,
-                    power_loss=fault.power_loss,
-                    before=record,
-                    **paced,
-                ):
-                    record = None  # one read for the fault, ahead of its first kill
+        assert facts.strike is not None  # a scheduled kind has one (tests/unit/test_fault_kinds.py)
+        struck = facts.strike(fault, victims, record, **paced)
+        if facts.heal is None:
             return True
-        paused = [
-            s
-            for s in victims
-            if s.pause(duration_s=fault.duration_s, trigger=trigger, counted=counted, **paced)
-        ]
         try:
             await asyncio.sleep(fault.duration_s)
         finally:
-            for supervisor in paused:
-                supervisor.resume()  # the heal step always runs, even when cancelled
+            for victim in struck:
+                facts.heal(victim)  # the heal step always runs, even when cancelled
         return True
 
     async def _land(self, fault: PlannedFault) -> Paced:
@@ -276,21 +259,15 @@ class Injector:
         index = self._next_progress
         return index < len(self._progress_faults) and self._progress_faults[index] is fault
 
-    async def _roll_out(self, fault: PlannedFault, victims: Sequence[Supervisor]) -> None:
-        """Replace each replica in turn; the next one goes only when the last one is ready again."""
+    async def _roll_out(self, fault: PlannedFault, facts: Kind, victims: Sequence[Supervisor]) -> None:
+        """The kind's strike on each victim in turn; the next one goes only when the last one is ready
+        again (a rollout)."""
+        assert facts.strike is not None
         for step, supervisor in enumerate(victims):
             while True:
-                await self._serving(fault, [supervisor], self.min_uptime_s)
-                record = await self._checkpoint(supervisor)
-                if supervisor.kill(
-                    trigger=fault.describe(),
-                    counted=fault.counted,
-                    sig=fault.signal,
-                    grace_s=fault.grace_s,
-                    kind=FaultKind.ROLLOUT,
-                    before=record,
-                    step=step,
-                ):
+                await self._serving(fault, [supervisor], fault.min_uptime_s)
+                record = await self._checkpoint(supervisor) if facts.reads_before else None
+                if facts.strike(fault, [supervisor], record, step=step):
                     break
                 # It died by itself just now and the supervisor has not seen it yet: give it the turn.
                 await asyncio.sleep(0.05)

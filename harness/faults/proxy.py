@@ -7,18 +7,10 @@ host and names it in each request's ``Host`` header. Unlike a
 TCP-level proxy (Toxiproxy) it reads each request, so it knows the exchange's
 JSON-RPC method, tool, request id and idempotency key, and from the driver the
 intent and attempt the request id belongs to. A seeded rule (see
-``StreamFault``) then decides what happens to that one exchange:
-
-``sever_request``   the client's connection is dropped; nothing reaches the server.
-``sever_response``  the request is forwarded; the client's connection is cut after
-                    N bytes or N SSE events of the response, either once the server
-                    has sent all of it (it finished: the article's window between
-                    commit and delivery) or as soon as they are relayed, closing the
-                    server's side too (under 2026-07-28 SSE: a cancellation).
-``stall``           the request (or the response) is held until the client gives up
-                    and retries, or ``hold_s``; holding the request delivers it late,
-                    so the original and the retry run on the server at the same time.
-``delay``           latency before the request or the response.
+``StreamFault``) then decides what happens to that one exchange: its kind's
+``strike_exchange`` (``sever_request``, ``sever_response``, ``stall``, ``delay``,
+each a module of :mod:`harness.faultkinds` that says what it does) acts on it
+through :class:`_Struck`, which holds the sockets and parses the response.
 
 A cut is always a dropped connection, never an HTTP error response: that is
 what a client sees when a stream breaks. Every fault is recorded in the history,
@@ -57,6 +49,7 @@ from harness.client.messages import SseParser
 from harness.crashpoints.decisions import Decision, Reached, Site
 from harness.crashpoints.points import PointKind
 from harness.crashpoints.router import Router
+from harness.faultkinds.registry import kind_of
 from harness.history import HistoryWriter
 from harness.loopback import LoopbackServer
 from harness.scenario import StreamFault
@@ -479,20 +472,13 @@ class FaultProxy(LoopbackServer):
             up_writer.write(self._outgoing(request))
             return await self._relay(up_reader, writer)
         rule = self.rules[chosen]
-        if rule.fault == "sever_request":
-            self._record(rule, ex)
-            return False
-        if rule.fault == "delay":
-            self._record(rule, ex, delay_s=rule.delay_s, direction=rule.direction)
-            if rule.direction == "request":
-                await asyncio.sleep(rule.delay_s)
-                up_writer.write(self._outgoing(request))
-                return await self._relay(up_reader, writer)
-            up_writer.write(self._outgoing(request))
-            return await self._relay(up_reader, writer, delay_s=rule.delay_s)
-        if rule.fault == "stall":
-            return await self._stall(rule, ex, request, reader, writer, upstream)
-        return await self._sever_response(rule, ex, request, writer, upstream)
+        strike = kind_of(rule.fault).strike_exchange
+        assert strike is not None  # a rule's kind has one (tests/unit/test_fault_kinds.py)
+        struck = _Struck(self, rule, ex, request, reader, writer, upstream)
+        try:
+            return await strike(rule, struck)
+        finally:
+            struck.close()
 
     async def _hooked(
         self,
@@ -576,74 +562,65 @@ class FaultProxy(LoopbackServer):
             response.feed(data)
         return bytes(raw), True
 
-    async def _sever_response(
-        self,
-        rule: StreamFault,
-        ex: Exchange,
-        request: _Request,
-        writer: asyncio.StreamWriter,
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    ) -> bool:
-        up_reader, up_writer = upstream
-        up_writer.write(self._outgoing(request))
-        if rule.wait_for_server:
-            raw, complete = await self._read_whole(up_reader)
-            offset = cut_offset(raw, rule.after_bytes, rule.after_events)
-            self._record(rule, ex, relayed=offset, of=len(raw), server_done=complete)
-            writer.write(raw[:offset])
-            return False
-        # Cut while the server may still be working: relay up to the cut point, then close both
-        # sides (returning False aborts the server's connection too: SSE handlers see a cancellation).
-        response = _Response()
-        relayed = 0
-        while True:
-            data = await up_reader.read(_READ)
-            if not data:
-                self._record(rule, ex, relayed=relayed, server_done=False, server_closed=True)
-                return False
-            cut: int | None
-            if rule.after_events is None:
-                room = rule.after_bytes - relayed
-                cut = room if len(data) >= room else None
-            else:
-                cut = events_cut(response, data, rule.after_events)
-            if cut is not None:
-                self._record(rule, ex, relayed=relayed + cut, server_done=False)
-                writer.write(data[:cut])
-                return False
-            writer.write(data)
-            relayed += len(data)
 
-    async def _stall(
-        self,
-        rule: StreamFault,
-        ex: Exchange,
-        request: _Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    ) -> bool:
-        hold_s = rule.hold_s if rule.hold_s is not None else self.default_hold_s
-        self._record(rule, ex, hold=rule.hold, hold_s=hold_s)
-        up_reader, up_writer = upstream
-        client_gone = asyncio.ensure_future(reader.read(1))  # b"" when the client gives up and closes
-        try:
-            if rule.hold == "request":
-                await asyncio.wait({client_gone}, timeout=hold_s)
-                # delivered late: the retry may already be on the server
-                up_writer.write(self._outgoing(request))
-                if client_gone.done():
-                    await self._read_whole(up_reader)  # let the server finish; nobody is listening
-                    return False
-                return await self._relay(up_reader, writer)
-            up_writer.write(self._outgoing(request))  # the server runs it; its answer is what waits
-            raw, complete = await self._read_whole(up_reader)
-            await asyncio.wait({client_gone}, timeout=hold_s)
-            if client_gone.done() or not complete:
-                return False
-            writer.write(raw)
-            await writer.drain()
-            return True
-        finally:
-            if not client_gone.done():
-                client_gone.cancel()
+@dataclass(slots=True)
+class _Struck:
+    """One exchange a rule hits, as its kind's strike acts on it (:class:`harness.faultkinds.base.Exchange`):
+    the steps are the kind's, the sockets and the parsing the proxy's."""
+
+    proxy: FaultProxy
+    rule: StreamFault
+    ex: Exchange
+    request: _Request
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]
+    response: _Response = field(default_factory=_Response)
+    """The response as it passes, for a cut at its Nth event."""
+    client_gone: asyncio.Future[bytes] | None = None
+    """Reads the client's connection once a strike waits on it: b"" when the client gives up and closes."""
+
+    @property
+    def default_hold_s(self) -> float:
+        return self.proxy.default_hold_s
+
+    def record(self, **detail: Any) -> None:
+        self.proxy._record(self.rule, self.ex, **detail)
+
+    def forward(self) -> None:
+        self.upstream[1].write(self.proxy._outgoing(self.request))
+
+    async def relay(self, *, delay_s: float = 0.0) -> bool:
+        return await self.proxy._relay(self.upstream[0], self.writer, delay_s=delay_s)
+
+    async def read(self) -> bytes:
+        return await self.upstream[0].read(_READ)
+
+    async def read_whole(self) -> tuple[bytes, bool]:
+        return await self.proxy._read_whole(self.upstream[0])
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def drain(self) -> None:
+        await self.writer.drain()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def client_left(self, within_s: float) -> bool:
+        if self.client_gone is None:
+            self.client_gone = asyncio.ensure_future(self.reader.read(1))
+        await asyncio.wait({self.client_gone}, timeout=within_s)
+        return self.client_gone.done()
+
+    def cut_offset(self, raw: bytes, after_bytes: int, after_events: int | None) -> int:
+        return cut_offset(raw, after_bytes, after_events)
+
+    def events_cut(self, data: bytes, after_events: int) -> int | None:
+        return events_cut(self.response, data, after_events)
+
+    def close(self) -> None:
+        """Stop reading the client's connection (the next exchange's request is read from it)."""
+        if self.client_gone is not None and not self.client_gone.done():
+            self.client_gone.cancel()

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.audit.auditor import PLOTTED, AuditResult
+from harness.faultkinds.registry import COLOURS
 from harness.history import FINDINGS, Verdict
 from harness.report import pages
 from harness.report.sequence import sequence_svg
@@ -29,7 +30,6 @@ from harness.report.stories import class_title, story_lines
 from harness.report.text import facts, gate_line, headline_lines
 
 REPORT_HTML = "report.html"
-COLORS = {"kill": "#c0392b", "pause": "#8e44ad", "crash": "#e67e22"}
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ def timeline_of(pod_events: Sequence[tuple[float, str]]) -> Timeline:
     timeline = Timeline()
     down_since: float | None = None
     for t, what in pod_events:
-        if what in ("pod_exited", "kill", "pause"):
+        if what == "pod_exited" or what in COLOURS:  # a pod fault drawn on the timeline takes it down
             down_since = t if down_since is None else down_since
         elif what == "pod_ready" and down_since is not None:
             timeline.down.append((down_since, t))
@@ -65,8 +65,8 @@ def plot_timeline(intents: pd.DataFrame, timeline: Timeline) -> str:
     for start, end in timeline.down:
         ax.axvspan(start, end, color="#bdc3c7", alpha=0.6, linewidth=0)
     for t, kind in timeline.faults:
-        if kind in COLORS:
-            ax.axvline(t, color=COLORS[kind], linewidth=1, alpha=0.8)
+        if kind in COLOURS:
+            ax.axvline(t, color=COLOURS[kind], linewidth=1, alpha=0.8)
     top = ax.get_ylim()[1] or 1.0
     for verdict, marker, color in ((Verdict.DUPLICATE, "v", "#c0392b"), (Verdict.LOST, "x", "#2980b9")):
         rows = intents[intents["verdict"] == verdict.value]
@@ -85,7 +85,7 @@ def plot_timeline(intents: pd.DataFrame, timeline: Timeline) -> str:
 
     handles = [
         *ax.get_legend_handles_labels()[0],
-        *[Line2D([], [], color=c, label=k) for k, c in COLORS.items()],
+        *[Line2D([], [], color=c, label=k) for k, c in COLOURS.items()],
     ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_xlabel("seconds since the run started (grey: pod down)")

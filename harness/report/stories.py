@@ -17,6 +17,7 @@ from harness.audit.control import CONTROL
 from harness.audit.stories import FindingClass, Passed, Step, Story
 from harness.audit.summary import Summary
 from harness.crashpoints.points import phrase
+from harness.faultkinds.registry import REPLAYED_BY_KILLS
 from harness.sanitize import bounded, plain
 
 
@@ -142,10 +143,6 @@ def story_lines(story: Story, *, fix: bool = True) -> list[str]:
 def _code(text: str) -> str:
     """Text for an inline code span (a backtick would end it)."""
     return text.replace("`", "'")
-
-
-REPLAYED_BY_KILLS = frozenset({"kill", "crash", "rollout"})
-"""Causes ``mcp-chaos replay`` makes again: a pod that died under the attempt (harness/replay.py)."""
 
 
 def replay_command(found: FindingClass) -> str | None:

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from harness.audit.findings import SEVERITY, also
 from harness.audit.stats import Rate
 from harness.audit.summary import Summary
-from harness.history import FINDINGS, FaultKind, Outcome, Verdict
+from harness.faultkinds.base import Source
+from harness.faultkinds.registry import BLAME, kind_of
+from harness.history import FINDINGS, Outcome, Verdict
 from harness.report.stories import (
     control_lines,
     evidence_markdown,
@@ -59,7 +61,7 @@ def fault_table(summary: Summary) -> str:
             row.planned
             if row.planned is not None
             else "—"
-            if row.kind in (FaultKind.CRASH, FaultKind.BALANCER_RETRY)
+            if kind_of(row.kind).source is not Source.STREAM
             else "by rule",
             row.injected,
             row.intents_hit,
@@ -295,7 +297,7 @@ def render_markdown(summary: Summary, scenario_yaml: str) -> str:
             fault_table(summary) or "No fault was planned or hit an attempt.",
             "",
             "An intent counts under every fault that hit one of its attempts; a finding's cause in",
-            "`intents.csv` is the first of " + ", ".join(k.value for k in FaultKind) + " that hit it",
+            "`intents.csv` is the first of " + ", ".join(k.value for k in BLAME) + " that hit it",
             "(see Findings for the causes that are not faults).",
             *(
                 [

@@ -220,7 +220,6 @@ class _Run:
         self.history = self.wiring.history
         self.supervisor = self.wiring.supervise()
         self.schedule = build_schedule(scenario)
-        kill, pause = scenario.faults.kill, scenario.faults.pause
         self.supervisors = self.wiring.supervisors
         self.workload = Workload(scenario, namespace)
         self.stats = DriverStats(planned=len(self.workload))
@@ -259,8 +258,6 @@ class _Run:
             self.schedule,
             self.supervisors,
             self.history,
-            min_uptime_s=kill.min_uptime_s if kill else 0.0,
-            pause_min_uptime_s=pause.min_uptime_s if pause else 0.0,
             workload_size=scenario.workload.intents,
             concurrency=scenario.workload.concurrency,
             before_fault=self.checkpoints.before_fault if self.checkpoints else None,

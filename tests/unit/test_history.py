@@ -15,7 +15,6 @@ from harness.errors import HistoryError
 from harness.events import CrashPoint
 from harness.history import (
     MESSAGE_LIMIT,
-    POD_FAULTS,
     EventType,
     FaultKind,
     HistoryWriter,
@@ -101,8 +100,9 @@ def test_missing_history(tmp_path: Path) -> None:
 
 
 def test_one_vocabulary_for_writers_and_readers() -> None:
-    # Every fault a scenario can name is a FaultKind the auditor attributes and ranks.
-    assert set(get_args(StreamFaultKind)) | set(POD_FAULTS) <= set(FaultKind)
+    # Every stream fault a scenario can name is a FaultKind the auditor attributes and ranks (the pod
+    # faults' sections: tests/unit/test_fault_kinds.py).
+    assert set(get_args(StreamFaultKind)) <= set(FaultKind)
     # Every outcome the client can report has its column in intents.csv.
     assert {f"n_{o.value}" for o in Outcome} <= set(COLUMNS)
     # Every status the driver writes is one the auditor knows, and none is "not started".

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from harness.faults.schedule import MAX_TIMED_FAULTS, build_schedule
+from harness.faultkinds.kill import MAX_TIMED_FAULTS
+from harness.faults.schedule import build_schedule
 from harness.scenario import parse_scenario
 
 

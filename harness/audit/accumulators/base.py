@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FunctionType
 from typing import Any, ClassVar, TypeVar
 
-from harness.history import POD_FAULTS, EventType, FaultKind
+from harness.faultkinds.registry import SCHEDULED
+from harness.history import EventType, FaultKind
 
 CRASH_WINDOW_S = 1.0
 """How long before an unannounced pod exit a connection-closed attempt counts as broken by it."""
@@ -23,7 +24,8 @@ MAX_UNPLANNED_INTENTS = 10_000_000
 """Intents a history without a ``run_started`` may index (one that has one may index only its plan)."""
 
 
-POD_FAULT_KINDS = frozenset(k.value for k in POD_FAULTS)
+POD_FAULT_KINDS = frozenset(k.value for k in SCHEDULED)
+"""The faults written as a pod's (the injector's); the others are a call's."""
 
 
 Event = Mapping[str, Any]

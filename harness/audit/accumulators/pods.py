@@ -14,6 +14,7 @@ from harness.audit.accumulators.base import (
     reads,
 )
 from harness.audit.accumulators.intents import Intents
+from harness.faultkinds.registry import ENDS_POD, HEALED
 from harness.history import EventType, FaultKind
 
 
@@ -77,7 +78,7 @@ class PodDisruptions(Accumulator):
     def _disrupt(self, pod: str, kind: str, ev: Event) -> None:
         self.kinds.append(kind)
         self.by_pod.setdefault(pod, []).append(kind)
-        if kind != FaultKind.PAUSE:
+        if kind not in HEALED:
             self.numbers[kind] += 1
             self.downs.append(
                 PodFault(ev.get("seq", -1), ev["t"], kind, pod, self.numbers[kind], self.starts[pod])
@@ -97,14 +98,14 @@ class PodDisruptions(Accumulator):
     @reads(EventType.FAULT)
     def fault(self, ev: Event) -> None:
         kind = ev["fault"]
-        if kind == FaultKind.KILL or kind == FaultKind.ROLLOUT:
+        if kind in ENDS_POD:
             pod = ev.get("pod", "")
             if "signal" in ev:  # a graceful stop: the pod may finish what it has
                 self.stopping[pod] = kind
             else:
                 self._disrupt(pod, kind, ev)
                 self.stopping[pod] = None
-        elif kind == FaultKind.PAUSE:
+        elif kind in HEALED:
             # Attempts in flight when the pod froze; those sent while it was frozen are caught
             # by the second disruption, when it thaws (pod_resumed).
             self._disrupt(ev.get("pod", ""), kind, ev)
