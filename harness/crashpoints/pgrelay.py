@@ -69,13 +69,20 @@ class Reports:
     """The relay's stdout: reports written in order, each before the work it tells of goes on."""
 
     def __init__(self, out: int) -> None:
-        self._out = out
+        self._out: int | None = out
 
     def send(self, reports: list[dict[str, Any]]) -> None:
-        """Write ``reports`` now (blocking while the harness is that far behind: it paces the relay)."""
+        """Write ``reports`` now (blocking while the harness is that far behind: it paces the relay).
+        Once the harness has stopped reading (it is closing the relay, and the target's connections
+        end meanwhile), nothing is written: there is no one to tell, and no traceback to print."""
+        if self._out is None:
+            return
         data = memoryview(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in reports))
-        while data:
-            data = data[os.write(self._out, data) :]
+        try:
+            while data:
+                data = data[os.write(self._out, data) :]
+        except BrokenPipeError:
+            self._out = None
 
 
 class Relay:
