@@ -44,7 +44,7 @@ def test_a_key_lookup_is_told_with_its_key_and_placed_in_its_intents_attempt(tmp
                 await conn.execute("SELECT count(*) FROM keys WHERE key = %s", (KEY,))
                 await conn.commit()
                 await asyncio.sleep(0.1)  # the relay's reports reach the pipe
-                points = router.ended(3, 1)["points"]
+                points: list[list[str]] = router.ended(3, 1)["points"]
         finally:
             await relay.close()
             await cluster.stop()
