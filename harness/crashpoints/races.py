@@ -515,7 +515,8 @@ class RacePlan:
         if call is None or one.sent:
             return []
         if one.made is None and call.ticket in one.blocked:
-            self._settle(one, Made.NOT_REACHED, f"the first did not reach {one.ordering.where} in time")
+            where = one.ordering.where if one.ordering.held is Held.ORIGINAL else "the server's door"
+            self._settle(one, Made.NOT_REACHED, f"the first did not reach {where} in time")
         if one.ordering.held is Held.ORIGINAL:
             ready = one.held is not None
         else:
@@ -534,7 +535,7 @@ class RacePlan:
         if self.second is not Second.CALL or one.ordering.held is not Held.ORIGINAL or not one.sent:
             return False
         if one.held is not None and one.held.point.kind is PointKind.REQUEST:
-            return one.partner is not None and (one.partner, ORIGINAL) in self._running
+            return True  # the second went in first; the first follows it
         return bool(one.meanwhile)
 
     def severs(self) -> list[tuple[int, int]]:
