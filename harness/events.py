@@ -443,11 +443,13 @@ class CrashPlan(Event):
     points: int | None = None
     """How many crash points the clean call passed."""
     races: list[dict[str, Any]] | None = None
-    """Each ordering tried: intent, ordering, held, at, label, made, why, meanwhile."""
+    """Each ordering tried: intent, ordering, held, at, label, made, why, meanwhile (and partner)."""
     orderings: list[str] | None = None
     clean_intent: int | None = None
     ran_out: bool | None = None
     """The budget was spent with tries left."""
+    second: str | None = None
+    """``call`` for a race of two calls (each ordering two intents, ``partner`` the second's); else none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,6 +48,14 @@ def add(sub: Commands) -> None:
         help="try only these orderings, by id (original:db_commit#2: the retry sent at the original's "
         "point; retry:db_commit#2: the retry held at its own), as each finding's reproduce line names them",
     )
+    races.add_argument(
+        "--second",
+        choices=("retry", "call"),
+        default="retry",
+        help="what runs beside the first attempt: its retry (default; the same key, its stream broken), or "
+        "a second call (another intent, sent fresh), placed at the file tracer's operations too: a file "
+        "store's lost update",
+    )
     races.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     races.add_argument(
         "--junit",
@@ -74,25 +82,31 @@ def command(args: argparse.Namespace) -> int:
     from harness.crashpoints import emit as crash_emit
     from harness.crashpoints import racing
     from harness.crashpoints.points import parse_ordering
+    from harness.crashpoints.races import HELD_BY_ID, Second
     from harness.run.runner import check_environment
     from harness.scenario import load_scenario
 
     sets = overrides(args)
     scenario = load_scenario(args.scenario, ["workload.concurrency=1", *sets])
     only = tuple(ids(args.only))
+    second = Second(args.second)
+    words = ("first", "second") if second is Second.CALL else ("original", "retry")
     for text in only:
         try:
-            parse_ordering(text)
+            held = parse_ordering(text)[0]
         except ValueError as exc:
             raise ScenarioError(f"races --only: {exc}") from None
+        if held not in words or held not in HELD_BY_ID:
+            raise ScenarioError(f"races --only {text}: with --second {second} use {words[0]}: or {words[1]}:")
     json_path = output_file(args.json, "--json")
     junit_path = output_file(args.junit, "--junit")
     emit = output_dir(args.emit, "--emit")
     check_environment(scenario)
+    beside = "a second call" if second is Second.CALL else "its retry"
     tries = (
         f"then the orderings {', '.join(only)}"
         if only
-        else "then its retry sent at each of its points and held at each while the original runs"
+        else f"then {beside} sent at each of its points and held at each while the first runs"
     )
     sys.stderr.write(f"races: a clean call of {scenario.workload.tool}, {tries}, within {args.budget:g} s\n")
     results = Path(args.results)
@@ -103,6 +117,7 @@ def command(args: argparse.Namespace) -> int:
             budget_s=args.budget,
             hold_limit_s=args.hold_limit,
             only=only,
+            second=second,
             run_id=args.run_id,
             progress_interval_s=None if args.quiet else 1.0,
         ),
@@ -111,6 +126,8 @@ def command(args: argparse.Namespace) -> int:
     again = ["mcp-chaos", "races", args.scenario, *(f"--set={one}" for one in sets)]
     if args.hold_limit != DEFAULT_HOLD_LIMIT_S:
         again.append(f"--hold-limit={args.hold_limit:g}")
+    if second is Second.CALL:
+        again.append("--second=call")
     line = shlex.join(again)
     say(racing.render_terminal(found, line))
     if json_path is not None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.crashpoints.explore import Exploration, PointResult, retry_quickly
 from harness.crashpoints.points import parse_ordering
+from harness.crashpoints.races import Second
 from harness.crashpoints.racing import RaceRow, Races, race_reproducer_name, racing_data
 from harness.history import Verdict
 from harness.scenario import Scenario, parse_scenario
@@ -191,7 +192,9 @@ def race_reproducer(
 ) -> Scenario:
     """The scenario that tries ``row``'s ordering alone, ``repeat`` times, its gate failing on a finding:
     a clean call, then the same ordering placed at the same point of it, as ``races --only`` does."""
-    data = racing_data(scenario, RACE_BUDGET_S, hold_limit_s, only=(row.id,), repeat=repeat)
+    held = parse_ordering(row.id)[0]
+    second = Second.CALL if held in ("first", "second") else Second.RETRY
+    data = racing_data(scenario, RACE_BUDGET_S, hold_limit_s, only=(row.id,), repeat=repeat, second=second)
     data["name"] = _scenario_name(scenario.name, race_reproducer_name(row))
     data["description"] = (
         f"Written by mcp-chaos races: {row.ordering} ({row.id}), tried {repeat} times after a clean call; "
@@ -206,18 +209,25 @@ def race_pytest_text(scenario_file: str, row: RaceRow) -> str:
     or blocked, never not reached) and every intent took effect exactly once."""
     held, at = parse_ordering(row.id)
     where = at.name.replace("#", "_")
-    test = "test_exactly_once_when_the_retry_is_" + (
-        f"sent_at_{where}_of_the_original" if held == "original" else f"held_at_{where}"
+    calls = held in ("first", "second")
+    other, first = ("second_call", "first") if calls else ("retry", "original")
+    test = f"test_exactly_once_when_the_{other}_is_" + (
+        f"sent_at_{where}_of_the_{first}" if held in ("original", "first") else f"held_at_{where}"
     )
     # The ordering's id and verdict only: a point's label is the server's SQL, not for a Python file.
     told = (
-        f"the retry sent at {at.name} of the original"
-        if held == "original"
-        else f"the retry held at {at.name} while the original runs"
+        f"the {other.replace('_', ' ')} sent at {at.name} of the {first}"
+        if held in ("original", "first")
+        else f"the {other.replace('_', ' ')} held at {at.name} while the {first} runs"
+    )
+    pair = (
+        "Two calls (two intents, each its own key) ran side by side"
+        if calls
+        else "A call's original attempt and its retry (the same key, a new request id) ran side by side"
     )
     return f'''"""Regression test written by `mcp-chaos races`: {told}.
 
-A call's original attempt and its retry (the same key, a new request id) ran side by side in
+{pair} in
 that order ({row.id}), and it found {Verdict(row.verdict).value} there. This test runs the
 scenario beside it (a clean call, then that ordering, {RACE_REPEAT} times) and passes once each
 intent takes effect exactly once.

@@ -58,16 +58,20 @@ class PowerLosses(Protocol):
         ...
 
 
-def file_point(op: str, paths: list[str], info: dict[str, Any] | None = None) -> Reached:
+def file_point(
+    op: str, paths: list[str], info: dict[str, Any] | None = None, text: str | None = None
+) -> Reached:
     """A durable file operation (``write``, ``fsync``, ...) on ``paths`` of the data directory as the point it
     is: labelled by its paths with their random parts starred (a temporary file named anew each call), so
     the same operation is found in every call; with what the tracer said of its effect (``info``), from
-    which an exploration tells the points that leave the same crash state."""
+    which an exploration tells the points that leave the same crash state. A write's ``text`` is what the
+    router searches for markers when two calls are at work (a store's save names the notes it holds)."""
     return Reached(
         Site.FILES,
         PointKind(f"fs_{op}"),
         label=" -> ".join(file_label(p) for p in paths),
         detail={"paths": paths},
+        payload=text.encode() if text else b"",
         op=file_op(paths, info or {}),
     )
 
@@ -193,7 +197,13 @@ class FileTracer:
 
     async def _decide(self, message: dict[str, Any]) -> None:
         """Tell the router the file operation the pod stopped at; answer the tracer with its decision."""
-        point = file_point(str(message["op"]), [str(p) for p in message["paths"]], message.get("info"))
+        text = message.get("text")
+        point = file_point(
+            str(message["op"]),
+            [str(p) for p in message["paths"]],
+            message.get("info"),
+            text if isinstance(text, str) else None,
+        )
         task = asyncio.current_task()
         try:
             killed = await self.router.reached(point) is not Decision.PASS

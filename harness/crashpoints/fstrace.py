@@ -16,7 +16,9 @@ symbolic link, a FIFO; an open with ``O_TMPFILE`` names its directory), ``trunca
 ``open(path, "w")`` is one point in every call), ``write``, ``fsync`` (``fdatasync`` and
 ``msync(MS_SYNC)`` of a mapped file too; of a directory; ``sync``/``syncfs``, labelled ``.``),
 ``rename`` and ``unlink``, each with its path relative to the data directory (a path outside it, the
-other end of a rename, whole), and what the crash states need of it (``info``: what it acts on or
+other end of a rename, whole), a ``write``'s bytes where they are text of at most :data:`TEXT_SENT`
+bytes (``text``: a file store's save names the notes it holds, by which the harness tells whose call it
+is while two are at work), and what the crash states need of it (``info``: what it acts on or
 makes, a truncation's length, whether it made the file, whether a file of the directory is mapped
 shared and writable, so changes without a system call). The harness answers ``go`` (the operation
 runs) or ``killed`` (it killed the pod there: the crash point). A kill at an operation's entry leaves
@@ -85,6 +87,9 @@ O_TMPFILE = 0o20000000
 RENAME_EXCHANGE = 2
 AT_REMOVEDIR = 0x200
 MS_SYNC = 4
+TEXT_SENT = 65536
+"""A write's bytes are sent (as ``text``) up to this many, whole or not at all: a part could leave out a
+marker the rest names, and a point would be placed by it wrongly."""
 
 
 class _SyscallInfo(ctypes.Structure):
@@ -355,6 +360,10 @@ class Tracer:
         if self._mapped(self.pids.get(tid, tid)):
             told["mapped"] = True
         message = {"event": self.events, "op": op.kind, "paths": op.labels, "call": name, "tid": tid}
+        if name in ("write", "pwrite64") and op.kind == "write":
+            text = _text(self.pids.get(tid, tid), int(info.args_or_error[1]), int(info.args_or_error[2]))
+            if text is not None:
+                message["text"] = text
         self._emit({**message, **({"info": told} if told else {})})
 
     def _mapped(self, pid: int) -> bool:
@@ -651,6 +660,20 @@ def _read(pid: int, address: int, size: int) -> bytes | None:
             mem.seek(address)
             return mem.read(size)
     except (OSError, OverflowError, ValueError):
+        return None
+
+
+def _text(pid: int, address: int, size: int) -> str | None:
+    """A write's bytes as text, whole: None where they are more than :data:`TEXT_SENT`, unreadable, or not
+    UTF-8 (a database's pages)."""
+    if size > TEXT_SENT:
+        return None
+    data = _read(pid, address, size)
+    if data is None or len(data) != size:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 

@@ -40,7 +40,7 @@ from harness.crashpoints.points import (
     path_name,
     reached,
 )
-from harness.crashpoints.races import RacePlan
+from harness.crashpoints.races import RacePlan, Second
 from harness.scenario import CrashPoints
 
 EVERY_KIND = frozenset(PointKind)
@@ -282,6 +282,7 @@ def plan_for(
             repeat=race.repeat,
             clock=clock,
             looks=looks,
+            second=Second(race.second),
         )
     if crash.order is not None:
         order = crash.order

@@ -321,9 +321,10 @@ def parse_point(name: str) -> Point:
     return Point(PointKind(match[2]), int(match[3]), crash=crash)
 
 
-RACE_HELD = ("original", "retry")
+RACE_HELD = ("original", "retry", "first", "second")
 """Whose point a race's ordering holds (``races.Held``): the original's, the retry sent there; or the
-retry's own while the original runs."""
+retry's own while the original runs. ``first`` and ``second`` name the same two of a race between two
+calls (``races --second call``): the first call's point, the second sent there; or the second's own."""
 
 
 def parse_ordering(text: str) -> tuple[str, Point]:
@@ -333,7 +334,8 @@ def parse_ordering(text: str) -> tuple[str, Point]:
     if not sep or held not in RACE_HELD:
         raise ValueError(
             f"{text!r} is not an ordering; use original:POINT (the retry sent at the original's point) or "
-            "retry:POINT (the retry held at its point while the original runs), as races names them"
+            "retry:POINT (the retry held at its point while the original runs), first:POINT or second:POINT "
+            "for two calls (races --second call), as races names them"
         )
     if "@" in name:
         raise ValueError(f"{text!r}: a race holds and releases, it crashes nothing; drop the @")

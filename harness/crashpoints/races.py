@@ -27,6 +27,22 @@ answer until that read is done, the original is held at its next point, so that 
 what the store held as the answer came, whatever the original does next (an answer given before its
 effect was stored, when the key record commits first).
 
+A race between **two calls** (``second`` is :attr:`Second.CALL`, ``races --second call``) puts a
+second intent where the retry was: a fresh call of its own (its own marker and key, no stream broken),
+the first two arrivals after the clean call a pair. A file store that loads, changes and saves its file
+whole loses one of two concurrent changes; an original and its retry cannot show it (the retry's save
+overwrites its own original's: one note, exactly once). Its orderings:
+
+* **The second sent at point k of the first**: the second waits at the server's door until the first is
+  held at k, then goes in; the first goes on once the second is at the server (k is the first's
+  request: the two then run as the server schedules them), or has reached a point there or ended (k is a
+  point at the server); else it is blocked, as a retry is.
+* **The second held at its point k while the first runs**: as the retry held at its point.
+
+The file tracer's points are among those placed (:data:`CALL_KINDS`); while both calls are at the
+server, the router places a file operation by the only window open, else by the markers its bytes
+carry (a save of the whole file names every note in it), else not at all (ambiguous, never guessed).
+
 The plan reads no time but its clock's (the budget); the same stream of points gives the same
 decisions, so the same target gives the same table.
 """
@@ -43,20 +59,31 @@ from harness.crashpoints.decisions import HOLD_LIMIT_S, At, Decision, Missed
 from harness.crashpoints.points import FILE_KINDS, Point, PointKind, parse_ordering, reached
 
 RACE_KINDS = frozenset(PointKind) - FILE_KINDS
-"""What a race is placed at: every statement and commit, every downstream call, the call's request and
-answer. File operations are not yet (a file store's races are the next step)."""
+"""What a retry's race is placed at: every statement and commit, every downstream call, the call's
+request and answer. Its run traces no files (a retry's save overwrites its own original's)."""
+CALL_KINDS = frozenset(PointKind)
+"""What a race of two calls is placed at: those, and every watched file operation."""
 RACE_HOLD_LIMIT_S = 2.0
 """How long a held point waits for the other attempt to end: a call of the reference targets takes
 tens of milliseconds, so two seconds is ample, and a serializing server costs two seconds a try."""
 WAIT_LIMIT_S = 30.0
 """How long a try's original waits at the door for the last try's calls to be done at the server: they
 are not held, only slow (a server that renders an error's traceback takes seconds)."""
-AT_SERVER = RACE_KINDS - {PointKind.REQUEST}
+AT_SERVER = CALL_KINDS - {PointKind.REQUEST}
 """Points that show an attempt was at work in the server (its request at the door shows nothing)."""
 SERIALIZES = "the server serializes here"
 ORIGINAL = 1
 """The original attempt's number; the retry is the next."""
 RETRY = 2
+
+
+class Second(enum.StrEnum):
+    """What runs beside the first attempt."""
+
+    RETRY = "retry"
+    """Its retry: the same intent, its client stream broken (2026-07-28's re-issue)."""
+    CALL = "call"
+    """A second call: another intent, its own marker and key, sent fresh (a second client)."""
 
 
 class Held(enum.StrEnum):
@@ -82,6 +109,7 @@ class Ordering:
 
     held: Held
     at: Point
+    second: Second = Second.RETRY
 
     @property
     def where(self) -> str:
@@ -89,30 +117,43 @@ class Ordering:
 
     @property
     def id(self) -> str:
-        """``original:db_commit#3`` (the retry sent there), ``retry:db_commit#3`` (the retry held there):
-        what ``races --only`` and a reproducer name it by, found again by index in the call's points."""
+        """``original:db_commit#3`` (the retry sent there), ``retry:db_commit#3`` (the retry held there),
+        ``first:``/``second:`` for two calls: what ``races --only`` and a reproducer name it by, found
+        again by index in the call's points."""
+        if self.second is Second.CALL:
+            return f"{'first' if self.held is Held.ORIGINAL else 'second'}:{self.at.name}"
         return f"{self.held.value}:{self.at.name}"
 
     @property
     def name(self) -> str:
+        if self.second is Second.CALL:
+            if self.held is Held.ORIGINAL:
+                return f"second call sent at {self.where} of the first"
+            return f"second call held at {self.where} while the first runs"
         if self.held is Held.ORIGINAL:
             return f"retry sent at {self.where} of the original"
         return f"retry held at {self.where} while the original runs"
 
 
-def orderings_of(clean: tuple[Point, ...], only: tuple[str, ...] = (), repeat: int = 1) -> list[Ordering]:
-    """Every ordering of a call whose clean run passed ``clean``: the retry sent at each of its points,
-    then the retry held at each while the original runs. With ``only``, those orderings in that order,
-    each at the clean call's point of that name (a point it did not pass is kept, and is never reached);
-    each ordering ``repeat`` times in a row."""
+HELD_BY_ID = {"original": Held.ORIGINAL, "retry": Held.RETRY, "first": Held.ORIGINAL, "second": Held.RETRY}
+"""An ordering id's first word: whose point it holds (``first``/``second`` of two calls)."""
+
+
+def orderings_of(
+    clean: tuple[Point, ...], only: tuple[str, ...] = (), repeat: int = 1, second: Second = Second.RETRY
+) -> list[Ordering]:
+    """Every ordering of a call whose clean run passed ``clean``: the retry (or second call) sent at each
+    of its points, then held at each while the original runs. With ``only``, those orderings in that
+    order, each at the clean call's point of that name (a point it did not pass is kept, and is never
+    reached); each ordering ``repeat`` times in a row."""
     if only:
         by_name = {p.name: p for p in clean}
         chosen = []
         for text in only:
             held, point = parse_ordering(text)
-            chosen.append(Ordering(Held(held), by_name.get(point.name, point)))
+            chosen.append(Ordering(HELD_BY_ID[held], by_name.get(point.name, point), second))
     else:
-        chosen = [Ordering(held, point) for held in Held for point in clean]
+        chosen = [Ordering(held, point, second) for held in Held for point in clean]
     return [o for o in chosen for _ in range(repeat)]
 
 
@@ -140,6 +181,12 @@ class _Try:
     """The retry was answered while the original is at work: the run reads the store now."""
     looks: list[At] = field(default_factory=list)
     """The original's points held while ``looking``."""
+    partner: int | None = None
+    """Two calls: the second call's intent (``intent`` is the first's)."""
+    call_door: At | None = None
+    """Two calls, the second sent at the first's point: the second at the server's door until then."""
+    sent: bool = False
+    """Two calls: the second went in through the door."""
 
     @property
     def other(self) -> int:
@@ -158,6 +205,7 @@ class _Try:
             "made": self.made.value if self.made is not None else None,
             "why": self.why,
             "meanwhile": self.meanwhile,
+            **({"partner": self.partner} if self.partner is not None else {}),
         }
 
 
@@ -166,7 +214,6 @@ class RacePlan:
     of the router's (:class:`~.decisions.Plan`) beside those of :mod:`.plans`, which builds it."""
 
     decides = True
-    kinds = RACE_KINDS
 
     def __init__(
         self,
@@ -177,9 +224,12 @@ class RacePlan:
         repeat: int = 1,
         clock: Callable[[], float] = time.monotonic,
         looks: bool = False,
+        second: Second = Second.RETRY,
     ) -> None:
         self.hold_limit_s = min(hold_limit_s, HOLD_LIMIT_S)
-        self.looks = looks
+        self.second = second
+        self.kinds = CALL_KINDS if second is Second.CALL else RACE_KINDS
+        self.looks = looks and second is Second.RETRY
         """The run reads the store as a retry is answered, and says when it has (:meth:`looked`)."""
         self.only, self.repeat = only, repeat
         self._clock = clock
@@ -197,6 +247,12 @@ class RacePlan:
         """Intents past the last ordering, held at the door while a try's call is still at work."""
         self._running: set[tuple[int, int]] = set()
         """Attempts whose request reached the server and whose exchange has not ended."""
+        self._pairing: _Try | None = None
+        """Two calls: the try whose first call came and whose second has not yet."""
+        self._first_of: dict[int, int] = {}
+        """Two calls: each second call's intent -> its first's (the try's key)."""
+        self._closers = 0
+        """Two calls: calls that came past the last ordering (each waits at the door for the tries')."""
         self._changed = True
 
     # -- what the router asks
@@ -209,6 +265,8 @@ class RacePlan:
             if at.attempt == ORIGINAL:
                 self._clean_window = at.window
             return Decision.PASS
+        if self.second is Second.CALL:
+            return self._decide_call(at)
         one = self._try_of(at.intent)
         if one is None and at.attempt == ORIGINAL and at.point.kind is PointKind.REQUEST:
             if self._quiet(at.intent):
@@ -244,6 +302,60 @@ class RacePlan:
             one.meanwhile.append(at.point.name)
         return self._answered(one, at)
 
+    def _decide_call(self, at: At) -> Decision:
+        """:meth:`decide` for a race of two calls: the first call's points are the original's, the second
+        call's the retry's; a call's own later attempts (a client's retry) are not the race's."""
+        one, who = self._call_of(at)
+        if one is None:
+            if at.attempt != ORIGINAL or at.point.kind is not PointKind.REQUEST:
+                return Decision.PASS
+            if self.clean is not None:
+                self._closers += 1  # past the last ordering: no call is needed after this one
+            if not self._quiet(at.intent):
+                self._closing[at.intent] = at  # the call that closes the run waits for the last try's
+                return Decision.HOLD
+            return Decision.PASS
+        if one.made is not None or at.attempt != ORIGINAL:
+            return Decision.PASS
+        ordering, door = one.ordering, at.point.kind is PointKind.REQUEST
+        if who == ORIGINAL and door:
+            if not self._quiet(at.intent):
+                one.gate = at
+                return Decision.HOLD
+            return Decision.HOLD if self._start(one, at) else Decision.PASS
+        if who == RETRY and door:
+            one.call_door = at  # it goes in once the first is where the ordering wants it (releases)
+            return Decision.HOLD
+        mine = Held.ORIGINAL if who == ORIGINAL else Held.RETRY
+        if ordering.held is mine and one.held is None and reached(ordering.at, at.window):
+            one.held = at
+            return Decision.HOLD
+        if who == one.other and self._holding(one) and at.point.kind in AT_SERVER:
+            one.meanwhile.append(at.point.name)
+        return Decision.PASS
+
+    def _call_of(self, at: At) -> tuple[_Try | None, int]:
+        """The try of a race of two calls that ``at`` belongs to, and which call it is (``ORIGINAL``: the
+        first, ``RETRY``: the second). A new call at the door is the second of the try waiting for one,
+        else the first of the next ordering, while there is one and budget left."""
+        first = self._first_of.get(at.intent)
+        if first is not None:
+            return self.tries[first], RETRY
+        one = self.tries.get(at.intent)
+        if one is not None:
+            return one, ORIGINAL
+        if at.attempt != ORIGINAL or at.point.kind is not PointKind.REQUEST:
+            return None, ORIGINAL
+        if self._pairing is not None:
+            one, self._pairing = self._pairing, None
+            one.partner = at.intent
+            self._first_of[at.intent] = one.intent
+            self._changed = True
+            return one, RETRY
+        one = self._try_of(at.intent)
+        self._pairing = one
+        return one, ORIGINAL
+
     def _answered(self, one: _Try | None, at: At) -> Decision:
         """The retry's answer passes to the client: while the original is still at work, it is held at its
         next point until the run has read the store (:meth:`looked`)."""
@@ -274,12 +386,15 @@ class RacePlan:
             one.held = request
         else:
             return False
-        self._sever.append((request.intent, ORIGINAL))
+        if self.second is Second.RETRY:
+            self._sever.append((request.intent, ORIGINAL))
         return True
 
     def _quiet(self, intent: int) -> bool:
-        """No attempt of another intent is still at the server."""
-        return all(i == intent for i, _ in self._running)
+        """No attempt of another intent (but the other call of its race) is still at the server."""
+        one = self.tries.get(self._first_of.get(intent, intent))
+        together = {intent} if one is None else {one.intent, one.partner}
+        return all(i in together for i, _ in self._running)
 
     def limit(self, at: At) -> float:  # a look waits the hold limit at most, as a race's hold does
         """A race's own hold waits the hold limit; a call waiting at the door for the last try's, longer."""
@@ -287,6 +402,8 @@ class RacePlan:
         waiting = at.intent in self._closing or (
             one is not None and one.gate is not None and one.gate.ticket == at.ticket
         )
+        first = self.tries.get(self._first_of.get(at.intent, -1))
+        waiting |= first is not None and first.call_door is not None and first.call_door.ticket == at.ticket
         return WAIT_LIMIT_S if waiting else self.hold_limit_s
 
     def _holding(self, one: _Try) -> bool:
@@ -305,8 +422,11 @@ class RacePlan:
         self._running.discard((intent, attempt))
         if intent == self.clean_intent and attempt == ORIGINAL and self.clean is None:
             self.clean = self._clean_window
-            self.orderings = orderings_of(self.clean, self.only, self.repeat)
+            self.orderings = orderings_of(self.clean, self.only, self.repeat, self.second)
             self._changed = True
+            return
+        if self.second is Second.CALL:
+            self._call_ended(intent, attempt)
             return
         one = self.tries.get(intent)
         if one is None or one.made is not None:
@@ -317,12 +437,30 @@ class RacePlan:
             who = "original" if one.ordering.held is Held.ORIGINAL else "retry"
             self._settle(one, Made.NOT_REACHED, f"the {who} never reached {one.ordering.where}")
 
+    def _call_ended(self, intent: int, attempt: int) -> None:
+        """:meth:`ended` for two calls: a call's exchange ended (its first attempt's; a client's retry of
+        it is not the race's)."""
+        first = self._first_of.get(intent)
+        one = self.tries.get(intent if first is None else first)
+        if one is None or one.made is not None or attempt != ORIGINAL:
+            return
+        who = ORIGINAL if first is None else RETRY
+        one.ended.add(who)
+        mine = Held.ORIGINAL if who == ORIGINAL else Held.RETRY
+        if one.held is None and one.ordering.held is mine:
+            self._settle(one, Made.NOT_REACHED, f"the {self._who(who)} never reached {one.ordering.where}")
+
+    def _who(self, who: int) -> str:
+        if self.second is Second.CALL:
+            return "first" if who == ORIGINAL else "second"
+        return "original" if who == ORIGINAL else "retry"
+
     def blocked(self, ticket: int) -> None:
         # Past its limit the router lets a closing call go of itself, and a look too.
         self._closing = {i: at for i, at in self._closing.items() if at.ticket != ticket}
         for one in self.tries.values():
             one.looks = [at for at in one.looks if at.ticket != ticket]
-            if ticket in (t.ticket for t in (one.held, one.door, one.gate) if t is not None):
+            if ticket in (t.ticket for t in (one.held, one.door, one.gate, one.call_door) if t is not None):
                 one.blocked.add(ticket)
                 return
 
@@ -344,6 +482,7 @@ class RacePlan:
                     continue  # still waiting, or held on now as the ordering's own hold
                 one.released.add(gate.ticket)
                 let_go.append((gate.ticket, Decision.PASS))
+            let_go += self._send_second(one)
             door, held = one.door, one.held
             # The original waits at the door until the retry is held (or went its way, or took too long).
             if (
@@ -358,7 +497,7 @@ class RacePlan:
                         one, Made.NOT_REACHED, f"the retry did not reach {one.ordering.where} in time"
                     )
             if held is not None and held.ticket not in one.released:
-                if one.other in one.ended:
+                if one.other in one.ended or self._in_beside(one):
                     self._settle(one, Made.MADE, "")
                 elif held.ticket in one.blocked:
                     self._settle(one, Made.BLOCKED, self._why_blocked(one))
@@ -368,12 +507,43 @@ class RacePlan:
                 let_go.append((held.ticket, Decision.PASS))
         return let_go
 
+    def _send_second(self, one: _Try) -> list[tuple[int, Decision]]:
+        """Two calls: the second, at the server's door, goes in once the first is held at the ordering's
+        point (the second sent there), or at its own door (the second held at its point: held here already
+        where that point is its request); at once where the try is settled, or the first took too long."""
+        call = one.call_door
+        if call is None or one.sent:
+            return []
+        if one.made is None and call.ticket in one.blocked:
+            where = one.ordering.where if one.ordering.held is Held.ORIGINAL else "the server's door"
+            self._settle(one, Made.NOT_REACHED, f"the first did not reach {where} in time")
+        if one.ordering.held is Held.ORIGINAL:
+            ready = one.held is not None
+        else:
+            ready = one.door is not None
+            if ready and one.made is None and reached(one.ordering.at, call.window):
+                one.sent, one.held = True, call  # its own door is the ordering's point: held on there
+                return []
+        if not ready and one.made is None:
+            return []
+        one.sent = True
+        return [(call.ticket, Decision.PASS)]
+
+    def _in_beside(self, one: _Try) -> bool:
+        """Two calls, the second sent at the first's point: the second is in (the first's door held: both
+        now run as the server schedules them), or has reached a point at the server (a point there held)."""
+        if self.second is not Second.CALL or one.ordering.held is not Held.ORIGINAL or not one.sent:
+            return False
+        if one.held is not None and one.held.point.kind is PointKind.REQUEST:
+            return True  # the second went in first; the first follows it
+        return bool(one.meanwhile)
+
     def severs(self) -> list[tuple[int, int]]:
         severed, self._sever = self._sever, []
         return severed
 
     def _why_blocked(self, one: _Try) -> str:
-        other, held = ("retry", "original") if one.other == RETRY else ("original", "retry")
+        other, held = self._who(one.other), self._who(ORIGINAL if one.other == RETRY else RETRY)
         if not one.meanwhile:
             return f"the {other} reached nothing at the server while the {held} was held: " + SERIALIZES
         return (
@@ -399,9 +569,10 @@ class RacePlan:
         """Every ordering has its intent, or the budget is spent, and no call is at work. A released original
         may be, after the retry's answer ended its intent: one more intent, held at the server's door until
         it is done, closes the run, so the effects are read once the last try's are all made."""
-        if self.clean is None or self._more():
+        if self.clean is None or self._pairing is not None or self._more():
             return False
-        return not self._running
+        # Two at a time, the other worker's call is always at work: one call past the last ordering closes.
+        return not self._running or self._closers > 0
 
     def applied(self, at: At, decision: Decision) -> None:
         return None  # it only holds and passes: what it decided is what was done
@@ -410,7 +581,7 @@ class RacePlan:
         return []  # an ordering not made is a row of its own (blocked, not reached), not a missed fault
 
     def annotate(self, intent: int) -> Mapping[str, Any]:
-        one = self.tries.get(intent)
+        one = self.tries.get(self._first_of.get(intent, intent))
         return {"race": one.ordering.name} if one is not None else {}
 
     def told(self) -> Mapping[str, Any] | None:
@@ -421,6 +592,7 @@ class RacePlan:
         return {
             "races": [one.told() for one in self.tries.values()],
             "orderings": [o.name for o in self.orderings],
+            **({"second": self.second.value} if self.second is Second.CALL else {}),
             **({"clean_intent": self.clean_intent} if self.clean_intent is not None else {}),
             **({"ran_out": True} if self.ran_out else {}),
         }

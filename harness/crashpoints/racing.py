@@ -13,6 +13,10 @@ What the exploration changes of the scenario, and why:
   gate, the budget in the run's time limit;
 * the client retries a broken stream after 0.05 s, a few times, and waits for an answer long enough
   for a held point's limit: what is tested stays the client's (a new request id, the intent's key).
+
+With ``second="call"`` (``races --second call``) each ordering is two intents, a first call and a second
+one beside it (two at a time, the pod's file operations traced): its row is judged by both verdicts,
+the worse of the two (a lost note is the second's or the first's, whichever save came last).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, TextIO
 from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.auditing import audit_and_report
-from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made
+from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made, Second
 from harness.errors import HistoryError, PreflightError
 from harness.history import CheckpointWhen, EventType, Outcome, SeenEffects, Verdict, read_history
 from harness.report.junit import Case, document
@@ -54,6 +58,11 @@ FIX_ANSWERED_EARLY = (
 ANSWERED_EARLY = "answered before the effect"
 """An observation, not a verdict: an attempt was answered ok while the store held no effect of its
 intent (a read as the answer came); the audit's verdict at the end says whether the effect came."""
+FIX_LOST_UPDATE = (
+    "loads the file, changes it, saves it whole with no lock: hold one lock across load-modify-save, "
+    "or append"
+)
+"""A lost note of two calls on a store whose call saves a file: the later save overwrote the other's."""
 FIX_OTHER = (
     "the retry made the effect again while the original was still at work: check the key and make the "
     "effect under one unique key or one lock, and return the stored result to the one that loses"
@@ -67,12 +76,15 @@ def racing_data(
     *,
     only: tuple[str, ...] = (),
     repeat: int = 1,
+    second: Second = Second.RETRY,
 ) -> dict[str, Any]:
     """The scenario as the exploration runs it (see the module's docstring), as data: with ``only``, those
-    orderings alone, each ``repeat`` times."""
+    orderings alone, each ``repeat`` times; ``second``: what runs beside the first attempt."""
     data = scenario.model_dump(mode="json")
     tries = len(only) * repeat if only else 2 * MAX_POINTS * repeat
-    data["workload"].update(intents=2 + tries, concurrency=1)
+    calls = 2 if second is Second.CALL else 1
+    # the clean call, each try's calls, the call closing the run (two at a time: one beside the clean)
+    data["workload"].update(intents=calls + calls * tries + 1, concurrency=calls)
     data["workload"]["max_duration_s"] = max(data["workload"]["max_duration_s"], budget_s + DRAIN_S)
     client = data["client"]
     client["backoff"] = {
@@ -88,7 +100,11 @@ def racing_data(
         race["only"] = list(only)
     if repeat != 1:
         race["repeat"] = repeat
-    data["faults"] = {"crash_points": {"race": race, "files": False}}
+    if second is Second.CALL:
+        race["second"] = second.value
+    crash = scenario.faults.crash_points
+    files = second is Second.CALL and (crash is None or crash.files)
+    data["faults"] = {"crash_points": {"race": race, "files": files}}
     data["gate"] = {}
     return data
 
@@ -99,9 +115,10 @@ def racing_scenario(
     hold_limit_s: float = RACE_HOLD_LIMIT_S,
     *,
     only: tuple[str, ...] = (),
+    second: Second = Second.RETRY,
 ) -> Scenario:
     """The scenario as the exploration runs it (see the module's docstring)."""
-    data = racing_data(scenario, budget_s, hold_limit_s, only=only)
+    data = racing_data(scenario, budget_s, hold_limit_s, only=only, second=second)
     return parse_scenario(data, source="the races of " + scenario.name)
 
 
@@ -110,7 +127,7 @@ class Answer:
     """An attempt of an ordering answered ok, beside what the store held as the answer came."""
 
     attempt: str
-    """``original`` or ``retry``."""
+    """``original`` or ``retry`` (two calls: ``first`` or ``second``)."""
     reply: str
     """The answer as the history has it (an excerpt, redacted)."""
     stored_then: int | None
@@ -139,6 +156,11 @@ class RaceRow:
     fix: str | None = None
     answers: list[Answer] = field(default_factory=list)
     """Each attempt answered ok, with what the store held then; ``effects`` is what it held at the end."""
+    partner: int | None = None
+    """Two calls: the second call's intent (``intent`` is the first's); ``verdict`` and ``effects`` are
+    then the worse call's."""
+    verdicts: dict[str, int] = field(default_factory=dict)
+    """Each call's verdict, counted (one intent: its own)."""
 
     @property
     def finding(self) -> bool:
@@ -178,6 +200,7 @@ class Races:
     ran_out: bool
     seconds: float
     hold_limit_s: float = RACE_HOLD_LIMIT_S
+    second: Second = Second.RETRY
 
     @property
     def findings(self) -> list[RaceRow]:
@@ -196,18 +219,19 @@ async def explore_races(
     budget_s: float,
     hold_limit_s: float = RACE_HOLD_LIMIT_S,
     only: tuple[str, ...] = (),
+    second: Second = Second.RETRY,
     run_id: str | None = None,
     out: TextIO = sys.stderr,
     progress_interval_s: float | None = 1.0,
 ) -> Races:
-    """Run the races (``only``: those orderings), audit the run with the auditor, and read each
-    ordering's intent back."""
+    """Run the races (``only``: those orderings; ``second``: what runs beside the first attempt), audit
+    the run with the auditor, and read each ordering's intents back."""
     started = time.monotonic()
-    racing = racing_scenario(scenario, budget_s, hold_limit_s, only=only)
+    racing = racing_scenario(scenario, budget_s, hold_limit_s, only=only, second=second)
     run_dir = rundir.prepare_run_dir(results_dir, racing, run_id)
     await execute(racing, run_dir, out=out, progress_interval_s=progress_interval_s)
     audit = audit_and_report(run_dir, html=False)
-    return read_races(scenario, run_dir, audit, started, hold_limit_s=hold_limit_s)
+    return read_races(scenario, run_dir, audit, started, hold_limit_s=hold_limit_s, second=second)
 
 
 def read_races(
@@ -217,14 +241,16 @@ def read_races(
     started: float,
     *,
     hold_limit_s: float = RACE_HOLD_LIMIT_S,
+    second: Second = Second.RETRY,
 ) -> Races:
-    """Each ordering the plan told of (its last ``crash_plan`` event), with its intent's verdict."""
+    """Each ordering the plan told of (its last ``crash_plan`` event), with its intents' verdicts."""
     table = audit.intents
     judged = "verdict" in table.columns
     verdicts = dict(zip(table["intent"].tolist(), table["verdict"].tolist(), strict=True)) if judged else {}
     effects = dict(zip(table["intent"].tolist(), table["effects"].tolist(), strict=True)) if judged else {}
     plan: dict[str, Any] = {}
-    ran: dict[int, list[str]] = {}
+    order: list[tuple[int, int, str]] = []
+    """(intent, attempt, point) of every point an attempt reached, in the history's order."""
     firsts: dict[int, list[str]] = {}
     replies: dict[int, list[tuple[int, str]]] = {}
     then: dict[tuple[int, int], int | None] = {}
@@ -242,7 +268,7 @@ def read_races(
             then[int(ev["intent"]), int(ev["attempt"])] = _stored(ev, int(ev["intent"]))
         elif ev.get("type") == EventType.CRASH_POINT and ev.get("attempt") in (1, 2):
             intent, point, label = int(ev["intent"]), str(ev["point"]), ev.get("label")
-            ran.setdefault(intent, []).append(f"{'o' if ev['attempt'] == 1 else 'r'}:{point}")
+            order.append((intent, int(ev["attempt"]), point))
             if ev["attempt"] == 1:
                 firsts.setdefault(intent, []).append(f"{point} ({label})" if label else point)
     clean_intent = int(plan.get("clean_intent", 0))
@@ -254,9 +280,18 @@ def read_races(
             f"{effects.get(clean_intent, 0)} effects; it must succeed and be counted once before races can "
             f"be judged (see {run_dir / rundir.REPORT_MD})"
         )
+    partners = {int(r["partner"]): int(r["intent"]) for r in plan.get("races", ()) if "partner" in r}
+    ran: dict[int, list[str]] = {}
+    for intent, attempt, point in order:  # o: the original, r: its retry; 1: the first call, 2: the second
+        first = partners.get(intent)
+        who = ("2" if first is not None else "1") if second is Second.CALL else ("o" if attempt == 1 else "r")
+        ran.setdefault(intent if first is None else first, []).append(f"{who}:{point}")
     rows = []
     for race in plan.get("races", ()):
         intent = int(race["intent"])
+        partner = int(race["partner"]) if "partner" in race else None
+        calls = [intent] if partner is None else [intent, partner]
+        judged_by = next((i for i in calls if verdicts.get(i) in FINDINGS), intent)
         row = RaceRow(
             ordering=str(race["ordering"]),
             intent=intent,
@@ -266,16 +301,21 @@ def read_races(
             label=race.get("label"),
             made=str(race.get("made") or "unfinished"),
             why=str(race.get("why") or ""),
-            verdict=str(verdicts.get(intent, "not judged")),
-            effects=int(effects.get(intent, 0)),
+            verdict=str(verdicts.get(judged_by, "not judged")),
+            effects=int(effects.get(judged_by, 0)),
             ran=ran.get(intent, []),
+            partner=partner,
+            verdicts=dict(Counter(str(verdicts.get(i, "not judged")) for i in calls)),
             answers=[
-                Answer(WHO[attempt], reply, then.get((intent, attempt)))
-                for attempt, reply in replies.get(intent, [])
+                Answer(_who(second, i == intent, attempt), reply, then.get((i, attempt)))
+                for i in calls
+                for attempt, reply in replies.get(i, [])
             ],
         )
         if row.verdict == Verdict.DUPLICATE.value:
             row.fix = fix_of(clean)
+        elif row.verdict == Verdict.LOST.value and partner is not None and saves_a_file(clean):
+            row.fix = FIX_LOST_UPDATE
         elif row.observation is not None:
             row.fix = FIX_ANSWERED_EARLY
         rows.append(row)
@@ -288,10 +328,23 @@ def read_races(
         ran_out=plan.get("ran_out") is True,
         seconds=time.monotonic() - started,
         hold_limit_s=hold_limit_s,
+        second=second,
     )
 
 
 WHO = {1: "original", 2: "retry"}
+
+
+def _who(second: Second, first: bool, attempt: int) -> str:
+    """Who answered: the original or the retry, or (two calls) the first call or the second."""
+    if second is Second.CALL:
+        return "first" if first else "second"
+    return WHO[attempt]
+
+
+def saves_a_file(clean: list[str]) -> bool:
+    """Whether the clean call wrote a file of the data directory (the file tracer saw it)."""
+    return any(p.startswith("fs_write") for p in clean)
 
 
 def _stored(ev: dict[str, Any], intent: int) -> int | None:
@@ -391,7 +444,8 @@ def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
             "made": r.made,
             "why": r.why,
             "verdict": r.verdict,
-            "verdicts": {r.verdict: 1},
+            "verdicts": r.verdicts or {r.verdict: 1},
+            **({"intents": [r.intent, r.partner]} if r.partner is not None else {}),
             "effects": r.effects,
             "ran": r.ran,
             "finding": r.verdict if r.finding else None,
@@ -412,6 +466,7 @@ def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
         "scenario": races.scenario.name,
         "run_dir": str(races.run_dir),
         "hold_limit_s": races.hold_limit_s,
+        "second": races.second.value,
         "clean": races.clean,
         "clean_call": [p.partition(" (")[0] for p in races.clean],
         "clean_call_labels": [_label(p) or None for p in races.clean],

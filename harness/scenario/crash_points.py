@@ -8,7 +8,7 @@ sections is :func:`harness.scenario.rules.crash_points_fit`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -153,6 +153,10 @@ class CrashRace(Section):
     runs); found by index among the clean call's points (``races --only``, and what a reproducer names)."""
     repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)
     """How many times each ordering is tried, one intent each, one after another."""
+    second: Literal["retry", "call"] = "retry"
+    """What runs beside the first attempt: its ``retry`` (the same intent, its stream broken), or a second
+    ``call`` (another intent, sent fresh: two clients at once, each ordering two intents), whose races
+    are placed at the file tracer's operations too (a file store's lost update, ``races --second call``)."""
 
     @field_validator("only")
     @classmethod
@@ -160,6 +164,17 @@ class CrashRace(Section):
         for text in v:
             parse_ordering(text)
         return v
+
+    @model_validator(mode="after")
+    def _ids_of_its_kind(self) -> CrashRace:
+        words = ("first", "second") if self.second == "call" else ("original", "retry")
+        for text in self.only:
+            if parse_ordering(text)[0] not in words:
+                raise ValueError(
+                    f"faults.crash_points.race.only {text!r}: with second: {self.second} an ordering is "
+                    f"{words[0]}:POINT or {words[1]}:POINT"
+                )
+        return self
 
 
 class CrashPoints(Section):
@@ -188,8 +203,8 @@ class CrashPoints(Section):
             return True
         if self.order is not None:
             return parse_point(self.order.at).kind in FILE_KINDS
-        if self.race is not None:
-            return False  # a race's points are the database's, the downstream's and the call's
+        if self.race is not None:  # a retry's race is placed at the database, the downstream, the call
+            return self.race.second == "call"
         return any(hold.kinds() & FILE_KINDS or "@" in hold.at for hold in self.holds)
 
     @model_validator(mode="after")

@@ -214,13 +214,17 @@ def crash_points_fit(s: Scenario) -> None:
 
 
 def _race_fits(s: Scenario) -> None:
-    """A race places one intent's retry beside its original, one intent at a time, and breaks the
-    original's stream where the fault proxy stands: one pod the harness runs over HTTP, no other fault."""
+    """A race places one intent's retry beside its original, one intent at a time (two calls: two intents
+    at a time), and breaks the original's stream where the fault proxy stands: one pod the harness runs
+    over HTTP, no other fault."""
     target = s.target
-    if s.workload.concurrency != 1 or target.replicas != 1 or target.kubernetes is not None:
+    race = s.faults.crash_points.race if s.faults.crash_points is not None else None
+    calls = 2 if race is not None and race.second == "call" else 1
+    if s.workload.concurrency != calls or target.replicas != 1 or target.kubernetes is not None:
         raise ValueError(
-            "faults.crash_points.race places a retry beside its original, one intent at a time: it needs "
-            "workload.concurrency 1 and one pod (no replicas or Kubernetes target)"
+            "faults.crash_points.race places a retry beside its original, one intent at a time (second: "
+            "call, two at a time): it needs workload.concurrency 1 (2) and one pod (no replicas or "
+            "Kubernetes target)"
         )
     if target.transport == "stdio" or target.url is not None:
         raise ValueError(
