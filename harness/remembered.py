@@ -33,6 +33,8 @@ import yaml
 from harness import rundir
 from harness.errors import ScenarioError, UsageError
 from harness.replay import Finding, Replayed, Result, replay_findings, replay_scenario
+from harness.report.junit import Case
+from harness.sanitize import in_markdown
 from harness.scenario import Scenario, parse_scenario
 
 FORMAT = 1
@@ -186,34 +188,75 @@ def own_build(remembered: Sequence[Remembered], scenario_yaml: str) -> Scenario 
     return None
 
 
-def outcome(replays: Sequence[Replayed], remembered: Sequence[Remembered], folder: Folder) -> list[Replayed]:
-    """Forget what is FIXED; the replays still failing (the others are kept to try again next time)."""
-    by_key = {(r.verdict, r.point, r.guessed): r for r in remembered}
-    failing = []
-    for replayed in replays:
-        r = by_key.get((replayed.verdict, replayed.point or "", replayed.guessed))
-        if r is None:
-            continue
-        if replayed.result is Result.FIXED:
-            folder.forget(r)
-        elif replayed.result is Result.STILL_FAILING:
-            failing.append(replayed)
-    return failing
+@dataclass(frozen=True, slots=True)
+class Told:
+    """One remembered finding and what its replay before a run said."""
 
+    remembered: Remembered
+    replayed: Replayed
 
-def describe(replays: Sequence[Replayed], remembered: Sequence[Remembered], folder: Folder) -> str:
-    """A line per remembered finding: what it is, where it was found, and what its replay said."""
-    by_key = {(r.verdict, r.point, r.guessed): r for r in remembered}
-    lines = []
-    for replayed in replays:
-        r = by_key.get((replayed.verdict, replayed.point or "", replayed.guessed))
-        if r is None:
-            continue
+    @property
+    def line(self) -> str:
+        r, replayed = self.remembered, self.replayed
         seen = f"found by {r.run}" + (f" and {r.runs - 1} earlier run(s)" if r.runs > 1 else "")
         after = " (forgotten)" if replayed.result is Result.FIXED else ""
-        lines.append(f"  {r.verdict} {r.where} [{seen}]: {replayed.result.value}{after}: {replayed.why}")
-    lines += [f"  skipped {s}" for s in folder.skipped]
-    return "\n".join(lines)
+        return f"{r.verdict} {r.where} [{seen}]: {replayed.result.value}{after}: {replayed.why}"
+
+
+def told(replays: Sequence[Replayed], remembered: Sequence[Remembered]) -> list[Told]:
+    """Each replay beside the remembered finding it made again (by verdict and point)."""
+    by_key = {(r.verdict, r.point, r.guessed): r for r in remembered}
+    pairs = []
+    for replayed in replays:
+        r = by_key.get((replayed.verdict, replayed.point or "", replayed.guessed))
+        if r is not None:
+            pairs.append(Told(r, replayed))
+    return pairs
+
+
+def outcome(pairs: Sequence[Told], folder: Folder) -> list[Replayed]:
+    """Forget what is FIXED; the replays still failing (the others are kept to try again next time)."""
+    for t in pairs:
+        if t.replayed.result is Result.FIXED:
+            folder.forget(t.remembered)
+    return [t.replayed for t in pairs if t.replayed.result is Result.STILL_FAILING]
+
+
+def describe(pairs: Sequence[Told], folder: Folder) -> str:
+    """A line per remembered finding: what it is, where it was found, and what its replay said."""
+    return "\n".join([f"  {t.line}" for t in pairs] + [f"  skipped {s}" for s in folder.skipped])
+
+
+def markdown(pairs: Sequence[Told], folder: Folder, failing: Sequence[Replayed]) -> str:
+    """The section report.md and a CI job's summary page get: a run whose gate the replays failed says so
+    where its reader looks, not only on the terminal."""
+    verdict = (
+        f"**The gate failed on {len(failing)} still failing.**" if failing else "None of them fails the gate."
+    )
+    rows = [f"- {in_markdown(t.line)}" for t in pairs] + [
+        f"- skipped {in_markdown(s)}" for s in folder.skipped
+    ]
+    return (
+        f"## Remembered findings, replayed before this run\n\nFrom `{folder.path}` ({TIMES} tries each). "
+        f"{verdict}\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+def cases(pairs: Sequence[Told], failing: Sequence[Replayed]) -> list[Case]:
+    """A JUnit case per remembered finding (``remembered.duplicate@db_commit#2``): failed where it still
+    fails and the gate fails on it, skipped where the replay could not say, passed where it is fixed or
+    the gate does not judge it."""
+    made = []
+    for t in pairs:
+        r, replayed = t.remembered, t.replayed
+        name = f"remembered.{r.verdict}@{r.point}"
+        if any(replayed is f for f in failing):
+            made.append(Case(name, t.line))
+        elif replayed.result is Result.COULD_NOT_REPRODUCE:
+            made.append(Case(name, skipped=t.line))
+        else:
+            made.append(Case(name, details=t.line))
+    return made
 
 
 async def replay_remembered(

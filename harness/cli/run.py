@@ -15,7 +15,7 @@ from harness.cli.outputs import append_step_summary, output_file, step_summary_p
 if TYPE_CHECKING:
     from harness.audit.auditor import AuditResult
     from harness.cli.options import Commands
-    from harness.remembered import Folder
+    from harness.remembered import Folder, Told
     from harness.replay import Replayed
     from harness.scenario import Scenario
 
@@ -77,7 +77,7 @@ def command(args: argparse.Namespace) -> int:
     run_dir = rundir.prepare_run_dir(Path(args.results), scenario, args.run_id)
     if not args.no_preflight:
         preflight_call(scenario, run_dir, run_dir.name, [run_dir])
-    failing = [] if folder is None else replay_remembered(folder, scenario, run_dir)
+    pairs, failing = ([], []) if folder is None else replay_remembered(folder, scenario, run_dir)
     progress = None if args.quiet else 1.0
     if args.control:
         sys.stderr.write(f"control: {scenario.workload.intents} intents with no faults first ...\n")
@@ -87,9 +87,15 @@ def command(args: argparse.Namespace) -> int:
     sys.stderr.write(announcement(scenario, run_dir.name) + "\n")
     sys.stderr.flush()
     audit = drive(run_and_audit(scenario, run_dir, progress_interval_s=progress), [run_dir])
-    append_step_summary(summary_path, render_step_summary(audit.summary))
+    told = ""
+    if folder is not None and (pairs or folder.skipped):  # where the run's reader looks, beside its own
+        told = remembered.markdown(pairs, folder, failing)
+        report = run_dir / rundir.REPORT_MD
+        with writing(report, "the report"), open(report, "a", encoding="utf-8") as file:
+            file.write("\n" + told)
+    append_step_summary(summary_path, render_step_summary(audit.summary) + (told + "\n" if told else ""))
     if junit_path is not None:
-        junit_xml = run_junit(audit.summary, audit.summary.duration_s)
+        junit_xml = run_junit(audit.summary, audit.summary.duration_s, remembered.cases(pairs, failing))
         with writing(junit_path, "--junit"):
             junit_path.write_text(junit_xml, encoding="utf-8")
     if trend_path is not None:
@@ -105,16 +111,18 @@ def command(args: argparse.Namespace) -> int:
     return 0 if audit.gate_passed and not failing else EXIT_GATE_FAILED
 
 
-def replay_remembered(folder: Folder, scenario: Scenario, run_dir: Path) -> list[Replayed]:
-    """The findings remembered for the scenario, replayed first: those still failing that fail the gate."""
+def replay_remembered(folder: Folder, scenario: Scenario, run_dir: Path) -> tuple[list[Told], list[Replayed]]:
+    """The findings remembered for the scenario, replayed first: each beside its replay, and those still
+    failing that fail the gate."""
     from harness import remembered
 
     known, replays = drive(remembered.replay_remembered(folder, scenario, run_dir, out=sys.stderr), [run_dir])
     if not known and not folder.skipped:
-        return []
-    say(remembered.describe(replays, known, folder), err=True)
-    failing = remembered.outcome(replays, known, folder)
-    return [r for r in failing if scenario.gate.fails_at_first(r.verdict)]
+        return [], []
+    pairs = remembered.told(replays, known)
+    say(remembered.describe(pairs, folder), err=True)
+    failing = remembered.outcome(pairs, folder)
+    return pairs, [r for r in failing if scenario.gate.fails_at_first(r.verdict)]
 
 
 def remember(folder: Folder, scenario: Scenario, audit: AuditResult) -> None:

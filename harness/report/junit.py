@@ -86,7 +86,7 @@ def run_cases(summary: Summary) -> list[Case]:
     return cases
 
 
-def run_junit(summary: Summary, seconds: float) -> str:
-    return document(
-        f"mcp-chaos run {summary.scenario}", f"mcp-chaos.{summary.scenario}", run_cases(summary), seconds
-    )
+def run_junit(summary: Summary, seconds: float, more: Sequence[Case] = ()) -> str:
+    """The run's cases, and ``more`` beside them (the remembered findings replayed before it)."""
+    cases = [*run_cases(summary), *more]
+    return document(f"mcp-chaos run {summary.scenario}", f"mcp-chaos.{summary.scenario}", cases, seconds)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,8 @@ def test_a_remembered_duplicate_is_replayed_first_and_forgotten_once_fixed(tmp_p
 
     # The same build without the failpoint: the run finds nothing, the remembered duplicate is still there.
     second = mcp_chaos(
-        "run", scenario, "--results", results, "--quiet", "--no-preflight",
-        "--set", "target.env.INVOICES_FAILPOINT=",
+        "run", scenario, "--results", results, "--quiet", "--no-preflight", "--run-id", "second",
+        "--junit", tmp_path / "second.xml", "--set", "target.env.INVOICES_FAILPOINT=",
     )  # fmt: skip
     assert "duplicate attempt 1: before its answer" in second.stderr, second.stderr
     assert "STILL FAILING" in second.stderr
@@ -52,6 +53,15 @@ def test_a_remembered_duplicate_is_replayed_first_and_forgotten_once_fixed(tmp_p
     assert failed in second.stdout
     assert second.returncode == 1
     assert [p.name for p in folder.glob("*.json")] == [saved.name]
+    # Where a CI job's reader looks too: the report and the JUnit say the gate failed, and on what.
+    report = (results / "second" / "report.md").read_text(encoding="utf-8")
+    assert "## Remembered findings, replayed before this run" in report
+    assert "**The gate failed on 1 still failing.**" in report
+    junit = ET.parse(tmp_path / "second.xml").getroot()
+    (case,) = [c for c in junit.iter("testcase") if c.get("name") == "remembered.duplicate@response"]
+    failure = case.find("failure")
+    assert failure is not None
+    assert "STILL FAILING" in failure.get("message", "")
 
     # The fix: replayed FIXED (confirmed against the build that made it, still failing there), forgotten.
     third = mcp_chaos(

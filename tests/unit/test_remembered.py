@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.remembered import FORMAT, Folder, Remembered, outcome
+from harness.remembered import FORMAT, Folder, Remembered, markdown, outcome, told
 from harness.replay import Finding, Replayed, Result
 from harness.scenario import parse_scenario
 from harness.scenario.gate import Gate
@@ -63,9 +63,15 @@ def test_a_fixed_finding_is_forgotten_and_the_others_kept(tmp_path: Path) -> Non
         Replayed("db_commit#1", "duplicate", [], Result.FIXED, "ok"),
         Replayed("db_commit#2", "lost", [], Result.STILL_FAILING, "lost in 3 of 3 tries"),
     ]
-    failing = outcome(replays, known, folder)
+    pairs = told(replays, known)
+    failing = outcome(pairs, folder)
     assert [r.verdict for r in failing] == ["lost"]
     assert [r.point for r in folder.load()] == ["db_commit#2"]
+    section = markdown(pairs, folder, failing)
+    assert "**The gate failed on 1 still failing.**" in section
+    # Escaped for Markdown (a where quotes the server's statements): renders as written on the terminal.
+    assert "- duplicate w \\[found by run-1\\]: FIXED (forgotten): ok" in section
+    assert "- lost w \\[found by run-1\\]: STILL FAILING: lost in 3 of 3 tries" in section
 
 
 def test_a_file_of_another_format_is_named_and_skipped(tmp_path: Path) -> None:

@@ -62,7 +62,8 @@ WRITERS = {
     ): "its own banner (the tool's name); races.json: json_safe(); the table through say(); its JUnit: xml()",
     ("harness.cli.init", "command"): "the draft, redacted by init_scenario",
     ("harness.cli.reproduce", "command"): "a table of harness numbers",
-    ("harness.cli.run", "command"): "a harness line; run_junit (xml())",
+    ("harness.cli.run", "command"): "a harness line; run_junit (xml()); report.md's remembered findings: "
+    "remembered.markdown (in_markdown())",
     ("harness.cli.trend", "command"): "a harness line",
     ("harness.cli.validate", "command"): "the scenario's own name",
     ("harness.cli.__init__", "_command"): "a harness line",
