@@ -50,10 +50,11 @@ def add(sub: Commands) -> None:
     )
     races.add_argument(
         "--second",
-        choices=("retry", "call"),
+        choices=("retry", "timeout", "call"),
         default="retry",
-        help="what runs beside the first attempt: its retry (default; the same key, its stream broken), or "
-        "a second call (another intent, sent fresh), placed at the file tracer's operations too: a file "
+        help="what runs beside the first attempt: its retry (default; the same key, its stream broken), its "
+        "retry by the client's own timeout (timeout: set below the hold limit, no stream broken), or a "
+        "second call (another intent, sent fresh), placed at the file tracer's operations too: a file "
         "store's lost update",
     )
     races.add_argument("--json", metavar="FILE", help="also write the table as JSON")
@@ -102,7 +103,9 @@ def command(args: argparse.Namespace) -> int:
     junit_path = output_file(args.junit, "--junit")
     emit = output_dir(args.emit, "--emit")
     check_environment(scenario)
-    beside = "a second call" if second is Second.CALL else "its retry"
+    beside = {Second.CALL: "a second call", Second.TIMEOUT: "its retry on a client timeout"}.get(
+        second, "its retry"
+    )
     tries = (
         f"then the orderings {', '.join(only)}"
         if only
@@ -126,8 +129,8 @@ def command(args: argparse.Namespace) -> int:
     again = ["mcp-chaos", "races", args.scenario, *(f"--set={one}" for one in sets)]
     if args.hold_limit != DEFAULT_HOLD_LIMIT_S:
         again.append(f"--hold-limit={args.hold_limit:g}")
-    if second is Second.CALL:
-        again.append("--second=call")
+    if second is not Second.RETRY:
+        again.append(f"--second={second}")
     line = shlex.join(again)
     say(racing.render_terminal(found, line))
     if json_path is not None:

@@ -188,12 +188,17 @@ RACE_BUDGET_S = 120.0
 
 
 def race_reproducer(
-    scenario: Scenario, row: RaceRow, hold_limit_s: float, repeat: int = RACE_REPEAT
+    scenario: Scenario,
+    row: RaceRow,
+    hold_limit_s: float,
+    repeat: int = RACE_REPEAT,
+    second: Second | None = None,
 ) -> Scenario:
     """The scenario that tries ``row``'s ordering alone, ``repeat`` times, its gate failing on a finding:
     a clean call, then the same ordering placed at the same point of it, as ``races --only`` does."""
     held = parse_ordering(row.id)[0]
-    second = Second.CALL if held in ("first", "second") else Second.RETRY
+    if second is None:  # a retry's ids and a timeout retry's are alike: the races say which they were
+        second = Second.CALL if held in ("first", "second") else Second.RETRY
     data = racing_data(scenario, RACE_BUDGET_S, hold_limit_s, only=(row.id,), repeat=repeat, second=second)
     data["name"] = _scenario_name(scenario.name, race_reproducer_name(row))
     data["description"] = (
@@ -271,7 +276,7 @@ def write_race_tests(races: Races, directory: Path) -> list[Path]:
     written: list[Path] = []
     for row in {r.id: r for r in races.findings}.values():
         path = directory / race_reproducer_name(row)
-        made = race_reproducer(races.scenario, row, races.hold_limit_s)
+        made = race_reproducer(races.scenario, row, races.hold_limit_s, second=races.second)
         path.write_text(_portable_text(made, races.scenario, directory), encoding="utf-8")
         test_path = directory / f"test_{path.stem.replace('-', '_')}.py"
         test_path.write_text(race_pytest_text(path.name, row), encoding="utf-8")

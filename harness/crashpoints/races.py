@@ -43,6 +43,15 @@ The file tracer's points are among those placed (:data:`CALL_KINDS`); while both
 server, the router places a file operation by the only window open, else by the markers its bytes
 carry (a save of the whole file names every note in it), else not at all (ambiguous, never guessed).
 
+A **timeout retry** (``second`` is :attr:`Second.TIMEOUT`, ``races --second timeout``) is the retry's
+race with no stream broken: the client gives up on the held original by its own attempt timeout and
+re-issues the call with the same key, while the server still runs the first. Its orderings and ids are
+the retry's. The run sets the client's timeout to :data:`TIMEOUT_SHARE` of the hold limit: the
+original, held at its point for the hold limit, times out first; a blocked retry, sent at that timeout,
+outlives the original's release by a third of the hold limit, so it is answered, not timed out again.
+For the same reason the retry held at its own point waits :data:`RETRY_HOLD_SHARE` of the hold limit,
+not all of it: past its own timeout a third attempt would come, and the race would be three.
+
 The plan reads no time but its clock's (the budget); the same stream of points gives the same
 decisions, so the same target gives the same table.
 """
@@ -75,6 +84,16 @@ SERIALIZES = "the server serializes here"
 ORIGINAL = 1
 """The original attempt's number; the retry is the next."""
 RETRY = 2
+TIMEOUT_SHARE = 2 / 3
+"""A timeout retry's client attempt timeout, as a share of the hold limit (see the module)."""
+RETRY_HOLD_SHARE = 1 / 3
+"""How long a timeout retry's own held point waits, as a share of the hold limit: well inside its own
+attempt timeout, so that a blocked ordering releases it before the client gives up on it too."""
+
+
+def client_timeout(hold_limit_s: float) -> float:
+    """The client's attempt timeout a timeout retry's race sets (:data:`TIMEOUT_SHARE`)."""
+    return hold_limit_s * TIMEOUT_SHARE
 
 
 class Second(enum.StrEnum):
@@ -84,6 +103,18 @@ class Second(enum.StrEnum):
     """Its retry: the same intent, its client stream broken (2026-07-28's re-issue)."""
     CALL = "call"
     """A second call: another intent, its own marker and key, sent fresh (a second client)."""
+    TIMEOUT = "timeout"
+    """Its retry by the client's own attempt timeout: the same intent, no stream broken."""
+
+    @property
+    def severs(self) -> bool:
+        """Whether the original's client stream is broken so that the retry comes."""
+        return self is Second.RETRY
+
+    @property
+    def retries(self) -> bool:
+        """Whether the second attempt is the same intent's retry (its key, the original's marker)."""
+        return self is not Second.CALL
 
 
 class Held(enum.StrEnum):
@@ -229,7 +260,7 @@ class RacePlan:
         self.hold_limit_s = min(hold_limit_s, HOLD_LIMIT_S)
         self.second = second
         self.kinds = CALL_KINDS if second is Second.CALL else RACE_KINDS
-        self.looks = looks and second is Second.RETRY
+        self.looks = looks and second.retries
         """The run reads the store as a retry is answered, and says when it has (:meth:`looked`)."""
         self.only, self.repeat = only, repeat
         self._clock = clock
@@ -288,7 +319,8 @@ class RacePlan:
         if at.attempt == ORIGINAL:
             if ordering.held is Held.ORIGINAL and one.held is None and reached(ordering.at, at.window):
                 one.held = at
-                self._sever.append((at.intent, ORIGINAL))
+                if self.second.severs:
+                    self._sever.append((at.intent, ORIGINAL))
                 return Decision.HOLD
         elif (
             at.attempt == RETRY
@@ -386,7 +418,7 @@ class RacePlan:
             one.held = request
         else:
             return False
-        if self.second is Second.RETRY:
+        if self.second.severs:
             self._sever.append((request.intent, ORIGINAL))
         return True
 
@@ -397,14 +429,19 @@ class RacePlan:
         return all(i in together for i, _ in self._running)
 
     def limit(self, at: At) -> float:  # a look waits the hold limit at most, as a race's hold does
-        """A race's own hold waits the hold limit; a call waiting at the door for the last try's, longer."""
+        """A race's own hold waits the hold limit (a timeout retry held at its point, a share of it); a call
+        waiting at the door for the last try's, longer."""
         one = self.tries.get(at.intent)
         waiting = at.intent in self._closing or (
             one is not None and one.gate is not None and one.gate.ticket == at.ticket
         )
         first = self.tries.get(self._first_of.get(at.intent, -1))
         waiting |= first is not None and first.call_door is not None and first.call_door.ticket == at.ticket
-        return WAIT_LIMIT_S if waiting else self.hold_limit_s
+        if waiting:
+            return WAIT_LIMIT_S
+        if self.second is Second.TIMEOUT and at.attempt == RETRY:
+            return self.hold_limit_s * RETRY_HOLD_SHARE  # released before its own timeout (see the module)
+        return self.hold_limit_s
 
     def _holding(self, one: _Try) -> bool:
         return one.held is not None and one.held.ticket not in one.released
@@ -592,7 +629,7 @@ class RacePlan:
         return {
             "races": [one.told() for one in self.tries.values()],
             "orderings": [o.name for o in self.orderings],
-            **({"second": self.second.value} if self.second is Second.CALL else {}),
+            **({"second": self.second.value} if self.second is not Second.RETRY else {}),
             **({"clean_intent": self.clean_intent} if self.clean_intent is not None else {}),
             **({"ran_out": True} if self.ran_out else {}),
         }

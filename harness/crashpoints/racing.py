@@ -14,6 +14,10 @@ What the exploration changes of the scenario, and why:
 * the client retries a broken stream after 0.05 s, a few times, and waits for an answer long enough
   for a held point's limit: what is tested stays the client's (a new request id, the intent's key).
 
+With ``second="timeout"`` (``races --second timeout``) no stream is broken: the client's attempt timeout
+is set below the hold limit (:func:`~harness.crashpoints.races.client_timeout`), and the ordinary retry
+policy retries a timeout, so the held original times out and the client re-issues it with its key.
+
 With ``second="call"`` (``races --second call``) each ordering is two intents, a first call and a second
 one beside it (two at a time, the pod's file operations traced): its row is judged by both verdicts,
 the worse of the two (a lost note is the second's or the first's, whichever save came last).
@@ -32,7 +36,7 @@ from typing import Any, TextIO
 from harness import rundir
 from harness.audit.auditor import AuditResult
 from harness.auditing import audit_and_report
-from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made, Second
+from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made, Second, client_timeout
 from harness.errors import HistoryError, PreflightError
 from harness.history import CheckpointWhen, EventType, Outcome, SeenEffects, Verdict, read_history
 from harness.report.junit import Case, document
@@ -94,13 +98,17 @@ def racing_data(
         "jitter": "none",
     }
     client["max_attempts"] = max(client["max_attempts"], 5)
-    client["attempt_timeout_s"] = max(client["attempt_timeout_s"], 3 * hold_limit_s + 5)
+    client["attempt_timeout_s"] = (
+        client_timeout(hold_limit_s)
+        if second is Second.TIMEOUT
+        else max(client["attempt_timeout_s"], 3 * hold_limit_s + 5)
+    )
     race: dict[str, Any] = {"budget_s": budget_s, "hold_limit_s": hold_limit_s}
     if only:
         race["only"] = list(only)
     if repeat != 1:
         race["repeat"] = repeat
-    if second is Second.CALL:
+    if second is not Second.RETRY:
         race["second"] = second.value
     crash = scenario.faults.crash_points
     files = second is Second.CALL and (crash is None or crash.files)
@@ -399,7 +407,8 @@ def render_terminal(races: Races, again: str | None = None) -> str:
     command that ran the races, the line that tries that ordering alone), then the coverage."""
     rows = [[r.intent, r.ordering, r.made, r.verdict, r.effects, r.at_answer()] for r in races.rows]
     head = ["intent", "ordering", "made", "verdict", "effects", "stored at the answer"]
-    lines = [markdown_table(head, rows, "rlllrl")]
+    lines = [header(races)] if races.second is Second.TIMEOUT else []
+    lines.append(markdown_table(head, rows, "rlllrl"))
     whys = sorted({r.why for r in races.rows if r.made != Made.MADE.value and r.why})
     lines += [f"  {why}" for why in whys]
     for row in races.findings:
@@ -414,6 +423,16 @@ def render_terminal(races: Races, again: str | None = None) -> str:
             lines.append(f"  fix: {row.fix}")
     lines += ["", coverage_line(races), f"run: {races.run_dir}"]
     return "\n".join(lines)
+
+
+def header(races: Races) -> str:
+    """A timeout retry's table says what made the retry: the client's timeout, not a broken stream."""
+    timeout = client_timeout(races.hold_limit_s)
+    return (
+        f"the retry is the client's own: each attempt times out after {timeout:.2f} s "
+        f"(below the hold limit, {races.hold_limit_s:g} s), and the retry policy retries a timeout with the "
+        "intent's key; no stream is broken"
+    )
 
 
 def side_by_side(row: RaceRow) -> list[str]:
@@ -467,6 +486,11 @@ def as_json(races: Races, again: str | None = None) -> dict[str, Any]:
         "run_dir": str(races.run_dir),
         "hold_limit_s": races.hold_limit_s,
         "second": races.second.value,
+        **(
+            {"client_timeout_s": round(client_timeout(races.hold_limit_s), 3)}
+            if races.second is Second.TIMEOUT
+            else {}
+        ),
         "clean": races.clean,
         "clean_call": [p.partition(" (")[0] for p in races.clean],
         "clean_call_labels": [_label(p) or None for p in races.clean],

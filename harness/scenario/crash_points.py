@@ -153,10 +153,12 @@ class CrashRace(Section):
     runs); found by index among the clean call's points (``races --only``, and what a reproducer names)."""
     repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)
     """How many times each ordering is tried, one intent each, one after another."""
-    second: Literal["retry", "call"] = "retry"
-    """What runs beside the first attempt: its ``retry`` (the same intent, its stream broken), or a second
-    ``call`` (another intent, sent fresh: two clients at once, each ordering two intents), whose races
-    are placed at the file tracer's operations too (a file store's lost update, ``races --second call``)."""
+    second: Literal["retry", "timeout", "call"] = "retry"
+    """What runs beside the first attempt: its ``retry`` (the same intent, its stream broken), its retry by
+    the client's own ``timeout`` (the same intent, no stream broken: the run's client timeout is set below
+    the hold limit, ``races --second timeout``), or a second ``call`` (another intent, sent fresh: two
+    clients at once, each ordering two intents), whose races are placed at the file tracer's operations
+    too (a file store's lost update, ``races --second call``)."""
 
     @field_validator("only")
     @classmethod

@@ -286,3 +286,66 @@ def test_an_answer_given_before_its_effect_is_shown_beside_the_store_then_and_at
         assert ran.index("o:db_commit#3") < ran.index("r:response") < ran.index("o:db_commit#4"), ran
         tables.append((row["made"], answer["stored_then"], row["stored_at_end"], row["verdict"]))
     assert tables[0] == tables[1]
+
+
+TIMEOUT_ORDERINGS = (
+    "original:db_statement#1",
+    "original:db_commit#2",
+    "original:db_commit#3",
+    "retry:request",
+)
+"""The retry made by the client's timeout while the original is held before it reads the key, between its
+two commits, at its key record's commit; and the retry held at the server's door while the original runs."""
+
+
+def test_a_timeout_retry_duplicates_on_the_keyed_design_where_it_reads_before_the_key_commits(
+    tmp_path: Path, postgres_server: None
+) -> None:
+    """``races --second timeout``: no stream is broken; the client's own attempt timeout (set below the
+    hold limit) gives up on the held original and re-issues the call with its key. Keyed: a duplicate where
+    the retry reads before the original's key record commits, none once it has; atomic: no finding. The
+    table's header says the timeout, and no attempt of the original ended but by it."""
+    found = {}
+    for mode in ("keyed", "atomic"):
+        data = invoices_on_postgres(mode, INVOICES_PRE_COMMIT_MS="30", INVOICES_BETWEEN_COMMITS_MS="30")
+        scenario = tmp_path / f"timeout-{mode}.yaml"
+        scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+        out = tmp_path / f"timeout-{mode}.json"
+        said = subprocess.run(
+            [
+                *(sys.executable, "-m", "harness.cli", "races", str(scenario), "--second", "timeout"),
+                *("--only", ",".join(TIMEOUT_ORDERINGS), "--json", str(out)),
+                *("--results", str(tmp_path / mode), "--quiet"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert said.returncode == (1 if mode == "keyed" else 0), said.stdout + said.stderr
+        assert said.stdout.startswith("the retry is the client's own: each attempt times out after 1.33 s")
+        found[mode] = orjson.loads(out.read_bytes())
+        assert found[mode]["second"] == "timeout"
+        assert found[mode]["client_timeout_s"] == 1.333
+        runs = tmp_path / mode
+        (run_dir,) = runs.iterdir()
+        history = [orjson.loads(line) for line in (run_dir / "history.jsonl").read_bytes().splitlines()]
+        assert not [e for e in history if e["type"] == "stream_fault"]
+        held = {o["intent"] for o in found[mode]["orderings"] if o["made"] != "not reached"}
+        firsts = {
+            e["outcome"]
+            for e in history
+            if e["type"] == "attempt_ended" and e["intent"] in held and e["attempt"] == 1
+        }
+        assert firsts == {"timeout"}, firsts  # each held original was given up on by the client's timeout
+    keyed = {o["id"]: o for o in found["keyed"]["orderings"]}
+    # The reference target serializes its statements: the held original's retry waits at the server's door
+    # until the hold limit, and the server's own scheduling places it then (before the key commits, or after).
+    assert [keyed[i]["made"] for i in TIMEOUT_ORDERINGS] == ["blocked", "blocked", "blocked", "made"]
+    assert keyed["original:db_statement#1"]["verdict"] == "duplicate"
+    assert keyed["original:db_commit#2"]["verdict"] == "duplicate"
+    assert keyed["original:db_commit#2"]["fix"].startswith("reads the key (SELECT idempotency_keys), then")
+    assert keyed["original:db_commit#3"]["verdict"] == "exactly_once"  # the key committed: the retry replays
+    assert keyed["retry:request"]["verdict"] == "exactly_once"
+    atomic = found["atomic"]["orderings"]
+    assert {o["verdict"] for o in atomic} == {"exactly_once"}
+    assert [o["made"] for o in atomic] == ["blocked", "blocked", "not reached", "made"]  # two commits, not 3

@@ -11,8 +11,8 @@ import pytest
 
 from harness.crashpoints.decisions import At, Decision, Reached, Site
 from harness.crashpoints.points import Point, PointKind
-from harness.crashpoints.races import Held, Made, Ordering, RacePlan
-from harness.crashpoints.racing import fix_of
+from harness.crashpoints.races import Held, Made, Ordering, RacePlan, Second, client_timeout
+from harness.crashpoints.racing import fix_of, racing_data
 from harness.crashpoints.router import Router
 from harness.errors import ScenarioError
 from harness.scenario import parse_scenario
@@ -57,8 +57,10 @@ class Script:
         self.plan.ended(intent, attempt)
 
 
-def learned(budget_s: float = 60.0, clock: Clock | None = None) -> tuple[RacePlan, Script]:
-    plan = RacePlan(budget_s=budget_s, clock=clock or Clock())
+def learned(
+    budget_s: float = 60.0, clock: Clock | None = None, second: Second = Second.RETRY
+) -> tuple[RacePlan, Script]:
+    plan = RacePlan(budget_s=budget_s, clock=clock or Clock(), second=second)
     script = Script(plan)
     assert not plan.exhausted()  # nothing learned yet: the clean call comes first
     script.call(0, 1)
@@ -402,3 +404,62 @@ def test_the_original_waits_at_its_next_point_until_the_store_was_read_at_the_re
     assert plan.releases() == []
     plan.ended(intent, 1)
     assert plan.tries[intent].made is Made.BLOCKED
+
+
+def test_a_timeout_retry_breaks_no_stream_and_lets_the_original_go_once_the_retry_ends() -> None:
+    """``second: timeout``: the same orderings and ids as a retry's, the original held at its point and its
+    stream left whole (the client gives up on it by its own timeout); the retry sent then runs to its end,
+    and the original goes on."""
+    plan, script = learned(second=Second.TIMEOUT)
+    assert [o.id for o in plan.orderings][:2] == ["original:request", "original:db_statement#1"]
+    to(plan, "retry sent at db_commit#1 (INSERT invoices) of the original")
+    intent = len(plan.tries) + 1
+    for point in CLEAN[:3]:
+        script.reach(intent, 1, point)
+    decision, held = script.reach(intent, 1, EFFECT)
+    assert decision is Decision.HOLD
+    assert plan.severs() == []  # no stream broken: the client's timeout makes the retry
+    assert plan.limit(At(intent, 1, EFFECT, CLEAN[:4], Site.POSTGRES, held)) == 2.0
+    script.call(intent, 2)
+    assert plan.releases() == [(held, Decision.PASS)]
+    assert plan.tries[intent].made is Made.MADE
+    told = plan.told()
+    assert told is not None
+    assert told["second"] == "timeout"
+
+
+def test_a_timeout_retry_held_at_its_point_waits_a_third_of_the_hold_limit_inside_its_own_timeout() -> None:
+    """The retry held at its point while the original runs: the original waits at the door unbroken until
+    the retry (sent at its timeout) is held; the retry's hold is shorter than the client's timeout, so a
+    blocked ordering lets it go before the client gives up on it too (a third attempt would make three)."""
+    plan, script = learned(second=Second.TIMEOUT)
+    to(plan, "retry held at db_commit#1 (INSERT invoices) while the original runs")
+    intent = len(plan.tries) + 1
+    decision, door = script.reach(intent, 1, REQUEST)
+    assert decision is Decision.HOLD
+    assert plan.severs() == []
+    for point in CLEAN[:3]:
+        script.reach(intent, 2, point)
+    decision, held = script.reach(intent, 2, EFFECT)
+    assert decision is Decision.HOLD
+    assert plan.releases() == [(door, Decision.PASS)]
+    limit = plan.limit(At(intent, 2, EFFECT, CLEAN[:4], Site.POSTGRES, held))
+    assert limit == pytest.approx(2.0 / 3)
+    assert client_timeout(2.0) == pytest.approx(4.0 / 3)
+    plan.blocked(held)  # the original waits on the retry's row
+    assert plan.releases() == [(held, Decision.PASS)]
+    assert plan.tries[intent].made is Made.BLOCKED
+
+
+def test_a_timeout_races_scenario_sets_the_clients_timeout_below_the_hold_limit() -> None:
+    """What ``races --second timeout`` runs: the client's attempt timeout two thirds of the hold limit (the
+    user's own, however long, is not kept), the ordinary retry policy, no stream fault."""
+    scenario = parse_scenario(invoice_scenario())
+    data = racing_data(scenario, 30.0, 3.0, second=Second.TIMEOUT)
+    assert data["client"]["attempt_timeout_s"] == pytest.approx(2.0)
+    assert data["faults"]["crash_points"]["race"]["second"] == "timeout"
+    assert not data["faults"]["crash_points"]["files"]
+    retry = racing_data(scenario, 30.0, 3.0)
+    assert retry["client"]["attempt_timeout_s"] == 14.0
+    assert "second" not in retry["faults"]["crash_points"]["race"]
+    assert parse_scenario(data).faults.crash_points.race.second == "timeout"  # type: ignore[union-attr]
