@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from harness.crashpoints.decisions import At, Decision, Reached, Site
+from harness.crashpoints.emit import race_reproducer
 from harness.crashpoints.points import Point, PointKind
 from harness.crashpoints.races import Held, Made, Ordering, RacePlan, Second, client_timeout
-from harness.crashpoints.racing import fix_of, racing_data
+from harness.crashpoints.racing import RaceRow, fix_of, racing_data
 from harness.crashpoints.router import Router
 from harness.errors import ScenarioError
 from harness.scenario import parse_scenario
@@ -463,3 +464,29 @@ def test_a_timeout_races_scenario_sets_the_clients_timeout_below_the_hold_limit(
     assert retry["client"]["attempt_timeout_s"] == 14.0
     assert "second" not in retry["faults"]["crash_points"]["race"]
     assert parse_scenario(data).faults.crash_points.race.second == "timeout"  # type: ignore[union-attr]
+
+
+def test_a_timeout_retrys_reproducer_races_by_the_timeout_again() -> None:
+    """A finding of ``races --second timeout`` has a retry's id (``original:db_commit#2``): its reproducer
+    takes the kind of race from the races that found it, not from the id, so it times out again."""
+    row = RaceRow(
+        ordering="retry sent at db_commit#2 (INSERT invoices) of the original",
+        intent=7,
+        id="original:db_commit#2",
+        held="original",
+        point="db_commit#2",
+        label="INSERT invoices",
+        made="blocked",
+        why="",
+        verdict="duplicate",
+        effects=2,
+    )
+    scenario = parse_scenario(invoice_scenario())
+    again = race_reproducer(scenario, row, 2.0, second=Second.TIMEOUT)
+    race = again.faults.crash_points.race  # type: ignore[union-attr]
+    assert race is not None
+    assert (race.second, race.only, race.repeat) == ("timeout", ["original:db_commit#2"], 3)
+    assert again.client.attempt_timeout_s == pytest.approx(4.0 / 3)
+    broken = race_reproducer(scenario, row, 2.0).faults.crash_points.race  # type: ignore[union-attr]
+    assert broken is not None
+    assert broken.second == "retry"
