@@ -19,8 +19,9 @@ The router owns what every plan needs and none should repeat:
   ``db_commit#2`` is the same commit in every try, and a server's start-up or a
   readiness probe is never a point. The fault proxy and the stdio host know their
   attempt; a database, sink, downstream or file point is placed by the open
-  windows: the only one open, else the attempts of the intent whose marker the
-  point carries, narrowed by its connection: the attempt whose transaction the
+  windows: the only one open, else the attempts of the intent whose marker (or
+  idempotency key: a key lookup carries no marker) the point carries, narrowed by
+  its connection: the attempt whose transaction the
   connection is in, else the one attempt no connection is serving (a pool gives
   each call a connection of its own). A point several open attempts could own is
   recorded as ambiguous, never guessed. An attempt whose request is held at the
