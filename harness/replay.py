@@ -38,13 +38,13 @@ from typing import Any, TextIO
 
 from harness import rundir
 from harness.audit.auditor import AuditResult, audit_run, stories_of
-from harness.audit.stories import Story
+from harness.audit.stories import POD_KILLS, Story, lost_to_another_call
 from harness.crashpoints.explore import retry_quickly
 from harness.errors import ScenarioError, UsageError
 from harness.history import EventType, Verdict, read_history
 from harness.report.tables import markdown_table
 from harness.scenario import Scenario, load_scenario, parse_scenario
-from harness.wiped import POD_KILLS, Wiped, lost_to_another_call, wiped_of
+from harness.wiped import Wiped, wiped_of
 
 REPLAYED = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
 """The findings a replay makes again (those the default gate fails on)."""

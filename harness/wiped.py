@@ -19,14 +19,12 @@ from dataclasses import dataclass
 
 from harness import rundir
 from harness.audit.auditor import AuditResult, stories_of
-from harness.audit.stories import Story
+from harness.audit.stories import Story, lost_to_another_call
 from harness.crashpoints.explore import store_files
 from harness.errors import ScenarioError
-from harness.history import Outcome, Verdict
+from harness.history import Outcome
 from harness.scenario import load_scenario
 
-POD_KILLS = ("kill#", "crash#", "rollout#")
-"""How a story labels the pod faults that end a pod (``kill#1 pod-0 @2.72s``)."""
 MAX_CANDIDATES = 200
 """Intents whose attempts a pod fault broke read back at most to find the one the fault tore."""
 
@@ -51,14 +49,6 @@ class Wiped:
             return f"lost when {name} hit {self.store} with no call in flight"
         at = f" (after {self.point})" if self.point is not None else ""
         return f"lost when {name} tore {self.store} mid-rewrite of intent {self.intent}{at}"
-
-
-def lost_to_another_call(story: Story) -> bool:
-    """Whether ``story`` is a lost intent whose effect vanished after a pod fault none of its own attempts
-    saw: acknowledged, then lost with a store some later call's kill tore or emptied."""
-    if story.verdict != Verdict.LOST or not story.vanished_after.startswith(POD_KILLS):
-        return False
-    return not any(f.startswith(POD_KILLS) for step in story.steps for f in step.faults)
 
 
 def wiped_of(audit: AuditResult, stories: Sequence[Story]) -> dict[str, Wiped]:

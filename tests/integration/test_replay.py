@@ -148,12 +148,15 @@ def test_notes_a_torn_rewrite_lost_replay_by_storing_one_and_killing_the_next_ca
             "tool": "add_note",
             "arguments": {"title": "{marker}", "body": "note {index}"},
         },
-        "client": {"attempt_timeout_s": 10, "backoff": {"initial_s": 0.05, "max_s": 0.5}},
+        # Retries until the restarted server answers (its start took 1.3 s here, more on a busy machine).
+        "client": {"attempt_timeout_s": 10, "max_attempts": 200, "backoff": {"initial_s": 0.1, "max_s": 0.2}},
         "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "title"}}},
     }
     result = run_scenario(data, tmp_path / "results")
     lost = result.intents.loc[result.intents["verdict"] == Verdict.LOST, "intent"].tolist()
     assert lost == [0, 1, 2], result.intents["verdict"].tolist()
+    explained = mcp_chaos("explain", result.run_dir)  # no fault hit their calls, and still they replay
+    assert "reproduce with: mcp-chaos replay RUN_DIR 0" in explained.stdout, explained.stdout
     code, rows, told = replayed(result.run_dir, tmp_path)
     assert code == 1, told
     assert [r["intent"] for r in rows] == lost

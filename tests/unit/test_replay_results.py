@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.audit.stories import Passed, Step, Story
+from harness.audit.stories import Passed, Step, Story, lost_to_another_call
 from harness.replay import Finding, Replayed, Result, _confirm, exit_code, group, replay_scenario
 from harness.scenario import parse_scenario
-from harness.wiped import Wiped, _cut_short, lost_to_another_call
+from harness.wiped import Wiped, _cut_short
 from tests.helpers.scenarios import invoice_scenario
 
 
