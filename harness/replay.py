@@ -23,6 +23,12 @@ kills the pod when the attempt's answer reaches the harness (``response``): afte
 everything the call did, before the client learns of it, which is where a kill that
 broke an answer must have landed. Findings at the same point with the same verdict
 are replayed together: one run of ``times`` intents.
+
+A lost intent whose effect vanished after a kill of *another* call (a file store
+torn mid-rewrite: :mod:`harness.wiped`) is replayed from that fault: each try is two
+intents, one stored and the next killed where the fault caught the call it cut short
+(its last observed point, else the first point where an exploration of the run's
+build lost intents stored before its try), and the stored ones are judged.
 """
 
 from __future__ import annotations
