@@ -142,7 +142,9 @@ class Folder:
         scenario_yaml = (run_dir / rundir.SCENARIO).read_text(encoding="utf-8")
         now = datetime.now(UTC).isoformat(timespec="seconds")
         for f in findings:
-            if f.point is None or not replayable(scenario, f.point):
+            # One lost by a fault on another call is replayed as two intents a try, which a file (a
+            # verdict, a point and its intents) does not say: not remembered, as one no pod kill made.
+            if f.point is None or f.wiped is not None or not replayable(scenario, f.point):
                 continue
             new = Remembered(
                 self.scenario, f.verdict, f.point, f.guessed, f.cause, f.where, run_dir.name, now, [f.intent]

@@ -23,6 +23,12 @@ kills the pod when the attempt's answer reaches the harness (``response``): afte
 everything the call did, before the client learns of it, which is where a kill that
 broke an answer must have landed. Findings at the same point with the same verdict
 are replayed together: one run of ``times`` intents.
+
+A lost intent whose effect vanished after a kill of *another* call (a file store
+torn mid-rewrite: :mod:`harness.wiped`) is replayed from that fault: each try is two
+intents, one stored and the next killed where the fault caught the call it cut short
+(its last observed point, else the first point where an exploration of the run's
+build lost intents stored before its try), and the stored ones are judged.
 """
 
 from __future__ import annotations
@@ -38,19 +44,18 @@ from typing import Any, TextIO
 
 from harness import rundir
 from harness.audit.auditor import AuditResult, audit_run, stories_of
-from harness.audit.stories import Story
+from harness.audit.stories import POD_KILLS, Story, lost_to_another_call
 from harness.crashpoints.explore import retry_quickly
 from harness.errors import ScenarioError, UsageError
 from harness.history import EventType, Verdict, read_history
 from harness.report.tables import markdown_table
 from harness.scenario import Scenario, load_scenario, parse_scenario
+from harness.wiped import Wiped, wiped_of
 
 REPLAYED = (Verdict.DUPLICATE, Verdict.LOST, Verdict.APPLIED_DESPITE_ERROR)
 """The findings a replay makes again (those the default gate fails on)."""
 MAX_FINDINGS = 100
 """Findings replayed at most in one call (name intents to choose others)."""
-POD_KILLS = ("kill#", "crash#", "rollout#")
-"""How a story labels the pod faults that broke an attempt (``kill#1 pod-0 @2.72s``)."""
 
 
 class Result(enum.StrEnum):
@@ -74,6 +79,9 @@ class Finding:
     """No point of the attempt was observed: ``response`` is where its kill must have landed at the latest."""
     namespace: str | None = None
     """The run's namespace (its markers' and keys' prefix): the replay's tries are made in it."""
+    wiped: Wiped | None = None
+    """Lost by a pod fault that hit another call (a store torn mid-rewrite): ``point`` is that call's, and
+    each try stores an intent and kills the next call there (None for ``point``: explored)."""
 
 
 @dataclass(slots=True)
@@ -92,6 +100,8 @@ class Replayed:
     window: str | None = None
     """Where inside the call an exploration of the build that made it found its window, where the guessed
     point (``response``) did not make it: the point the tries were then killed at."""
+    wiped: bool = False
+    """Its findings were lost by a fault on another call: each try stores an intent, then kills the next."""
 
 
 def findings_of(audit: AuditResult, intents: Sequence[int] = ()) -> list[Finding]:
@@ -108,7 +118,8 @@ def findings_of(audit: AuditResult, intents: Sequence[int] = ()) -> list[Finding
     wanted = [int(i) for i in chosen["intent"].tolist()]
     stories = stories_of(audit, wanted)
     namespace = namespace_of(audit.run_dir)
-    return [dataclasses.replace(_finding(stories[i]), namespace=namespace) for i in wanted]
+    wiped = wiped_of(audit, list(stories.values()))
+    return [dataclasses.replace(_finding(stories[i], wiped), namespace=namespace) for i in wanted]
 
 
 def namespace_of(run_dir: Path) -> str | None:
@@ -119,10 +130,12 @@ def namespace_of(run_dir: Path) -> str | None:
     return None
 
 
-def _finding(story: Story) -> Finding:
+def _finding(story: Story, wiped: Mapping[str, Wiped]) -> Finding:
     base = (story.intent, story.verdict, story.cause)
     if story.verdict not in REPLAYED:
         return Finding(*base, None, f"{story.verdict}: no finding to replay")
+    if lost_to_another_call(story) and (lost := wiped[story.vanished_after]).intent is not None:
+        return Finding(*base, lost.point, lost.sentence(), wiped=lost)
     hit = next((s for s in story.steps if any(f.startswith(POD_KILLS) for f in s.faults)), None)
     if hit is None:
         severed = next((s for s in story.steps if s.rules), None)
@@ -154,17 +167,26 @@ def stream_point(rule: int, attempt: int) -> str:
     return f"stream:{rule}@{attempt}"
 
 
-def replay_scenario(scenario: Scenario, point: str, times: int) -> Scenario:
+def replay_scenario(scenario: Scenario, point: str, times: int, *, wiped: bool = False) -> Scenario:
     """The run's scenario, its faults replaced by a kill at ``point`` in each of ``times`` intents (or,
-    for a stream fault's point, by the rule that hit, on the same attempt of each)."""
+    for a stream fault's point, by the rule that hit, on the same attempt of each); ``wiped``: each try is
+    two intents, one stored and the next killed at ``point`` (:func:`tried`)."""
     stream = STREAM_POINT.fullmatch(point)
     if stream is not None:
         return _stream_scenario(scenario, int(stream[1]), int(stream[2]), times)
     data = retry_quickly(scenario, kills=times)
     data["name"] = f"{scenario.name}-replay"
-    data["description"] = f"mcp-chaos replay: the pod SIGKILLed at {point} in each intent, then retried."
     data["workload"].update(intents=times, concurrency=1)
-    data["faults"] = {"crash_points": {"holds": [{"at": point}]}}
+    data["description"] = f"mcp-chaos replay: the pod SIGKILLed at {point} in each intent, then retried."
+    hold: dict[str, Any] = {"at": point}
+    if wiped:
+        data["description"] = (
+            f"mcp-chaos replay: an intent stored, then the pod SIGKILLed at {point} of the next, "
+            f"{times} times: is the stored one lost?"
+        )
+        data["workload"]["intents"] = 2 * times
+        hold["intents"] = [2 * t + 1 for t in range(times)]
+    data["faults"] = {"crash_points": {"holds": [hold]}}
     data["gate"] = {"fail_on": [v.value for v in REPLAYED]}
     return parse_scenario(data, source="the replay of " + scenario.name)
 
@@ -185,13 +207,13 @@ def _stream_scenario(scenario: Scenario, rule: int, attempt: int, times: int) ->
     return parse_scenario(data, source="the replay of " + scenario.name)
 
 
-def struck(point: str | None) -> str:
+def struck(point: str | None, *, wiped: bool = False) -> str:
     """How a replay's fault is told: ``killed at db_commit#2``, ``struck by faults.stream rule 0 on
-    attempt 1``."""
+    attempt 1``, ``the next call killed at fs_write#1`` (``wiped``: each try's stored intent is judged)."""
     stream = STREAM_POINT.fullmatch(point or "")
     if stream is not None:
         return f"struck by faults.stream rule {stream[1]} on attempt {stream[2]}"
-    return f"killed at {point}"
+    return f"the next call killed at {point}" if wiped else f"killed at {point}"
 
 
 def _struck(e: dict[str, Any]) -> bool:
@@ -202,9 +224,19 @@ def _struck(e: dict[str, Any]) -> bool:
     )
 
 
+def tried(replayed: Replayed, audit: AuditResult) -> list[str]:
+    """The verdict of each try: each intent's, or where a fault on another call lost the finding, each
+    stored intent's (the even ones: the odd ones after them are the calls killed, which the next try's
+    kill may take too)."""
+    table = audit.intents.sort_values("intent")
+    if replayed.wiped:
+        table = table[table["intent"] % 2 == 0]
+    return [str(v) for v in table["verdict"].tolist()]
+
+
 def judge(replayed: Replayed, audit: AuditResult) -> None:
     """What the tries of ``replayed`` say (see the module's docstring)."""
-    tries = [str(v) for v in audit.intents.sort_values("intent")["verdict"].tolist()]
+    tries = tried(replayed, audit)
     replayed.tries = tries
     missed: list[str] = []
     killed = set()
@@ -214,34 +246,45 @@ def judge(replayed: Replayed, audit: AuditResult) -> None:
         elif _struck(e):
             killed.add(e.get("intent"))
     n = len(tries)
+    fault = struck(replayed.point, wiped=replayed.wiped)
     if tries and all(t == replayed.verdict for t in tries):
         replayed.result, replayed.why = Result.STILL_FAILING, f"{replayed.verdict} in {n} of {n} tries"
+        if replayed.wiped:
+            replayed.why += f" (each stored, then {fault})"
     elif missed or len(killed) < n:
         replayed.result = Result.COULD_NOT_REPRODUCE
         why = missed[0] if missed else f"made in {len(killed)} of {n} tries"
-        replayed.why = f"not {struck(replayed.point)}: {why}"
+        replayed.why = f"not {fault}: {why}"
     elif tries and all(t == Verdict.EXACTLY_ONCE for t in tries):
         replayed.result = Result.FIXED
-        replayed.why = f"{struck(replayed.point)}, exactly once in {n} of {n} tries"
+        replayed.why = f"{fault}, exactly once in {n} of {n} tries"
     else:
         counts = ", ".join(f"{v} {tries.count(v)}" for v in sorted(set(tries)))
         replayed.result, replayed.why = Result.COULD_NOT_REPRODUCE, f"the tries differ: {counts}"
 
 
 def group(findings: Sequence[Finding]) -> list[Replayed]:
-    """One replay per point and verdict; findings no pod kill made are their own, not replayed."""
-    groups: dict[tuple[str | None, str, bool], Replayed] = {}
+    """One replay per point and verdict (and whether a fault on another call made them); findings no pod
+    kill made are their own, not replayed."""
+    groups: dict[tuple[str | None, str, bool, bool], Replayed] = {}
     alone = []
     for finding in findings:
-        if finding.point is None:
+        wiped = finding.wiped is not None
+        if finding.point is None and not wiped:
             alone.append(
                 Replayed(None, finding.verdict, [finding], Result.COULD_NOT_REPRODUCE, finding.where)
             )
             continue
-        key = (finding.point, finding.verdict, finding.guessed)
+        key = (finding.point, finding.verdict, finding.guessed, wiped)
         if key not in groups:
             groups[key] = Replayed(
-                finding.point, finding.verdict, [], Result.COULD_NOT_REPRODUCE, "", guessed=finding.guessed
+                finding.point,
+                finding.verdict,
+                [],
+                Result.COULD_NOT_REPRODUCE,
+                "",
+                guessed=finding.guessed,
+                wiped=wiped,
             )
         groups[key].findings.append(finding)
     return [*groups.values(), *alone]
@@ -284,12 +327,17 @@ async def replay_findings(
     where it differs from ``scenario`` (what a FIXED at a guessed point is confirmed against)."""
     replays = group(findings)
     for replayed in replays:
+        if replayed.wiped and replayed.point is None:
+            # No point of the call the fault cut short was seen (a file store's writes): its window is
+            # found where crash points find it, among that call's file operations.
+            where = f"{replayed.findings[0].where}, at a point of that call this run did not see"
+            await _inside(replayed, scenario, own or scenario, times, results, out, where)
+            continue
         if replayed.point is None:
             continue
         if out is not None:
-            out.write(
-                f"replay: {len(replayed.findings)} finding(s) {struck(replayed.point)}, {times} tries\n"
-            )
+            fault = struck(replayed.point, wiped=replayed.wiped)
+            out.write(f"replay: {len(replayed.findings)} finding(s) {fault}, {times} tries\n")
             out.flush()
         replayed.run_dir = await _tries(replayed, scenario, times, results)
         if replayed.guessed and replayed.result is Result.FIXED:
@@ -304,7 +352,7 @@ async def _tries(replayed: Replayed, scenario: Scenario, times: int, results: Pa
 
     assert replayed.point is not None
     try:
-        made = replay_scenario(scenario, replayed.point, times)
+        made = replay_scenario(scenario, replayed.point, times, wiped=replayed.wiped)
     except ScenarioError as exc:  # a target crash points cannot hold (a URL, Kubernetes, replicas)
         replayed.result, replayed.why = Result.COULD_NOT_REPRODUCE, f"no crash point can be held here: {exc}"
         return None
@@ -361,8 +409,10 @@ async def _inside(
     inside: str,
 ) -> None:
     """Find the window inside the call, where an exploration of ``build`` (the one that made the finding)
-    kills the pod at each of its points: the first whose try made the finding's verdict. Then the tries
-    are made there, against ``scenario``. A power loss is not a kill: those states are not explored."""
+    kills the pod at each of its points: the first whose try made the finding's verdict (for findings a
+    fault on another call made, the first whose kill made intents stored before it so: the exploration's
+    ``wiped``). Then the tries are made there, against ``scenario``. A power loss is not a kill: those
+    states are not explored."""
     from harness.crashpoints.explore import explore, prepare, unexplorable
     from harness.crashpoints.options import ExploreOptions
 
@@ -373,23 +423,32 @@ async def _inside(
             f"{inside}, and it cannot be explored: {why_not}",
         )
         return
+    verdict = replayed.verdict
+    what = f"a kill that makes intents stored before it {verdict}" if replayed.wiped else f"the {verdict}"
     if out is not None:
-        out.write(
-            f"replay: looking for the {replayed.verdict} inside the call (an exploration of its points)\n"
-        )
+        out.write(f"replay: looking for {what} inside the call (an exploration of its points)\n")
         out.flush()
     planned = prepare(build, results, ExploreOptions(budget_s=WINDOW_BUDGET_S, power_loss=False, jobs=1))
     found = await explore(planned, out=io.StringIO(), progress_interval_s=None)
-    window = next((r.name for r in found.points if len(r.path) == 1 and r.verdicts[replayed.verdict]), None)
+    window = next(
+        (
+            r.name
+            for r in found.points
+            if len(r.path) == 1 and (r.wiped.get(verdict) if replayed.wiped else r.verdicts[verdict])
+        ),
+        None,
+    )
     if window is None:
         replayed.result = Result.COULD_NOT_REPRODUCE
         replayed.why = (
-            f"{inside}; an exploration of its {len(found.clean)} points made no {replayed.verdict} either "
+            f"{inside}; an exploration of its {len(found.clean)} points made no {verdict} either "
             f"({planned.run_dir})"
         )
         return
     replayed.window = window
-    at = Replayed(window, replayed.verdict, replayed.findings, Result.COULD_NOT_REPRODUCE, "")
+    at = Replayed(
+        window, replayed.verdict, replayed.findings, Result.COULD_NOT_REPRODUCE, "", wiped=replayed.wiped
+    )
     replayed.run_dir = await _tries(at, scenario, times, results)
     replayed.result, replayed.tries = at.result, at.tries
     replayed.why = f"the window is at {window} (an exploration of the run's build found it there): {at.why}"
@@ -426,7 +485,7 @@ def as_json(replays: Sequence[Replayed]) -> list[Mapping[str, Any]]:
             "intent": f.intent,
             "verdict": f.verdict,
             "cause": f.cause,
-            "point": f.point,
+            "point": f.point if f.point is not None else r.window,
             "where": f.where,
             "result": r.result.value,
             "why": r.why,

@@ -137,6 +137,19 @@ class Story:
     before a later try's crash took its effects): what the end of the run shows instead, and why."""
 
 
+POD_KILLS = ("kill#", "crash#", "rollout#")
+"""How a story labels the pod faults that end a pod (``kill#1 pod-0 @2.72s``)."""
+
+
+def lost_to_another_call(story: Story) -> bool:
+    """Whether ``story`` is a lost intent whose effect vanished after a pod fault none of its own attempts
+    saw: acknowledged, then lost with a store a kill of some later call tore or emptied (a replay makes it
+    again so: :mod:`harness.wiped`)."""
+    if story.verdict != Verdict.LOST or not story.vanished_after.startswith(POD_KILLS):
+        return False
+    return not any(f.startswith(POD_KILLS) for step in story.steps for f in step.faults)
+
+
 @dataclass(frozen=True, slots=True)
 class FindingClass:
     """One (verdict, cause) class: how many, what it means, the fix, and a few stories."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.audit.control import CONTROL
-from harness.audit.stories import FindingClass, Passed, Step, Story
+from harness.audit.stories import FindingClass, Passed, Step, Story, lost_to_another_call
 from harness.audit.summary import Summary
 from harness.crashpoints.points import phrase
 from harness.faultkinds.registry import REPLAYED_BY_KILLS
@@ -149,7 +149,9 @@ def replay_command(found: FindingClass) -> str | None:
     """``mcp-chaos replay RUN_DIR INTENT`` for a class whose first intent a replay can make again (the run
     directory as the other hints name it: where the results went is the user's)."""
     replayable = found.verdict.value in ("duplicate", "lost", "applied_despite_error")
-    if not found.stories or not replayable or found.cause not in REPLAYED_BY_KILLS:
+    if not found.stories or not replayable:
+        return None
+    if found.cause not in REPLAYED_BY_KILLS and not lost_to_another_call(found.stories[0]):
         return None
     return f"mcp-chaos replay RUN_DIR {found.stories[0].intent}"
 

@@ -14,6 +14,7 @@ import pytest
 from harness.history import Verdict
 from harness.replay import namespace_of
 from tests.helpers.cli import mcp_chaos
+from tests.helpers.paths import ROOT
 from tests.helpers.scenarios import invoice_scenario, invoices_on_postgres, run_scenario
 
 pytestmark = pytest.mark.integration
@@ -119,3 +120,55 @@ def test_a_finding_no_fault_made_is_not_replayed_and_says_why(tmp_path: Path) ->
             "made with no fault: replay makes pod kills and stream faults again, not this",
         )
     ]
+
+
+def test_notes_a_torn_rewrite_lost_replay_by_storing_one_and_killing_the_next_call(tmp_path: Path) -> None:
+    """A file store rewritten in place (notes, ``torn_file``): the 4th save tears the file and kills the
+    server (a failpoint), the restart starts empty and its next save drops the three notes acknowledged
+    before. Their own calls saw no fault: the replay tells the loss from the fault that tore the file,
+    finds the tearing call's window among its file operations (an exploration: the run saw none of
+    them), and makes each try store a note and kill the next call there. Against the durable save (a
+    temporary file, fsync, rename), the same kill loses nothing."""
+    data = {
+        "name": "notes-torn",
+        "seed": 3,
+        "target": {
+            "command": ["{python}", str(ROOT / "targets" / "notes" / "server.py")],
+            "env": {
+                "NOTES_TRANSPORT": "http",
+                "NOTES_FILE": "{data_dir}/notes.jsonl",
+                "NOTES_FLAW": "torn_file",
+                "NOTES_FAILPOINT": "mid_write@4",
+            },
+            "ready_timeout_s": 30,
+            "restart_delay_s": 0.0,
+        },
+        "workload": {
+            "intents": 6,
+            "tool": "add_note",
+            "arguments": {"title": "{marker}", "body": "note {index}"},
+        },
+        # Retries until the restarted server answers (its start took 1.3 s here, more on a busy machine).
+        "client": {"attempt_timeout_s": 10, "max_attempts": 200, "backoff": {"initial_s": 0.1, "max_s": 0.2}},
+        "audit": {"effects": {"jsonl": {"path": "{data_dir}/notes.jsonl", "marker_field": "title"}}},
+    }
+    result = run_scenario(data, tmp_path / "results")
+    lost = result.intents.loc[result.intents["verdict"] == Verdict.LOST, "intent"].tolist()
+    assert lost == [0, 1, 2], result.intents["verdict"].tolist()
+    explained = mcp_chaos("explain", result.run_dir)  # no fault hit their calls, and still they replay
+    assert "reproduce with: mcp-chaos replay RUN_DIR 0" in explained.stdout, explained.stdout
+    code, rows, told = replayed(result.run_dir, tmp_path)
+    assert code == 1, told
+    assert [r["intent"] for r in rows] == lost
+    for row in rows:  # one replay: the fault, not the lost intent's own attempt, is where it was made
+        assert row["where"] == "lost when crash#1 tore notes.jsonl mid-rewrite of intent 3"
+        assert (row["point"], row["result"], row["tries"]) == ("fs_write#1", "STILL FAILING", ["lost"] * 3)
+        assert row["why"].endswith(
+            "lost in 3 of 3 tries (each stored, then the next call killed at fs_write#1)"
+        )
+    # The failpoint is the torn build's alone: the durable save refuses it.
+    fix = ("--set", "target.env.NOTES_FLAW=none", "--set", "target.env.NOTES_FAILPOINT=")
+    code, rows, told = replayed(result.run_dir, tmp_path, "0", *fix)
+    assert code == 0, told
+    assert [(r["result"], r["tries"]) for r in rows] == [("FIXED", ["exactly_once"] * 3)]
+    assert rows[0]["why"].endswith("the next call killed at fs_write#1, exactly once in 3 of 3 tries")

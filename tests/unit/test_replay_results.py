@@ -4,10 +4,13 @@ and a FIXED at a guessed point (no point of the call was seen) that the run's ow
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness.replay import Finding, Replayed, Result, _confirm, exit_code, group
+from harness.audit.stories import Passed, Step, Story, lost_to_another_call
+from harness.replay import Finding, Replayed, Result, _confirm, exit_code, group, replay_scenario
 from harness.scenario import parse_scenario
+from harness.wiped import Wiped, _cut_short
 from tests.helpers.scenarios import invoice_scenario
 
 
@@ -63,3 +66,76 @@ def test_a_fixed_at_a_guessed_point_on_the_runs_own_build_is_no_fix(tmp_path: Pa
         "killed before its answer, exactly once in 3 of 3 tries: the window is inside the call, "
         "where this run saw no point, and it cannot be explored: crash points hold one pod"
     ), replayed.why
+
+
+def test_findings_a_fault_on_another_call_lost_share_a_replay_of_their_own() -> None:
+    """Lost with a store another call's kill tore: replayed (an exploration finds the point where none was
+    seen), apart from lost intents whose own attempt the kill caught at the same point."""
+    torn = Wiped("crash#1 pod-0 @2.49s", "notes.jsonl", 3)
+    replays = group(
+        [
+            Finding(0, "lost", "lost_across_restart", None, torn.sentence(), wiped=torn),
+            Finding(1, "lost", "lost_across_restart", None, torn.sentence(), wiped=torn),
+            finding(2, None, "lost"),
+            finding(4, "fs_write#1", "lost"),
+            Finding(
+                5, "lost", "vanished", "fs_write#1", "where", wiped=Wiped("kill#1", "s", 6, "fs_write#1")
+            ),
+        ]
+    )
+    shapes = [(r.point, r.wiped, [f.intent for f in r.findings]) for r in replays]
+    assert shapes == [
+        (None, True, [0, 1]),
+        ("fs_write#1", False, [4]),
+        ("fs_write#1", True, [5]),
+        (None, False, [2]),
+    ]
+    assert torn.sentence() == "lost when crash#1 tore notes.jsonl mid-rewrite of intent 3"
+    assert (
+        Wiped("kill#2 pod-0 @1.00s", "the store").sentence()
+        == "lost when kill#2 hit the store with no call in flight"
+    )
+
+
+def test_a_wiped_replay_stores_an_intent_then_kills_the_next_call() -> None:
+    made = replay_scenario(parse_scenario(invoice_scenario()), "fs_write#1", 3, wiped=True)
+    assert made.workload.intents == 6
+    assert made.faults.crash_points is not None
+    (hold,) = made.faults.crash_points.holds
+    assert (hold.at, hold.intents) == ("fs_write#1", [1, 3, 5])
+
+
+def step(attempt: int, outcome: str, faults: list[str], points: Sequence[Passed] = ()) -> Step:
+    """An attempt of an intent's story, as the fold tells it (``faults``: the labels of those that hit it)."""
+    start = float(attempt)
+    return Step(
+        attempt, attempt, "pod-0", start, start + 0.5, outcome, None, None, None, False, faults, list(points)
+    )
+
+
+def story(intent: int, verdict: str, vanished_after: str, *steps: Step) -> Story:
+    return Story(
+        intent, f"m{intent}", f"k{intent}", verdict, "", "ok", 0, list(steps), [], 1, vanished_after, None
+    )
+
+
+def test_a_lost_intent_is_told_from_the_fault_that_hit_another_call() -> None:
+    """Lost after a kill none of its own attempts saw: the fault on another call made it. The call it cut
+    short is the attempt it broke (not one that answered first), at the last point it was seen to reach
+    for itself (not one that may be another attempt's)."""
+    fault = "kill#1 pod-0 @2.00s"
+    assert lost_to_another_call(story(0, "lost", fault, step(1, "ok", [])))
+    assert not lost_to_another_call(story(0, "lost", fault, step(1, "transport_error", [fault])))
+    assert not lost_to_another_call(story(0, "lost", "", step(1, "ok", [])))
+    assert not lost_to_another_call(story(0, "duplicate", fault, step(1, "ok", [])))
+    points = [
+        Passed("db_commit#1", False),
+        Passed("db_commit#2", False),
+        Passed("db_commit#3", False, ambiguous=True),
+    ]
+    candidates = {
+        1: story(1, "exactly_once", "", step(1, "ok", [fault])),
+        3: story(3, "exactly_once", "", step(2, "transport_error", [fault], points)),
+    }
+    assert _cut_short(fault, candidates, "notes.jsonl") == Wiped(fault, "notes.jsonl", 3, "db_commit#2")
+    assert _cut_short("kill#2 pod-0 @3.00s", candidates, "x") == Wiped("kill#2 pod-0 @3.00s", "x")
