@@ -132,6 +132,9 @@ class Router:
         """Exchanges that ended and whose points the driver has not taken yet."""
         self._recent: deque[_Window] = deque(maxlen=KEPT_RECENT)
         """Exchanges that ended, in the order they did: where a point seen before it is read may belong."""
+        self._of_intent: dict[int, list[_Window]] = {}
+        """Intent -> its windows open or in ``_recent``: a point that names its intent (a marker, a key) is
+        placed without looking at every other call at work (observe mode places every commit of a run)."""
         self._feeds: list[Feed] = []
         self._serving: dict[int, tuple[int, int]] = {}
         """Connection id -> the attempt its open transaction serves (set by its points, cleared by
@@ -192,7 +195,8 @@ class Router:
     def opened(self, intent: int, attempt: int, sever: Callable[[], None] | None = None) -> None:
         """An attempt's request is about to reach the server: its window opens. ``sever``: how the site
         breaks the client's stream of it while the server goes on, where it can (the fault proxy)."""
-        self._windows[(intent, attempt)] = _Window(intent, attempt, self.clock(), sever=sever)
+        window = self._windows[(intent, attempt)] = _Window(intent, attempt, self.clock(), sever=sever)
+        self._of_intent.setdefault(intent, []).append(window)
 
     def closed(self, intent: int, attempt: int) -> None:
         """The exchange is over (answered, or broken): later points are not this attempt's."""
@@ -209,9 +213,19 @@ class Router:
         """A window closes: its points are kept for the driver, and it stays where a point seen while it
         was open, and read later, is placed."""
         window.closed_at = now
+        if len(self._recent) == KEPT_RECENT:  # the oldest leaves the recent ones, and the index with them
+            self._unindex(self._recent[0])
         self._recent.append(window)
         if not window.taken:
             self._keep(window)
+
+    def _unindex(self, window: _Window) -> None:
+        windows = self._of_intent.get(window.intent, [])
+        kept = [w for w in windows if w is not window]
+        if kept:
+            self._of_intent[window.intent] = kept
+        else:
+            self._of_intent.pop(window.intent, None)
 
     def _keep(self, window: _Window) -> None:
         """Keep an ended attempt's points until the driver takes them (bounded: those never taken go)."""
@@ -325,6 +339,9 @@ class Router:
         one of several it cannot tell apart (each of those is told it may own it)."""
         if r.attempt is not None:
             return self._windows.get(r.attempt)
+        named = self._named(r)
+        if len(named) == 1:  # what the rules below come to where one attempt of its intent was at work
+            return self._placed(r, named[0])
         windows = list(self._windows.values()) if r.at is None else self._open_at(r.at)
         if self._at_door:  # a request held at the server's door has not reached it: nothing there is its
             windows = [w for w in windows if (w.intent, w.attempt) not in self._at_door]
@@ -338,6 +355,24 @@ class Router:
         for window in candidates:
             window.tell([r.kind.value, r.label, "ambiguous"])
         return None
+
+    def _named(self, r: Reached) -> list[_Window]:
+        """The windows at work when ``r`` was seen (open now, where it has no time) of the intents whose
+        markers or keys it carries, none held at the door: found by intent, not among every window."""
+        if not r.payload:
+            return []
+        at, door = r.at, self._at_door
+        found = []
+        for intent in {intent_in(m) for m in INTENT_SHAPE.findall(r.payload)}:
+            for w in self._of_intent.get(intent, ()):
+                if at is None:
+                    if w.closed_at is not None:
+                        continue
+                elif w.opened_at > at or (w.closed_at is not None and w.closed_at < at):
+                    continue
+                if not door or (w.intent, w.attempt) not in door:
+                    found.append(w)
+        return found
 
     def _open_at(self, at: float) -> list[_Window]:
         """The windows open at ``at`` (a feed's point, read after it was seen): of those open now, the ones

@@ -36,7 +36,7 @@ from harness.crashpoints.points import (
     path_name,
     reached,
 )
-from harness.crashpoints.router import Router
+from harness.crashpoints.router import KEPT_RECENT, Router
 from harness.errors import ScenarioError
 from harness.history import HistoryWriter
 from harness.scenario import CrashPoints, parse_scenario
@@ -743,6 +743,27 @@ def test_a_key_lookup_is_placed_by_the_intents_key_where_it_carries_no_marker() 
     lookup_of_twelve = ["db_commit#1", "SELECT idempotency_keys"]
     assert twelve == [lookup_of_twelve, ["db_commit", "SELECT idempotency_keys", "ambiguous"]]
     assert three == [["db_commit", "SELECT idempotency_keys", "ambiguous"]]
+
+
+def test_a_point_told_late_finds_its_intent_among_the_recent_calls_and_the_oldest_are_let_go() -> None:
+    """Observe mode places every commit of a run by the intent it names, from an index of the calls at
+    work and the last ``KEPT_RECENT`` ended: a point seen while its call was open and read after the
+    call ended is still its; the index forgets what the recent calls forget."""
+    now = [0.0]
+    router = Router(ObservePlan(), clock=lambda: now[0])
+    for intent in range(KEPT_RECENT + 50):
+        now[0] = float(intent)
+        router.started(intent, 1)
+        router.started(intent + 100_000, 1)  # another call at work beside each
+        now[0] += 0.5
+        router.closed(intent + 100_000, 1)
+        router.closed(intent, 1)
+    seen_then = float(KEPT_RECENT + 40) + 0.25  # while intent KEPT_RECENT + 40 was open, told only now
+    marked = replace(commit_point(COMMIT, None), payload=f"ns-m{KEPT_RECENT + 40:07d}".encode(), at=seen_then)
+    router.seen(marked)
+    assert router.points_of(KEPT_RECENT + 40, 1) == {"points": [["db_commit#1", "INSERT invoices"]]}
+    assert len(router._of_intent) <= KEPT_RECENT  # bounded as the recent calls are
+    assert 0 not in router._of_intent  # the first calls were let go
 
 
 def test_a_connection_serves_one_attempt_per_transaction_and_a_pool_one_call_per_connection(
