@@ -26,7 +26,8 @@ from harness.history import Outcome
 from harness.scenario import load_scenario
 
 MAX_CANDIDATES = 200
-"""Intents whose attempts a pod fault broke read back at most to find the one the fault tore."""
+"""Intents at work when a fault struck, and broken by a pod fault, read back at most per fault to find the
+one it tore."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +60,26 @@ def wiped_of(audit: AuditResult, stories: Sequence[Story]) -> dict[str, Wiped]:
         return {}
     store = _store_name(audit)
     table = audit.intents
-    hit = table.loc[table["attempts_hit_by_pod_fault"] > 0, "intent"].head(MAX_CANDIDATES)
-    candidates = stories_of(audit, [int(i) for i in hit.tolist()]) if len(hit) else {}
+    hit = table.loc[table["attempts_hit_by_pod_fault"] > 0]
+    wanted: set[int] = set()
+    for label in faults:  # the calls at work when it struck, not the run's first ones hit by any fault
+        at = _time_ms(label)
+        if at is None:
+            near = hit
+        else:  # the label's time is to 10 ms
+            near = hit[(hit["first_attempt_ms"] <= at + 10) & (hit["last_end_ms"] >= at - 10)]
+        wanted.update(int(i) for i in near["intent"].head(MAX_CANDIDATES).tolist())
+    candidates = stories_of(audit, sorted(wanted)) if wanted else {}
     return {label: _cut_short(label, candidates, store) for label in sorted(faults)}
+
+
+def _time_ms(label: str) -> float | None:
+    """When a fault struck, from its label (``kill#1 pod-0 @2.49s``: 2490 ms into the run), or None."""
+    _, _, at = label.rpartition("@")
+    try:
+        return float(at.removesuffix("s")) * 1000
+    except ValueError:
+        return None
 
 
 def _cut_short(label: str, candidates: dict[int, Story], store: str) -> Wiped:

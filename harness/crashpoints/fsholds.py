@@ -40,6 +40,12 @@ from harness.history import HistoryWriter
 from harness.pods.watchdog import guard
 from harness.run.bus import Bus, PodDied, PodStarted
 
+LINE_LIMIT = 1 << 20
+"""The longest line the tracer's pipe is read in: a write's text (up to ``fstrace.TEXT_SENT``, 64 KiB) is
+JSON-escaped in its event, up to 6 characters a byte (a control character), beside paths of up to 4 KiB.
+asyncio's default of 64 KiB raised at such a line, the reading task died, and the pod waited at its
+write for ever."""
+
 SHADOW_PREFIX = "mcp-chaos-durable-"
 """The tracer's copy of what is durable (a file's bytes as of its last fsync): a temporary directory
 named for its harness, removed with the run, and by ``cleanup`` after a harness that was killed."""
@@ -136,6 +142,7 @@ class FileTracer:
             *(["--no-holds"] if not self.router.plan.decides else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=LINE_LIMIT,
         )
         guard.directory(self._proc.pid, self._shadow)  # deleted once the tracer exits, should the harness die
         try:

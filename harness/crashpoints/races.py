@@ -304,6 +304,17 @@ class RacePlan:
                 return Decision.PASS
             self._closing[at.intent] = at  # the call that closes the run waits for the last try's
             return Decision.HOLD
+        if (
+            one is not None
+            and self.second is Second.TIMEOUT
+            and at.attempt == RETRY
+            and one.gate is not None
+            and one.gate.ticket not in one.released
+        ):
+            # The original gave up at the door, waiting for the last try's calls (a slow server): its client's
+            # retry is not the race's, which never began. The try is not reached (releases says so).
+            one.blocked.add(one.gate.ticket)
+            return Decision.PASS
         if one is not None and one.looking and at.attempt == ORIGINAL:
             one.looks.append(at)  # what the store holds at the retry's answer is read first
             return Decision.HOLD

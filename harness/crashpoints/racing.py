@@ -29,12 +29,14 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from harness import rundir
 from harness.audit.auditor import AuditResult
+from harness.audit.findings import SEVERITY
 from harness.auditing import audit_and_report
 from harness.crashpoints.races import RACE_HOLD_LIMIT_S, Made, Second, client_timeout
 from harness.errors import HistoryError, PreflightError
@@ -194,6 +196,13 @@ class RaceRow:
 FINDINGS = frozenset({Verdict.DUPLICATE.value, Verdict.LOST.value, Verdict.APPLIED_DESPITE_ERROR.value})
 
 
+def worse_of(calls: list[int], verdicts: Mapping[int, str]) -> int:
+    """The call a race's row is judged by: the one with the worse verdict, in the audit's headline order
+    (lost, applied despite error, duplicate), else the first."""
+    ranked = [v.value for v in SEVERITY]
+    return min(calls, key=lambda i: ranked.index(verdicts[i]) if verdicts.get(i) in ranked else len(ranked))
+
+
 @dataclass
 class Races:
     """What ``races`` found."""
@@ -299,7 +308,7 @@ def read_races(
         intent = int(race["intent"])
         partner = int(race["partner"]) if "partner" in race else None
         calls = [intent] if partner is None else [intent, partner]
-        judged_by = next((i for i in calls if verdicts.get(i) in FINDINGS), intent)
+        judged_by = worse_of(calls, verdicts)
         row = RaceRow(
             ordering=str(race["ordering"]),
             intent=intent,

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.crashpoints.fsholds import LINE_LIMIT
 from tests.helpers.processes import alive
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,7 @@ class Traced:
     """A writer under the tracer: events are answered ``go`` as they come. ``launcher``: started through
     it (the seccomp filter of :mod:`harness.crashpoints.filtered`), or stopped at every system call."""
 
-    def __init__(self, tmp_path: Path, launcher: list[str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, launcher: list[str] | None = None, writer: str = WRITER) -> None:
         self.data = tmp_path / "data"
         self.data.mkdir()
         (self.data / "old.txt").write_text("old")
@@ -66,7 +67,7 @@ class Traced:
         )  # fmt: skip
         assert "ready" in self.read()
         self.writer = subprocess.Popen(
-            [*(launcher or []), sys.executable, "-c", WRITER, str(self.data)],
+            [*(launcher or []), sys.executable, "-c", writer, str(self.data)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -136,6 +137,43 @@ def test_every_durable_operation_is_seen_from_every_thread_and_child(traced: Tra
         ("create", ["sub/"]),
         ("unlink", ["old.txt"]),
     ]  # and nothing of the file outside the watched directory
+
+
+LONG_TEXT = '"\\n\x01' * 16000 + "ns-m0000001"
+"""64,011 characters of text that JSON escapes to 6 and more a character: a save of a file store."""
+LONG_WRITER = textwrap.dedent(
+    f"""
+    import os, sys
+    sys.stdin.readline()  # traced from here
+    with open(os.path.join(sys.argv[1], "notes.jsonl"), "w") as f:
+        f.write({LONG_TEXT!r})
+    print("done", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_a_long_writes_text_comes_whole_in_a_line_the_harness_reads(tmp_path: Path) -> None:
+    """A write's text is sent whole (up to 64 KiB), JSON-escaped: its line is longer than asyncio reads
+    by default, and the harness reads it with a limit of its own (a longer line killed its reader and
+    the pod waited at the write for ever)."""
+    traced = Traced(tmp_path, writer=LONG_WRITER)
+    try:
+        assert traced.writer.stdin is not None
+        traced.writer.stdin.write("go\n")
+        traced.writer.stdin.flush()
+        assert traced.tracer.stdout is not None
+        while True:
+            line = traced.tracer.stdout.readline()
+            event = json.loads(line)
+            traced.send({"cmd": "go", "event": event["event"]})
+            if event["op"] == "write":
+                break
+        assert len(line.encode()) > 65536  # what asyncio's StreamReader takes at most by default
+        assert len(line.encode()) < LINE_LIMIT
+        assert event["text"] == LONG_TEXT
+    finally:
+        traced.close()
 
 
 def test_the_launcher_filters_the_process_it_runs_once_seized(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from harness.crashpoints.fsholds import file_point
 from harness.crashpoints.plans import ObservePlan
 from harness.crashpoints.points import Point, PointKind
 from harness.crashpoints.races import Made, RacePlan, Second
+from harness.crashpoints.racing import worse_of
 from harness.crashpoints.router import Router
 from harness.errors import ScenarioError
 from harness.scenario import parse_scenario
@@ -191,3 +192,13 @@ def test_a_save_is_placed_by_the_markers_its_text_names_else_said_ambiguous() ->
         ["fs_write", "notes.jsonl.tmp", "ambiguous"],
         ["fs_rename", "notes.jsonl.tmp -> notes.jsonl", "ambiguous"],
     ]
+
+
+def test_a_row_of_two_calls_is_judged_by_the_worse_of_their_verdicts() -> None:
+    """The first call duplicated and the second lost: the row is lost (the lost update's fix), whichever
+    call came first; with no finding, the first call's verdict."""
+    assert worse_of([4, 5], {4: "duplicate", 5: "lost"}) == 5
+    assert worse_of([4, 5], {4: "lost", 5: "duplicate"}) == 4
+    assert worse_of([4, 5], {4: "exactly_once", 5: "applied_despite_error"}) == 5
+    assert worse_of([4, 5], {4: "exactly_once", 5: "exactly_once"}) == 4
+    assert worse_of([4], {}) == 4

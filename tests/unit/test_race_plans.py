@@ -318,6 +318,22 @@ def test_a_call_waiting_for_the_last_tries_calls_waits_longer_than_a_race_holds(
     assert plan.limit(At(2, 1, REQUEST, (REQUEST,), Site.PROXY, gate)) == 30.0
 
 
+def test_a_timeout_retrys_original_that_gave_up_at_the_door_is_no_race() -> None:
+    """``second: timeout`` and a slow server: the next try's original waits at the door for the last try's
+    calls past its own client timeout, and the client's retry comes. That retry is not the race's (the
+    try never began): the try is not reached, and both go on."""
+    plan, script = learned(second=Second.TIMEOUT)
+    script.reach(1, 1, REQUEST)  # the first try: retry sent at request, the original at the door
+    script.call(1, 2)
+    plan.releases()
+    _, gate = script.reach(2, 1, REQUEST)  # the original of intent 1 is still at work at the server
+    assert plan.releases() == []
+    decision, _ = script.reach(2, 2, REQUEST)  # its client gave up: the retry, before the try began
+    assert decision is Decision.PASS
+    assert plan.releases() == [(gate, Decision.PASS)]
+    assert plan.tries[2].made is Made.NOT_REACHED
+
+
 def test_only_the_orderings_named_are_tried_in_that_order_each_repeated_at_the_clean_calls_point() -> None:
     only = ("retry:db_commit#1", "original:db_statement#1")
     plan = RacePlan(budget_s=60.0, only=only, repeat=2, clock=Clock())
