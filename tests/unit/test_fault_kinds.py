@@ -106,10 +106,10 @@ def test_the_audit_blames_and_fixes_by_the_registry() -> None:
 
 
 def test_the_reports_and_describe_take_their_words_from_the_registry() -> None:
-    for kind in COLOURS:  # each drawn kind takes the pod down on the timeline until it is ready again
-        timeline = html.timeline_of([(1.0, kind), (1.5, "pod_ready"), (2.0, "sever_response")])
-        assert timeline.down == [(1.0, 1.5)], kind
-        assert timeline.faults == [(1.0, kind), (2.0, "sever_response")]
+    for drawn in COLOURS:  # each drawn kind takes the pod down on the timeline until it is ready again
+        timeline = html.timeline_of([(1.0, drawn), (1.5, "pod_ready"), (2.0, "sever_response")])
+        assert timeline.down == [(1.0, 1.5)], drawn
+        assert timeline.faults == [(1.0, drawn), (2.0, "sever_response")]
     assert html.timeline_of([(2.0, "sever_response"), (2.5, "pod_ready")]).down == []  # a stream fault: no
     for kind in KINDS:
         story = Story(7, "m", "k", "duplicate", kind.kind.value, "ok", 2, [], [], 0, "", None)
