@@ -243,10 +243,15 @@ def test_an_answer_given_before_its_effect_is_shown_beside_the_store_then_and_at
     the result to be, commits before the invoice, and a retry that finds it replays at once). The retry
     sent at the original's key record commit is answered an invoice that is not in the store yet: its
     answer, the store then (0) and at the end (1, exactly once) side by side, the observation and its
-    fix. The original's work between its two commits is 1 ms: the read at the answer is right only
-    because the original waits at its next point until it is done. Twice, the same table."""
+    fix. The reference target serializes its work (a synchronous driver on its event loop): while the
+    original is held at its key record's commit, the retry waits at the server (blocked), and it is
+    served once the original awaits its work between its two commits. That work is 500 ms, so the
+    retry is served in it whatever the machine's load: with 1 ms, a loaded CI machine let the original
+    go on first and commit the invoice before the retry was read, in about one run in three there.
+    The read at the answer is right whatever the original does next, because the original waits at
+    its next point until the read is done. Twice, the same table."""
     data = invoices_on_postgres(
-        "keyed", INVOICES_FLAW="key_first", INVOICES_PRE_COMMIT_MS="30", INVOICES_BETWEEN_COMMITS_MS="1"
+        "keyed", INVOICES_FLAW="key_first", INVOICES_PRE_COMMIT_MS="30", INVOICES_BETWEEN_COMMITS_MS="500"
     )
     scenario = tmp_path / "keyfirst.yaml"
     scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
