@@ -35,23 +35,24 @@ def plan(scenario: Scenario) -> list[PlannedFault]:
     victim_of = victims(scenario, "kill", kill.victim)
     grace_s = 0.0 if kill.signal == "SIGKILL" else kill.grace_s
     planned: list[PlannedFault] = []
+
+    def one(**when: Any) -> PlannedFault:
+        victim = victim_of()  # drawn before the delay: the seeded order every plan has had
+        return PlannedFault(
+            FaultKind.KILL,
+            **when,
+            delay_s=rng.uniform(0, kill.jitter_s),
+            victim=victim,
+            signal=kill.signal,
+            grace_s=grace_s,
+            steps=replicas if victim is None else 1,
+            power_loss=kill.power_loss,
+            min_uptime_s=kill.min_uptime_s,
+        )
+
     if kill.count is not None:
         for after in stratified(rng, n, kill.count, kill.window):
-            victim = victim_of()
-            planned.append(
-                PlannedFault(
-                    FaultKind.KILL,
-                    after_intents=after,
-                    delay_s=rng.uniform(0, kill.jitter_s),
-                    hold_dispatch=kill.hold_dispatch,
-                    victim=victim,
-                    signal=kill.signal,
-                    grace_s=grace_s,
-                    steps=replicas if victim is None else 1,
-                    power_loss=kill.power_loss,
-                    min_uptime_s=kill.min_uptime_s,
-                )
-            )
+            planned.append(one(after_intents=after, hold_dispatch=kill.hold_dispatch))
         return planned
     assert kill.mean_interval_s is not None
     t = 0.0
@@ -59,20 +60,7 @@ def plan(scenario: Scenario) -> list[PlannedFault]:
         t += rng.expovariate(1.0 / kill.mean_interval_s)
         if t >= scenario.workload.max_duration_s:
             break
-        victim = victim_of()
-        planned.append(
-            PlannedFault(
-                FaultKind.KILL,
-                at_s=round(t, 6),
-                delay_s=rng.uniform(0, kill.jitter_s),
-                victim=victim,
-                signal=kill.signal,
-                grace_s=grace_s,
-                steps=replicas if victim is None else 1,
-                power_loss=kill.power_loss,
-                min_uptime_s=kill.min_uptime_s,
-            )
-        )
+        planned.append(one(at_s=round(t, 6)))
     return planned
 
 
