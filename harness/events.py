@@ -492,6 +492,21 @@ class DataRolledBack(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PointLate(Event):
+    """A point an attempt reached that was told after its ``attempt_ended`` was written: the PostgreSQL
+    relay reads a commit's reply after the pod that sent it was killed (the cluster makes it anyway), by
+    when the client has seen the break."""
+
+    TYPE: ClassVar[EventType] = EventType.POINT_LATE
+    intent: int
+    attempt: int
+    point: str
+    """``db_commit#1``, as ``attempt_ended`` names its points."""
+    label: str | None
+    """What it commits: ``INSERT invoices``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunEnded(Event):
     TYPE: ClassVar[EventType] = EventType.RUN_ENDED
     status: RunStatus
@@ -528,6 +543,7 @@ EVENTS: tuple[type[Event], ...] = (
     PodUnavailable,
     TokenRefreshed,
     DataRolledBack,
+    PointLate,
     RunEnded,
 )
 """Every event class, in the order of :class:`EventType` (a unit test holds it to every member)."""

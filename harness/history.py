@@ -71,6 +71,9 @@ class EventType(enum.StrEnum):
     refused request was sent again, and is not an attempt of its own."""
     DATA_ROLLED_BACK = "data_rolled_back"
     """A crash planned as a power loss: the data directory rolled back to what was durable (``changed``)."""
+    POINT_LATE = "point_late"
+    """A point an attempt reached, told after its ``attempt_ended`` was written (a commit whose reply the
+    PostgreSQL relay read after the pod was killed)."""
     RUN_ENDED = "run_ended"
 
 

@@ -42,6 +42,9 @@ TOLD = frozenset(ORDER) - {Verdict.INCOMPLETE}
 """Verdicts whose intents get stories (an incomplete intent's story is the run's end)."""
 
 CLOSED = frozenset(d.value for d in CONNECTION_CLOSED)
+LATE_S = 1.0
+"""How far past the last chosen intent's end the history is read for points told late (``point_late``):
+a commit whose reply comes after its pod's kill is told within milliseconds of it."""
 
 History = Callable[[], Iterable[Sequence[Mapping[str, Any]]]]
 """Opens the history again, as batches of events."""
@@ -180,12 +183,15 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
     attempts: dict[tuple[int, int], dict[str, Any]] = {}
     """(intent, attempt) -> its step: a hold point's event names its attempt, not its request id."""
     remaining = set(chosen)
-    started, ended, fault, intent_ended, crash_point = (
+    until: float | None = None
+    """Once every chosen intent has ended: read on to here for points told late (``point_late``)."""
+    started, ended, fault, intent_ended, crash_point, late = (
         EventType.ATTEMPT_STARTED.value,
         EventType.ATTEMPT_ENDED.value,
         EventType.FAULT.value,
         EventType.INTENT_ENDED.value,
         EventType.CRASH_POINT.value,
+        EventType.POINT_LATE.value,
     )
     for batch in history():
         for ev in batch:
@@ -236,10 +242,16 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                         replayed=ev.get("replayed") is True,
                     )
                 )
+            elif typ == late and (ev.get("intent"), ev.get("attempt")) in attempts:
+                # told after its attempt_ended (a commit whose reply came after the kill): the attempt's last
+                step = attempts[(ev["intent"], ev["attempt"])]
+                step["points"] += observed([[ev.get("point"), ev.get("label")]])
             elif typ == intent_ended and ev.get("intent") in remaining:
                 remaining.discard(ev["intent"])
                 if not remaining and not open_attempts:
-                    return steps
+                    until = ev["t"] + LATE_S
+            if until is not None and ev.get("t", 0.0) > until:
+                return steps
     return steps
 
 

@@ -7,21 +7,28 @@ process that made the driver's CPU per call 2.5 to 2.8 times what it is without
 it (a dozen messages per call, each framed and written; decision 0081). The relay
 tells each commit to the harness (:class:`harness.crashpoints.pgproxy.ObservingRelay`,
 which hands it to the run's decision router) over its stdout, one JSON line each,
-stamped with ``time.monotonic()``: CLOCK_MONOTONIC is one clock for every process
-of the machine, so the router places a commit by when it happened, not when it
-read it. Nothing here waits for the harness: a plan that holds or kills has the
-in-process proxy (:class:`harness.crashpoints.pgproxy.PostgresProxy`).
+stamped with ``time.monotonic()`` of when the client sent what it commits (the
+``COMMIT``, or the statement of an implicit transaction): CLOCK_MONOTONIC is one
+clock for every process of the machine, so the router places a commit by the
+attempt at work when it was asked for, not when the harness read it, nor when its
+reply came (a pod killed meanwhile has had its attempt end already). Nothing here
+waits for the harness: a plan that holds or kills has the in-process proxy
+(:class:`harness.crashpoints.pgproxy.PostgresProxy`).
 
 A commit is written to the pipe before the message that tells the client of it
 (a ``COMMIT`` tag, or the ReadyForQuery that ends an implicit transaction) is
 relayed: so an attempt whose answer the harness has seen has its commits in the
-pipe already. The lines (all from the relay)::
+pipe already. A client that leaves (a pod killed) may have sent a commit whose
+reply has not come: the cluster still makes it, so the relay only half-closes
+its side (the cluster reads to the end, answers, and closes) and tells the commit
+it then reads, for at most :data:`ORPHAN_S`.
+The lines (all from the relay)::
 
     {"ready": PORT}                              listening on 127.0.0.1:PORT
     {"point": "db_commit", "conn": CONN, "at": T, "label": L, "reads": B, "markers": M, "idle": B}
                                                  a commit ("idle": its connection's transaction ended)
     {"idle": CONN}                               its transaction ended after a commit told apart
-    {"gone": CONN}                               it closed
+    {"gone": CONN}                               it closed (and the cluster's side with it)
 
 ``markers`` are the intents' markers and keys (``--markers``: their pattern) in what the
 connection asked since its last commit (Query and Bind bodies, bounded): where
@@ -63,6 +70,8 @@ from harness.crashpoints.pgwire import (
 _READ = 65536
 ASKED_LIMIT = 16384
 """Bytes of what a connection asked since its last commit kept to find markers in."""
+ORPHAN_S = 5.0
+"""How long the cluster's side of a connection whose client left is read for the replies still owed."""
 
 
 class Reports:
@@ -152,11 +161,14 @@ class _Client(_Side):
         """Query and Bind bodies since the last commit (bounded): the markers the commit carries."""
         self.waiting = bytearray()
         """What came while the cluster's connection was opening."""
+        self.sent_at = 0.0
+        """When the client last sent (``time.monotonic()``): when it asked for the commit its reply tells."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is one, not a subclass
 
     def data_received(self, data: bytes) -> None:
+        self.sent_at = time.monotonic()
         server = self.peer
         if server is None:
             if self.framer.startup:
@@ -219,8 +231,17 @@ class _Client(_Side):
                 self.asked += message.body[: ASKED_LIMIT - len(self.asked)]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.relay.reports.send([{"gone": self.conn}])
+        """The client left: what it sent last may be a commit the cluster makes anyway. The cluster's side
+        is half-closed, not closed, so its replies are still read and told (:class:`_Server`)."""
+        self.transport = None
+        server = self.peer.transport if self.peer is not None else None
+        if server is None or self.framer.broken or not server.can_write_eof():
+            if server is not None:
+                server.close()
+            self.relay.reports.send([{"gone": self.conn}])
+            return
+        server.write_eof()
+        asyncio.get_running_loop().call_later(ORPHAN_S, server.close)
 
     def told(self, data: bytes, framer: Framer) -> None:
         """The cluster's messages: each commit told before the client hears of it."""
@@ -240,7 +261,7 @@ class _Client(_Side):
         report: dict[str, Any] = {
             "point": "db_commit",
             "conn": self.conn,
-            "at": time.monotonic(),
+            "at": self.sent_at,
             "label": commit.label,
         }
         if commit.wrote is Wrote.NO:
@@ -276,6 +297,11 @@ class _Server(_Side):
             client.told(data, self.framer)
         if client.transport is not None:
             client.transport.write(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.client.transport is None:  # the client left first: its replies were read to the end
+            self.client.relay.reports.send([{"gone": self.client.conn}])
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -60,7 +60,7 @@ from typing import Any, Protocol
 
 from harness.crashpoints.decisions import KILLS, At, Connection, Decision, Plan, Reached
 from harness.crashpoints.points import COUNTED, Crash, Point, PointKind, nth_with
-from harness.events import CrashPlan, CrashPoint, FaultMissed
+from harness.events import CrashPlan, CrashPoint, FaultMissed, PointLate
 from harness.history import HistoryWriter
 from harness.workload import INTENT_SHAPE, intent_in
 
@@ -104,7 +104,7 @@ class _Window:
     more: int = 0
     """Points beyond ``TOLD_POINTS``."""
     taken: bool = False
-    """The driver has taken its points: it ended for the client before its exchange did."""
+    """The driver has taken its points (its ``attempt_ended`` is written), maybe before its exchange ended."""
     sever: Callable[[], None] | None = None
     """Breaks the client's stream of this exchange, the server's side left running (the fault proxy's)."""
 
@@ -263,7 +263,7 @@ class Router:
             window = self._windows.get((intent, attempt))
             if window is None:
                 return {}
-            window.taken = True  # the client is done with it before its exchange ended (a break)
+        window.taken = True  # a point placed in it from now on is told on its own (``point_late``)
         if not window.told:
             return {}
         return {"points": window.told, **({"points_more": window.more} if window.more else {})}
@@ -296,11 +296,17 @@ class Router:
     # -- points
     def seen(self, r: Reached) -> None:
         """A point told by a feed, which does not wait (the plan only observes): counted in the attempt it
-        served, for that attempt's ``attempt_ended``."""
+        served, for that attempt's ``attempt_ended``; recorded as a ``point_late`` event where that was
+        written already (a commit whose reply came after its pod was killed, its attempt over)."""
         if r.kind in self.plan.kinds and not self.plan.decides:
             window = self._window_for(r)
             if window is not None:
                 self._tally(window, r)
+                if window.taken and self._history is not None:
+                    name, label = window.told[-1][:2]
+                    self._history.emit(
+                        PointLate(intent=window.intent, attempt=window.attempt, point=name, label=label)
+                    )
 
     async def reached(self, r: Reached) -> Decision:
         """The decision for a point reached: ``PASS`` (go on), or the pod was killed there (``KILL``,

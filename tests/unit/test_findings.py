@@ -319,7 +319,11 @@ def test_stories_tell_the_first_intents_of_each_class_and_the_second_read_stops_
         (Verdict.LOST, "no_fault", 7, [31, 33, 35, 37, 39]),
         (Verdict.DUPLICATE, "kill", 2, [3, 30]),
     ]
-    assert second.read < len(h.events) * 0.8  # it stopped after intent 39 ended
+    # It stopped after intent 39 ended, and read on LATE_S of the run for points told late, no further.
+    from harness.audit.stories import LATE_S
+
+    ended = next(e["t"] for e in h.events if e["type"] == "intent_ended" and e["intent"] == 39)
+    assert second.read == 1 + sum(e["t"] <= ended + LATE_S for e in h.events) < len(h.events)
     story = result.summary.classes[1].stories[0]
     assert [(s.attempt, s.outcome, s.faults) for s in story.steps] == [
         (1, "transport_error", ["kill#1 pod-0 @0.03s"]),
@@ -328,6 +332,28 @@ def test_stories_tell_the_first_intents_of_each_class_and_the_second_read_stops_
     fix = result.summary.classes[1].fix
     assert fix is not None
     assert "one transaction" in fix.fix  # the scenario's arguments carry {key}
+
+
+def test_a_point_told_late_is_where_the_story_of_its_killed_attempt_ends(scenario: Scenario) -> None:
+    """The relay read the commit of a killed attempt after its ``attempt_ended`` was written (the cluster
+    answered after the pod died): the ``point_late`` event puts it back in that attempt, so the story says
+    the kill came after the commit, where without it the attempt reached nothing."""
+    from harness.report.stories import story_lines
+
+    h = History(intents=1)
+    h.start(0)
+    first = h.attempt(0)
+    h.fault("kill")
+    h.end(0, first, "transport_error", "closed_before_response")
+    h.tick()
+    h.add("point_late", intent=0, attempt=1, point="db_commit#1", label="INSERT invoices")
+    again = h.attempt(0, attempt=2)
+    h.end(0, again, attempt=2, reply="Created note 0", points=[["db_commit#1", "INSERT invoices"]])
+    h.finish(0, attempts=2)
+    result = audit(h, {"ns-m0": 2}, scenario)
+    [duplicate] = result.summary.classes
+    told = "\n".join(story_lines(duplicate.stories[0]))
+    assert "after db_commit#1 (INSERT invoices), before its answer" in told, told
 
 
 def test_report_md_and_html_show_the_findings_and_escape_what_a_server_wrote(
