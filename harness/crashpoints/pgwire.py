@@ -36,6 +36,7 @@ import enum
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 STARTUP_V3 = 196608
 SSL_REQUEST = 80877103
@@ -51,6 +52,9 @@ MAX_MESSAGE = 1 << 30
 """PostgreSQL's bound on any message (1 GB); a longer length means the stream is not its protocol."""
 STATEMENT_LIMIT = 160
 """Characters of a statement a commit keeps, to say what it wrote."""
+STATEMENTS_KEPT = 4096
+"""Statement texts whose label and reading are kept, computed once: a server sends the same few
+statements in every call (its parameters apart), and the relay saw every commit's regexes run again."""
 
 WRITE_COMMANDS = frozenset(
     {"INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "ALTER", "DROP", "TRUNCATE", "GRANT", "REVOKE"}
@@ -299,6 +303,7 @@ def _name(relation: str) -> str:
     return _NAME_UNSAFE.sub("_", relation.replace('"', "").lower())
 
 
+@lru_cache(maxsize=STATEMENTS_KEPT)
 def statement_label(sql: str) -> str | None:
     """What a statement changes, as ``INSERT invoices``; for one that changes nothing the text shows, the
     function it calls (``CALL add_invoice``), what it reads (``SELECT idempotency_keys``) or its first
@@ -323,6 +328,16 @@ def statement_label(sql: str) -> str | None:
     return f"{verb} {_name(pure[0])}" if pure else verb
 
 
+@lru_cache(maxsize=STATEMENTS_KEPT)
+def _text_wrote(text: str) -> Wrote:
+    """Whether a statement whose tag does not say it wrote did, by its text."""
+    if any(regex.search(text) for regex in _WRITING):
+        return Wrote.YES  # a data-modifying WITH, SELECT INTO: the tag says SELECT
+    if _CALL.match(text) or any(m[1].lower() not in NOT_CALLS for m in _FUNCTION.finditer(text)):
+        return Wrote.UNKNOWN
+    return Wrote.NO
+
+
 @dataclass(frozen=True, slots=True)
 class Statement:
     """One statement a transaction ran, as the server reported it done."""
@@ -339,14 +354,9 @@ class Statement:
         command = self.tag.split(" ", 1)[0]
         if command in WRITE_COMMANDS or self.tag == "COMMIT PREPARED" or self.copy_in:
             return Wrote.YES
-        text = self.text
-        if text is None:
+        if self.text is None:
             return Wrote.UNKNOWN  # a SELECT tag may be a data-modifying WITH
-        if any(regex.search(text) for regex in _WRITING):
-            return Wrote.YES  # a data-modifying WITH, SELECT INTO: the tag says SELECT
-        if _CALL.match(text) or any(m[1].lower() not in NOT_CALLS for m in _FUNCTION.finditer(text)):
-            return Wrote.UNKNOWN
-        return Wrote.NO
+        return _text_wrote(self.text)
 
     @property
     def label(self) -> str | None:
