@@ -299,8 +299,9 @@ class _Server(_Side):
             client.transport.write(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        paired = self.peer is not None  # not, where the client left while this side was opening
         super().connection_lost(exc)
-        if self.client.transport is None:  # the client left first: its replies were read to the end
+        if paired and self.client.transport is None:  # the client left first: its replies were read
             self.client.relay.reports.send([{"gone": self.client.conn}])
 
 
