@@ -376,17 +376,20 @@ def test_a_server_wedged_after_answering_once_since_its_restart_is_unavailable(
     kills = {"kill": {"count": 2, "min_uptime_s": 0.2, "window": [0.2, 0.95], "hold_dispatch": True}}
     code, out, run_dir = run_cli(tmp_path, wedged_scenario(server, faults=kills), capsys, "--no-preflight")
     assert code == 1, out
-    headline, second = out.splitlines()[:2]
+    headline, *rest = out.splitlines()
     assert headline.startswith("UNAVAILABLE: pod-0 answered 1 call after kill#1 pod-0 @"), out
     assert ", then none of " in headline
     fix = headline.split(". Fix ", 1)[1]
     assert fix.startswith('(its log shows a lock file: "'), fix
     assert "items: waiting for items.lock" in fix
-    assert second.startswith(
+    # The first kill may also land after an effect and before its answer: a duplicate's "also" line
+    # then comes first (the verdicts' order), as it did in one full run of the suite (2026-12-07).
+    (inconclusive,) = [line for line in rest if line.startswith("also: INCONCLUSIVE")]
+    assert inconclusive.startswith(
         "also: INCONCLUSIVE: 1 of 2 planned kills did not happen (the harness stopped the run before "
         "them: pod-0 answered no call for "
     ), out
-    assert "dispatched" not in second
+    assert "dispatched" not in inconclusive
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "stopped"
     (row,) = summary["unavailable"]
