@@ -1,5 +1,5 @@
 """Child process: the driver against the reference target on PostgreSQL, with the run's observe mode or
-without it; prints its own CPU and time.
+without it (or with the relay alone in the path); prints its own CPU and time.
 
 Observe mode is what every run with ``services.postgres`` now pays: the PostgreSQL relay, a process of
 its own between the target and its database (every message framed, every commit told over a pipe),
@@ -7,6 +7,11 @@ and the decision router with a plan that always passes, placing each commit in i
 the attempt's points to its ``attempt_ended``. Without it the target talks to the cluster directly and
 the driver is told nothing. The target and the relay are children of this process, so the OS accounts
 their CPU apart; the relay's is read from /proc and printed beside the driver's.
+
+``--relay-only`` splits the cost in two: the relay in the path as observing has it, its reports read
+off the pipe and dropped unread, the driver told nothing. What observe mode costs the driver beyond
+that is the router's: reading each commit's line, placing it in its attempt, handing the attempt its
+points.
 """
 
 from __future__ import annotations
@@ -50,6 +55,24 @@ class Observed(Unscheduled):
         return self.router.ended(intent, attempt)
 
 
+class Dropped(ObservingRelay):
+    """The observing relay with its reports read and dropped (once it listens): the relay in the path,
+    no point placed."""
+
+    def drain(self) -> None:
+        if self._ready is not None and not self._ready.done():
+            super().drain()  # its "ready" line
+            return
+        out = self._out
+        while out is not None:
+            try:
+                chunk = os.read(out, 65536)
+            except BlockingIOError:
+                return
+            if len(chunk) < 65536:
+                return
+
+
 async def listening(port: int, target: asyncio.subprocess.Process, *, timeout_s: float) -> None:
     """Until the target accepts connections (it connects to its database first)."""
     deadline = time.monotonic() + timeout_s
@@ -83,15 +106,15 @@ def invoices(calls: int, concurrency: int) -> dict[str, Any]:
 
 
 async def drive(
-    database: str, calls: int, concurrency: int, history: Path, observe: bool
+    database: str, calls: int, concurrency: int, history: Path, observe: bool, relay_only: bool = False
 ) -> dict[str, float]:
     s = parse_scenario(invoices(calls, concurrency))
-    router = Router(ObservePlan()) if observe else None
-    proxy = None
+    router = Router(ObservePlan()) if observe or relay_only else None
+    proxy: PostgresProxy | ObservingRelay | None = None
     url = database
     if router is not None:
         port = int(database.rsplit(":", 1)[1].split("/", 1)[0])
-        proxy = postgres_proxy(port, router)
+        proxy = Dropped(port, router) if relay_only else postgres_proxy(port, router)
         await proxy.start()
         url = proxy.url(database.rsplit("/", 1)[1])
     port = free_port()
@@ -107,7 +130,7 @@ async def drive(
         await listening(port, target, timeout_s=30)
         with HistoryWriter(history) as h:
             async with McpHttpClient(f"http://127.0.0.1:{port}/mcp", history=h) as client:
-                scheduler = Observed(router) if router is not None else None
+                scheduler = Observed(router) if router is not None and not relay_only else None
 
                 def driver(namespace: str, seed: int) -> Driver:
                     return Driver(
@@ -153,10 +176,12 @@ def main() -> None:
     p.add_argument("--calls", type=int, required=True)
     p.add_argument("--concurrency", type=int, required=True)
     p.add_argument("--observe", action="store_true", help="the PostgreSQL proxy and the router, observing")
+    p.add_argument("--relay-only", action="store_true", help="the observing relay, its reports dropped")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        history = Path(tmp) / "history.jsonl"
         result = eventloop.run(
-            drive(args.database, args.calls, args.concurrency, Path(tmp) / "history.jsonl", args.observe)
+            drive(args.database, args.calls, args.concurrency, history, args.observe, args.relay_only)
         )
     print(json.dumps(result))
 

@@ -206,10 +206,12 @@ def trace_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 5) -
     return off[len(off) // 2], on[len(on) // 2]
 
 
-def observe_overhead(concurrency: int = 8, calls: int = 3000, rounds: int = 5) -> tuple[Sample, Sample]:
-    """The driver against the reference target on PostgreSQL without and with observe mode (the
-    PostgreSQL relay in a process of its own, the router in the driver's), alternating: medians by the
-    driver's CPU."""
+def observe_overhead(
+    concurrency: int = 8, calls: int = 3000, rounds: int = 5
+) -> tuple[Sample, Sample, Sample]:
+    """The driver against the reference target on PostgreSQL without observe mode, with the relay alone
+    in the path (its reports dropped), and with observe mode (the PostgreSQL relay in a process of its
+    own, the router in the driver's), alternating: medians by the driver's CPU."""
     import asyncio
 
     from harness.loopback import free_port
@@ -220,15 +222,22 @@ def observe_overhead(concurrency: int = 8, calls: int = 3000, rounds: int = 5) -
         loop.run(cluster.start())
         try:
             off: list[Sample] = []
+            relay: list[Sample] = []
             on: list[Sample] = []
             for _ in range(rounds):
                 off.append(_observe_sample("driver, database direct", cluster.url, concurrency, calls))
+                relay.append(
+                    _observe_sample("driver, relay only", cluster.url, concurrency, calls, "--relay-only")
+                )
                 on.append(_observe_sample("driver, observing", cluster.url, concurrency, calls, "--observe"))
         finally:
             loop.run(cluster.stop())
-    off.sort(key=lambda s: s.client_ms)
-    on.sort(key=lambda s: s.client_ms)
-    return off[len(off) // 2], on[len(on) // 2]
+    return _median(off), _median(relay), _median(on)
+
+
+def _median(samples: list[Sample]) -> Sample:
+    """The median sample by the driver's CPU per call."""
+    return sorted(samples, key=lambda s: s.client_ms)[len(samples) // 2]
 
 
 def _observe_sample(name: str, database: str, concurrency: int, calls: int, *extra: str) -> Sample:
