@@ -145,15 +145,13 @@ def bench_trace(goals: list[Goal], sections: list[str]) -> None:
     )
 
 
-def bench_observe(goals: list[Goal], sections: list[str]) -> None:
-    off, relay, on = throughput.observe_overhead()
+def bench_observe(goals: list[Goal], sections: list[str], rule: Rule) -> None:
+    found = throughput.observe_overhead(rule)
+    kept = kept_data(found, rule)
+    off, relay, on = (modes.by_cpu([r[i] for r in kept]) for i in range(3))
     # Every run with services.postgres observes: the PostgreSQL relay (a process of its own) between the
     # target and its database, and the router placing each commit in its attempt (issue #54: 10% at most).
-    goals.append(
-        Goal(
-            "driver CPU per call, observe mode on vs off (PostgreSQL)", on.client_ms / off.client_ms, 1.1, "×"
-        )
-    )
+    goals.append(judge("driver CPU per call, observe mode on vs off (PostgreSQL)", found, rule, 1.1, "×"))
     rows = [
         [
             s.client,
@@ -168,11 +166,11 @@ def bench_observe(goals: list[Goal], sections: list[str]) -> None:
         "## Observe mode overhead\n\nThe driver against the reference target (atomic, PostgreSQL) with "
         "the database direct,\nthrough the PostgreSQL relay with its reports dropped unread (the relay alone "
         "in the path), and\nthrough the relay with the router observing (what every run with "
-        "`services.postgres` pays),\nconcurrency 8, alternating, median of 5 by the driver's CPU. The relay "
-        "is a process of its own\n(decision 0081): in the path alone it adds "
-        f"{relay.client_ms - off.client_ms:.3f} ms of CPU per call to the driver's\nprocess; the router's "
-        f"reading and placing of each commit adds {on.client_ms - relay.client_ms:.3f} ms more, and\n"
-        f"the relay takes {on.relay_ms:.3f} ms per call besides.\n\n"
+        f"`services.postgres` pays),\nconcurrency 8, in {rule.rounds} alternating rounds (the median arm by "
+        "the driver's CPU here). The relay\nis a process of its own (decision 0081): in the path alone it "
+        f"adds {relay.client_ms - off.client_ms:.3f} ms of CPU per\ncall to the driver's process; the "
+        f"router's reading and placing of each commit adds {on.client_ms - relay.client_ms:.3f} ms\nmore, "
+        f"and the relay takes {on.relay_ms:.3f} ms per call besides.\n\n"
         + markdown_table(["client", "calls/s", "driver CPU ms/call", "÷ direct", "relay CPU ms/call"], rows)
     )
 
@@ -447,7 +445,7 @@ def main() -> int:
         elif name == "trace":
             bench_trace(goals, sections)
         elif name == "observe":
-            bench_observe(goals, sections)
+            bench_observe(goals, sections, rule)
         elif name == "memory":
             bench_memory(goals, sections)
         elif name == "sessions":

@@ -128,3 +128,8 @@ def _run_stdio(module: str, name: str, script: str, concurrency: int, calls: int
 def by_rate(samples: list[Sample]) -> Sample:
     """The median sample by throughput (the upper middle of an even count), for a table's row."""
     return sorted(samples, key=lambda s: s.rate)[len(samples) // 2]
+
+
+def by_cpu(samples: list[Sample]) -> Sample:
+    """The median sample by the client's CPU per call (the upper middle of an even count), for a row."""
+    return sorted(samples, key=lambda s: s.client_ms)[len(samples) // 2]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import PeakRss, Server, cpu_seconds, server
-from bench.rounds import Round, Rule, run_rounds
+from bench.rounds import Round, Rule, alternate, run_rounds
 
 WRK_SCRIPT = """
 wrk.method = "POST"
@@ -206,12 +206,16 @@ def trace_overhead(concurrency: int = 8, calls: int = 10_000, rounds: int = 5) -
     return off[len(off) // 2], on[len(on) // 2]
 
 
-def observe_overhead(
-    concurrency: int = 8, calls: int = 3000, rounds: int = 5
-) -> tuple[Sample, Sample, Sample]:
-    """The driver against the reference target on PostgreSQL without observe mode, with the relay alone
-    in the path (its reports dropped), and with observe mode (the PostgreSQL relay in a process of its
-    own, the router in the driver's), alternating: medians by the driver's CPU."""
+ObserveRound = tuple[Sample, Sample, Sample]
+"""One round of the observe goal: the database direct, the relay alone in the path, observing."""
+
+
+def observe_overhead(rule: Rule, concurrency: int = 8, calls: int = 3000) -> list[Round[ObserveRound]]:
+    """Rounds of the driver against the reference target on PostgreSQL: without observe mode (the
+    reference, the round's yardstick), with the relay alone in the path (its reports dropped), and with
+    observe mode (the PostgreSQL relay in a process of its own, the router in the driver's). The direct
+    and observing arms alternate which goes first (decision 0073); the relay alone runs between them.
+    Each round's ratio is its observing arm's driver CPU per call over its direct arm's."""
     import asyncio
 
     from harness.loopback import free_port
@@ -220,24 +224,24 @@ def observe_overhead(
     with tempfile.TemporaryDirectory() as tmp, asyncio.Runner() as loop:  # the cluster's one loop
         cluster = Postgres(Path(tmp), "bench", free_port())
         loop.run(cluster.start())
-        try:
-            off: list[Sample] = []
+
+        def arm(name: str, *extra: str) -> Sample:
+            return _observe_sample(name, cluster.url, concurrency, calls, *extra)
+
+        def one(index: int) -> tuple[float, float, ObserveRound]:
             relay: list[Sample] = []
-            on: list[Sample] = []
-            for _ in range(rounds):
-                off.append(_observe_sample("driver, database direct", cluster.url, concurrency, calls))
-                relay.append(
-                    _observe_sample("driver, relay only", cluster.url, concurrency, calls, "--relay-only")
-                )
-                on.append(_observe_sample("driver, observing", cluster.url, concurrency, calls, "--observe"))
+
+            def observing() -> Sample:
+                relay.append(arm("driver, relay only", "--relay-only"))
+                return arm("driver, observing", "--observe")
+
+            off, on = alternate(index, lambda: arm("driver, database direct"), observing)
+            return on.client_ms / off.client_ms, off.client_ms, (off, relay[0], on)
+
+        try:
+            return run_rounds(rule, one)
         finally:
             loop.run(cluster.stop())
-    return _median(off), _median(relay), _median(on)
-
-
-def _median(samples: list[Sample]) -> Sample:
-    """The median sample by the driver's CPU per call."""
-    return sorted(samples, key=lambda s: s.client_ms)[len(samples) // 2]
 
 
 def _observe_sample(name: str, database: str, concurrency: int, calls: int, *extra: str) -> Sample:
