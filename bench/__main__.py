@@ -150,7 +150,8 @@ def bench_observe(goals: list[Goal], sections: list[str], rule: Rule) -> None:
     kept = kept_data(found, rule)
     off, relay, on = (modes.by_cpu([r[i] for r in kept]) for i in range(3))
     # Every run with services.postgres observes: the PostgreSQL relay (a process of its own) between the
-    # target and its database, and the router placing each commit in its attempt (issue #54: 10% at most).
+    # target and its database, its commits placed in their attempts after the calls (issue #54: 10% at
+    # most; decision 0092).
     goals.append(judge("driver CPU per call, observe mode on vs off (PostgreSQL)", found, rule, 1.1, "×"))
     rows = [
         [
@@ -159,19 +160,25 @@ def bench_observe(goals: list[Goal], sections: list[str], rule: Rule) -> None:
             f"{s.client_ms:.3f}",
             f"{s.client_ms / off.client_ms:.2f}×",
             f"{s.relay_ms:.3f}",
+            f"{s.place_ms:.3f}" if s is on else "",
         ]
         for s in (off, relay, on)
     ]
     sections.append(
         "## Observe mode overhead\n\nThe driver against the reference target (atomic, PostgreSQL) with "
         "the database direct,\nthrough the PostgreSQL relay with its reports dropped unread (the relay alone "
-        "in the path), and\nthrough the relay with the router observing (what every run with "
-        f"`services.postgres` pays),\nconcurrency 8, in {rule.rounds} alternating rounds (the median arm by "
-        "the driver's CPU here). The relay\nis a process of its own (decision 0081): in the path alone it "
-        f"adds {relay.client_ms - off.client_ms:.3f} ms of CPU per\ncall to the driver's process; the "
-        f"router's reading and placing of each commit adds {on.client_ms - relay.client_ms:.3f} ms\nmore, "
-        f"and the relay takes {on.relay_ms:.3f} ms per call besides.\n\n"
-        + markdown_table(["client", "calls/s", "driver CPU ms/call", "÷ direct", "relay CPU ms/call"], rows)
+        "in the path), and\nthrough the relay observing as every run with `services.postgres` does: its "
+        "reports spooled unread,\nplaced in their attempts once the calls are over (decision 0092). "
+        f"Concurrency 8, in {rule.rounds} alternating rounds\n(the median arm by the driver's CPU here). The "
+        "relay is a process of its own (decision 0081): in the\npath alone it adds "
+        f"{relay.client_ms - off.client_ms:.3f} ms of CPU per call to the driver's process; spooling its "
+        f"reports\nadds {on.client_ms - relay.client_ms:.3f} ms more, and the relay takes "
+        f"{on.relay_ms:.3f} ms per call besides. The placement after the\ncalls costs the driver's process "
+        f"{on.place_ms:.3f} ms per call placed, once the run's calls are over.\n\n"
+        + markdown_table(
+            ["client", "calls/s", "driver CPU ms/call", "÷ direct", "relay CPU ms/call", "placed, ms/call"],
+            rows,
+        )
     )
 
 

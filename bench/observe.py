@@ -3,15 +3,15 @@ without it (or with the relay alone in the path); prints its own CPU and time.
 
 Observe mode is what every run with ``services.postgres`` now pays: the PostgreSQL relay, a process of
 its own between the target and its database (every message framed, every commit told over a pipe),
-and the decision router with a plan that always passes, placing each commit in its attempt and handing
-the attempt's points to its ``attempt_ended``. Without it the target talks to the cluster directly and
-the driver is told nothing. The target and the relay are children of this process, so the OS accounts
-their CPU apart; the relay's is read from /proc and printed beside the driver's.
+its reports copied unread to a spool as a run's are, and the decision router, which keeps no window
+while the calls run (decision 0092); after them, the spooled commits are placed in their attempts
+(:mod:`harness.crashpoints.placement`), and that CPU is printed apart (``place_cpu_s``): it is the
+run's, not the calls'. Without observe mode the target talks to the cluster directly and the driver is
+told nothing. The target and the relay are children of this process, so the OS accounts their CPU
+apart; the relay's is read from /proc and printed beside the driver's.
 
-``--relay-only`` splits the cost in two: the relay in the path as observing has it, its reports read
-off the pipe and dropped unread, the driver told nothing. What observe mode costs the driver beyond
-that is the router's: reading each commit's line, placing it in its attempt, handing the attempt its
-points.
+``--relay-only`` is the floor under observing: the relay in the path as observing has it, its reports
+read off the pipe and dropped unread.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from bench.drive import scenario
 from harness import eventloop
 from harness.client.http import McpHttpClient
 from harness.crashpoints.pgproxy import ObservingRelay, PostgresProxy, postgres_proxy
+from harness.crashpoints.placement import Placed, place_after_run
 from harness.crashpoints.plans import ObservePlan
 from harness.crashpoints.router import Router
 from harness.history import HistoryWriter, Outcome
@@ -112,9 +113,11 @@ async def drive(
     router = Router(ObservePlan()) if observe or relay_only else None
     proxy: PostgresProxy | ObservingRelay | None = None
     url = database
+    spool = history.with_name("relay-points.jsonl")
     if router is not None:
+        router.defer()  # as a run whose only observing site is the relay
         port = int(database.rsplit(":", 1)[1].split("/", 1)[0])
-        proxy = Dropped(port, router) if relay_only else postgres_proxy(port, router)
+        proxy = Dropped(port, router) if relay_only else postgres_proxy(port, router, spool=spool)
         await proxy.start()
         url = proxy.url(database.rsplit("/", 1)[1])
     port = free_port()
@@ -126,6 +129,8 @@ async def drive(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
+    placed = Placed(0, 0)
+    place_cpu = 0.0
     try:
         await listening(port, target, timeout_s=30)
         with HistoryWriter(history) as h:
@@ -153,14 +158,31 @@ async def drive(
                 wall = time.perf_counter() - start
                 after = resource.getrusage(resource.RUSAGE_SELF)
                 relay = relay_cpu(proxy) - relay_before
+            target.kill()
+            await target.wait()
+            if isinstance(proxy, ObservingRelay):
+                await proxy.close()
+                if proxy.spooled:  # what a run does once its calls are over
+                    started = time.process_time()
+                    placed = place_after_run(spool, h)
+                    place_cpu = time.process_time() - started
     finally:
-        target.kill()
-        await target.wait()
+        if target.returncode is None:
+            target.kill()
+            await target.wait()
         if proxy is not None:
             await proxy.close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     ok = stats.outcomes[Outcome.OK]
-    return {"calls": stats.attempts, "ok": ok, "wall_s": wall, "cpu_s": cpu, "relay_cpu_s": relay}
+    return {
+        "calls": stats.attempts,
+        "ok": ok,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "relay_cpu_s": relay,
+        "place_cpu_s": place_cpu,
+        "placed_points": placed.points,
+    }
 
 
 def relay_cpu(proxy: PostgresProxy | ObservingRelay | None) -> float:

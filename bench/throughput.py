@@ -46,6 +46,9 @@ class Sample:
     server_cpu_s: float
     relay_cpu_s: float = 0.0
     """The observing PostgreSQL relay's: a process of the harness's own, apart from the driver's."""
+    place_cpu_s: float = 0.0
+    """Observing: the driver process's placement of the relay's points once the calls were over (those of
+    the warm-up round too), apart from the calls' CPU."""
 
     @property
     def rate(self) -> float:
@@ -62,6 +65,11 @@ class Sample:
     @property
     def relay_ms(self) -> float:
         return self.relay_cpu_s / self.calls * 1000
+
+    @property
+    def place_ms(self) -> float:
+        """Per call placed (a warm-up round of as many calls comes first)."""
+        return self.place_cpu_s / (2 * self.calls) * 1000
 
 
 def _wait(proc: subprocess.Popen[str]) -> tuple[str, resource.struct_rusage]:
@@ -213,8 +221,8 @@ ObserveRound = tuple[Sample, Sample, Sample]
 def observe_overhead(rule: Rule, concurrency: int = 8, calls: int = 3000) -> list[Round[ObserveRound]]:
     """Rounds of the driver against the reference target on PostgreSQL: without observe mode (the
     reference, the round's yardstick), with the relay alone in the path (its reports dropped), and with
-    observe mode (the PostgreSQL relay in a process of its own, the router in the driver's). The direct
-    and observing arms alternate which goes first (decision 0073); the relay alone runs between them.
+    observe mode (the PostgreSQL relay in a process of its own, its commits placed after the calls). The
+    direct and observing arms alternate which goes first (decision 0073); the relay alone runs between them.
     Each round's ratio is its observing arm's driver CPU per call over its direct arm's."""
     import asyncio
 
@@ -251,4 +259,15 @@ def _observe_sample(name: str, database: str, concurrency: int, calls: int, *ext
     result = json.loads(out)
     if result["ok"] != calls:
         raise RuntimeError(f"{name}: only {result['ok']} of {calls} calls succeeded")
-    return Sample(name, concurrency, calls, result["wall_s"], result["cpu_s"], 0.0, result["relay_cpu_s"])
+    if "--observe" in extra and result["placed_points"] < 2 * calls:  # the warm-up's and the round's
+        raise RuntimeError(f"{name}: {result['placed_points']} points placed for {2 * calls} calls")
+    return Sample(
+        name,
+        concurrency,
+        calls,
+        result["wall_s"],
+        result["cpu_s"],
+        0.0,
+        result["relay_cpu_s"],
+        result["place_cpu_s"],
+    )

@@ -68,6 +68,9 @@ class RunStarted(Event):
     """The version of the history's format (``harness/history.schema.json``)."""
     epoch_s: float | None = None
     """The wall clock (Unix seconds) at t = 0, which turns the history's times into timestamps."""
+    points_placed_after: bool | None = None
+    """True when the attempts' observed points are not in their ``attempt_ended`` but in
+    ``points_placed`` events at the history's end (the PostgreSQL relay's, placed after the run)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -507,6 +510,19 @@ class PointLate(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PointsPlaced(Event):
+    """Observed points placed in their attempts after the run (``run_started``'s ``points_placed_after``):
+    the PostgreSQL relay's reports, spooled during the run, against the attempts' windows in this history
+    (:mod:`harness.crashpoints.placement`). One event for many attempts: a run of a million calls adds a
+    few thousand lines, not a million."""
+
+    TYPE: ClassVar[EventType] = EventType.POINTS_PLACED
+    attempts: list[dict[str, Any]]
+    """Each attempt that reached a point: ``{intent, attempt, points}`` (and ``points_more``), its points
+    as ``attempt_ended`` would have listed them: ``[name, label]``, or ``[name, label, "ambiguous"]``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunEnded(Event):
     TYPE: ClassVar[EventType] = EventType.RUN_ENDED
     status: RunStatus
@@ -544,6 +560,7 @@ EVENTS: tuple[type[Event], ...] = (
     TokenRefreshed,
     DataRolledBack,
     PointLate,
+    PointsPlaced,
     RunEnded,
 )
 """Every event class, in the order of :class:`EventType` (a unit test holds it to every member)."""

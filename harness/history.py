@@ -74,6 +74,10 @@ class EventType(enum.StrEnum):
     POINT_LATE = "point_late"
     """A point an attempt reached, told after its ``attempt_ended`` was written (a commit whose reply the
     PostgreSQL relay read after the pod was killed)."""
+    POINTS_PLACED = "points_placed"
+    """The points the PostgreSQL relay saw, placed in their attempts once the run's calls were over: a run
+    that only observes and whose only observing site is the relay (its reports are spooled during the
+    run, off the driver's path)."""
     RUN_ENDED = "run_ended"
 
 
@@ -439,6 +443,11 @@ class HistoryWriter:
     def now(self) -> float:
         """Seconds since the run started, on the history's clock."""
         return self._clock() - self._t0
+
+    def since_start(self, clock_time: float) -> float:
+        """A time read on the history's clock (``time.monotonic()``, as another process of the run reads
+        it too) as seconds since the run started: the ``t`` an event at that moment has."""
+        return clock_time - self._t0
 
     @property
     def next_seq(self) -> int:

@@ -185,18 +185,24 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
     remaining = set(chosen)
     until: float | None = None
     """Once every chosen intent has ended: read on to here for points told late (``point_late``)."""
-    started, ended, fault, intent_ended, crash_point, late = (
+    to_the_end = False
+    """The run placed its observed points after its calls (``points_placed``): read on to its end."""
+    run_started, started, ended, fault, intent_ended, crash_point, late, placed = (
+        EventType.RUN_STARTED.value,
         EventType.ATTEMPT_STARTED.value,
         EventType.ATTEMPT_ENDED.value,
         EventType.FAULT.value,
         EventType.INTENT_ENDED.value,
         EventType.CRASH_POINT.value,
         EventType.POINT_LATE.value,
+        EventType.POINTS_PLACED.value,
     )
     for batch in history():
         for ev in batch:
             typ = ev.get("type")
-            if typ == started and ev.get("intent") in remaining:
+            if typ == run_started:
+                to_the_end = ev.get("points_placed_after") is True
+            elif typ == started and ev.get("intent") in remaining:
                 step = {
                     "attempt": ev.get("attempt", 0),
                     "id": ev.get("id"),
@@ -246,11 +252,16 @@ def _scan(history: History, chosen: set[int]) -> dict[int, list[dict[str, Any]]]
                 # told after its attempt_ended (a commit whose reply came after the kill): the attempt's last
                 step = attempts[(ev["intent"], ev["attempt"])]
                 step["points"] += observed([[ev.get("point"), ev.get("label")]])
+            elif typ == placed:
+                for entry in ev.get("attempts") or ():
+                    placed_in = attempts.get((entry.get("intent"), entry.get("attempt")))
+                    if placed_in is not None:
+                        placed_in["points"] += observed(entry.get("points"))
             elif typ == intent_ended and ev.get("intent") in remaining:
                 remaining.discard(ev["intent"])
                 if not remaining and not open_attempts:
                     until = ev["t"] + LATE_S
-            if until is not None and ev.get("t", 0.0) > until:
+            if until is not None and not to_the_end and ev.get("t", 0.0) > until:
                 return steps
     return steps
 

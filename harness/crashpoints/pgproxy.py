@@ -43,7 +43,8 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -76,11 +77,14 @@ DRAIN_EVERY_S = 0.02
 often besides, so that it never fills while no attempt ends: the relay would wait."""
 
 
-def postgres_proxy(upstream_port: int, router: Router, port: int = 0) -> PostgresProxy | ObservingRelay:
-    """The proxy a run's plan needs: one that holds where it decides, a relay that only tells where not."""
+def postgres_proxy(
+    upstream_port: int, router: Router, port: int = 0, spool: Path | None = None
+) -> PostgresProxy | ObservingRelay:
+    """The proxy a run's plan needs: one that holds where it decides, a relay that only tells where not
+    (its reports to ``spool`` where the router places its points after the run)."""
     if router.plan.decides:
         return PostgresProxy(upstream_port, router, port)
-    return ObservingRelay(upstream_port, router, port)
+    return ObservingRelay(upstream_port, router, port, spool)
 
 
 class PostgresProxy(LoopbackServer):
@@ -224,21 +228,68 @@ def commit_point(commit: Commit, connection: Connection | None, asked: bytes = b
     )
 
 
+class RelayReports:
+    """The relay's reports (one JSON object a line) told to a router: as the run reads them, or after it
+    from their spool (:mod:`harness.crashpoints.placement`)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self._connections: dict[int, Connection] = {}
+        """The relay's connection ids -> the router's."""
+
+    def tell(self, report: dict[str, Any]) -> None:
+        """One report: a commit (a point, and its transaction's end), a connection idle or gone."""
+        if "point" in report:
+            connection = self._connection(report["conn"])
+            self.router.seen(
+                Reached(
+                    Site.POSTGRES,
+                    PointKind.DB_COMMIT,
+                    connection=connection,
+                    label=report["label"],
+                    payload=report.get("markers", "").encode(),
+                    reads=report.get("reads", False),
+                    at=report["at"],
+                )
+            )
+            if "idle" in report:
+                self.router.idle(connection)  # the commit ended its transaction
+        elif "idle" in report:
+            self.router.idle(self._connection(report["idle"]))
+        elif "gone" in report:
+            gone = self._connections.pop(report["gone"], None)
+            if gone is not None:
+                self.router.idle(gone)
+
+    def _connection(self, conn: int) -> Connection:
+        """The router's connection for the relay's ``conn``."""
+        connection = self._connections.get(conn)
+        if connection is None:
+            connection = self._connections[conn] = self.router.new_connection()
+        return connection
+
+
 class ObservingRelay:
     """The relay process in front of the cluster at ``upstream_port``, its commits told to ``router``
-    (a :class:`harness.crashpoints.router.Feed`): for a plan that only observes."""
+    (a :class:`harness.crashpoints.router.Feed`): for a plan that only observes. Where the router places
+    its points after the run (:meth:`Router.defer`), the reports are copied unread to ``spool`` instead:
+    the driver's process then spends nothing a commit (decision 0092)."""
 
-    def __init__(self, upstream_port: int, router: Router, port: int = 0) -> None:
+    def __init__(self, upstream_port: int, router: Router, port: int = 0, spool: Path | None = None) -> None:
         self.upstream_port = upstream_port
         self.router = router
         self.port = port
+        self.spool = spool
+        """Where the reports go, unread, in a run whose points are placed after it."""
+        self.spooled = False
+        """Whether this relay's reports went to :attr:`spool` (the router deferred its points)."""
+        self._spooling: BinaryIO | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._out: int | None = None
         """The read end of the relay's stdout."""
         self._rest = b""
         self._ready: asyncio.Future[int] | None = None
-        self._connections: dict[int, Connection] = {}
-        """The relay's connection ids -> the router's."""
+        self._reports = RelayReports(router)
         self._timer: asyncio.TimerHandle | None = None
         router.follow(self)
 
@@ -290,6 +341,10 @@ class ObservingRelay:
         finally:
             if self._out is not None:
                 loop.remove_reader(out)
+        if self.router.deferred and self.spool is not None:
+            self._spooling = open(self.spool, "ab")  # noqa: SIM115 (closed in close())
+            self._spooling.write(self._rest)  # a line begun after "ready" ends in the spool
+            self._rest, self.spooled = b"", True
         self._every()  # nothing waits for the harness: read in batches, not at every report
         return self.port
 
@@ -299,18 +354,24 @@ class ObservingRelay:
             self._timer = asyncio.get_running_loop().call_later(DRAIN_EVERY_S, self._every)
 
     async def close(self) -> None:
-        """Stop the relay (its connections end with it: it exits when its stdin ends) and wait for it."""
-        self._stop_reading()
+        """Stop the relay (its connections end with it: it exits when its stdin ends) and wait for it; a
+        spool gets every report the relay wrote before it exited."""
+        if self._spooling is None:
+            self._stop_reading()
         proc = self._proc
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._spooling is not None:
+            self.drain()  # to the end of the pipe: the relay has exited
+            self._stop_reading()
+            self._spooling.close()
+            self._spooling = None
 
     def drain(self) -> None:
         """Take in every report the relay has written (at least every :data:`DRAIN_EVERY_S`, and before an
@@ -324,43 +385,21 @@ class ObservingRelay:
             if not chunk:
                 self._ended()
                 return
-            *lines, self._rest = (self._rest + chunk).split(b"\n")
-            for line in lines:
-                self._report(orjson.loads(line))
+            if self._spooling is not None:
+                self._spooling.write(chunk)
+            else:
+                *lines, self._rest = (self._rest + chunk).split(b"\n")
+                for line in lines:
+                    self._report(orjson.loads(line))
             if len(chunk) < _READ:
                 return  # all there was
 
     def _report(self, report: dict[str, Any]) -> None:
-        if "point" in report:
-            connection = self._connection(report["conn"])
-            self.router.seen(
-                Reached(
-                    Site.POSTGRES,
-                    PointKind.DB_COMMIT,
-                    connection=connection,
-                    label=report["label"],
-                    payload=report.get("markers", "").encode(),
-                    reads=report.get("reads", False),
-                    at=report["at"],
-                )
-            )
-            if "idle" in report:
-                self.router.idle(connection)  # the commit ended its transaction
-        elif "idle" in report:
-            self.router.idle(self._connection(report["idle"]))
-        elif "gone" in report:
-            gone = self._connections.pop(report["gone"], None)
-            if gone is not None:
-                self.router.idle(gone)
-        elif "ready" in report and self._ready is not None and not self._ready.done():
-            self._ready.set_result(int(report["ready"]))
-
-    def _connection(self, conn: int) -> Connection:
-        """The router's connection for the relay's ``conn``."""
-        connection = self._connections.get(conn)
-        if connection is None:
-            connection = self._connections[conn] = self.router.new_connection()
-        return connection
+        if "ready" in report:
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(int(report["ready"]))
+        else:
+            self._reports.tell(report)
 
     def _ended(self) -> None:
         """The relay closed its stdout: it exited."""

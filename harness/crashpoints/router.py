@@ -151,6 +151,8 @@ class Router:
         self._killed_pid: int | None = None
         self._power_loss = False
         """The last kill at a point was a power loss, and its rollback has not been taken."""
+        self.deferred = False
+        """The run's observed points are placed after it (:meth:`defer`): no window is kept while it runs."""
 
     def attach(
         self,
@@ -163,6 +165,14 @@ class Router:
         it is ready and which process it is now (known once the pod is supervised)."""
         self._history, self._kill, self._ready, self._pid = history, kill, ready, pid
         self._tell_plan()
+
+    def defer(self) -> None:
+        """Place this run's observed points after it: its plan only observes and its only observing site
+        is a feed that spools its reports (the PostgreSQL relay), so the driver opens, closes and fills no
+        window while it runs; :mod:`harness.crashpoints.placement` replays the windows from the history
+        and places the spooled points in them once the run's calls are over (decision 0092)."""
+        assert not self.plan.decides, "a plan that decides places its points as they are reached"
+        self.deferred = True
 
     def follow(self, feed: Feed) -> None:
         """A site in a process of its own tells its points here: drained before an attempt ends."""
@@ -237,12 +247,14 @@ class Router:
     def started(self, intent: int, attempt: int) -> None:
         """An attempt is sent. Its window opens here where no hold site reports exchanges (a run whose plan
         only observes); the fault proxy or the stdio host opens it at the server's door otherwise."""
-        if not self.plan.decides:
+        if not self.plan.decides and not self.deferred:
             self.opened(intent, attempt)
 
     def ended(self, intent: int, attempt: int) -> dict[str, Any]:
         """The attempt ended for the client: what its ``attempt_ended`` says of the points it reached (those
-        a feed saw before its answer came included)."""
+        a feed saw before its answer came included; none where they are placed after the run)."""
+        if self.deferred:
+            return {}
         for feed in self._feeds:
             feed.drain()
         if not self.plan.decides:

@@ -505,6 +505,7 @@ class _Run:
                 keyed=facts.keyed,
                 kill_signal=facts.kill_signal,
                 stream_rules=[rule.fields() for rule in facts.stream_rules],
+                points_placed_after=(self.wiring.router.deferred and s.services.postgres is not None) or None,
             )
         )
 

@@ -237,6 +237,8 @@ class TargetWiring:
                 pod=self.supervisor.pod.name,
                 seen_as=target.data_mount if target.runtime == "docker" else None,
             )
+        if self._observers_are_feeds():
+            self.router.defer()
         supervisor = self.supervisor
         self.router.attach(
             history,
@@ -247,6 +249,18 @@ class TargetWiring:
             lambda: supervisor.pod.pid,
         )
         return self.supervisor
+
+    def _observers_are_feeds(self) -> bool:
+        """Whether the run only observes and no site in the harness's process observes: the effect sink,
+        the downstream proxy and the file tracer report in process, as the fault proxy and the stdio host
+        do where there are crash points. Then the run's points are placed after it (decision 0092)."""
+        scenario = self.scenario
+        return (
+            not self.crashes
+            and self.files is None
+            and scenario.audit.effects.sink is None
+            and scenario.services.downstream is None
+        )
 
     def _local(self) -> bool:
         """Whether the harness runs the pods on this machine (and so can trace their file operations)."""

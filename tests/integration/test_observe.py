@@ -22,6 +22,25 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in (run_dir / rundir.HISTORY).read_bytes().splitlines()]
 
 
+def reached(run_dir: Path) -> dict[tuple[int, int], list[list[Any]]]:
+    """(intent, attempt) -> the points it reached, as the history records them in a run whose only
+    observing site is the PostgreSQL relay: placed after the run (``points_placed``, then ``point_late``),
+    none in ``attempt_ended``; and the relay's spool gone once they are."""
+    history = events(run_dir)
+    assert history[0]["points_placed_after"] is True
+    assert not (run_dir / rundir.RELAY_POINTS).exists()
+    points: dict[tuple[int, int], list[list[Any]]] = {}
+    for e in history:
+        if e["type"] == "attempt_ended":
+            assert "points" not in e, e
+        elif e["type"] == "points_placed":
+            for entry in e["attempts"]:
+                points.setdefault((entry["intent"], entry["attempt"]), []).extend(entry["points"])
+        elif e["type"] == "point_late":
+            points.setdefault((e["intent"], e["attempt"]), []).append([e["point"], e["label"]])
+    return points
+
+
 def test_every_attempt_says_the_points_it_reached_and_a_story_where_the_crash_hit_it(
     tmp_path: Path, postgres_server: None
 ) -> None:
@@ -34,14 +53,18 @@ def test_every_attempt_says_the_points_it_reached_and_a_story_where_the_crash_hi
     ended = [e for e in events(result.run_dir) if e["type"] == "attempt_ended"]
     answered = [e for e in ended if e["outcome"] == "ok"]
     assert len(answered) == 4
+    points = reached(result.run_dir)
     for attempt in answered:  # every attempt the server answered committed its invoice, and says so
-        assert ["db_commit#1", "INSERT invoices"] in attempt["points"], attempt
+        assert ["db_commit#1", "INSERT invoices"] in points[(attempt["intent"], attempt["attempt"])], attempt
     assert not any(e["type"] == "crash_point" for e in events(result.run_dir))  # observing records no events
     (duplicate,) = result.intents.loc[result.intents["verdict"] == "duplicate", "intent"].tolist()
     first = next(e for e in ended if e["intent"] == duplicate and e["attempt"] == 1)
     assert first["outcome"] == "transport_error"
     # Its invoice committed, then the failpoint's own row (the target counts its hits in the database).
-    assert first["points"] == [["db_commit#1", "INSERT invoices"], ["db_commit#2", "INSERT failpoint_hits"]]
+    assert points[(duplicate, 1)] == [
+        ["db_commit#1", "INSERT invoices"],
+        ["db_commit#2", "INSERT failpoint_hits"],
+    ]
     told = "\n".join(story_lines(story_of(audit_run(result.run_dir), int(duplicate))))
     assert "after db_commit#2 (INSERT failpoint_hits), before its answer" in told, told
     assert "db_commit#1: reached (INSERT invoices)" in told
@@ -107,8 +130,9 @@ def test_a_random_run_with_kills_says_where_each_attempt_was_when_it_was_killed(
     data["faults"] = {"kill": {"count": 6, "min_uptime_s": 0.2}}
     result = run_scenario(data, tmp_path)
     ended = [e for e in events(result.run_dir) if e["type"] == "attempt_ended"]
+    points = reached(result.run_dir)
     for attempt in (e for e in ended if e["outcome"] == "ok"):
-        assert ["db_commit#1", "INSERT invoices"] in attempt["points"], attempt
+        assert ["db_commit#1", "INSERT invoices"] in points[(attempt["intent"], attempt["attempt"])], attempt
     duplicates = result.intents.loc[result.intents["verdict"] == "duplicate", "intent"].tolist()
     assert duplicates, "no kill landed after a commit"
     audit = audit_run(result.run_dir)

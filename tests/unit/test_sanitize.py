@@ -80,6 +80,7 @@ WRITERS = {
     ("harness.crashpoints.render", "write_reports"): "crashpoints.md: markdown(), the story fenced",
     ("harness.effects.base", "write_collected"): "effects.json: counts",
     ("harness.crashpoints.fstrace", "serve"): "the tracer's JSON lines to the harness: its own words",
+    ("harness.crashpoints.pgproxy", "start"): "the relay's own JSON lines, copied unread to the run's spool",
     ("harness.crashpoints.durable", "_keep_bytes"): "the data directory's own bytes, kept for the rollback",
     ("harness.history", "__init__"): "HistoryWriter: redact, then excerpt",
     ("harness.otlp", "export_file"): "OTLP JSON of the history's (redacted) ids and enums: json_safe()",

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Mapping
 
 from harness import rundir
 from harness.crashpoints.pgproxy import ObservingRelay, PostgresProxy, postgres_proxy
+from harness.crashpoints.placement import place_after_run
 from harness.events import ServiceStarted, ServiceStopped
 from harness.history import HistoryWriter
 from harness.loopback import free_port
@@ -29,7 +30,7 @@ class PostgresWired(Service):
         assert section is not None
         self.cluster = Postgres(given.run_dir, section.database, free_port())
         self.proxy: PostgresProxy | ObservingRelay = postgres_proxy(
-            self.cluster.port, given.router, free_port()
+            self.cluster.port, given.router, free_port(), spool=given.run_dir / rundir.RELAY_POINTS
         )
         self.history: HistoryWriter = given.history
 
@@ -46,9 +47,17 @@ class PostgresWired(Service):
             await self.cluster.start()
             pg = self.cluster
             self.history.emit(ServiceStarted(service=self.facts.name, pid=pg.pid, url=pg.url))
-            stack.push_async_callback(self.proxy.close)
+            stack.push_async_callback(self._stop_proxy)
             await self.proxy.start()
             yield
+
+    async def _stop_proxy(self) -> None:
+        """Stop the proxy; a relay's spooled reports are then placed in the history (decision 0092)."""
+        proxy = self.proxy
+        await proxy.close()
+        if isinstance(proxy, ObservingRelay) and proxy.spooled and proxy.spool is not None:
+            place_after_run(proxy.spool, self.history)
+            proxy.spool.unlink()
 
     async def _stop_cluster(self) -> None:
         await self.cluster.stop()

@@ -1,0 +1,128 @@
+"""Observed points placed after the run: the PostgreSQL relay's spooled reports, in their attempts.
+
+A run that only observes, and whose only observing site is the relay, keeps no window while it runs
+(:meth:`harness.crashpoints.router.Router.defer`): the relay's reports go to a spool unread, so the
+driver's process spends nothing a commit (decision 0092). Once the run's calls are over and the relay
+has exited, :func:`place_after_run` replays the attempts' windows from the history (each from its
+``attempt_started`` to its ``attempt_ended``, on the history's clock) and tells the spooled reports to
+a :class:`Router` of their own between them, each when its commit was asked for (its ``at``, on the
+same clock): the same placement rules as a run that reads them as it goes (a marker or key, then the
+connection), the same windows, each report among the windows open at its time. What an attempt reached
+is written as ``points_placed`` events, many attempts to an event, at the history's end; a point placed
+in an attempt already written is a ``point_late`` event, as in a run.
+
+An attempt's points are written as its window closes, as a run's driver takes them at the attempt's
+end: the relay writes each report before it lets its commit's reply go on, so every report of a commit
+asked for before that end is earlier in the spool (only a dying pod's last replies, which the relay reads
+for 5 s after it died, come later, and are ``point_late`` events as in a run). Memory is bounded: the
+history is read as a stream, and the router keeps the recent windows only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness.crashpoints.pgproxy import RelayReports
+from harness.crashpoints.plans import ObservePlan
+from harness.crashpoints.router import Router
+from harness.events import PointsPlaced
+from harness.history import EventType, HistoryWriter
+
+PER_EVENT = 256
+"""Attempts a ``points_placed`` event lists at most."""
+
+_STARTED, _ENDED = EventType.ATTEMPT_STARTED.value, EventType.ATTEMPT_ENDED.value
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """What a placement wrote: attempts that reached a point, and the points."""
+
+    attempts: int
+    points: int
+
+
+def place_after_run(spool: Path, history: HistoryWriter) -> Placed:
+    """Place the spooled reports in the attempts of ``history`` (still open: the events go to its end)."""
+    history.flush()
+    now = [0.0]
+    router = Router(ObservePlan(), clock=lambda: now[0])
+    router.attach(history, None, lambda: True)
+    reports = RelayReports(router)
+    written = _Written(router, history)
+    windows = _windows(history.path, history.path.stat().st_size)
+    pending = next(windows, None)
+
+    def advance(to: float) -> None:
+        nonlocal pending
+        while pending is not None and pending[0] <= to:
+            t, opens, intent, attempt = pending
+            now[0] = t
+            if opens:
+                router.opened(intent, attempt)
+            else:
+                router.closed(intent, attempt)
+                written.take(intent, attempt)
+            pending = next(windows, None)
+
+    with open(spool, "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            report: dict[str, Any] = orjson.loads(line)
+            if "at" in report:
+                report["at"] = history.since_start(report["at"])
+                advance(report["at"])
+            reports.tell(report)
+    advance(float("inf"))
+    written.flush()
+    return Placed(written.attempts, written.points)
+
+
+def _windows(path: Path, size: int) -> Iterator[tuple[float, bool, int, int]]:
+    """(t, opens, intent, attempt) of every attempt's start and end in the first ``size`` bytes of the
+    history (what was written before the placement began), in the order written: by time."""
+    read = 0
+    with open(path, "rb") as f:
+        for line in f:
+            read += len(line)
+            if read > size:
+                return
+            if b'"attempt_' not in line:
+                continue
+            ev = orjson.loads(line)
+            typ = ev.get("type")
+            if typ in (_STARTED, _ENDED):
+                yield float(ev["t"]), typ == _STARTED, int(ev["intent"]), int(ev["attempt"])
+
+
+class _Written:
+    """The points of attempts whose windows closed, written in ``points_placed`` events."""
+
+    def __init__(self, router: Router, history: HistoryWriter) -> None:
+        self.router = router
+        self.history = history
+        self._batch: list[dict[str, Any]] = []
+        self.attempts = 0
+        self.points = 0
+
+    def take(self, intent: int, attempt: int) -> None:
+        told = self.router.points_of(intent, attempt)
+        if not told:
+            return
+        self.attempts += 1
+        self.points += len(told["points"]) + told.get("points_more", 0)
+        # A copy: a point placed in it from now on is a ``point_late`` of its own, not in this list.
+        self._batch.append({"intent": intent, "attempt": attempt, **told, "points": list(told["points"])})
+        if len(self._batch) == PER_EVENT:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._batch:
+            self.history.emit(PointsPlaced(attempts=self._batch))
+            self._batch = []
