@@ -9,7 +9,8 @@ a :class:`Router` of their own between them, each when its commit was asked for 
 same clock): the same placement rules as a run that reads them as it goes (a marker or key, then the
 connection), the same windows, each report among the windows open at its time. What an attempt reached
 is written as ``points_placed`` events, many attempts to an event, at the history's end; a point placed
-in an attempt already written is a ``point_late`` event, as in a run.
+in an attempt already written is a ``point_late`` event, as in a run (one in an attempt still waiting
+for its event joins its points there, so a late point always follows the attempt's others).
 
 An attempt's points are written as its window closes, as a run's driver takes them at the attempt's
 end: the relay writes each report before it lets its commit's reply go on, so every report of a commit
@@ -29,8 +30,8 @@ import orjson
 
 from harness.crashpoints.pgproxy import RelayReports
 from harness.crashpoints.plans import ObservePlan
-from harness.crashpoints.router import Router
-from harness.events import PointsPlaced
+from harness.crashpoints.router import TOLD_POINTS, Router
+from harness.events import PointLate, PointsPlaced
 from harness.history import EventType, HistoryWriter
 
 PER_EVENT = 256
@@ -51,10 +52,10 @@ def place_after_run(spool: Path, history: HistoryWriter) -> Placed:
     """Place the spooled reports in the attempts of ``history`` (still open: the events go to its end)."""
     history.flush()
     now = [0.0]
-    router = Router(ObservePlan(), clock=lambda: now[0])
+    written = _Written(history)
+    router = written.router = Router(ObservePlan(), clock=lambda: now[0], late=written.late)
     router.attach(history, None, lambda: True)
     reports = RelayReports(router)
-    written = _Written(router, history)
     windows = _windows(history.path, history.path.stat().st_size)
     pending = next(windows, None)
 
@@ -72,6 +73,8 @@ def place_after_run(spool: Path, history: HistoryWriter) -> Placed:
 
     with open(spool, "rb") as f:
         for line in f:
+            if not line.endswith(b"\n"):
+                break  # cut short: the relay was killed as it wrote its last report
             if not line.strip():
                 continue
             report: dict[str, Any] = orjson.loads(line)
@@ -104,10 +107,12 @@ def _windows(path: Path, size: int) -> Iterator[tuple[float, bool, int, int]]:
 class _Written:
     """The points of attempts whose windows closed, written in ``points_placed`` events."""
 
-    def __init__(self, router: Router, history: HistoryWriter) -> None:
-        self.router = router
+    router: Router
+
+    def __init__(self, history: HistoryWriter) -> None:
         self.history = history
-        self._batch: list[dict[str, Any]] = []
+        self._batch: dict[tuple[int, int], dict[str, Any]] = {}
+        """(intent, attempt) -> its entry of the next ``points_placed`` event."""
         self.attempts = 0
         self.points = 0
 
@@ -117,12 +122,26 @@ class _Written:
             return
         self.attempts += 1
         self.points += len(told["points"]) + told.get("points_more", 0)
-        # A copy: a point placed in it from now on is a ``point_late`` of its own, not in this list.
-        self._batch.append({"intent": intent, "attempt": attempt, **told, "points": list(told["points"])})
+        # A copy: a point placed in it from now on comes through :meth:`late`.
+        entry = {"intent": intent, "attempt": attempt, **told, "points": list(told["points"])}
+        self._batch[(intent, attempt)] = entry
         if len(self._batch) == PER_EVENT:
             self.flush()
 
+    def late(self, point: PointLate) -> None:
+        """A point placed in an attempt already taken: with its others where they are not written yet,
+        else a ``point_late`` after them."""
+        self.points += 1
+        entry = self._batch.get((point.intent, point.attempt))
+        if entry is None:
+            self.history.emit(point)
+        elif len(entry["points"]) < TOLD_POINTS:
+            entry["points"].append([point.point, point.label])
+        else:  # as ``attempt_ended`` keeps them: the last, where the attempt was when it ended
+            entry["points"][-1] = [point.point, point.label]
+            entry["points_more"] = entry.get("points_more", 0) + 1
+
     def flush(self) -> None:
         if self._batch:
-            self.history.emit(PointsPlaced(attempts=self._batch))
-            self._batch = []
+            self.history.emit(PointsPlaced(attempts=list(self._batch.values())))
+            self._batch = {}

@@ -119,10 +119,18 @@ class _Window:
 class Router:
     """One run's hold sites, their decisions, the pod's kills at points and what is recorded of them."""
 
-    def __init__(self, plan: Plan, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        clock: Callable[[], float] = time.monotonic,
+        late: Callable[[PointLate], None] | None = None,
+    ) -> None:
         self.plan = plan
         self.clock = clock
         """When windows open and close: the clock a feed stamps its points with (a test scripts it)."""
+        self._late = late
+        """Where a point placed in an attempt whose points were taken goes: the history's ``point_late``,
+        unless the placement after a run keeps it with the attempt's other points, not yet written."""
         self.generation = 0
         """Bumped at every kill at a point: connections of an older generation belong to a dying pod."""
         self.kills = 0
@@ -314,11 +322,13 @@ class Router:
             window = self._window_for(r)
             if window is not None:
                 self._tally(window, r)
-                if window.taken and self._history is not None:
+                if window.taken:
                     name, label = window.told[-1][:2]
-                    self._history.emit(
-                        PointLate(intent=window.intent, attempt=window.attempt, point=name, label=label)
-                    )
+                    late = PointLate(intent=window.intent, attempt=window.attempt, point=name, label=label)
+                    if self._late is not None:
+                        self._late(late)
+                    elif self._history is not None:
+                        self._history.emit(late)
 
     async def reached(self, r: Reached) -> Decision:
         """The decision for a point reached: ``PASS`` (go on), or the pod was killed there (``KILL``,

@@ -44,13 +44,16 @@ def commit(conn: int, at: float, intent: int | None, *, idle: bool = True) -> di
 
 
 def run(
-    tmp_path: Path, windows: list[tuple[float, str, int, int]], reports: list[dict[str, Any]]
+    tmp_path: Path,
+    windows: list[tuple[float, str, int, int]],
+    reports: list[dict[str, Any]],
+    cut: bytes = b"",
 ) -> list[Any]:
     """A history with these attempt windows ((t, "start" | "end", intent, attempt), in time order), the
-    reports spooled, placed: the events the placement added."""
+    reports spooled (then ``cut``, a line cut short), placed: the events the placement added."""
     clock = Clock()
     path, spool = tmp_path / "history.jsonl", tmp_path / "spool.jsonl"
-    spool.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in reports))
+    spool.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in reports) + cut)
     with HistoryWriter(path, clock=clock) as history:
         for t, what, intent, attempt in windows:
             clock.now = T0 + t
@@ -112,19 +115,42 @@ def test_a_commit_that_names_no_intent_among_two_calls_is_told_to_both_as_ambigu
     }
 
 
-def test_a_report_spooled_after_its_attempt_was_written_is_a_late_point(tmp_path: Path) -> None:
-    """A dying pod's last commit: asked for inside its attempt, its report spooled after a later call's
-    (the relay read its reply after the kill). The attempt's points were written as it ended; the late
-    one is a ``point_late`` event of it, as in a run that reads the relay as it goes."""
-    windows = [(1.0, "start", 1, 1), (1.5, "end", 1, 1), (2.0, "start", 2, 1), (2.5, "end", 2, 1)]
-    reports = [commit(1, 1.1, 1), commit(2, 2.1, 2), commit(3, 1.2, 1)]
-    added = run(tmp_path, windows, reports)
+LATE = (
+    [(1.0, "start", 1, 1), (1.5, "end", 1, 1), (2.0, "start", 2, 1), (2.5, "end", 2, 1)],
+    [commit(1, 1.1, 1), commit(2, 2.1, 2), commit(3, 1.2, 1)],
+)
+"""A dying pod's last commit: asked for inside attempt (1, 1), its report spooled after a later call's
+(the relay read its reply after the kill), once that attempt's window had closed."""
+
+
+def test_a_report_spooled_after_its_attempt_ended_joins_its_points_in_order(tmp_path: Path) -> None:
+    """The attempt's points are not written yet: the late one is listed after its others, in its event."""
+    added = run(tmp_path, *LATE)
     assert placed(added) == {
-        (1, 1): [["db_commit#1", "INSERT invoices"]],
+        (1, 1): [["db_commit#1", "INSERT invoices"], ["db_commit#2", "INSERT invoices"]],
         (2, 1): [["db_commit#1", "INSERT invoices"]],
     }
-    (late,) = [e for e in added if e["type"] == "point_late"]
-    assert (late["intent"], late["attempt"], late["point"]) == (1, 1, "db_commit#2")
+    assert not [e for e in added if e["type"] == "point_late"]
+
+
+def test_a_report_for_an_attempt_already_written_is_a_late_point_after_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Its attempt's event is written (one attempt to an event here): a ``point_late`` of it, after that
+    event, as in a run that reads the relay as it goes, so a story lists it last."""
+    monkeypatch.setattr(placement, "PER_EVENT", 1)
+    added = run(tmp_path, *LATE)
+    kinds = [(e["type"], e.get("intent")) for e in added]
+    assert kinds == [("points_placed", None), ("point_late", 1), ("points_placed", None)], kinds
+    assert (added[1]["attempt"], added[1]["point"]) == (1, "db_commit#2")
+    assert placed(added)[(1, 1)] == [["db_commit#1", "INSERT invoices"]]
+
+
+def test_a_last_report_cut_short_is_left_out_and_the_rest_placed(tmp_path: Path) -> None:
+    """The relay killed as it wrote: its last line has no end; the complete ones are placed."""
+    windows = [(1.0, "start", 1, 1), (1.5, "end", 1, 1)]
+    added = run(tmp_path, windows, [commit(1, 1.1, 1)], cut=orjson.dumps(commit(1, 1.2, 1))[:20])
+    assert placed(added) == {(1, 1): [["db_commit#1", "INSERT invoices"]]}
 
 
 def test_many_attempts_share_an_event(tmp_path: Path, monkeypatch: Any) -> None:
