@@ -17,7 +17,7 @@ classes, one type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 from harness.history import (
     ABSENT,
@@ -509,6 +509,22 @@ class PointLate(Event):
     """What it commits: ``INSERT invoices``."""
 
 
+class _Placed(TypedDict):
+    intent: int
+    attempt: int
+    points: list[list[Any]]
+    """``[name, label]``, or ``[name, label, "ambiguous"]``; the first and the last of a longer call."""
+
+
+class PlacedAttempt(_Placed, total=False):
+    """One attempt's points in a ``points_placed`` event, as its ``attempt_ended`` would have listed them
+    (``total=False`` for the one key that may be left out: ``NotRequired`` is not seen where annotations
+    are strings)."""
+
+    points_more: int
+    """Points beyond those listed."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PointsPlaced(Event):
     """Observed points placed in their attempts after the run (``run_started``'s ``points_placed_after``):
@@ -517,9 +533,8 @@ class PointsPlaced(Event):
     few thousand lines, not a million."""
 
     TYPE: ClassVar[EventType] = EventType.POINTS_PLACED
-    attempts: list[dict[str, Any]]
-    """Each attempt that reached a point: ``{intent, attempt, points}`` (and ``points_more``), its points
-    as ``attempt_ended`` would have listed them: ``[name, label]``, or ``[name, label, "ambiguous"]``."""
+    attempts: list[PlacedAttempt]
+    """Each attempt that reached a point, with the points it reached."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

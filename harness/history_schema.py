@@ -53,6 +53,13 @@ def _type(annotation: Any) -> dict[str, Any]:
     simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
     if annotation in simple:
         return {"type": simple[annotation]}
+    if typing.is_typeddict(annotation):
+        return {
+            "type": "object",
+            "properties": {name: _type(hint) for name, hint in typing.get_type_hints(annotation).items()},
+            "required": sorted(annotation.__required_keys__),
+            "additionalProperties": False,
+        }
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list:
         return {"type": "array", "items": _type(args[0])}

@@ -31,7 +31,7 @@ import orjson
 from harness.crashpoints.pgproxy import RelayReports
 from harness.crashpoints.plans import ObservePlan
 from harness.crashpoints.router import TOLD_POINTS, Router
-from harness.events import PointLate, PointsPlaced
+from harness.events import PlacedAttempt, PointLate, PointsPlaced
 from harness.history import EventType, HistoryWriter
 
 PER_EVENT = 256
@@ -111,7 +111,7 @@ class _Written:
 
     def __init__(self, history: HistoryWriter) -> None:
         self.history = history
-        self._batch: dict[tuple[int, int], dict[str, Any]] = {}
+        self._batch: dict[tuple[int, int], PlacedAttempt] = {}
         """(intent, attempt) -> its entry of the next ``points_placed`` event."""
         self.attempts = 0
         self.points = 0
@@ -123,7 +123,9 @@ class _Written:
         self.attempts += 1
         self.points += len(told["points"]) + told.get("points_more", 0)
         # A copy: a point placed in it from now on comes through :meth:`late`.
-        entry = {"intent": intent, "attempt": attempt, **told, "points": list(told["points"])}
+        entry: PlacedAttempt = {"intent": intent, "attempt": attempt, "points": list(told["points"])}
+        if "points_more" in told:
+            entry["points_more"] = told["points_more"]
         self._batch[(intent, attempt)] = entry
         if len(self._batch) == PER_EVENT:
             self.flush()
