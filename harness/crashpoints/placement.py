@@ -15,8 +15,8 @@ for its event joins its points there, so a late point always follows the attempt
 An attempt's points are written as its window closes, as a run's driver takes them at the attempt's
 end: the relay writes each report before it lets its commit's reply go on, so every report of a commit
 asked for before that end is earlier in the spool (only a dying pod's last replies, which the relay reads
-for 5 s after it died, come later, and are ``point_late`` events as in a run). Memory is bounded: the
-history is read as a stream, and the router keeps the recent windows only.
+for 5 s after it died, come later: placed late, as above). Memory is bounded: the history is read as a
+stream, and the router keeps the recent windows only.
 """
 
 from __future__ import annotations
