@@ -375,7 +375,8 @@ class ObservingRelay:
 
     def drain(self) -> None:
         """Take in every report the relay has written (at least every :data:`DRAIN_EVERY_S`, and before an
-        attempt ends: the commits it served were written before the target heard of them)."""
+        attempt ends: the commits it served were written before the target heard of them); copy it unread
+        where the reports are spooled (placed after the run: no attempt's end waits for them)."""
         out = self._out
         while out is not None:
             try:

@@ -183,7 +183,8 @@ class Router:
         self.deferred = True
 
     def follow(self, feed: Feed) -> None:
-        """A site in a process of its own tells its points here: drained before an attempt ends."""
+        """A site in a process of its own tells its points here: drained before an attempt ends (unless the
+        run's points are placed after it, :meth:`defer`)."""
         self._feeds.append(feed)
 
     # -- connections from the pod (the PostgreSQL proxy, the sink, the downstream proxy)
